@@ -1,0 +1,38 @@
+import { Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { Logger } from "../log/logger.ts";
+import type { JobStore } from "../store/job-store.ts";
+import { ApiError } from "./api-error.ts";
+import { systemRoutes, type SystemRouteDeps } from "./system-routes.ts";
+import { trainRoutes } from "./train-routes.ts";
+
+export interface AppDeps extends SystemRouteDeps {
+  store: JobStore;
+  log: Logger;
+}
+
+const ROUTES: Array<[string, string[]]> = [
+  ["/train", ["POST"]],
+  ["/train/:id", ["GET"]],
+  ["/train/:id/log", ["GET"]],
+  ["/train/:id/cancel", ["POST"]],
+  ["/gpu-status", ["GET"]],
+  ["/healthz", ["GET"]],
+];
+
+export function createApp(deps: AppDeps) {
+  const app = new Hono();
+  app.route("/train", trainRoutes(deps));
+  app.route("/", systemRoutes(deps));
+  for (const [path, methods] of ROUTES) {
+    app.all(path, (c) => c.json({ detail: `method ${c.req.method} not allowed on ${path}; allowed: ${methods.join(", ")}` }, 405, { Allow: methods.join(", ") }));
+  }
+  app.notFound((c) => c.json({ detail: "not found" }, 404));
+  app.onError((err, c) => {
+    if (err instanceof ApiError) return c.json(err.body, err.status, err.headers);
+    if (err instanceof HTTPException) return c.json({ detail: err.message }, err.status);
+    deps.log.error("unhandled error", { method: c.req.method, path: c.req.path, error: String(err), stack: (err as Error).stack });
+    return c.json({ detail: "internal error; see the worker's log" }, 500);
+  });
+  return app;
+}

@@ -1,0 +1,39 @@
+import { Hono } from "hono";
+import type { LoadedConfig } from "../config/load.ts";
+import type { GpuProbe } from "../gpu/index.ts";
+import type { Supervisor } from "../supervisor/supervisor.ts";
+import { ApiError } from "./api-error.ts";
+import { gpuStatusView } from "./gpu-status-view.ts";
+
+export interface SystemRouteDeps {
+  loaded: LoadedConfig;
+  supervisor: Supervisor;
+  gpu: GpuProbe;
+  version: string;
+  startedAt: number;
+}
+
+export function systemRoutes(deps: SystemRouteDeps) {
+  const { loaded, supervisor, gpu } = deps;
+  const { config } = loaded;
+  return new Hono()
+    .get("/healthz", (c) =>
+      c.json({
+        status: "ok",
+        version: deps.version,
+        active_job_id: supervisor.activeJobId(),
+        trainer_mode: config.trainer.mode,
+        simulated: config.trainer.mode === "simulate",
+        auth_mode: "none",
+        listen: config.listen,
+        config_file: loaded.file,
+        config_defaults_in_use: loaded.defaultsInUse,
+        uptime_s: Math.round((Date.now() - deps.startedAt) / 1000),
+      }),
+    )
+    .get("/gpu-status", async (c) => {
+      const result = await gpu.read();
+      if (!result.ok) throw new ApiError(503, { detail: result.detail, reason: "gpu_probe_failed" });
+      return c.json(gpuStatusView(result.devices, config, supervisor.activeTrainerPid()));
+    });
+}

@@ -1,0 +1,73 @@
+import { z } from "zod";
+
+// Defaults are the reference host of SPEC §1; every one is reported when in use.
+export const DEFAULTS = {
+  listen: "0.0.0.0:8203",
+  state_dir: "/var/lib/lora-worker",
+  handoff_root: "/worktank/arbo/train",
+  model_roots: ["/worktank/models"],
+  accelerate: "/opt/fluxgym/.venv/bin/accelerate",
+  sd_scripts_dir: "/opt/fluxgym/sd-scripts",
+  nvidia_smi: "nvidia-smi",
+} as const;
+
+const absolutePath = z
+  .string()
+  .min(1)
+  .refine((p) => p.startsWith("/"), { message: "must be an absolute path" });
+
+export const DeviceClass = z.enum(["24gb", "48gb"]);
+export type DeviceClass = z.infer<typeof DeviceClass>;
+
+const Device = z.strictObject({
+  index: z.int().min(0).max(63),
+  name: z.string().min(1).max(64),
+  class: DeviceClass,
+});
+export type Device = z.infer<typeof Device>;
+
+const DEFAULT_DEVICES: Device[] = [
+  { index: 0, name: "RTX 3090", class: "24gb" },
+  { index: 1, name: "RTX A6000", class: "48gb" },
+];
+
+export const ConfigSchema = z.strictObject({
+  listen: z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, {
+    message: 'must be "host:port" (IPv6 as "[::1]:8203")',
+  }).default(DEFAULTS.listen),
+  state_dir: absolutePath.default(DEFAULTS.state_dir),
+  handoff_root: absolutePath.default(DEFAULTS.handoff_root),
+  model_roots: z.array(absolutePath).min(1).default([...DEFAULTS.model_roots]),
+  trainer: z
+    .strictObject({
+      mode: z.enum(["real", "simulate"]).default("real"),
+      accelerate: absolutePath.default(DEFAULTS.accelerate),
+      sd_scripts_dir: absolutePath.default(DEFAULTS.sd_scripts_dir),
+      cancel_grace_seconds: z.number().positive().max(600).default(10),
+    })
+    .prefault({}),
+  simulate: z
+    .strictObject({
+      seconds_per_step: z.number().min(0).max(60).default(0.5),
+      fail: z.string().regex(/^$|^(oom|nan|hang)@\d+$|^exit@\d+:\d+$/, {
+        message: 'must be "", "oom@N", "nan@N", "hang@N" or "exit@N:CODE"',
+      }).default(""),
+    })
+    .prefault({}),
+  gpu: z
+    .strictObject({
+      nvidia_smi: z.string().min(1).default(DEFAULTS.nvidia_smi),
+      probe_timeout_ms: z.int().min(100).max(60_000).default(5000),
+      cache_ttl_ms: z.int().min(0).max(60_000).default(2000),
+    })
+    .prefault({}),
+  devices: z
+    .array(Device)
+    .min(1)
+    .refine((ds) => new Set(ds.map((d) => d.index)).size === ds.length, {
+      message: "device indexes must be unique",
+    })
+    .default(DEFAULT_DEVICES),
+});
+
+export type Config = z.infer<typeof ConfigSchema>;

@@ -1,0 +1,34 @@
+// Framing of sd-scripts' combined stdout+stderr log. tqdm redraws its bar as "\r" + the whole line
+// and writes "\n" only when the bar closes; everything else ends in "\n" (or "\r\n" on Windows).
+// So "\r", "\n" and "\r\n" all end a record, and the empty records between them carry nothing.
+// A record longer than MAX_RECORD_CHARS keeps its first MAX_RECORD_CHARS characters: the start of
+// a line is what identifies it, and the excess is dropped up to the next separator.
+
+export const MAX_RECORD_CHARS = 64 * 1024;
+
+const SEPARATOR = /[\r\n]/;
+
+export class LineSplitter {
+  private tail = "";
+
+  push(chunk: string): string[] {
+    const pieces = chunk.split(SEPARATOR);
+    const records: string[] = [];
+    for (const [index, piece] of pieces.entries()) {
+      this.append(piece);
+      if (index < pieces.length - 1) records.push(...this.flush());
+    }
+    return records;
+  }
+
+  flush(): string[] {
+    const record = this.tail;
+    this.tail = "";
+    return record === "" ? [] : [record];
+  }
+
+  private append(piece: string): void {
+    if (this.tail.length >= MAX_RECORD_CHARS) return;
+    this.tail = (this.tail + piece).slice(0, MAX_RECORD_CHARS);
+  }
+}

@@ -1,0 +1,101 @@
+// Training progress folded from sd-scripts' log records (see line-splitter.ts for the framing).
+import { parseTqdmBar, type TqdmBar } from "./tqdm-bar.ts";
+
+export type Phase = "loading" | "caching" | "training" | "saving" | "done";
+
+export interface Progress {
+  phase: Phase;
+  step: number;
+  total_steps: number | null;
+  loss: number | null;
+  last_loss_nan: boolean;
+  nan_streak: number;
+  eta_s: number | null;
+  seconds_per_step: number | null;
+}
+
+const PHASE_ORDER: readonly Phase[] = ["loading", "caching", "training", "saving", "done"];
+
+const TRAINING_BAR = "steps";
+const TOTAL_STEPS = /total optimization steps\b[^:]*:\s*(\d+)/;
+const CACHING = /\bcach(?:e|ing) (?:latents|text encoder outputs)\b/i;
+const TRAINING_START = /^(?:running training\b|epoch \d+\/\d+$)/;
+const FINAL_SAVE = /^save trained model\b/;
+const CHECKPOINT_SAVE = /\bsaving checkpoint: /;
+const MODEL_SAVED = /(?:^|\s)model saved\.(?:\s|$)/;
+
+export function initialProgress(): Progress {
+  return {
+    phase: "loading",
+    step: 0,
+    total_steps: null,
+    loss: null,
+    last_loss_nan: false,
+    nan_streak: 0,
+    eta_s: null,
+    seconds_per_step: null,
+  };
+}
+
+export function applyLine(p: Progress, line: string): Progress {
+  const bar = parseTqdmBar(line);
+  const next = bar === null ? applyMessage(p, line.trim()) : applyMessage(applyBar(p, bar), bar.trailing);
+  return sameProgress(p, next) ? p : next;
+}
+
+function applyBar(p: Progress, bar: TqdmBar): Progress {
+  if (bar.description === TRAINING_BAR) return applyStepsBar(p, bar);
+  if (CACHING.test(bar.description)) return { ...p, phase: advance(p.phase, "caching") };
+  return p;
+}
+
+function applyStepsBar(p: Progress, bar: TqdmBar): Progress {
+  const finished = bar.total > 0 && bar.n >= bar.total;
+  return {
+    ...p,
+    ...applyLoss(p, bar.n, bar.postfix.avr_loss),
+    phase: advance(p.phase, finished ? "saving" : "training"),
+    step: bar.n,
+    total_steps: bar.total,
+    eta_s: bar.n === 0 ? null : bar.remaining_s,
+    seconds_per_step: bar.seconds_per_it,
+  };
+}
+
+// tqdm redraws a step more than once (on update, then on set_postfix), so a nan only extends the
+// streak when it is the first nan reading of its step.
+function applyLoss(p: Progress, step: number, raw: string | undefined): Partial<Progress> {
+  if (raw === undefined) return {};
+  const value = Number.parseFloat(raw);
+  if (Number.isFinite(value)) return { loss: value, last_loss_nan: false, nan_streak: 0 };
+  const extendsStreak = step > p.step || !p.last_loss_nan;
+  return { last_loss_nan: true, nan_streak: p.nan_streak + (extendsStreak ? 1 : 0) };
+}
+
+function applyMessage(p: Progress, text: string): Progress {
+  if (text === "") return p;
+  const total = TOTAL_STEPS.exec(text);
+  if (total !== null) return { ...p, total_steps: Number(total[1]) };
+  return { ...p, phase: advance(p.phase, messagePhase(p, text)) };
+}
+
+function messagePhase(p: Progress, text: string): Phase {
+  if (MODEL_SAVED.test(text)) return "done";
+  if (FINAL_SAVE.test(text) || (CHECKPOINT_SAVE.test(text) && reachedLastStep(p))) return "saving";
+  if (TRAINING_START.test(text)) return "training";
+  if (CACHING.test(text)) return "caching";
+  return p.phase;
+}
+
+// Intermediate checkpoints are saved mid-run; only one written after the last step is the final save.
+function reachedLastStep(p: Progress): boolean {
+  return p.total_steps !== null && p.step >= p.total_steps;
+}
+
+function advance(current: Phase, candidate: Phase): Phase {
+  return PHASE_ORDER.indexOf(candidate) > PHASE_ORDER.indexOf(current) ? candidate : current;
+}
+
+function sameProgress(a: Progress, b: Progress): boolean {
+  return (Object.keys(a) as (keyof Progress)[]).every((key) => Object.is(a[key], b[key]));
+}

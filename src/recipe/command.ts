@@ -1,0 +1,104 @@
+import { dirname, join } from "node:path";
+import type { Config } from "../config/schema.ts";
+import type { CheckedTrain } from "../request/checked-train.ts";
+import * as H from "./hyperparameters.ts";
+import { datasetToml } from "./dataset-toml.ts";
+
+export const TRAIN_SCRIPT = "sdxl_train_network.py";
+
+export interface LaunchPlan {
+  argv: string[];
+  env: Record<string, string>;
+  cwd: string;
+  dataset_toml: string;
+}
+
+export interface JobPaths {
+  datasetConfig: string;
+  hfHome: string;
+}
+
+// Without --num_processes 1 accelerate goes multi-GPU when two GPUs are visible.
+const LAUNCH_FLAGS = [
+  "--num_processes=1",
+  "--num_machines=1",
+  `--mixed_precision=${H.MIXED_PRECISION}`,
+  "--dynamo_backend=no",
+  "--num_cpu_threads_per_process=1",
+];
+
+// `trainer` replaces the accelerate executable in simulate mode; nothing else differs.
+export function buildLaunch(train: CheckedTrain, config: Config, paths: JobPaths, trainer: string[]): LaunchPlan {
+  const sdScripts = config.trainer.sd_scripts_dir;
+  return {
+    argv: [...trainer, "launch", ...LAUNCH_FLAGS, join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths)],
+    env: childEnv(train, config, paths),
+    cwd: sdScripts,
+    dataset_toml: datasetToml(train),
+  };
+}
+
+function scriptFlags(train: CheckedTrain, paths: JobPaths): string[] {
+  const { request } = train;
+  const tier = H.TIERS[request.tier];
+  const valued: Array<[string, string | number]> = [
+    ["pretrained_model_name_or_path", train.baseModel],
+    ["dataset_config", paths.datasetConfig],
+    ["output_dir", train.outputDir],
+    ["output_name", request.output_name],
+    ["save_model_as", "safetensors"],
+    ["save_precision", H.SAVE_PRECISION],
+    ["network_module", H.NETWORK_MODULE],
+    ["network_dim", tier.networkDim],
+    ["network_alpha", tier.networkDim * H.NETWORK_ALPHA_RATIO],
+  ];
+  const training: Array<[string, string | number]> = [
+    ["learning_rate", H.LEARNING_RATE],
+    ["unet_lr", H.LEARNING_RATE],
+    ["optimizer_type", H.OPTIMIZER],
+    ["lr_scheduler", H.LR_SCHEDULER],
+    ["lr_warmup_steps", H.LR_WARMUP_STEPS],
+    ["max_train_steps", tier.maxTrainSteps],
+    ["seed", request.seed],
+    ["mixed_precision", H.MIXED_PRECISION],
+  ];
+  return [
+    ...valued.map(flag),
+    "--network_train_unet_only",
+    ...training.map(flag),
+    "--gradient_checkpointing",
+    "--sdpa",
+    "--cache_latents",
+    "--cache_latents_to_disk",
+    "--cache_text_encoder_outputs",
+    flag(["min_snr_gamma", H.MIN_SNR_GAMMA]),
+    flag(["noise_offset", H.NOISE_OFFSET]),
+    flag(["max_data_loader_n_workers", H.DATA_LOADER_WORKERS]),
+    "--persistent_data_loader_workers",
+    "--console_log_simple",
+    flag(["caption_extension", H.CAPTION_EXTENSION]),
+  ];
+}
+
+// One argv element per value: argparse cannot read a value as a flag name.
+function flag([name, value]: [string, string | number]): string {
+  return `--${name}=${value}`;
+}
+
+function childEnv(train: CheckedTrain, config: Config, paths: JobPaths): Record<string, string> {
+  const env: Record<string, string> = {
+    PATH: `${dirname(config.trainer.accelerate)}:/usr/local/bin:/usr/bin:/bin`,
+    HOME: config.state_dir,
+    LANG: "C.UTF-8",
+    CUDA_DEVICE_ORDER: "PCI_BUS_ID",
+    CUDA_VISIBLE_DEVICES: String(train.device.index),
+    PYTHONUNBUFFERED: "1",
+    HF_HOME: paths.hfHome,
+    HF_HUB_OFFLINE: "1",
+  };
+  if (config.trainer.mode === "simulate") {
+    env.LORA_WORKER_SIMULATE_SECONDS_PER_STEP = String(config.simulate.seconds_per_step);
+    if (config.simulate.fail !== "") env.LORA_WORKER_SIMULATE_FAIL = config.simulate.fail;
+  }
+  return env;
+}

@@ -1,0 +1,131 @@
+import { Database } from "bun:sqlite";
+import type { ProcessIdentity } from "../supervisor/proc-stat.ts";
+import { SCHEMA } from "./schema.sql.ts";
+
+export const ACTIVE_STATUSES = ["starting", "training"] as const;
+export type Status = "starting" | "training" | "succeeded" | "failed" | "cancelled";
+
+export interface JobRow {
+  id: string;
+  status: Status;
+  phase: string;
+  step: number;
+  total_steps: number | null;
+  loss: number | null;
+  eta_s: number | null;
+  lora_path: string | null;
+  lora_sha256: string | null;
+  lora_bytes: number | null;
+  error: string | null;
+  error_code: string | null;
+  created_at: string;
+  started_at: string | null;
+  ended_at: string | null;
+  request: string;
+  simulated: number;
+  pid: number | null;
+  pid_start_ticks: number | null;
+  boot_id: string | null;
+  exit_code: number | null;
+  signal: string | null;
+  forced_kill: number;
+  cancel_requested_at: string | null;
+  log_path: string;
+}
+
+export interface NewJob {
+  id: string;
+  request: unknown;
+  simulated: boolean;
+  logPath: string;
+  now: string;
+}
+
+export interface Outcome {
+  status: "succeeded" | "failed" | "cancelled";
+  exit_code: number | null;
+  signal: string | null;
+  forced_kill: boolean;
+  error: string | null;
+  error_code: string | null;
+  lora_path: string | null;
+  lora_sha256: string | null;
+  lora_bytes: number | null;
+}
+
+export interface ProgressFields {
+  phase: string;
+  step: number;
+  total_steps: number | null;
+  loss: number | null;
+  eta_s: number | null;
+}
+
+const ACTIVE_SQL = `status IN ('starting','training')`;
+
+export type JobStore = ReturnType<typeof openJobStore>;
+
+// Every transition is an UPDATE guarded by the states it may leave; `changes` says if it happened.
+export function openJobStore(path: string) {
+  const db = new Database(path, { create: true, strict: true });
+  db.run("PRAGMA journal_mode = WAL");
+  db.run("PRAGMA synchronous = FULL");
+  db.run("PRAGMA busy_timeout = 5000");
+  db.run(SCHEMA);
+
+  const insert = db.prepare(
+    `INSERT INTO jobs (id, status, phase, created_at, request, simulated, log_path)
+     SELECT $id, 'starting', 'loading', $now, $request, $simulated, $log_path
+     WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE ${ACTIVE_SQL})`,
+  );
+  const activeQuery = db.prepare<{ id: string }, []>(`SELECT id FROM jobs WHERE ${ACTIVE_SQL} LIMIT 1`);
+  const byId = db.prepare<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?");
+
+  return {
+    // Exactly one caller wins; the others learn who holds the slot.
+    insertIfIdle(job: NewJob): { inserted: true } | { inserted: false; activeId: string } {
+      const tx = db.transaction(() => {
+        const res = insert.run({ id: job.id, now: job.now, request: JSON.stringify(job.request), simulated: job.simulated ? 1 : 0, log_path: job.logPath });
+        return res.changes === 1 ? null : (activeQuery.get()?.id ?? "unknown");
+      });
+      const activeId = tx.immediate();
+      return activeId === null ? { inserted: true } : { inserted: false, activeId };
+    },
+    get(id: string): JobRow | null {
+      return byId.get(id);
+    },
+    activeJobs(): JobRow[] {
+      return db.query<JobRow, []>(`SELECT * FROM jobs WHERE ${ACTIVE_SQL}`).all();
+    },
+    markSpawned(id: string, identity: ProcessIdentity, now: string): boolean {
+      return changed(
+        db.run(`UPDATE jobs SET pid=?, pid_start_ticks=?, boot_id=?, started_at=? WHERE id=? AND status='starting'`, [identity.pid, identity.startTicks, identity.bootId, now, id]),
+      );
+    },
+    markTraining(id: string): boolean {
+      return changed(db.run(`UPDATE jobs SET status='training' WHERE id=? AND status='starting'`, [id]));
+    },
+    saveProgress(id: string, p: ProgressFields): boolean {
+      return changed(db.run(`UPDATE jobs SET phase=?, step=?, total_steps=?, loss=?, eta_s=? WHERE id=? AND ${ACTIVE_SQL}`, [p.phase, p.step, p.total_steps, p.loss, p.eta_s, id]));
+    },
+    requestCancel(id: string, now: string): boolean {
+      return changed(db.run(`UPDATE jobs SET cancel_requested_at=COALESCE(cancel_requested_at, ?) WHERE id=? AND ${ACTIVE_SQL}`, [now, id]));
+    },
+    finish(id: string, o: Outcome, now: string): boolean {
+      return changed(
+        db.run(
+          `UPDATE jobs SET status=?, exit_code=?, signal=?, forced_kill=?, error=?, error_code=?, lora_path=?, lora_sha256=?, lora_bytes=?, ended_at=?, eta_s=NULL
+           WHERE id=? AND ${ACTIVE_SQL}`,
+          [o.status, o.exit_code, o.signal, o.forced_kill ? 1 : 0, o.error, o.error_code, o.lora_path, o.lora_sha256, o.lora_bytes, now, id],
+        ),
+      );
+    },
+    close(): void {
+      db.close();
+    },
+  };
+}
+
+function changed(res: { changes: number }): boolean {
+  return res.changes === 1;
+}

@@ -1,0 +1,31 @@
+// Lifecycle state (status, phase) is kept apart from outcome (exit_code, signal, error_code).
+export const SCHEMA = `
+CREATE TABLE IF NOT EXISTS jobs (
+  id TEXT PRIMARY KEY,
+  status TEXT NOT NULL CHECK (status IN ('starting','training','succeeded','failed','cancelled')),
+  phase TEXT NOT NULL,
+  step INTEGER NOT NULL DEFAULT 0,
+  total_steps INTEGER,
+  loss REAL,
+  eta_s REAL,
+  lora_path TEXT,
+  lora_sha256 TEXT,
+  lora_bytes INTEGER,
+  error TEXT,
+  error_code TEXT,
+  created_at TEXT NOT NULL,
+  started_at TEXT,
+  ended_at TEXT,
+  request TEXT NOT NULL,
+  simulated INTEGER NOT NULL,
+  pid INTEGER,
+  pid_start_ticks INTEGER,
+  boot_id TEXT,
+  exit_code INTEGER,
+  signal TEXT,
+  forced_kill INTEGER NOT NULL DEFAULT 0,
+  cancel_requested_at TEXT,
+  log_path TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);
+`;

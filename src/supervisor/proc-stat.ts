@@ -1,0 +1,48 @@
+import { readFileSync, readdirSync } from "node:fs";
+
+// /proc/<pid>/stat: "pid (comm) state ppid pgrp ... starttime(22) ..."; comm may hold spaces and ")".
+export interface ProcStat {
+  pid: number;
+  state: string;
+  pgrp: number;
+  startTicks: number;
+}
+
+export interface ProcessIdentity {
+  pid: number;
+  startTicks: number | null;
+  bootId: string | null;
+}
+
+export function readProcStat(pid: number): ProcStat | null {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return null;
+  }
+  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  return { pid, state: fields[0] ?? "?", pgrp: Number(fields[2]), startTicks: Number(fields[19]) };
+}
+
+export function readBootId(): string | null {
+  try {
+    return readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+  } catch {
+    return null;
+  }
+}
+
+export function identify(pid: number): ProcessIdentity {
+  return { pid, startTicks: readProcStat(pid)?.startTicks ?? null, bootId: readBootId() };
+}
+
+// The same process, not merely the same pid: a reused pid has another start time.
+export function isSameProcess(identity: ProcessIdentity): boolean {
+  const stat = readProcStat(identity.pid);
+  return stat !== null && stat.state !== "Z" && stat.startTicks === identity.startTicks && readBootId() === identity.bootId;
+}
+
+export function listPids(): number[] {
+  return readdirSync("/proc").flatMap((name) => (/^\d+$/.test(name) ? [Number(name)] : []));
+}
