@@ -1,0 +1,2 @@
+export { createGpuProbe, type GpuProbeDeps } from "./gpu-probe.ts";
+export type { GpuDevice, GpuProbe, GpuProcess, ProbeResult } from "./types.ts";

@@ -1,0 +1,69 @@
+/**
+ * Runs nvidia-smi under a hard deadline. A wedged driver leaves nvidia-smi in uninterruptible sleep (state D), where
+ * even SIGKILL waits on the kernel, so at the deadline the outcome is decided without waiting for the process to die.
+ * nvidia-smi prints its own errors on stdout, so a failure's detail is the first line of stdout, then of stderr.
+ */
+import type { Subprocess } from "bun";
+import { firstLine } from "./output-lines.ts";
+
+export type SmiOutcome = { ok: true; stdout: string } | { ok: false; detail: string };
+
+export interface SmiCall {
+  path: string;
+  args: readonly string[];
+  timeoutMs: number;
+}
+
+interface Finished {
+  exitCode: number | null;
+  signal: Child["signalCode"];
+  stdout: string;
+  stderr: string;
+}
+
+type Child = Subprocess<"ignore", "pipe", "pipe">;
+
+const TIMED_OUT = Symbol("timed out");
+
+export async function runNvidiaSmi(call: SmiCall): Promise<SmiOutcome> {
+  const child = spawn(call);
+  if ("detail" in child) return child;
+  let timer: Timer | undefined;
+  const expired = new Promise<typeof TIMED_OUT>((resolve) => (timer = setTimeout(resolve, call.timeoutMs, TIMED_OUT)));
+  const finished = await Promise.race([collect(child), expired]);
+  clearTimeout(timer);
+  if (finished !== TIMED_OUT) return judge(finished);
+  killGroup(child);
+  return { ok: false, detail: `nvidia-smi timed out after ${call.timeoutMs} ms` };
+}
+
+function spawn(call: SmiCall): Child | { ok: false; detail: string } {
+  try {
+    // Its own process group, so the deadline also kills whatever a wrapper script started (and holds the pipes).
+    return Bun.spawn([call.path, ...call.args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", detached: true });
+  } catch (error) {
+    const code = error instanceof Error && "code" in error ? error.code : undefined;
+    if (code === "ENOENT") return { ok: false, detail: `nvidia-smi not found at ${call.path}` };
+    return { ok: false, detail: `nvidia-smi could not be started at ${call.path}: ${String(error)}` };
+  }
+}
+
+async function collect(child: Child): Promise<Finished> {
+  const [stdout, stderr] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text()]);
+  await child.exited;
+  return { exitCode: child.exitCode, signal: child.signalCode, stdout, stderr };
+}
+
+function judge(finished: Finished): SmiOutcome {
+  if (finished.exitCode === 0) return { ok: true, stdout: finished.stdout };
+  const silent = finished.exitCode === null ? `nvidia-smi was killed by ${finished.signal}` : `nvidia-smi exited with code ${finished.exitCode} and printed nothing`;
+  return { ok: false, detail: firstLine(finished.stdout) ?? firstLine(finished.stderr) ?? silent };
+}
+
+function killGroup(child: Child): void {
+  try {
+    process.kill(-child.pid, "SIGKILL");
+  } catch {
+    child.kill("SIGKILL");
+  }
+}
