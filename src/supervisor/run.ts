@@ -9,7 +9,7 @@ import { followLog } from "./log-follower.ts";
 import { tailLines } from "./log-tail.ts";
 import { decideOutcome } from "./outcome.ts";
 import { identify } from "./proc-stat.ts";
-import { terminateGroup } from "./process-group.ts";
+import { liveGroupMembers, terminateGroup } from "./process-group.ts";
 
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
 const PERSIST_INTERVAL_MS = 1000;
@@ -23,6 +23,7 @@ export interface RunContext {
   store: JobStore;
   now: () => Date;
   log: Logger;
+  cancelGraceMs: number;
 }
 
 export interface Run {
@@ -74,7 +75,22 @@ function supervise(ctx: RunContext, pgid: number, exited: Promise<Exit>): Run {
   };
   const follower = followLog(ctx.logPath, onText);
 
+  let termination: Promise<void> = Promise.resolve();
+  const stopGroup = (graceMs: number) => {
+    termination = termination.then(async () => {
+      forcedKill = (await terminateGroup(pgid, graceMs)).forced || forcedKill;
+    });
+    return termination;
+  };
+  const terminate = (graceMs: number) => {
+    killedBySupervisor = true;
+    return stopGroup(graceMs);
+  };
+
   const finished = exited.then(async (exit) => {
+    // The leader's exit is not the tree's: wait out a kill in progress, then sweep what is left.
+    await termination;
+    if (liveGroupMembers(pgid).length > 0) await stopGroup(ctx.cancelGraceMs);
     follower.stop();
     for (const line of splitter.flush()) progress = applyLine(progress, line);
     persist();
@@ -96,10 +112,7 @@ function supervise(ctx: RunContext, pgid: number, exited: Promise<Exit>): Run {
     id: ctx.id,
     pgid,
     progress: () => progress,
-    async terminate(graceMs: number) {
-      killedBySupervisor = true;
-      forcedKill = (await terminateGroup(pgid, graceMs)).forced || forcedKill;
-    },
+    terminate,
     finished,
   };
 }

@@ -47,7 +47,7 @@ export function createSupervisor(deps: SupervisorDeps) {
       mkdirSync(paths.dir, { recursive: true, mode: 0o750 });
       writeFileSync(paths.datasetConfig, plan.dataset_toml, { mode: 0o640 });
       mkdirSync(train.outputDir, { recursive: true, mode: 0o770 });
-      const run = startRun({ id, plan, logPath: paths.log, outputFile: train.outputFile, store, now, log });
+      const run = startRun({ id, plan, logPath: paths.log, outputFile: train.outputFile, store, now, log, cancelGraceMs: config.trainer.cancel_grace_seconds * 1000 });
       runs.set(id, run);
       void run.finished.finally(() => runs.delete(id));
       log.info("job started", { job_id: id, pid: run.pgid, tier: train.request.tier, device_index: train.device.index, simulated: config.trainer.mode === "simulate" });

@@ -1,0 +1,78 @@
+import { describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { loadConfig } from "../src/config/load.ts";
+import { MAIN, makeHostTree } from "./support/host-tree.ts";
+
+describe("config", () => {
+  test("a file naming only the paths loads, and every other key is reported as a default in use", async () => {
+    using tree = makeHostTree();
+    const result = await loadConfig({ path: tree.writeConfig('[trainer]\nmode = "simulate"\n'), env: {} });
+    if (!result.ok) throw new Error(result.errors.join("\n"));
+    expect(result.value.config.trainer.accelerate).toBe("/opt/fluxgym/.venv/bin/accelerate");
+    expect(result.value.defaultsInUse).toContain("trainer.accelerate");
+    expect(result.value.defaultsInUse).not.toContain("trainer.mode");
+    expect(result.value.defaultsInUse).not.toContain("handoff_root");
+  });
+
+  test("real mode insists on an executable accelerate and an sd-scripts checkout", async () => {
+    using tree = makeHostTree();
+    const result = await loadConfig({ path: tree.writeConfig(), env: {} });
+    expect(result).toEqual({
+      ok: false,
+      errors: [
+        "trainer.accelerate: /opt/fluxgym/.venv/bin/accelerate does not exist",
+        "trainer.sd_scripts_dir: /opt/fluxgym/sd-scripts/sdxl_train_network.py does not exist",
+      ],
+    });
+  });
+
+  test("environment variables override the file and are reported", async () => {
+    using tree = makeHostTree();
+    const env = { LORA_WORKER_TRAINER_MODE: "simulate", LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0.25" };
+    const result = await loadConfig({ path: tree.writeConfig(), env });
+    if (!result.ok) throw new Error(result.errors.join("\n"));
+    expect(result.value.config.trainer.mode).toBe("simulate");
+    expect(result.value.config.simulate.seconds_per_step).toBe(0.25);
+    expect(result.value.envOverrides.sort()).toEqual(["simulate.seconds_per_step", "trainer.mode"]);
+  });
+
+  test("one refusal names every bad key: unknown keys, wrong types, missing paths, bad overrides", async () => {
+    using tree = makeHostTree();
+    const path = tree.writeConfig('colour = "blue"\n[trainer]\nmode = "simulate"\nspeed = 3\n[simulate]\nseconds_per_step = "fast"\n');
+    const result = await loadConfig({ path, env: { LORA_WORKER_LISTN: "x", LORA_WORKER_GPU_PROBE_TIMEOUT_MS: "soon" } });
+    expect(result.ok).toBe(false);
+    const errors = result.ok ? [] : result.errors;
+    expect(errors.map((e) => e.split(":")[0]).sort()).toEqual([
+      "LORA_WORKER_GPU_PROBE_TIMEOUT_MS",
+      "LORA_WORKER_LISTN",
+      "colour",
+      "simulate.seconds_per_step",
+      "trainer.speed",
+    ]);
+    expect(errors).toContain('LORA_WORKER_GPU_PROBE_TIMEOUT_MS: expected a number, got "soon"');
+  });
+
+  test("a handoff root that does not exist refuses the config", async () => {
+    using tree = makeHostTree();
+    writeFileSync(tree.configPath, `handoff_root = "${join(tree.root, "nope")}"\nmodel_roots = ["${tree.models}"]\nstate_dir = "${tree.state}"\n[trainer]\nmode = "simulate"\n`);
+    const result = await loadConfig({ path: tree.configPath, env: {} });
+    expect(result).toEqual({ ok: false, errors: [`handoff_root: directory ${join(tree.root, "nope")} does not exist`] });
+  });
+
+  test("an explicit config file that does not exist is an error, not silently the defaults", async () => {
+    const result = await loadConfig({ path: "/nonexistent/config.toml", env: {} });
+    expect(result).toEqual({ ok: false, errors: ["config file /nonexistent/config.toml does not exist"] });
+  });
+
+  test("serve refuses to start on a bad config, exits 78 and lists the problems", async () => {
+    using tree = makeHostTree();
+    const path = tree.writeConfig("bogus = 1\n");
+    const proc = Bun.spawn([process.execPath, MAIN, "serve", "--config", path], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH! } });
+    expect(await proc.exited).toBe(78);
+    const stderr = await new Response(proc.stderr).text();
+    expect(stderr).toContain("refusing to start");
+    expect(stderr).toContain("bogus: unknown key");
+    expect(stderr).toContain("trainer.accelerate:");
+  });
+});

@@ -1,0 +1,104 @@
+import { describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { liveGroupMembers } from "../src/supervisor/process-group.ts";
+import { readProcStat } from "../src/supervisor/proc-stat.ts";
+import { makeHostTree } from "./support/host-tree.ts";
+import { TRAINERS, realModeConfig, replayTrainer, supervisorFor } from "./support/real-mode.ts";
+import { waitFor } from "./support/wait.ts";
+
+async function runToEnd(trainer: string) {
+  using tree = makeHostTree();
+  const config = realModeConfig(tree, trainer);
+  using s = supervisorFor(tree, config, [trainer]);
+  const dispatched = await s.supervisor.dispatch(tree.validRequest());
+  if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+  await s.supervisor.settle();
+  return s.store.get(dispatched.job.id)!;
+}
+
+describe("supervisor outcomes", () => {
+  test("exit 0 without the LoRA file is failed/output_missing, never succeeded", async () => {
+    const row = await runToEnd(join(TRAINERS, "exit-zero-without-file.sh"));
+    expect(row).toMatchObject({ status: "failed", error_code: "output_missing", exit_code: 0, lora_sha256: null });
+  });
+
+  test("exit 0 with a truncated safetensors file is failed/output_invalid", async () => {
+    const row = await runToEnd(join(TRAINERS, "truncated-lora.sh"));
+    expect(row).toMatchObject({ status: "failed", error_code: "output_invalid", exit_code: 0 });
+    expect(row.error).toContain("is not a valid safetensors file");
+  });
+
+  const realLogs: Array<[string, number, string]> = [
+    ["sdscripts-oom-2.log", 1, "cuda_oom"],
+    ["sdscripts-nodata-2.log", 0, "dataset_empty"],
+    ["sdscripts-accelerate-1.log", 1, "trainer_crashed"],
+  ];
+  for (const [log, code, errorCode] of realLogs) {
+    test(`the real log ${log} with exit ${code} is classified ${errorCode}`, async () => {
+      using tree = makeHostTree();
+      const trainer = replayTrainer(tree, log, code);
+      using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+      const dispatched = await s.supervisor.dispatch(tree.validRequest());
+      if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+      await s.supervisor.settle();
+      const row = s.store.get(dispatched.job.id)!;
+      expect(row).toMatchObject({ status: "failed", error_code: errorCode, exit_code: code });
+      expect(row.error).toContain(`exit code ${code}`);
+    });
+  }
+
+  test("a spawn that fails is recorded as spawn_failed and frees the slot", async () => {
+    using tree = makeHostTree();
+    const missing = join(tree.root, "no-such-accelerate");
+    const config = realModeConfig(tree, join(TRAINERS, "exit-zero-without-file.sh"));
+    using s = supervisorFor(tree, config, [missing]);
+    const dispatched = await s.supervisor.dispatch(tree.validRequest());
+    expect(dispatched).toMatchObject({ ok: true, job: { status: "failed", error_code: "spawn_failed" } });
+    expect(s.supervisor.activeJobId()).toBeNull();
+  });
+});
+
+describe("cancel", () => {
+  test("cancel kills the whole tree, SIGTERM-ignoring grandchild included, and says force was needed", async () => {
+    using tree = makeHostTree();
+    const trainer = join(TRAINERS, "stubborn-tree.sh");
+    using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+    const dispatched = await s.supervisor.dispatch(tree.validRequest());
+    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+    const pgid = s.store.get(dispatched.job.id)!.pid!;
+    await waitFor(() => liveGroupMembers(pgid).length >= 3, "leader, child and grandchild to run");
+    const members = liveGroupMembers(pgid);
+
+    const final = await s.supervisor.cancel(dispatched.job.id);
+
+    expect(final).toMatchObject({ status: "cancelled", forced_kill: 1, error_code: null });
+    expect(final!.cancel_requested_at).not.toBeNull();
+    expect(members.filter((pid) => readProcStat(pid) !== null && readProcStat(pid)!.state !== "Z")).toEqual([]);
+    expect(existsSync(join(tree.handoff, "job1", "out", "mylora.safetensors"))).toBe(false);
+  });
+
+  test("contrast: killing only the leader leaves the SIGTERM-ignoring children running", async () => {
+    const proc = Bun.spawn([join(TRAINERS, "stubborn-tree.sh")], { detached: true, stdout: "ignore" });
+    try {
+      await waitFor(() => liveGroupMembers(proc.pid).length >= 3, "the tree to start");
+      proc.kill("SIGKILL");
+      await proc.exited;
+      expect(liveGroupMembers(proc.pid).length).toBeGreaterThanOrEqual(2);
+    } finally {
+      process.kill(-proc.pid, "SIGKILL");
+    }
+  });
+
+  test("cancel on a terminal job is idempotent and changes nothing", async () => {
+    using tree = makeHostTree();
+    const trainer = join(TRAINERS, "exit-zero-without-file.sh");
+    using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+    const dispatched = await s.supervisor.dispatch(tree.validRequest());
+    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+    await s.supervisor.settle();
+    const before = s.store.get(dispatched.job.id);
+    expect(await s.supervisor.cancel(dispatched.job.id)).toEqual(before);
+    expect(await s.supervisor.cancel(dispatched.job.id)).toEqual(before);
+  });
+});

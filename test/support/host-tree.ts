@@ -1,0 +1,68 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export const REPO = join(import.meta.dir, "../..");
+export const MAIN = join(REPO, "src/main.ts");
+export const FAKE_NVIDIA_SMI = join(REPO, "scripts/fake-nvidia-smi");
+
+// A scratch host: handoff root, models root, state dir, one small dataset and one base model.
+export interface HostTree extends Disposable {
+  root: string;
+  handoff: string;
+  models: string;
+  state: string;
+  dataset: string;
+  model: string;
+  configPath: string;
+  validRequest(overrides?: Record<string, unknown>): Record<string, unknown>;
+  writeConfig(extra?: string): string;
+}
+
+export function makeHostTree(images = 3): HostTree {
+  const root = mkdtempSync(join(tmpdir(), "lora-worker-test-"));
+  const handoff = join(root, "handoff");
+  const models = join(root, "models");
+  const state = join(root, "state");
+  const dataset = join(handoff, "job1", "dataset");
+  for (const dir of [handoff, models, state, dataset]) mkdirSync(dir, { recursive: true });
+  for (let i = 0; i < images; i++) writeFileSync(join(dataset, `img${i}.png`), "png");
+  const model = join(models, "sdxl.safetensors");
+  writeFileSync(model, "model");
+  const configPath = join(root, "config.toml");
+  const tree: HostTree = {
+    root, handoff, models, state, dataset, model, configPath,
+    validRequest: (overrides = {}) => ({
+      dataset_dir: dataset,
+      base_model_path: model,
+      output_dir: join(handoff, "job1", "out"),
+      output_name: "mylora",
+      trigger: "ohwx",
+      subject_class: "person",
+      repeats: 2,
+      tier: "fast",
+      device_index: 0,
+      seed: 42,
+      ...overrides,
+    }),
+    writeConfig(extra = "") {
+      writeFileSync(configPath, simulateConfig(tree) + extra);
+      return configPath;
+    },
+    [Symbol.dispose]: () => rmSync(root, { recursive: true, force: true }),
+  };
+  return tree;
+}
+
+export function simulateConfig(tree: Pick<HostTree, "handoff" | "models" | "state">): string {
+  return [
+    `listen = "127.0.0.1:0"`,
+    `state_dir = ${JSON.stringify(tree.state)}`,
+    `handoff_root = ${JSON.stringify(tree.handoff)}`,
+    `model_roots = [${JSON.stringify(tree.models)}]`,
+    "",
+  ].join("\n");
+}
+
+export const SIMULATE_TABLES = (secondsPerStep: number) =>
+  `[trainer]\nmode = "simulate"\ncancel_grace_seconds = 2\n[simulate]\nseconds_per_step = ${secondsPerStep}\n[gpu]\nnvidia_smi = ${JSON.stringify(FAKE_NVIDIA_SMI)}\n`;

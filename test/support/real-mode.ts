@@ -1,0 +1,41 @@
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ConfigSchema, type Config } from "../../src/config/schema.ts";
+import { silentLogger } from "../../src/log/logger.ts";
+import { openJobStore } from "../../src/store/job-store.ts";
+import { createSupervisor } from "../../src/supervisor/supervisor.ts";
+import type { HostTree } from "./host-tree.ts";
+
+export const TRAINERS = join(import.meta.dir, "../fixtures/trainers");
+export const REAL_LOGS = join(import.meta.dir, "../fixtures/real");
+
+// Real mode with `accelerate` replaced by a fixture script: the supervisor cannot tell the difference.
+export function realModeConfig(tree: HostTree, accelerate: string): Config {
+  const sdScripts = join(tree.root, "sd-scripts");
+  mkdirSync(sdScripts, { recursive: true });
+  writeFileSync(join(sdScripts, "sdxl_train_network.py"), "");
+  return ConfigSchema.parse({
+    state_dir: tree.state,
+    handoff_root: tree.handoff,
+    model_roots: [tree.models],
+    trainer: { mode: "real", accelerate, sd_scripts_dir: sdScripts, cancel_grace_seconds: 0.5 },
+  });
+}
+
+// A trainer that prints a recorded real log, then exits with the given code.
+export function replayTrainer(tree: HostTree, log: string, exitCode: number): string {
+  const path = join(tree.root, `replay-${log}.sh`);
+  writeFileSync(path, `#!/bin/sh\ncat '${join(REAL_LOGS, log)}'\nexit ${exitCode}\n`);
+  chmodSync(path, 0o755);
+  return path;
+}
+
+export function supervisorFor(tree: HostTree, config: Config, trainerCommand: string[]) {
+  const store = openJobStore(join(tree.state, "jobs.db"));
+  const supervisor = createSupervisor({ store, config, trainerCommand, now: () => new Date(), log: silentLogger });
+  return {
+    store,
+    supervisor,
+    [Symbol.dispose]: () => store.close(),
+  };
+}
