@@ -1,0 +1,112 @@
+import { describe, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+import { createApp } from "../src/api/app.ts";
+import { MAX_BODY_BYTES } from "../src/api/json-body.ts";
+import { createGpuProbe } from "../src/gpu/index.ts";
+import { silentLogger } from "../src/log/logger.ts";
+import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "./support/host-tree.ts";
+import { TRAINERS, realModeConfig, supervisorFor } from "./support/real-mode.ts";
+
+// The app in process, over a real supervisor, store and fixture trainer.
+function appFor(tree: HostTree, nvidiaSmi = FAKE_NVIDIA_SMI) {
+  const trainer = join(TRAINERS, "stubborn-tree.sh");
+  const config = realModeConfig(tree, trainer);
+  const s = supervisorFor(tree, config, [trainer]);
+  const gpu = createGpuProbe({ nvidiaSmi, timeoutMs: 2000, ttlMs: 0 });
+  const loaded = { config, file: null, defaultsInUse: [], envOverrides: [] };
+  const app = createApp({ loaded, supervisor: s.supervisor, gpu, store: s.store, log: silentLogger, version: "test", startedAt: Date.now() });
+  const post = (body: string, type = "application/json") => app.request("/train", { method: "POST", headers: { "content-type": type }, body });
+  return { app, post, ...s, [Symbol.dispose]: s[Symbol.dispose] };
+}
+
+function jobRows(tree: HostTree): number {
+  using db = new Database(join(tree.state, "jobs.db"), { readonly: true });
+  return db.query<{ n: number }, []>("SELECT count(*) AS n FROM jobs").get()!.n;
+}
+
+describe("HTTP surface", () => {
+  const shapes: Array<[string, (a: ReturnType<typeof appFor>) => Promise<Response>, number, unknown]> = [
+    ["malformed JSON", (a) => a.post("{"), 400, { detail: expect.stringContaining("not valid JSON") }],
+    ["a wrong content type", (a) => a.post("{}", "text/plain"), 415, { detail: 'Content-Type must be application/json, got "text/plain"' }],
+    ["an oversized body", (a) => a.post(JSON.stringify({ x: "a".repeat(MAX_BODY_BYTES) })), 413, { detail: `request body is larger than ${MAX_BODY_BYTES} bytes` }],
+    ["a body that is not an object", (a) => a.post("[]"), 422, { detail: [{ loc: ["body"], msg: "request body must be a JSON object, got an array", type: "type_error" }] }],
+    ["a wrong method", (a) => a.app.request("/train"), 405, { detail: "method GET not allowed on /train; allowed: POST" }],
+    ["an unknown job", (a) => a.app.request("/train/3f1c2a4e-0000-4000-8000-000000000000"), 404, { detail: "no such job" }],
+    ["a malformed job id", (a) => a.app.request("/train/..%2f..%2fetc"), 404, { detail: "no such job" }],
+    ["an unknown route", (a) => a.app.request("/nope"), 404, { detail: "not found" }],
+    ["a log request with lines=0", (a) => a.app.request("/train/3f1c2a4e-0000-4000-8000-000000000000/log?lines=0"), 404, { detail: "no such job" }],
+  ];
+  for (const [name, send, status, body] of shapes) {
+    test(`${name} answers ${status} with a detail and leaves nothing behind`, async () => {
+      using tree = makeHostTree();
+      using a = appFor(tree);
+      const res = await send(a);
+      expect(res.status).toBe(status);
+      expect(await res.json()).toEqual(body);
+      expect(jobRows(tree)).toBe(0);
+      expect(readdirSync(tree.state).filter((name) => !name.startsWith("jobs.db"))).toEqual([]);
+    });
+  }
+
+  test("a 422 names each bad field in arbo's pydantic shape", async () => {
+    using tree = makeHostTree();
+    using a = appFor(tree);
+    const res = await a.post(JSON.stringify(tree.validRequest({ repeats: 0, tier: "quality" })));
+    expect(res.status).toBe(422);
+    expect(await res.json()).toEqual({
+      detail: [
+        { loc: ["body", "repeats"], msg: "must be at least 1", type: "too_small" },
+      ],
+    });
+  });
+
+  test("/healthz reports the trainer mode, auth mode and defaults in use", async () => {
+    using tree = makeHostTree();
+    using a = appFor(tree);
+    const res = await a.app.request("/healthz");
+    expect(await res.json()).toMatchObject({ status: "ok", version: "test", active_job_id: null, trainer_mode: "real", simulated: false, auth_mode: "none" });
+  });
+
+  test("/gpu-status joins processes to devices and marks the TTS co-tenant on the 3090", async () => {
+    using tree = makeHostTree();
+    const wrapper = join(tree.root, "nvidia-smi");
+    await Bun.write(wrapper, `#!/bin/sh\nFAKE_NVIDIA_SMI_SCENARIO='${join(import.meta.dir, "fixtures/gpu/two-gpus-tts")}' exec '${FAKE_NVIDIA_SMI}' "$@"\n`);
+    Bun.spawnSync(["chmod", "+x", wrapper]);
+    using a = appFor(tree, wrapper);
+    const body = (await (await a.app.request("/gpu-status")).json()) as any;
+    expect(body.tts_on_3090).toBe(true);
+    expect(body.devices.map((d: any) => [d.index, d.processes.map((p: any) => p.role)])).toEqual([[0, ["cotenant"]], [1, []]]);
+  });
+
+  test("/gpu-status answers 503 gpu_probe_failed with nvidia-smi's own words", async () => {
+    using tree = makeHostTree();
+    const wrapper = join(tree.root, "nvidia-smi");
+    await Bun.write(wrapper, `#!/bin/sh\nFAKE_NVIDIA_SMI_SCENARIO='${join(import.meta.dir, "fixtures/gpu/driver-mismatch")}' exec '${FAKE_NVIDIA_SMI}' "$@"\n`);
+    Bun.spawnSync(["chmod", "+x", wrapper]);
+    using a = appFor(tree, wrapper);
+    const res = await a.app.request("/gpu-status");
+    expect(res.status).toBe(503);
+    expect(await res.json()).toEqual({ detail: "Failed to initialize NVML: Driver/library version mismatch", reason: "gpu_probe_failed" });
+  });
+
+  test("of 50 simultaneous dispatches exactly one wins; the rest get 409 busy naming it", async () => {
+    using tree = makeHostTree();
+    using a = appFor(tree);
+    const responses = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => a.post(JSON.stringify(tree.validRequest({ output_name: `lora${i}` })))),
+    );
+    const bodies = await Promise.all(responses.map(async (r) => ({ status: r.status, body: (await r.json()) as any, retry: r.headers.get("retry-after") })));
+    const winners = bodies.filter((b) => b.status === 200);
+    expect(winners.length).toBe(1);
+    const winner = winners[0]!.body.worker_job_id;
+    for (const loser of bodies.filter((b) => b.status !== 200)) {
+      expect(loser).toEqual({ status: 409, retry: "30", body: { detail: expect.any(String), reason: "busy", active_job_id: winner } });
+    }
+    const cancelled = (await (await a.app.request(`/train/${winner}/cancel`, { method: "POST" })).json()) as any;
+    expect(cancelled).toMatchObject({ worker_job_id: winner, status: "cancelled" });
+    expect(readdirSync(join(tree.state, "jobs"))).toEqual([winner]);
+    expect(jobRows(tree)).toBe(1);
+  });
+});

@@ -1,0 +1,80 @@
+import { beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { liveGroupMembers } from "../src/supervisor/process-group.ts";
+import { ensureBinary } from "./support/binary.ts";
+import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
+import { waitFor } from "./support/wait.ts";
+import { startWorker } from "./support/worker-process.ts";
+
+let binary: string;
+beforeAll(() => {
+  binary = ensureBinary();
+}, 120_000);
+
+describe("the compiled binary, simulated trainer", () => {
+  test("--version prints the baked-in version and commit", () => {
+    const res = Bun.spawnSync([binary, "--version"]);
+    expect(res.exitCode).toBe(0);
+    expect(res.stdout.toString()).toMatch(/^lora-worker \d+\.\d+\.\d+ \(commit [0-9a-f]{12}(-dirty)?\)\n$/);
+  });
+
+  test("a train goes starting → training with step rising → succeeded, and lora_sha256 matches the file", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.01)), { command: [binary] });
+    const health = await worker.json("/healthz");
+    expect(health.body).toMatchObject({ trainer_mode: "simulate", simulated: true, active_job_id: null });
+
+    const dispatched = await worker.postTrain(tree.validRequest());
+    expect(dispatched).toEqual({ status: 200, body: { worker_job_id: expect.any(String), status: "starting" } });
+    const id = dispatched.body.worker_job_id;
+    const seen: Array<{ status: string; step: number }> = [];
+    const final = await waitFor(async () => {
+      const { body } = await worker.json(`/train/${id}`);
+      seen.push({ status: body.status, step: body.step });
+      return ["succeeded", "failed", "cancelled"].includes(body.status) ? body : null;
+    }, "the job to end", 30_000);
+
+    expect(final).toMatchObject({ status: "succeeded", phase: "done", step: 400, total_steps: 400, simulated: true, exit_code: 0 });
+    const steps = seen.filter((s) => s.status === "training").map((s) => s.step);
+    expect(new Set(steps).size).toBeGreaterThan(2);
+    expect(steps).toEqual([...steps].sort((a, b) => a - b));
+    const onDisk = new Bun.CryptoHasher("sha256").update(readFileSync(final.lora_path)).digest("hex");
+    expect(final.lora_sha256).toBe(onDisk);
+    expect(final.lora_path).toBe(join(tree.handoff, "job1", "out", "mylora.safetensors"));
+    expect(typeof final.loss).toBe("number");
+
+    const log = await (await worker.request(`/train/${id}/log?lines=3`)).text();
+    expect(log.trimEnd().split("\n")).toEqual([expect.stringContaining("400/400"), expect.stringContaining("saving checkpoint:"), "model saved."]);
+  });
+
+  test("cancel stops a running simulated train: cancelled, no LoRA, no process left", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.05)), { command: [binary] });
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 2, "a few steps");
+    const cancelled = await worker.json(`/train/${id}/cancel`, { method: "POST" });
+    expect(cancelled).toMatchObject({ status: 200, body: { status: "cancelled", signal: "SIGTERM", forced_kill: false } });
+    expect(cancelled.body.lora_path).toBeUndefined();
+    expect(await worker.json(`/train/${id}/cancel`, { method: "POST" })).toEqual(cancelled);
+    expect((await worker.json("/healthz")).body.active_job_id).toBeNull();
+  });
+
+  test("a worker killed with -9 mid-run: on restart the job is failed/worker_restarted and its trainer is gone", async () => {
+    using tree = makeHostTree();
+    const config = tree.writeConfig(SIMULATE_TABLES(0.05));
+    let id: string;
+    let trainerPid: number;
+    {
+      await using worker = await startWorker(config, { command: [binary] });
+      id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+      await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 1, "training to start");
+      trainerPid = Number(/"job started".*"pid":(\d+)/.exec(worker.output())![1]);
+      expect(liveGroupMembers(trainerPid).length).toBeGreaterThan(0);
+    }
+    await using restarted = await startWorker(config, { command: [binary] });
+    const { body } = await restarted.json(`/train/${id}`);
+    expect(body).toMatchObject({ status: "failed", error_code: "worker_restarted" });
+    expect(liveGroupMembers(trainerPid)).toEqual([]);
+  });
+});

@@ -1,0 +1,89 @@
+import { describe, expect, test } from "bun:test";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { MAIN, makeHostTree, type HostTree } from "./support/host-tree.ts";
+
+// Every flag sd-scripts' sdxl_train_network.py is given: full names only (argparse accepts prefixes).
+const SCRIPT_FLAGS = [
+  "pretrained_model_name_or_path", "dataset_config", "output_dir", "output_name", "save_model_as", "save_precision",
+  "network_module", "network_dim", "network_alpha", "network_train_unet_only", "learning_rate", "unet_lr",
+  "optimizer_type", "lr_scheduler", "lr_warmup_steps", "max_train_steps", "seed", "mixed_precision",
+  "gradient_checkpointing", "sdpa", "cache_latents", "cache_latents_to_disk", "cache_text_encoder_outputs",
+  "min_snr_gamma", "noise_offset", "max_data_loader_n_workers", "persistent_data_loader_workers",
+  "console_log_simple", "caption_extension",
+];
+
+async function plan(tree: HostTree, body: unknown, extraConfig = "") {
+  const requestPath = join(tree.root, "request.json");
+  await Bun.write(requestPath, JSON.stringify(body));
+  const config = tree.writeConfig(`[trainer]\nmode = "simulate"\n${extraConfig}`);
+  const proc = Bun.spawn([process.execPath, MAIN, "plan", "--config", config, requestPath], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH! } });
+  const [code, stdout] = await Promise.all([proc.exited, new Response(proc.stdout).text()]);
+  return { code, out: JSON.parse(stdout) };
+}
+
+describe("lora-worker plan", () => {
+  test("prints the exact command of SPEC §4: launch flags, script flags as --flag=value, env, cwd", async () => {
+    using tree = makeHostTree();
+    const { code, out } = await plan(tree, tree.validRequest());
+    expect(code).toBe(0);
+    expect(Object.keys(out)).toEqual(["argv", "env", "cwd", "dataset_toml"]);
+    const argv: string[] = out.argv;
+    const launchAt = argv.indexOf("launch");
+    expect(argv.slice(launchAt, launchAt + 7)).toEqual([
+      "launch", "--num_processes=1", "--num_machines=1", "--mixed_precision=bf16", "--dynamo_backend=no",
+      "--num_cpu_threads_per_process=1", "/opt/fluxgym/sd-scripts/sdxl_train_network.py",
+    ]);
+    const flags = argv.slice(launchAt + 7);
+    expect(flags.map((f) => f.replace(/^--/, "").split("=")[0])).toEqual(SCRIPT_FLAGS);
+    expect(flags).toContain(`--pretrained_model_name_or_path=${tree.model}`);
+    expect(flags).toContain(`--dataset_config=${join(tree.state, "jobs/plan/dataset.toml")}`);
+    expect(flags).toContain("--max_train_steps=400");
+    expect(flags).toContain("--network_dim=16");
+    expect(flags).toContain("--seed=42");
+    expect(flags).toContain("--caption_extension=.txt");
+    expect(out.cwd).toBe("/opt/fluxgym/sd-scripts");
+    expect(out.env).toEqual({
+      PATH: "/opt/fluxgym/.venv/bin:/usr/local/bin:/usr/bin:/bin",
+      HOME: tree.state,
+      LANG: "C.UTF-8",
+      CUDA_DEVICE_ORDER: "PCI_BUS_ID",
+      CUDA_VISIBLE_DEVICES: "0",
+      PYTHONUNBUFFERED: "1",
+      HF_HOME: join(tree.state, "hf-home"),
+      HF_HUB_OFFLINE: "1",
+      LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0.5",
+    });
+    expect(readdirSync(tree.state)).toEqual([]);
+    expect(existsSync(join(tree.handoff, "job1", "out"))).toBe(false);
+  });
+
+  test("the dataset TOML holds only sd-scripts' keys and the request's values, escaped", async () => {
+    using tree = makeHostTree();
+    const { out } = await plan(tree, tree.validRequest({ tier: "quality", device_index: 1, subject_class: "young woman", repeats: 7 }));
+    expect(Bun.TOML.parse(out.dataset_toml)).toEqual({
+      general: { caption_extension: ".txt" },
+      datasets: [{ resolution: 1024, batch_size: 2, enable_bucket: true, subsets: [{ image_dir: tree.dataset, class_tokens: "ohwx young woman", num_repeats: 7 }] }],
+    });
+    expect(out.argv).toContain("--max_train_steps=3000");
+    expect(out.env.CUDA_VISIBLE_DEVICES).toBe("1");
+  });
+
+  test("a dataset path with quotes and TOML brackets stays one string value", async () => {
+    using tree = makeHostTree();
+    const odd = join(tree.handoff, 'we"ird\\ [[datasets]] name');
+    await Bun.write(join(odd, "a.png"), "x");
+    const { out } = await plan(tree, tree.validRequest({ dataset_dir: odd }));
+    const parsed = Bun.TOML.parse(out.dataset_toml) as any;
+    expect(parsed.datasets.length).toBe(1);
+    expect(parsed.datasets[0].subsets[0].image_dir).toBe(odd);
+  });
+
+  test("a bad request prints the 422 detail list and exits 1 without creating anything", async () => {
+    using tree = makeHostTree();
+    const { code, out } = await plan(tree, tree.validRequest({ tier: "quality", device_index: 0 }));
+    expect(code).toBe(1);
+    expect(out).toEqual({ detail: [{ loc: ["body", "device_index"], msg: expect.stringContaining('tier "quality" needs a 48gb device'), type: "tier_device_mismatch" }] });
+    expect(readdirSync(tree.state)).toEqual([]);
+  });
+});
