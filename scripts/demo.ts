@@ -74,23 +74,35 @@ try {
   rmSync(root, { recursive: true, force: true });
 }
 
+// Keeps reading the worker's log for the whole run (a closed pipe would cost it its stdout).
 async function listeningUrl(stdout: ReadableStream<Uint8Array>): Promise<string> {
+  const reader = stdout.getReader();
   let seen = "";
-  for await (const chunk of stdout) {
-    seen += new TextDecoder().decode(chunk);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) throw new Error(`the worker exited before listening:\n${seen}`);
+    seen += new TextDecoder().decode(value);
     const url = /"msg":"listening","url":"([^"]+)"/.exec(seen)?.[1];
-    if (url) return url;
+    if (url) {
+      void drain(reader);
+      return url;
+    }
   }
-  throw new Error(`the worker exited before listening:\n${seen}`);
 }
 
+async function drain(reader: { read(): Promise<{ done: boolean }> }): Promise<void> {
+  while (!(await reader.read()).done);
+}
+
+// On a terminal one redrawn line; elsewhere a line per status, phase or tenth of the steps.
 async function follow(jobUrl: string): Promise<any> {
   let last = "";
   for (;;) {
     const job = (await (await fetch(jobUrl)).json()) as any;
     const line = `${job.status.padEnd(9)} ${job.phase.padEnd(8)} ${bar(job.step, job.total_steps)} ${job.step}/${job.total_steps ?? "?"} loss=${job.loss?.toFixed(4) ?? "-"} eta=${job.eta_s ?? "-"}s`;
-    if (line !== last) process.stdout.write(process.stdout.isTTY ? `\r${line}` : `${line}\n`);
-    last = line;
+    const key = process.stdout.isTTY ? line : `${job.status} ${job.phase} ${job.total_steps ? Math.floor((job.step / job.total_steps) * 10) : 0}`;
+    if (key !== last) process.stdout.write(process.stdout.isTTY ? `\r${line}` : `${line}\n`);
+    last = key;
     if (!["starting", "training"].includes(job.status)) {
       if (process.stdout.isTTY) process.stdout.write("\n");
       return job;

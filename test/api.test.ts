@@ -27,7 +27,7 @@ function jobRows(tree: HostTree): number {
 }
 
 describe("HTTP surface", () => {
-  const shapes: Array<[string, (a: ReturnType<typeof appFor>) => Promise<Response>, number, unknown]> = [
+  const shapes: Array<[string, (a: ReturnType<typeof appFor>) => Response | Promise<Response>, number, unknown]> = [
     ["malformed JSON", (a) => a.post("{"), 400, { detail: expect.stringContaining("not valid JSON") }],
     ["a wrong content type", (a) => a.post("{}", "text/plain"), 415, { detail: 'Content-Type must be application/json, got "text/plain"' }],
     ["an oversized body", (a) => a.post(JSON.stringify({ x: "a".repeat(MAX_BODY_BYTES) })), 413, { detail: `request body is larger than ${MAX_BODY_BYTES} bytes` }],

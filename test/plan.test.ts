@@ -13,16 +13,32 @@ const SCRIPT_FLAGS = [
   "console_log_simple", "caption_extension",
 ];
 
-async function plan(tree: HostTree, body: unknown, extraConfig = "") {
+async function plan(tree: HostTree, body: unknown, trainerTable = 'mode = "simulate"\n') {
   const requestPath = join(tree.root, "request.json");
   await Bun.write(requestPath, JSON.stringify(body));
-  const config = tree.writeConfig(`[trainer]\nmode = "simulate"\n${extraConfig}`);
+  const config = tree.writeConfig(`[trainer]\n${trainerTable}`);
   const proc = Bun.spawn([process.execPath, MAIN, "plan", "--config", config, requestPath], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH! } });
   const [code, stdout] = await Promise.all([proc.exited, new Response(proc.stdout).text()]);
   return { code, out: JSON.parse(stdout) };
 }
 
 describe("lora-worker plan", () => {
+  test("in real mode the trainer is accelerate and the cwd is the sd-scripts checkout", async () => {
+    using tree = makeHostTree();
+    const venv = join(tree.root, "venv/bin");
+    const sdScripts = join(tree.root, "sd-scripts");
+    await Bun.write(join(venv, "accelerate"), "#!/bin/sh\n");
+    await Bun.write(join(sdScripts, "sdxl_train_network.py"), "");
+    Bun.spawnSync(["chmod", "+x", join(venv, "accelerate")]);
+    const { code, out } = await plan(tree, tree.validRequest(), `mode = "real"\naccelerate = "${join(venv, "accelerate")}"\nsd_scripts_dir = "${sdScripts}"\n`);
+    expect(code).toBe(0);
+    expect(out.argv.slice(0, 2)).toEqual([join(venv, "accelerate"), "launch"]);
+    expect(out.argv[7]).toBe(join(sdScripts, "sdxl_train_network.py"));
+    expect(out.cwd).toBe(sdScripts);
+    expect(out.env.PATH).toBe(`${venv}:/usr/local/bin:/usr/bin:/bin`);
+    expect(out.env.LORA_WORKER_SIMULATE_SECONDS_PER_STEP).toBeUndefined();
+  });
+
   test("prints the exact command of SPEC §4: launch flags, script flags as --flag=value, env, cwd", async () => {
     using tree = makeHostTree();
     const { code, out } = await plan(tree, tree.validRequest());
@@ -42,7 +58,7 @@ describe("lora-worker plan", () => {
     expect(flags).toContain("--network_dim=16");
     expect(flags).toContain("--seed=42");
     expect(flags).toContain("--caption_extension=.txt");
-    expect(out.cwd).toBe("/opt/fluxgym/sd-scripts");
+    expect(out.cwd).toBe(join(tree.state, "jobs/plan"));
     expect(out.env).toEqual({
       PATH: "/opt/fluxgym/.venv/bin:/usr/local/bin:/usr/bin:/bin",
       HOME: tree.state,

@@ -1,7 +1,7 @@
 import { accessSync, constants, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { z } from "zod";
-import { ConfigSchema, type Config } from "./schema.ts";
+import { ConfigSchema, DEFAULTS, type Config } from "./schema.ts";
 import { CONFIG_KEYS, ENV_PREFIX, getPath, setPath, type ConfigKey } from "./keys.ts";
 
 export const DEFAULT_CONFIG_PATH = "/etc/lora-worker/config.toml";
@@ -29,10 +29,9 @@ export async function loadConfig(source: ConfigSource): Promise<ConfigResult> {
   if (!raw.ok) return { ok: false, errors: [raw.error] };
   const env = applyEnv(raw.value, source.env);
   const parsed = ConfigSchema.safeParse(raw.value);
-  const errors = [...env.errors, ...(parsed.success ? [] : describeIssues(parsed.error.issues))];
-  if (!parsed.success) return { ok: false, errors };
-  errors.push(...checkPaths(parsed.data));
-  if (errors.length > 0) return { ok: false, errors };
+  const issues = parsed.success ? [] : parsed.error.issues;
+  const errors = [...env.errors, ...describeIssues(issues), ...checkPaths(pathsToCheck(raw.value, issues))];
+  if (!parsed.success || errors.length > 0) return { ok: false, errors };
   return {
     ok: true,
     value: {
@@ -100,13 +99,41 @@ function describeIssues(issues: z.core.$ZodIssue[]): string[] {
   });
 }
 
-function checkPaths(config: Config): string[] {
-  const errors = [directoryError("handoff_root", config.handoff_root)];
-  config.model_roots.forEach((root, i) => errors.push(directoryError(`model_roots[${i}]`, root)));
-  errors.push(creatableError("state_dir", config.state_dir));
-  if (config.trainer.mode === "real") {
-    errors.push(executableError("trainer.accelerate", config.trainer.accelerate));
-    errors.push(fileError("trainer.sd_scripts_dir", join(config.trainer.sd_scripts_dir, "sdxl_train_network.py")));
+interface PathView {
+  handoff_root?: string;
+  model_roots: string[];
+  state_dir?: string;
+  real: boolean;
+  accelerate?: string;
+  sd_scripts_dir?: string;
+}
+
+// Paths are checked even when other keys are wrong, so one refusal names every bad key.
+function pathsToCheck(raw: Record<string, unknown>, issues: z.core.$ZodIssue[]): PathView {
+  const bad = new Set(issues.map((i) => String(i.path[0]) + (i.path[1] === undefined ? "" : `.${String(i.path[1])}`)));
+  const pick = (key: string, fallback: string): string | undefined => {
+    if (bad.has(key) || bad.has(key.split(".")[0]!)) return undefined;
+    const value = getPath(raw, key);
+    return typeof value === "string" ? value : value === undefined ? fallback : undefined;
+  };
+  const roots = getPath(raw, "model_roots");
+  return {
+    handoff_root: pick("handoff_root", DEFAULTS.handoff_root),
+    state_dir: pick("state_dir", DEFAULTS.state_dir),
+    model_roots: bad.has("model_roots") ? [] : Array.isArray(roots) ? roots.filter((r): r is string => typeof r === "string") : [...DEFAULTS.model_roots],
+    real: pick("trainer.mode", "real") === "real",
+    accelerate: pick("trainer.accelerate", DEFAULTS.accelerate),
+    sd_scripts_dir: pick("trainer.sd_scripts_dir", DEFAULTS.sd_scripts_dir),
+  };
+}
+
+function checkPaths(view: PathView): string[] {
+  const errors = [view.handoff_root === undefined ? null : directoryError("handoff_root", view.handoff_root)];
+  view.model_roots.forEach((root, i) => errors.push(directoryError(`model_roots[${i}]`, root)));
+  if (view.state_dir !== undefined) errors.push(creatableError("state_dir", view.state_dir));
+  if (view.real && view.accelerate !== undefined) errors.push(executableError("trainer.accelerate", view.accelerate));
+  if (view.real && view.sd_scripts_dir !== undefined) {
+    errors.push(fileError("trainer.sd_scripts_dir", join(view.sd_scripts_dir, "sdxl_train_network.py")));
   }
   return errors.filter((e): e is string => e !== null);
 }

@@ -14,6 +14,7 @@ export interface LaunchPlan {
 }
 
 export interface JobPaths {
+  dir: string;
   datasetConfig: string;
   hfHome: string;
 }
@@ -33,7 +34,8 @@ export function buildLaunch(train: CheckedTrain, config: Config, paths: JobPaths
   return {
     argv: [...trainer, "launch", ...LAUNCH_FLAGS, join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths)],
     env: childEnv(train, config, paths),
-    cwd: sdScripts,
+    // No sd-scripts checkout exists in simulate mode; the job's own directory stands in.
+    cwd: config.trainer.mode === "simulate" ? paths.dir : sdScripts,
     dataset_toml: datasetToml(train),
   };
 }

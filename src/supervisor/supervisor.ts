@@ -27,7 +27,7 @@ export type DispatchResult =
 
 export type Supervisor = ReturnType<typeof createSupervisor>;
 
-export function jobPaths(config: Config, id: string): JobPaths & { dir: string; log: string } {
+export function jobPaths(config: Config, id: string): JobPaths & { log: string } {
   const dir = join(config.state_dir, "jobs", id);
   return { dir, log: join(dir, "train.log"), datasetConfig: join(dir, "dataset.toml"), hfHome: join(config.state_dir, "hf-home") };
 }

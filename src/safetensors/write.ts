@@ -1,0 +1,59 @@
+// safetensors layout: an 8-byte little-endian header length N, N bytes of UTF-8 JSON
+// (`__metadata__` first, then each tensor's dtype, shape and data_offsets into the data area),
+// padded with spaces so the data area starts 8-byte aligned; then the tensors back to back to EOF.
+import { rename, rm } from "node:fs/promises";
+
+export type Dtype = "F16" | "F32" | "BF16";
+
+export interface Tensor {
+  name: string;
+  dtype: Dtype;
+  shape: number[];
+  data: Uint8Array;
+}
+
+const DTYPE_BYTES: Readonly<Record<Dtype, number>> = { F16: 2, BF16: 2, F32: 4 };
+const LENGTH_PREFIX_BYTES = 8;
+const ALIGNMENT = 8;
+
+export async function writeSafetensors(
+  path: string,
+  tensors: Tensor[],
+  metadata: Record<string, string>,
+): Promise<void> {
+  const header = encodeHeader(tensors, metadata);
+  const prefix = new Uint8Array(LENGTH_PREFIX_BYTES);
+  new DataView(prefix.buffer).setBigUint64(0, BigInt(header.byteLength), true);
+  // A reader polling for the file never sees it half written.
+  const partial = `${path}.tmp-${process.pid}`;
+  try {
+    await Bun.write(partial, new Blob([prefix, header, ...tensors.map((tensor) => tensor.data)]));
+    await rename(partial, path);
+  } catch (error) {
+    await rm(partial, { force: true });
+    throw error;
+  }
+}
+
+function encodeHeader(tensors: Tensor[], metadata: Record<string, string>): Uint8Array {
+  const entries: Record<string, unknown> = { __metadata__: metadata };
+  let offset = 0;
+  for (const tensor of tensors) {
+    const end = offset + checkedByteLength(tensor);
+    entries[tensor.name] = { dtype: tensor.dtype, shape: tensor.shape, data_offsets: [offset, end] };
+    offset = end;
+  }
+  const json = JSON.stringify(entries);
+  const length = Buffer.byteLength(json);
+  return new TextEncoder().encode(json + " ".repeat((ALIGNMENT - (length % ALIGNMENT)) % ALIGNMENT));
+}
+
+function checkedByteLength(tensor: Tensor): number {
+  const expected = tensor.shape.reduce((bytes, dim) => bytes * dim, DTYPE_BYTES[tensor.dtype]);
+  if (tensor.data.byteLength !== expected) {
+    throw new Error(
+      `tensor '${tensor.name}' has ${tensor.data.byteLength} bytes but ${tensor.dtype} ${JSON.stringify(tensor.shape)} needs ${expected}`,
+    );
+  }
+  return expected;
+}

@@ -1,0 +1,33 @@
+// Everything the simulator touches outside itself, passed in so each piece can say what it needs.
+import { writeSync } from "node:fs";
+
+export interface Io {
+  stdout(text: string): void;
+  stderr(text: string): void;
+  // Monotonic seconds, for tqdm's elapsed time.
+  now(): number;
+  // Unix seconds, for timestamps sd-scripts records.
+  wallClock(): number;
+  sleep(seconds: number): Promise<void>;
+}
+
+// Synchronous writes: PYTHONUNBUFFERED output lands in order, and is on disk before any signal.
+export function processIo(): Io {
+  return {
+    stdout: (text) => writeAll(1, text),
+    stderr: (text) => writeAll(2, text),
+    now: () => performance.now() / 1000,
+    wallClock: () => Date.now() / 1000,
+    sleep: (seconds) => Bun.sleep(seconds * 1000),
+  };
+}
+
+// Python's print(): the text and a newline, on stdout.
+export function print(io: Io, text: string): void {
+  io.stdout(`${text}\n`);
+}
+
+function writeAll(fd: number, text: string): void {
+  const bytes = Buffer.from(text);
+  for (let written = 0; written < bytes.length; ) written += writeSync(fd, bytes, written);
+}

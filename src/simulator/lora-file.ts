@@ -1,0 +1,80 @@
+// The file a simulated run saves: LoRA-shaped tensors for a few SDXL U-Net attention layers at the
+// requested rank, and sd-scripts' `ss_*` metadata, marked so it can never pass for a real LoRA.
+import { writeSafetensors, type Tensor } from "../safetensors/write.ts";
+import { DEFAULT_NETWORK_DIM, type TrainingPlan } from "./network-setup.ts";
+import { pyFloatStr } from "./python-format.ts";
+import type { ScriptArgs } from "./script-argv.ts";
+import { seededRandom } from "./seeded-random.ts";
+
+export interface LoraRun {
+  args: ScriptArgs;
+  plan: TrainingPlan;
+  resolution: [number, number];
+  steps: number;
+  startedAt: number;
+  finishedAt: number;
+}
+
+// A handful of real SDXL LoRA modules: [name, in features, out features].
+const MODULES: ReadonlyArray<[string, number, number]> = [
+  ["lora_unet_input_blocks_4_1_transformer_blocks_0_attn1_to_q", 640, 640],
+  ["lora_unet_input_blocks_4_1_transformer_blocks_0_attn1_to_k", 640, 640],
+  ["lora_unet_input_blocks_4_1_transformer_blocks_0_attn2_to_k", 2048, 640],
+];
+// Trained LoRA weights stay small: down projections near Kaiming scale, up projections near zero.
+const UP_SCALE = 0.01;
+const F16_BYTES = 2;
+
+export async function writeLoraFile(path: string, run: LoraRun): Promise<void> {
+  await writeSafetensors(path, loraTensors(run), loraMetadata(run));
+}
+
+function loraTensors(run: LoraRun): Tensor[] {
+  const { seed, network_alpha: alpha } = run.args;
+  const random = seededRandom(seed);
+  const rank = run.args.network_dim ?? DEFAULT_NETWORK_DIM;
+  const tensors = MODULES.flatMap(([module, inputs, outputs]): Tensor[] => [
+    { name: `${module}.alpha`, dtype: "F16", shape: [], data: halfFloats(1, () => alpha) },
+    { name: `${module}.lora_down.weight`, dtype: "F16", shape: [rank, inputs], data: halfFloats(rank * inputs, () => (random() * 2 - 1) / Math.sqrt(inputs)) },
+    { name: `${module}.lora_up.weight`, dtype: "F16", shape: [outputs, rank], data: halfFloats(outputs * rank, () => (random() * 2 - 1) * UP_SCALE) },
+  ]);
+  return tensors.toSorted((a, b) => (a.name < b.name ? -1 : 1));
+}
+
+function halfFloats(count: number, value: () => number): Uint8Array {
+  const bytes = new Uint8Array(count * F16_BYTES);
+  const view = new DataView(bytes.buffer);
+  for (let index = 0; index < count; index += 1) view.setFloat16(index * F16_BYTES, value(), true);
+  return bytes;
+}
+
+// sd-scripts stores every value as Python's str() of it.
+function loraMetadata({ args, plan, resolution: [width, height], steps, startedAt, finishedAt }: LoraRun): Record<string, string> {
+  return {
+    ss_training_started_at: pyFloatStr(startedAt),
+    ss_output_name: pyStr(args.output_name),
+    ss_learning_rate: pyFloatStr(args.learning_rate),
+    ss_num_train_images: String(plan.trainImages),
+    ss_num_batches_per_epoch: String(plan.batchesPerEpoch),
+    ss_num_epochs: String(plan.epochs),
+    ss_max_train_steps: String(args.max_train_steps),
+    ss_lr_scheduler: args.lr_scheduler,
+    ss_network_module: pyStr(args.network_module),
+    ss_network_dim: pyStr(args.network_dim),
+    ss_network_alpha: pyFloatStr(args.network_alpha),
+    ss_mixed_precision: args.mixed_precision,
+    ss_base_model_version: "sdxl_base_v1-0",
+    ss_seed: String(args.seed),
+    ss_optimizer: args.optimizer_type,
+    ss_resolution: `(${width}, ${height})`,
+    ss_training_finished_at: pyFloatStr(finishedAt),
+    ss_steps: String(steps),
+    ss_epoch: String(plan.epochs),
+    "modelspec.architecture": "stable-diffusion-xl-v1-base/lora",
+    lora_worker_simulated: "true",
+  };
+}
+
+function pyStr(value: string | number | null): string {
+  return value === null ? "None" : String(value);
+}

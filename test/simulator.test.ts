@@ -1,0 +1,262 @@
+import { describe, expect, test } from "bun:test";
+import { closeSync, existsSync, openSync } from "node:fs";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { verifySafetensors } from "../src/safetensors/verify.ts";
+
+const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
+const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
+const LAUNCH_FLAGS = [
+  "--num_processes=1",
+  "--num_machines=1",
+  "--mixed_precision=bf16",
+  "--dynamo_backend=no",
+  "--num_cpu_threads_per_process=1",
+];
+const WAIT_LIMIT_MS = 10_000;
+
+interface Workspace extends AsyncDisposable {
+  dir: string;
+  lora: string;
+}
+
+// A job as the worker lays it out: images, a base model, the dataset TOML, an output dir to be.
+async function workspace(images: number): Promise<Workspace> {
+  const dir = await mkdtemp(join(tmpdir(), "simulator-"));
+  await mkdir(join(dir, "images"));
+  for (let index = 0; index < images; index += 1) await Bun.write(join(dir, "images", `${index}.png`), "not really a png");
+  await Bun.write(join(dir, "model.safetensors"), "not really a model");
+  const subsets = [{ image_dir: join(dir, "images"), class_tokens: "ohwx person", num_repeats: 10 }];
+  const config = { general: { caption_extension: ".txt" }, datasets: [{ resolution: 768, batch_size: 1, enable_bucket: true, subsets }] };
+  await Bun.write(join(dir, "dataset.toml"), Bun.TOML.stringify(config));
+  return { dir, lora: join(dir, "out", "mylora.safetensors"), [Symbol.asyncDispose]: () => rm(dir, { recursive: true, force: true }) };
+}
+
+// The worker's exact argv; `changes` replaces a flag's value, or drops the flag when false.
+function launchArgv(dir: string, changes: Record<string, string | false> = {}, extra: string[] = []): string[] {
+  const flags = [
+    `--pretrained_model_name_or_path=${join(dir, "model.safetensors")}`,
+    `--dataset_config=${join(dir, "dataset.toml")}`,
+    `--output_dir=${join(dir, "out")}`,
+    ...["--output_name=mylora", "--save_model_as=safetensors", "--save_precision=fp16", "--network_module=networks.lora"],
+    ...["--network_dim=16", "--network_alpha=8", "--network_train_unet_only", "--learning_rate=0.0001", "--unet_lr=0.0001"],
+    ...["--optimizer_type=AdamW8bit", "--lr_scheduler=cosine", "--lr_warmup_steps=0", "--max_train_steps=20", "--seed=42"],
+    ...["--mixed_precision=bf16", "--gradient_checkpointing", "--sdpa", "--cache_latents", "--cache_latents_to_disk"],
+    ...["--cache_text_encoder_outputs", "--min_snr_gamma=5", "--noise_offset=0.1", "--max_data_loader_n_workers=1"],
+    ...["--persistent_data_loader_workers", "--console_log_simple", "--caption_extension=.txt"],
+  ];
+  const changed = flags.flatMap((flag) => {
+    const change = changes[flag.slice(2).split("=")[0]!];
+    if (change === undefined) return [flag];
+    return change === false ? [] : [`--${flag.slice(2).split("=")[0]}=${change}`];
+  });
+  return ["launch", ...LAUNCH_FLAGS, SCRIPT, ...changed, ...extra];
+}
+
+// stdout and stderr share one file, as in the worker's job log.
+function startSimulator(dir: string, argv: string[], knobs: Record<string, string> = {}) {
+  const logPath = join(dir, "train.log");
+  const log = openSync(logPath, "w");
+  try {
+    const env = { LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0", ...knobs };
+    const proc = Bun.spawn([process.execPath, ENTRY, ...argv], { stdin: "ignore", stdout: log, stderr: log, env });
+    return { proc, logPath };
+  } finally {
+    closeSync(log);
+  }
+}
+
+async function simulate(dir: string, argv: string[], knobs: Record<string, string> = {}) {
+  const { proc, logPath } = startSimulator(dir, argv, knobs);
+  await proc.exited;
+  return { exitCode: proc.exitCode, signalCode: proc.signalCode, log: await Bun.file(logPath).text() };
+}
+
+// The avr_loss each step ended on: the last `steps:` redraw showing that step.
+function lossesByStep(log: string): string[] {
+  const losses: string[] = [];
+  for (const [, step, loss] of log.matchAll(/\| (\d+)\/\d+ \[[^\]]*avr_loss=([^\]]+)\]/g)) losses[Number(step) - 1] = loss!;
+  return losses;
+}
+
+async function waitFor(check: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + WAIT_LIMIT_MS;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(10);
+  }
+}
+
+describe("the simulated trainer", () => {
+  test("a complete run prints sd-scripts' progress and saves a verified LoRA marked as simulated", async () => {
+    await using job = await workspace(3);
+    const run = await simulate(job.dir, launchArgv(job.dir));
+    expect(run.exitCode).toBe(0);
+    expect(run.log).toContain("  num train images * repeats / 学習画像の数×繰り返し回数: 30\n");
+    expect(run.log).toContain("  total optimization steps / 学習ステップ数: 20\n");
+    expect(run.log).toContain("\rsteps:  10%|█         | 2/20 [00:00<");
+    expect(run.log).toMatch(/\rsteps: 100%\|██████████\| 20\/20 \[00:00<00:00, +[\d.]+it\/s, avr_loss=[\d.]+\]/);
+    const bar = run.log.slice(run.log.indexOf("\rsteps:   5%"), run.log.indexOf("\nsaving checkpoint"));
+    expect(bar).not.toContain("\n");
+    expect(run.log).toContain(`\nsaving checkpoint: ${job.lora}\nmodel saved.\n`);
+    const verdict = await verifySafetensors(job.lora);
+    expect(verdict).toMatchObject({ ok: true, tensorCount: 9 });
+    if (!verdict.ok) return;
+    expect(verdict.metadata).toMatchObject({
+      lora_worker_simulated: "true",
+      ss_network_module: "networks.lora",
+      ss_network_dim: "16",
+      ss_network_alpha: "8.0",
+      ss_max_train_steps: "20",
+      ss_seed: "42",
+      ss_base_model_version: "sdxl_base_v1-0",
+      ss_learning_rate: "0.0001",
+      ss_resolution: "(768, 768)",
+      ss_num_train_images: "30",
+      ss_output_name: "mylora",
+    });
+  });
+
+  test("flags are read the same whether written --flag=value or --flag value", async () => {
+    await using job = await workspace(3);
+    const spaced = launchArgv(job.dir).flatMap((arg) => (arg.startsWith("--") && arg.includes("=") ? arg.split(/=(.*)/s, 2) : [arg]));
+    expect(spaced).toContain("--max_train_steps");
+    const run = await simulate(job.dir, spaced);
+    expect(run.exitCode).toBe(0);
+    expect(run.log).toContain("  total optimization steps / 学習ステップ数: 20\n");
+    expect((await verifySafetensors(job.lora)).ok).toBe(true);
+  });
+
+  test("the same seed gives the same loss curve and another seed does not", async () => {
+    await using job = await workspace(3);
+    const first = lossesByStep((await simulate(job.dir, launchArgv(job.dir, { output_name: "a" }))).log);
+    const again = lossesByStep((await simulate(job.dir, launchArgv(job.dir, { output_name: "b" }))).log);
+    const other = lossesByStep((await simulate(job.dir, launchArgv(job.dir, { output_name: "c", seed: "7" }))).log);
+    expect(first).toHaveLength(20);
+    expect(again).toEqual(first);
+    expect(other).not.toEqual(first);
+  });
+
+  test("an empty dataset logs No data found and exits 0 without writing anything", async () => {
+    await using job = await workspace(0);
+    const run = await simulate(job.dir, launchArgv(job.dir));
+    expect(run.exitCode).toBe(0);
+    expect(run.log).toContain("\nNo data found. Please verify arguments (train_data_dir must be the parent of folders with images) / ");
+    expect(run.log).not.toContain("saving checkpoint");
+    expect(existsSync(join(job.dir, "out"))).toBe(false);
+  });
+
+  test("without --console_log_simple the same error comes through rich, with its level column", async () => {
+    await using job = await workspace(0);
+    const run = await simulate(job.dir, launchArgv(job.dir, { console_log_simple: false }));
+    expect(run.exitCode).toBe(0);
+    expect(run.log).toContain("                    ERROR    No data found. Please verify arguments");
+  });
+
+  test("a missing base model fails with diffusers' message and accelerate exits 1", async () => {
+    await using job = await workspace(3);
+    const missing = join(job.dir, "missing.safetensors");
+    const run = await simulate(job.dir, launchArgv(job.dir, { pretrained_model_name_or_path: missing }));
+    expect(run.exitCode).toBe(1);
+    expect(run.log).toContain(`ValueError: The provided pretrained_model_name_or_path "${missing}" is neither a valid local path nor a valid repo id.`);
+    expect(run.log).toContain("returned non-zero exit status 1.\n");
+    expect(await Bun.file(job.lora).exists()).toBe(false);
+  });
+
+  test("a missing dataset config fails with sd-scripts' file-not-found error", async () => {
+    await using job = await workspace(3);
+    const missing = join(job.dir, "missing.toml");
+    const run = await simulate(job.dir, launchArgv(job.dir, { dataset_config: missing }));
+    expect(run.exitCode).toBe(1);
+    expect(run.log).toContain(`ValueError: file not found / ファイルが見つかりません: ${missing}\n`);
+  });
+
+  test("caching text encoder outputs while training the text encoder trips sd-scripts' assertion", async () => {
+    await using job = await workspace(3);
+    const run = await simulate(job.dir, launchArgv(job.dir, { network_train_unet_only: false }));
+    expect(run.exitCode).toBe(1);
+    expect(run.log).toContain("AssertionError: network for Text Encoder cannot be trained with caching Text Encoder outputs");
+  });
+
+  test("an abbreviated script flag is an argparse error: the trainer exits 2 and accelerate 1", async () => {
+    await using job = await workspace(3);
+    const run = await simulate(job.dir, launchArgv(job.dir, {}, ["--network_modul=x"]));
+    expect(run.exitCode).toBe(1);
+    expect(run.log).toContain("\nsdxl_train_network.py: error: unrecognized arguments: --network_modul=x\n");
+    expect(run.log).toContain("returned non-zero exit status 2.\n");
+  });
+
+  test("an unknown launch flag is accelerate's own argparse error and exits 2", async () => {
+    await using job = await workspace(3);
+    const [launch, ...rest] = launchArgv(job.dir);
+    const run = await simulate(job.dir, [launch!, "--num_procs=1", ...rest]);
+    expect(run.exitCode).toBe(2);
+    expect(run.log).toContain("accelerate <command> [<args>] launch: error: unrecognized arguments: --num_procs=1\n");
+    expect(run.log).not.toContain("Traceback");
+  });
+
+  test("a script other than sdxl_train_network.py cannot be opened, as python reports it", async () => {
+    await using job = await workspace(3);
+    const argv = launchArgv(job.dir).map((arg) => (arg === SCRIPT ? "/opt/fluxgym/sd-scripts/train.py" : arg));
+    const run = await simulate(job.dir, argv);
+    expect(run.exitCode).toBe(1);
+    expect(run.log).toContain("can't open file '/opt/fluxgym/sd-scripts/train.py': [Errno 2] No such file or directory\n");
+  });
+
+  test("oom@3 fails at step 3 with PyTorch's CUDA out of memory error and saves nothing", async () => {
+    await using job = await workspace(3);
+    const run = await simulate(job.dir, launchArgv(job.dir), { LORA_WORKER_SIMULATE_FAIL: "oom@3" });
+    expect(run.exitCode).toBe(1);
+    expect(run.log).toContain("\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate");
+    expect(lossesByStep(run.log)).toHaveLength(2);
+    expect(await Bun.file(job.lora).exists()).toBe(false);
+  });
+
+  test("nan@5 turns avr_loss to nan from step 5 on, and the run still saves", async () => {
+    await using job = await workspace(3);
+    const run = await simulate(job.dir, launchArgv(job.dir), { LORA_WORKER_SIMULATE_FAIL: "nan@5" });
+    expect(run.exitCode).toBe(0);
+    const losses = lossesByStep(run.log);
+    expect(losses.slice(0, 4).every((loss) => Number.isFinite(Number(loss)))).toBe(true);
+    expect(losses.slice(4)).toEqual(Array(16).fill("nan"));
+    expect((await verifySafetensors(job.lora)).ok).toBe(true);
+  });
+
+  test("exit@N:CODE ends the trainer with CODE; accelerate turns non-zero into 1 and passes 0 through", async () => {
+    await using job = await workspace(3);
+    const crashed = await simulate(job.dir, launchArgv(job.dir), { LORA_WORKER_SIMULATE_FAIL: "exit@3:7" });
+    expect(crashed.exitCode).toBe(1);
+    expect(crashed.log).toContain("returned non-zero exit status 7.\n");
+    const quiet = await simulate(job.dir, launchArgv(job.dir), { LORA_WORKER_SIMULATE_FAIL: "exit@3:0" });
+    expect(quiet.exitCode).toBe(0);
+    expect(quiet.log).not.toContain("Traceback");
+    expect(await Bun.file(job.lora).exists()).toBe(false);
+  });
+
+  test("SIGTERM kills a hung run outright and no LoRA is left behind", async () => {
+    await using job = await workspace(3);
+    const { proc, logPath } = startSimulator(job.dir, launchArgv(job.dir), { LORA_WORKER_SIMULATE_FAIL: "hang@2" });
+    await using _running = proc;
+    await waitFor(async () => (await Bun.file(logPath).text()).includes("| 1/20 ["), "step 1");
+    expect(proc.exitCode).toBeNull();
+    proc.kill("SIGTERM");
+    await proc.exited;
+    expect({ exitCode: proc.exitCode, signalCode: proc.signalCode }).toEqual({ exitCode: null, signalCode: "SIGTERM" });
+    expect(await Bun.file(job.lora).exists()).toBe(false);
+  });
+
+  test("a bad knob is refused with exit 2 before anything runs", async () => {
+    await using job = await workspace(3);
+    const badKnobs: Array<[string, string]> = [
+      ["LORA_WORKER_SIMULATE_SECONDS_PER_STEP", "fast"],
+      ["LORA_WORKER_SIMULATE_FAIL", "boom@1"],
+    ];
+    for (const [knob, value] of badKnobs) {
+      const run = await simulate(job.dir, launchArgv(job.dir), { [knob]: value });
+      expect(run.exitCode).toBe(2);
+      expect(run.log).toStartWith(`lora-worker simulate: ${knob}`);
+      expect(run.log).not.toContain("Loading dataset config");
+    }
+  });
+});
