@@ -7,6 +7,7 @@ import { MAX_BODY_BYTES } from "../src/api/json-body.ts";
 import { createGpuProbe } from "../src/gpu/index.ts";
 import { silentLogger } from "../src/log/logger.ts";
 import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "./support/host-tree.ts";
+import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
 import { TRAINERS, realModeConfig, supervisorFor } from "./support/real-mode.ts";
 
 // The app in process, over a real supervisor, store and fixture trainer.
@@ -71,10 +72,7 @@ describe("HTTP surface", () => {
 
   test("/gpu-status joins processes to devices and marks the TTS co-tenant on the 3090", async () => {
     using tree = makeHostTree();
-    const wrapper = join(tree.root, "nvidia-smi");
-    await Bun.write(wrapper, `#!/bin/sh\nFAKE_NVIDIA_SMI_SCENARIO='${join(import.meta.dir, "fixtures/gpu/two-gpus-tts")}' exec '${FAKE_NVIDIA_SMI}' "$@"\n`);
-    Bun.spawnSync(["chmod", "+x", wrapper]);
-    using a = appFor(tree, wrapper);
+    using a = appFor(tree, fakeNvidiaSmi(tree.root, "two-gpus-tts").path);
     const body = (await (await a.app.request("/gpu-status")).json()) as any;
     expect(body.tts_on_3090).toBe(true);
     expect(body.devices.map((d: any) => [d.index, d.processes.map((p: any) => p.role)])).toEqual([[0, ["cotenant"]], [1, []]]);
@@ -82,10 +80,7 @@ describe("HTTP surface", () => {
 
   test("/gpu-status answers 503 gpu_probe_failed with nvidia-smi's own words", async () => {
     using tree = makeHostTree();
-    const wrapper = join(tree.root, "nvidia-smi");
-    await Bun.write(wrapper, `#!/bin/sh\nFAKE_NVIDIA_SMI_SCENARIO='${join(import.meta.dir, "fixtures/gpu/driver-mismatch")}' exec '${FAKE_NVIDIA_SMI}' "$@"\n`);
-    Bun.spawnSync(["chmod", "+x", wrapper]);
-    using a = appFor(tree, wrapper);
+    using a = appFor(tree, fakeNvidiaSmi(tree.root, "driver-mismatch").path);
     const res = await a.app.request("/gpu-status");
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ detail: "Failed to initialize NVML: Driver/library version mismatch", reason: "gpu_probe_failed" });

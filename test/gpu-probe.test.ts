@@ -1,11 +1,13 @@
 import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createGpuProbe } from "../src/gpu/index.ts";
+import { liveGroupMembers } from "../src/supervisor/process-group.ts";
+import { GPU_SCENARIOS, fakeNvidiaSmi, type FakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
+import { waitFor } from "./support/wait.ts";
 
-const FAKE = join(import.meta.dir, "../scripts/fake-nvidia-smi");
-const SCENARIOS = join(import.meta.dir, "fixtures/gpu");
+const SCENARIOS = GPU_SCENARIOS;
 const EPOCH = 1_700_000_000_000;
 const RTX_3090 = "GPU-5e1c0a3b-7d24-4f89-b6a1-3c9e2f0d8b71";
 const A6000 = "GPU-a4f7d2e9-1b38-4c56-9e0f-7d2a8b3c6e15";
@@ -15,50 +17,15 @@ afterEach(() => {
   for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-interface Fake {
-  path: string;
-  /** "<pid> <first argument>" per nvidia-smi started, as the fake itself recorded it. */
-  invocations(): string[];
-}
-
-/** A wrapper that runs the fake with its environment baked in, so tests never touch this process's env. */
-function fakeNvidiaSmi(scenario?: string): Fake {
+function scenarioFake(scenario?: string): FakeNvidiaSmi {
   const dir = mkdtempSync(join(tmpdir(), "gpu-probe-"));
   tempDirs.push(dir);
-  const countFile = join(dir, "invocations");
-  const scenarioLine = scenario ? `export FAKE_NVIDIA_SMI_SCENARIO='${join(SCENARIOS, scenario)}'` : "unset FAKE_NVIDIA_SMI_SCENARIO";
-  const path = join(dir, "nvidia-smi");
-  writeFileSync(path, `#!/bin/sh\n${scenarioLine}\nexport FAKE_NVIDIA_SMI_COUNT_FILE='${countFile}'\nexec '${FAKE}' "$@"\n`);
-  chmodSync(path, 0o755);
-  const invocations = () => (existsSync(countFile) ? readFileSync(countFile, "utf8").split("\n").filter(Boolean) : []);
-  return { path, invocations };
-}
-
-/** Members of a process group that are still running (a zombie is dead). */
-function liveMembers(pgid: number): number[] {
-  return readdirSync("/proc").filter((entry) => /^\d+$/.test(entry)).flatMap((pid) => {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const [state, , pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      return Number(pgrp) === pgid && state !== "Z" ? [Number(pid)] : [];
-    } catch {
-      return [];
-    }
-  });
-}
-
-async function waitFor(condition: () => boolean, deadlineMs: number): Promise<boolean> {
-  const deadline = performance.now() + deadlineMs;
-  while (!condition()) {
-    if (performance.now() > deadline) return false;
-    await Bun.sleep(10);
-  }
-  return true;
+  return fakeNvidiaSmi(dir, scenario);
 }
 
 describe("reading devices through a real nvidia-smi process", () => {
   test("two devices come back in bus order with the TTS co-tenant joined to the 3090", async () => {
-    const probe = createGpuProbe({ nvidiaSmi: fakeNvidiaSmi("two-gpus-tts").path, timeoutMs: 5000, ttlMs: 1000, now: () => EPOCH });
+    const probe = createGpuProbe({ nvidiaSmi: scenarioFake("two-gpus-tts").path, timeoutMs: 5000, ttlMs: 1000, now: () => EPOCH });
     expect(await probe.read()).toEqual({
       ok: true,
       probed_at: EPOCH,
@@ -78,7 +45,7 @@ describe("reading devices through a real nvidia-smi process", () => {
   });
 
   test("the fake's default scenario is SPEC's idle 3090 and A6000", async () => {
-    const result = await createGpuProbe({ nvidiaSmi: fakeNvidiaSmi().path, timeoutMs: 5000, ttlMs: 1000 }).read();
+    const result = await createGpuProbe({ nvidiaSmi: scenarioFake().path, timeoutMs: 5000, ttlMs: 1000 }).read();
     if (!result.ok) throw new Error(result.detail);
     expect(result.devices.map((d) => [d.index, d.name, d.memory_total_mib, d.processes])).toEqual([
       [0, "NVIDIA GeForce RTX 3090", 24576, []],
@@ -87,12 +54,12 @@ describe("reading devices through a real nvidia-smi process", () => {
   });
 
   test("a driver/library mismatch is reported with the first line nvidia-smi printed", async () => {
-    const probe = createGpuProbe({ nvidiaSmi: fakeNvidiaSmi("driver-mismatch").path, timeoutMs: 5000, ttlMs: 1000, now: () => EPOCH });
+    const probe = createGpuProbe({ nvidiaSmi: scenarioFake("driver-mismatch").path, timeoutMs: 5000, ttlMs: 1000, now: () => EPOCH });
     expect(await probe.read()).toEqual({ ok: false, detail: "Failed to initialize NVML: Driver/library version mismatch", probed_at: EPOCH });
   });
 
   test("a missing driver is reported with nvidia-smi's whole sentence", async () => {
-    const result = await createGpuProbe({ nvidiaSmi: fakeNvidiaSmi("no-driver").path, timeoutMs: 5000, ttlMs: 1000 }).read();
+    const result = await createGpuProbe({ nvidiaSmi: scenarioFake("no-driver").path, timeoutMs: 5000, ttlMs: 1000 }).read();
     expect(result).toMatchObject({
       ok: false,
       detail:
@@ -106,13 +73,13 @@ describe("reading devices through a real nvidia-smi process", () => {
   });
 
   test("output that is not the queried CSV is reported as unparseable with its first line", async () => {
-    const result = await createGpuProbe({ nvidiaSmi: fakeNvidiaSmi("table-output").path, timeoutMs: 5000, ttlMs: 1000 }).read();
+    const result = await createGpuProbe({ nvidiaSmi: scenarioFake("table-output").path, timeoutMs: 5000, ttlMs: 1000 }).read();
     const firstLine = readFileSync(join(SCENARIOS, "table-output/query-gpu.csv"), "utf8").split("\n")[0];
     expect(result).toMatchObject({ ok: false, detail: `unparseable nvidia-smi output: ${firstLine}` });
   });
 
   test("a hung nvidia-smi gives up at the timeout and its whole process group is killed", async () => {
-    const fake = fakeNvidiaSmi("hung-driver");
+    const fake = scenarioFake("hung-driver");
     const timeoutMs = 1000;
     const started = performance.now();
     const result = await createGpuProbe({ nvidiaSmi: fake.path, timeoutMs, ttlMs: 1000 }).read();
@@ -120,13 +87,13 @@ describe("reading devices through a real nvidia-smi process", () => {
     expect(result).toMatchObject({ ok: false, detail: `nvidia-smi timed out after ${timeoutMs} ms` });
     const groups = fake.invocations().map((line) => Number(line.split(" ")[0]));
     expect(groups).toHaveLength(2);
-    expect(await waitFor(() => groups.every((pgid) => liveMembers(pgid).length === 0), 5000)).toBe(true);
+    await waitFor(() => groups.every((pgid) => liveGroupMembers(pgid).length === 0), "every nvidia-smi group to be gone", 5000);
   });
 });
 
 describe("sharing and caching probe runs", () => {
   test("500 concurrent reads start one probe run: two nvidia-smi processes", async () => {
-    const fake = fakeNvidiaSmi("two-gpus-tts");
+    const fake = scenarioFake("two-gpus-tts");
     const probe = createGpuProbe({ nvidiaSmi: fake.path, timeoutMs: 5000, ttlMs: 1000 });
     const results = await Promise.all(Array.from({ length: 500 }, () => probe.read()));
     expect(results.every((result) => result === results[0] && result.ok)).toBe(true);
@@ -135,7 +102,7 @@ describe("sharing and caching probe runs", () => {
   });
 
   test("with no ttl, sequential reads each start a run (the contrast case)", async () => {
-    const fake = fakeNvidiaSmi("two-gpus-tts");
+    const fake = scenarioFake("two-gpus-tts");
     const probe = createGpuProbe({ nvidiaSmi: fake.path, timeoutMs: 5000, ttlMs: 0 });
     for (let i = 0; i < 3; i++) await probe.read();
     expect(probe.runs()).toBe(3);
@@ -144,7 +111,7 @@ describe("sharing and caching probe runs", () => {
 
   test("a result is served from cache until ttl has passed since its probe", async () => {
     let clock = EPOCH;
-    const fake = fakeNvidiaSmi("two-gpus-tts");
+    const fake = scenarioFake("two-gpus-tts");
     const probe = createGpuProbe({ nvidiaSmi: fake.path, timeoutMs: 5000, ttlMs: 1000, now: () => clock });
     const first = await probe.read();
     clock += 999;
@@ -157,21 +124,21 @@ describe("sharing and caching probe runs", () => {
   });
 
   test("a failure is cached like a success", async () => {
-    const probe = createGpuProbe({ nvidiaSmi: fakeNvidiaSmi("no-driver").path, timeoutMs: 5000, ttlMs: 60_000 });
+    const probe = createGpuProbe({ nvidiaSmi: scenarioFake("no-driver").path, timeoutMs: 5000, ttlMs: 60_000 });
     await probe.read();
     expect(await probe.read()).toMatchObject({ ok: false });
     expect(probe.runs()).toBe(1);
   });
 
   test("a fresh read skips the cache", async () => {
-    const probe = createGpuProbe({ nvidiaSmi: fakeNvidiaSmi("two-gpus-tts").path, timeoutMs: 5000, ttlMs: 60_000 });
+    const probe = createGpuProbe({ nvidiaSmi: scenarioFake("two-gpus-tts").path, timeoutMs: 5000, ttlMs: 60_000 });
     const cached = await probe.read();
     expect(await probe.read({ fresh: true })).not.toBe(cached);
     expect(probe.runs()).toBe(2);
   });
 
   test("fresh reads during a run share one run started after it, while plain reads join the running one", async () => {
-    const fake = fakeNvidiaSmi("two-gpus-tts");
+    const fake = scenarioFake("two-gpus-tts");
     const probe = createGpuProbe({ nvidiaSmi: fake.path, timeoutMs: 5000, ttlMs: 60_000 });
     const running = probe.read();
     const joined = probe.read();
