@@ -1,5 +1,5 @@
 // The overridable leaf keys: one table drives environment overrides and "default in use" reporting.
-export type KeyKind = "string" | "number" | "list" | "table";
+export type KeyKind = "string" | "number" | "boolean" | "list" | "table";
 
 export interface ConfigKey {
   key: string;
@@ -16,8 +16,17 @@ const LEAVES: Array<[string, KeyKind]> = [
   ["trainer.accelerate", "string"],
   ["trainer.sd_scripts_dir", "string"],
   ["trainer.cancel_grace_seconds", "number"],
+  ["trainer.log_max_bytes", "number"],
+  ["watchdog.stall_seconds", "number"],
+  ["watchdog.nan_updates", "number"],
+  ["watchdog.tier_timeout_seconds", "table"],
+  ["auth.mode", "string"],
+  ["auth.token_file", "string"],
+  ["auth.metrics_public", "boolean"],
   ["simulate.seconds_per_step", "number"],
   ["simulate.fail", "string"],
+  ["simulate.replay_log", "string"],
+  ["simulate.replay_speed", "number"],
   ["gpu.nvidia_smi", "string"],
   ["gpu.probe_timeout_ms", "number"],
   ["gpu.cache_ttl_ms", "number"],

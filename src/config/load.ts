@@ -79,6 +79,10 @@ function applyEnv(target: Record<string, unknown>, env: Record<string, string | 
 
 function convertEnv(key: ConfigKey, value: string): { ok: true; value: unknown } | { ok: false; error: string } {
   if (key.kind === "list") return { ok: true, value: value.split(":").filter((p) => p !== "") };
+  if (key.kind === "boolean") {
+    if (value === "true" || value === "false") return { ok: true, value: value === "true" };
+    return { ok: false, error: `expected true or false, got ${JSON.stringify(value)}` };
+  }
   if (key.kind !== "number") return { ok: true, value };
   const n = Number(value);
   if (value.trim() === "" || !Number.isFinite(n)) return { ok: false, error: `expected a number, got ${JSON.stringify(value)}` };

@@ -9,7 +9,11 @@ export const DEFAULTS = {
   accelerate: "/opt/fluxgym/.venv/bin/accelerate",
   sd_scripts_dir: "/opt/fluxgym/sd-scripts",
   nvidia_smi: "nvidia-smi",
+  token_file: "/etc/lora-worker/token",
 } as const;
+
+const FAILURE = String.raw`(?:(?:oom|nan|hang|orphan|setsid-orphan)@\d+|exit@\d+:\d+|ignore-sigterm)`;
+export const SIMULATE_FAIL = new RegExp(`^(?:${FAILURE}(?:,${FAILURE})*)?$`);
 
 const absolutePath = z
   .string()
@@ -44,14 +48,37 @@ export const ConfigSchema = z.strictObject({
       accelerate: absolutePath.default(DEFAULTS.accelerate),
       sd_scripts_dir: absolutePath.default(DEFAULTS.sd_scripts_dir),
       cancel_grace_seconds: z.number().positive().max(600).default(10),
+      log_max_bytes: z.int().min(1024 * 1024).max(2 ** 40).default(256 * 1024 * 1024),
+    })
+    .prefault({}),
+  watchdog: z
+    .strictObject({
+      stall_seconds: z.number().positive().max(86_400).default(900),
+      nan_updates: z.int().min(1).max(100_000).default(20),
+      tier_timeout_seconds: z
+        .strictObject({
+          fast: z.number().positive().default(2 * 3600),
+          balanced: z.number().positive().default(6 * 3600),
+          quality: z.number().positive().default(12 * 3600),
+        })
+        .prefault({}),
+    })
+    .prefault({}),
+  auth: z
+    .strictObject({
+      mode: z.enum(["token", "none"]).default("token"),
+      token_file: absolutePath.default(DEFAULTS.token_file),
+      metrics_public: z.boolean().default(false),
     })
     .prefault({}),
   simulate: z
     .strictObject({
       seconds_per_step: z.number().min(0).max(60).default(0.5),
-      fail: z.string().regex(/^$|^(oom|nan|hang)@\d+$|^exit@\d+:\d+$/, {
-        message: 'must be "", "oom@N", "nan@N", "hang@N" or "exit@N:CODE"',
+      fail: z.string().regex(SIMULATE_FAIL, {
+        message: 'must be "" or a comma-separated list of oom@N, nan@N, hang@N, exit@N:CODE, ignore-sigterm, orphan@N, setsid-orphan@N',
       }).default(""),
+      replay_log: z.string().refine((p) => p === "" || p.startsWith("/"), "must be empty or an absolute path").default(""),
+      replay_speed: z.number().positive().max(1e6).default(1),
     })
     .prefault({}),
   gpu: z

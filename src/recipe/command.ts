@@ -101,6 +101,10 @@ function childEnv(train: CheckedTrain, config: Config, paths: JobPaths): Record<
   if (config.trainer.mode === "simulate") {
     env.LORA_WORKER_SIMULATE_SECONDS_PER_STEP = String(config.simulate.seconds_per_step);
     if (config.simulate.fail !== "") env.LORA_WORKER_SIMULATE_FAIL = config.simulate.fail;
+    if (config.simulate.replay_log !== "") {
+      env.LORA_WORKER_SIMULATE_REPLAY_LOG = config.simulate.replay_log;
+      env.LORA_WORKER_SIMULATE_REPLAY_SPEED = String(config.simulate.replay_speed);
+    }
   }
   return env;
 }
