@@ -1,8 +1,5 @@
 #!/usr/bin/env bun
 import { UsageError } from "./cli/args.ts";
-import { planCommand } from "./cli/plan.ts";
-import { serveCommand } from "./cli/serve.ts";
-import { runSimulatedLaunch } from "./simulator/simulate.ts";
 import { BUILD } from "./version.ts";
 
 const EXIT_USAGE = 2;
@@ -14,21 +11,26 @@ Usage:
   lora-worker plan [--config FILE] REQUEST.json
                                                print the exact process a request would start, spawn nothing
   lora-worker launch ...                       the simulated trainer (what simulate mode runs instead of accelerate)
+  lora-worker shim JOB_DIR                     internal: the per-job shim that starts the trainer and records its exit
   lora-worker --version | --help
 
 Exit codes: 0 ok, 1 request refused (plan), 2 usage error, 78 invalid configuration.
 `;
 
+// Commands load only their own modules: the shim and the simulator start without the HTTP stack.
 async function main(argv: string[]): Promise<number | undefined> {
   const [command, ...rest] = argv;
   switch (command) {
     case "serve":
-      await serveCommand(rest);
+      await (await import("./cli/serve.ts")).serveCommand(rest);
       return undefined;
     case "plan":
-      return planCommand(rest);
+      return (await import("./cli/plan.ts")).planCommand(rest);
     case "launch":
-      return runSimulatedLaunch(rest, process.env);
+      return (await import("./simulator/simulate.ts")).runSimulatedLaunch(rest, process.env);
+    case "shim":
+      if (rest.length !== 1) throw new UsageError("shim takes exactly one job directory");
+      return (await import("./shim/shim.ts")).runShim(rest[0]!);
     case "--version":
       process.stdout.write(`lora-worker ${BUILD.version} (commit ${BUILD.commit})\n`);
       return 0;

@@ -1,11 +1,15 @@
-import { beforeAll, describe, expect, test } from "bun:test";
+import { Database } from "bun:sqlite";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { liveGroupMembers } from "../src/supervisor/process-group.ts";
 import { ensureBinary } from "./support/binary.ts";
-import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
+import { SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { waitFor } from "./support/wait.ts";
 import { startWorker } from "./support/worker-process.ts";
+
+// Real processes on a shared 2-core machine: generous bounds, conditions waited on, never slept.
+setDefaultTimeout(60_000);
 
 let binary: string;
 beforeAll(() => {
@@ -61,21 +65,82 @@ describe("the compiled binary, simulated trainer", () => {
     expect((await worker.json("/healthz")).body.active_job_id).toBeNull();
   });
 
-  test("a worker killed with -9 mid-run: on restart the job is failed/worker_restarted and its trainer is gone", async () => {
+  test("a worker killed with -9 mid-run is re-adopted on restart: progress goes on and the job succeeds with a verified LoRA", async () => {
+    using tree = makeHostTree();
+    const config = tree.writeConfig(SIMULATE_TABLES(0.01));
+    let id: string;
+    let stepBefore: number;
+    {
+      await using worker = await startWorker(config, { command: [binary] });
+      id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+      stepBefore = await waitFor(async () => {
+        const step = (await worker.json(`/train/${id}`)).body.step;
+        return step > 5 ? step : 0;
+      }, "training to start");
+    }
+    const trainerPid = jobRow(tree, id).pid;
+    expect(liveGroupMembers(trainerPid).length).toBeGreaterThan(0);
+
+    await using restarted = await startWorker(config, { command: [binary] });
+    expect(restarted.output()).toContain('"msg":"re-adopting job after restart"');
+    const final = await waitFor(async () => {
+      const { body } = await restarted.json(`/train/${id}`);
+      return body.status === "training" || body.status === "starting" ? null : body;
+    }, "the re-adopted job to end", 30_000);
+    expect(final).toMatchObject({ status: "succeeded", step: 400, total_steps: 400, exit_code: 0 });
+    expect(final.step).toBeGreaterThan(stepBefore);
+    expect(final.lora_sha256).toBe(new Bun.CryptoHasher("sha256").update(readFileSync(final.lora_path)).digest("hex"));
+    expect(liveGroupMembers(trainerPid)).toEqual([]);
+  });
+
+  test("a re-adopted job can still be cancelled, and nothing of it is left", async () => {
     using tree = makeHostTree();
     const config = tree.writeConfig(SIMULATE_TABLES(0.05));
     let id: string;
-    let trainerPid: number;
     {
       await using worker = await startWorker(config, { command: [binary] });
       id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
       await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 1, "training to start");
-      trainerPid = Number(/"job started".*"pid":(\d+)/.exec(worker.output())![1]);
-      expect(liveGroupMembers(trainerPid).length).toBeGreaterThan(0);
     }
+    const trainerPid = jobRow(tree, id).pid;
     await using restarted = await startWorker(config, { command: [binary] });
-    const { body } = await restarted.json(`/train/${id}`);
-    expect(body).toMatchObject({ status: "failed", error_code: "worker_restarted" });
+    const cancelled = await restarted.json(`/train/${id}/cancel`, { method: "POST" });
+    expect(cancelled.body).toMatchObject({ status: "cancelled", signal: "SIGTERM" });
     expect(liveGroupMembers(trainerPid)).toEqual([]);
   });
+
+  test("a trainer killed with -9 from outside fails as host_oom_killed, with the signal recorded", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.05)), { command: [binary] });
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 1, "training to start");
+    process.kill(jobRow(tree, id).pid, "SIGKILL");
+    const final = await waitFor(async () => {
+      const { body } = await worker.json(`/train/${id}`);
+      return body.status === "training" ? null : body;
+    }, "the job to end");
+    expect(final).toMatchObject({ status: "failed", error_code: "host_oom_killed", signal: "SIGKILL" });
+  });
+
+  test("a restart that finds neither shim nor trainer alive fails the job as worker_restarted", async () => {
+    using tree = makeHostTree();
+    const config = tree.writeConfig(SIMULATE_TABLES(0.05));
+    let id: string;
+    {
+      await using worker = await startWorker(config, { command: [binary] });
+      id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+      await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 1, "training to start");
+    }
+    const row = jobRow(tree, id);
+    process.kill(row.shim_pid, "SIGKILL");
+    process.kill(-row.pid, "SIGKILL");
+    await waitFor(() => liveGroupMembers(row.pid).length === 0 && liveGroupMembers(row.shim_pid).length === 0, "the job's processes to die");
+    await using restarted = await startWorker(config, { command: [binary] });
+    expect((await restarted.json(`/train/${id}`)).body).toMatchObject({ status: "failed", error_code: "worker_restarted" });
+  });
 });
+
+function jobRow(tree: HostTree, id: string): { pid: number; shim_pid: number } {
+  using db = new Database(join(tree.state, "jobs.db"), { readonly: true });
+  return db.query<{ pid: number; shim_pid: number }, [string]>("SELECT pid, shim_pid FROM jobs WHERE id = ?").get(id)!;
+}

@@ -68,6 +68,7 @@ describe("lora-worker plan", () => {
       PYTHONUNBUFFERED: "1",
       HF_HOME: join(tree.state, "hf-home"),
       HF_HUB_OFFLINE: "1",
+      LORA_WORKER_JOB: "plan",
       LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0.5",
     });
     expect(readdirSync(tree.state)).toEqual([]);

@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { liveGroupMembers } from "../src/supervisor/process-group.ts";
@@ -6,6 +6,9 @@ import { readProcStat } from "../src/supervisor/proc-stat.ts";
 import { makeHostTree } from "./support/host-tree.ts";
 import { TRAINERS, realModeConfig, replayTrainer, supervisorFor } from "./support/real-mode.ts";
 import { waitFor } from "./support/wait.ts";
+
+// Real processes on a shared 2-core machine: generous bounds, conditions waited on, never slept.
+setDefaultTimeout(30_000);
 
 async function runToEnd(trainer: string) {
   using tree = makeHostTree();
@@ -54,7 +57,10 @@ describe("supervisor outcomes", () => {
     const config = realModeConfig(tree, join(TRAINERS, "exit-zero-without-file.sh"));
     using s = supervisorFor(tree, config, [missing]);
     const dispatched = await s.supervisor.dispatch(tree.validRequest());
-    expect(dispatched).toMatchObject({ ok: true, job: { status: "failed", error_code: "spawn_failed" } });
+    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+    await s.supervisor.settle();
+    expect(s.store.get(dispatched.job.id)).toMatchObject({ status: "failed", error_code: "spawn_failed", pid: null });
+    expect(s.store.get(dispatched.job.id)!.error).toContain("no-such-accelerate");
     expect(s.supervisor.activeJobId()).toBeNull();
   });
 });
@@ -66,7 +72,7 @@ describe("cancel", () => {
     using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const dispatched = await s.supervisor.dispatch(tree.validRequest());
     if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
-    const pgid = s.store.get(dispatched.job.id)!.pid!;
+    const pgid = await waitFor(() => s.store.get(dispatched.job.id)!.pid, "the shim to start the trainer");
     await waitFor(() => liveGroupMembers(pgid).length >= 3, "leader, child and grandchild to run");
     const members = liveGroupMembers(pgid);
 

@@ -9,7 +9,7 @@ import { createSupervisor } from "../supervisor/supervisor.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { loadConfigOrExit } from "./load-or-exit.ts";
-import { trainerCommand } from "./trainer-command.ts";
+import { selfCommand, trainerCommand } from "./trainer-command.ts";
 
 export async function serveCommand(argv: string[]): Promise<void> {
   const { positional, options } = parseArgs(argv, ["config"]);
@@ -20,8 +20,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
   mkdirSync(join(config.state_dir, "jobs"), { recursive: true, mode: 0o750 });
   const store = openJobStore(join(config.state_dir, "jobs.db"));
   const gpu = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: config.gpu.cache_ttl_ms });
-  const supervisor = createSupervisor({ store, config, trainerCommand: trainerCommand(config), now: () => new Date(), log });
-  await supervisor.reconcile();
+  const supervisor = createSupervisor({ store, config, trainerCommand: trainerCommand(config), selfCommand: selfCommand(), now: () => new Date(), log });
+  supervisor.reconcile();
   const app = createApp({ loaded, supervisor, gpu, store, log, version: BUILD.version, startedAt: Date.now() });
   const [hostname, port] = splitListen(config.listen);
   const server = Bun.serve({ hostname, port, fetch: app.fetch, maxRequestBodySize: MAX_BODY_BYTES * 4 });

@@ -3,6 +3,7 @@ import type { Config } from "../config/schema.ts";
 import type { CheckedTrain } from "../request/checked-train.ts";
 import * as H from "./hyperparameters.ts";
 import { datasetToml } from "./dataset-toml.ts";
+import { JOB_MARKER_ENV } from "../supervisor/stray-sweep.ts";
 
 export const TRAIN_SCRIPT = "sdxl_train_network.py";
 
@@ -14,6 +15,7 @@ export interface LaunchPlan {
 }
 
 export interface JobPaths {
+  id: string;
   dir: string;
   datasetConfig: string;
   hfHome: string;
@@ -97,6 +99,7 @@ function childEnv(train: CheckedTrain, config: Config, paths: JobPaths): Record<
     PYTHONUNBUFFERED: "1",
     HF_HOME: paths.hfHome,
     HF_HUB_OFFLINE: "1",
+    [JOB_MARKER_ENV]: paths.id,
   };
   if (config.trainer.mode === "simulate") {
     env.LORA_WORKER_SIMULATE_SECONDS_PER_STEP = String(config.simulate.seconds_per_step);

@@ -4,6 +4,8 @@ import { SCHEMA } from "./schema.sql.ts";
 
 export const ACTIVE_STATUSES = ["starting", "training"] as const;
 export type Status = "starting" | "training" | "succeeded" | "failed" | "cancelled";
+// Why the supervisor stopped a run, recorded before the first signal is sent.
+export type StopReason = "cancel" | "stalled" | "timeout" | "nan_loss";
 
 export interface JobRow {
   id: string;
@@ -28,8 +30,11 @@ export interface JobRow {
   boot_id: string | null;
   exit_code: number | null;
   signal: string | null;
+  shim_pid: number | null;
+  shim_start_ticks: number | null;
   forced_kill: number;
   cancel_requested_at: string | null;
+  stop_reason: StopReason | null;
   log_path: string;
 }
 
@@ -102,14 +107,23 @@ export function openJobStore(path: string) {
         db.run(`UPDATE jobs SET pid=?, pid_start_ticks=?, boot_id=?, started_at=? WHERE id=? AND status='starting'`, [identity.pid, identity.startTicks, identity.bootId, now, id]),
       );
     },
+    markShim(id: string, identity: ProcessIdentity): boolean {
+      return changed(
+        db.run(`UPDATE jobs SET shim_pid=?, shim_start_ticks=?, boot_id=? WHERE id=? AND ${ACTIVE_SQL}`, [identity.pid, identity.startTicks, identity.bootId, id]),
+      );
+    },
     markTraining(id: string): boolean {
       return changed(db.run(`UPDATE jobs SET status='training' WHERE id=? AND status='starting'`, [id]));
     },
     saveProgress(id: string, p: ProgressFields): boolean {
       return changed(db.run(`UPDATE jobs SET phase=?, step=?, total_steps=?, loss=?, eta_s=? WHERE id=? AND ${ACTIVE_SQL}`, [p.phase, p.step, p.total_steps, p.loss, p.eta_s, id]));
     },
-    requestCancel(id: string, now: string): boolean {
-      return changed(db.run(`UPDATE jobs SET cancel_requested_at=COALESCE(cancel_requested_at, ?) WHERE id=? AND ${ACTIVE_SQL}`, [now, id]));
+    // The first reason wins: a cancel after a watchdog fired does not rewrite why the run stopped.
+    requestStop(id: string, reason: StopReason, now: string): boolean {
+      const cancelAt = reason === "cancel" ? now : null;
+      return changed(
+        db.run(`UPDATE jobs SET stop_reason=COALESCE(stop_reason, ?), cancel_requested_at=COALESCE(cancel_requested_at, ?) WHERE id=? AND ${ACTIVE_SQL}`, [reason, cancelAt, id]),
+      );
     },
     finish(id: string, o: Outcome, now: string): boolean {
       return changed(

@@ -23,8 +23,11 @@ CREATE TABLE IF NOT EXISTS jobs (
   boot_id TEXT,
   exit_code INTEGER,
   signal TEXT,
+  shim_pid INTEGER,
+  shim_start_ticks INTEGER,
   forced_kill INTEGER NOT NULL DEFAULT 0,
   cancel_requested_at TEXT,
+  stop_reason TEXT,
   log_path TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);

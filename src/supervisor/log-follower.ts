@@ -1,4 +1,4 @@
-import { closeSync, openSync, readSync, watch, type FSWatcher } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync, watch, type FSWatcher } from "node:fs";
 
 const READ_CHUNK = 64 * 1024;
 // inotify wakes us at once; the batch delay folds a flood of writes into one read.
@@ -24,6 +24,8 @@ export function followLog(path: string, onText: (text: string) => void): LogFoll
     if (pending) clearTimeout(pending);
     pending = null;
     if (stopped) return;
+    // The shim cut the log to its cap: what was dropped is gone, follow on from the new end.
+    if (fstatSync(fd).size < offset) offset = fstatSync(fd).size;
     for (let n = readSync(fd, buf, 0, READ_CHUNK, offset); n > 0; n = readSync(fd, buf, 0, READ_CHUNK, offset)) {
       offset += n;
       const text = decoder.decode(buf.subarray(0, n), { stream: true });

@@ -1,118 +1,142 @@
 import { closeSync, openSync } from "node:fs";
-import { applyLine, initialProgress, type Progress } from "../progress/progress.ts";
-import { LineSplitter } from "../progress/line-splitter.ts";
-import type { LaunchPlan } from "../recipe/command.ts";
-import { verifySafetensors } from "../safetensors/verify.ts";
-import type { JobStore } from "../store/job-store.ts";
 import type { Logger } from "../log/logger.ts";
+import { LineSplitter } from "../progress/line-splitter.ts";
+import { applyLine, initialProgress, type Progress } from "../progress/progress.ts";
+import { verifySafetensors } from "../safetensors/verify.ts";
+import type { JobRow, JobStore, StopReason } from "../store/job-store.ts";
+import { watchExit, type ExitWatch } from "./exit-watch.ts";
+import { readTrainer, type LaunchFile, launchPath, writeJsonAtomic } from "./job-files.ts";
 import { followLog } from "./log-follower.ts";
 import { tailLines } from "./log-tail.ts";
 import { decideOutcome } from "./outcome.ts";
-import { identify } from "./proc-stat.ts";
+import { identify, isSameProcess, type ProcessIdentity } from "./proc-stat.ts";
 import { liveGroupMembers, terminateGroup } from "./process-group.ts";
+import { sweepStrays } from "./stray-sweep.ts";
+import { startWatchdog } from "./watchdog.ts";
 
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
 const PERSIST_INTERVAL_MS = 1000;
 const LOG_LINES_FOR_OUTCOME = 200;
+const TRAINER_START_TIMEOUT_MS = 15_000;
 
 export interface RunContext {
   id: string;
-  plan: LaunchPlan;
+  dir: string;
   logPath: string;
   outputFile: string;
   store: JobStore;
   now: () => Date;
   log: Logger;
-  cancelGraceMs: number;
+  graceMs: number;
+  stallMs: number;
+  deadline: number;
+  nanUpdates: number;
 }
 
 export interface Run {
   readonly id: string;
-  readonly pgid: number;
+  pgid(): number | null;
   progress(): Progress;
-  terminate(graceMs: number): Promise<void>;
+  stop(reason: StopReason): Promise<void>;
   readonly finished: Promise<void>;
 }
 
-// The child leads its own process group (setsid); its stdout and stderr go straight to the log file.
-export function startRun(ctx: RunContext): Run {
-  const fd = openSync(ctx.logPath, "a", 0o640);
-  let proc: ReturnType<typeof Bun.spawn>;
-  try {
-    proc = Bun.spawn(ctx.plan.argv, { cwd: ctx.plan.cwd, env: ctx.plan.env, stdio: ["ignore", fd, fd], detached: true });
-  } finally {
-    closeSync(fd);
+// The worker starts a shim (this program's `shim` command) in its own session; the shim starts
+// the trainer and records its end. The log file is created first so it can be followed at once.
+export function startRun(ctx: RunContext, launch: LaunchFile, shimCommand: string[]): Run {
+  writeJsonAtomic(launchPath(ctx.dir), launch);
+  closeSync(openSync(ctx.logPath, "a", 0o640));
+  const shim = Bun.spawn([...shimCommand, "shim", ctx.dir], { stdio: ["ignore", "ignore", "ignore"], detached: true, env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+  const shimIdentity = identify(shim.pid);
+  ctx.store.markShim(ctx.id, shimIdentity);
+  const trainer = waitForTrainer(ctx, shimIdentity).then((identity) => {
+    if (identity) ctx.store.markSpawned(ctx.id, identity, ctx.now().toISOString());
+    return identity;
+  });
+  return supervise(ctx, trainer, watchExit(ctx.dir, () => isSameProcess(shimIdentity), shim.exited));
+}
+
+// A run whose worker restarted: same bookkeeping, identities from the record.
+export function adoptRun(ctx: RunContext, row: JobRow): Run {
+  const shim = { pid: row.shim_pid ?? -1, startTicks: row.shim_start_ticks, bootId: row.boot_id };
+  const trainer = row.pid === null ? null : { pid: row.pid, startTicks: row.pid_start_ticks, bootId: row.boot_id };
+  return supervise(ctx, Promise.resolve(trainer), watchExit(ctx.dir, () => isSameProcess(shim)));
+}
+
+async function waitForTrainer(ctx: RunContext, shim: ProcessIdentity): Promise<ProcessIdentity | null> {
+  const deadline = Date.now() + TRAINER_START_TIMEOUT_MS;
+  for (;;) {
+    const trainer = readTrainer(ctx.dir);
+    if (trainer) return trainer;
+    if (Date.now() > deadline || !isSameProcess(shim)) return readTrainer(ctx.dir);
+    await Bun.sleep(5);
   }
-  ctx.store.markSpawned(ctx.id, identify(proc.pid), ctx.now().toISOString());
-  return supervise(ctx, proc.pid, proc.exited.then(() => ({ exitCode: proc.exitCode, signal: proc.signalCode === null ? null : String(proc.signalCode) })));
 }
 
-interface Exit {
-  exitCode: number | null;
-  signal: string | null;
-}
-
-function supervise(ctx: RunContext, pgid: number, exited: Promise<Exit>): Run {
+function supervise(ctx: RunContext, trainer: Promise<ProcessIdentity | null>, exit: Promise<ExitWatch>): Run {
   let progress = initialProgress();
   let persistedAt = 0;
-  let killedBySupervisor = false;
-  let forcedKill = false;
   let talking = false;
+  let pgid: number | null = null;
+  let stopping: Promise<unknown> = Promise.resolve();
+  let forcedKill = false;
   const splitter = new LineSplitter();
+  void trainer.then((t) => {
+    pgid = t?.pid ?? null;
+  });
+
   const persist = () => {
     persistedAt = Date.now();
     ctx.store.saveProgress(ctx.id, progress);
   };
+  const killGroup = async () => {
+    const identity = await trainer;
+    if (identity) forcedKill = (await terminateGroup(identity.pid, ctx.graceMs)).forced || forcedKill;
+  };
+  // Why is recorded before the first signal, so the exit reads as that and not as a crash.
+  const stop = (reason: StopReason) => {
+    ctx.store.requestStop(ctx.id, reason, ctx.now().toISOString());
+    ctx.log.info("stopping job", { job_id: ctx.id, reason });
+    stopping = stopping.then(killGroup);
+    return stopping.then(() => undefined);
+  };
+  const watchdog = startWatchdog({ stallMs: ctx.stallMs, deadline: ctx.deadline }, (reason) => void stop(reason));
   const onText = (text: string) => {
-    // First output: the trainer demonstrably runs.
+    watchdog.touch();
     if (!talking) {
       talking = true;
       ctx.store.markTraining(ctx.id);
     }
     const before = progress;
     for (const line of splitter.push(text)) progress = applyLine(progress, line);
+    if (progress.nan_streak >= ctx.nanUpdates && before.nan_streak < ctx.nanUpdates) void stop("nan_loss");
     if (progress !== before && (progress.phase !== before.phase || Date.now() - persistedAt >= PERSIST_INTERVAL_MS)) persist();
   };
   const follower = followLog(ctx.logPath, onText);
 
-  let termination: Promise<void> = Promise.resolve();
-  const stopGroup = (graceMs: number) => {
-    termination = termination.then(async () => {
-      forcedKill = (await terminateGroup(pgid, graceMs)).forced || forcedKill;
-    });
-    return termination;
-  };
-  const terminate = (graceMs: number) => {
-    killedBySupervisor = true;
-    return stopGroup(graceMs);
-  };
-
-  const finished = exited.then(async (exit) => {
+  const finished = exit.then(async (ended) => {
+    watchdog.stop();
     // The leader's exit is not the tree's: wait out a kill in progress, then sweep what is left.
-    await termination;
-    if (liveGroupMembers(pgid).length > 0) await stopGroup(ctx.cancelGraceMs);
+    await stopping;
+    const identity = await trainer;
+    if (identity && liveGroupMembers(identity.pid).length > 0) forcedKill = (await terminateGroup(identity.pid, ctx.graceMs)).forced || forcedKill;
+    await sweepStrays(ctx.id);
     follower.stop();
     for (const line of splitter.flush()) progress = applyLine(progress, line);
     persist();
     const row = ctx.store.get(ctx.id);
     const outcome = decideOutcome({
-      ...exit,
-      cancelRequested: row?.cancel_requested_at != null,
+      ended,
+      stopReason: row?.stop_reason ?? null,
       forcedKill,
-      killedBySupervisor,
+      lastLossNan: progress.last_loss_nan,
       verdict: await verifySafetensors(ctx.outputFile),
       outputFile: ctx.outputFile,
       logTail: tailLines(ctx.logPath, LOG_LINES_FOR_OUTCOME),
     });
     ctx.store.finish(ctx.id, outcome, ctx.now().toISOString());
-    ctx.log.info("job ended", { job_id: ctx.id, status: outcome.status, error_code: outcome.error_code, exit_code: exit.exitCode, signal: exit.signal });
+    ctx.log.info("job ended", { job_id: ctx.id, status: outcome.status, error_code: outcome.error_code, exit_code: outcome.exit_code, signal: outcome.signal });
   });
 
-  return {
-    id: ctx.id,
-    pgid,
-    progress: () => progress,
-    terminate,
-    finished,
-  };
+  return { id: ctx.id, pgid: () => pgid, progress: () => progress, stop, finished };
 }

@@ -6,15 +6,17 @@ import type { Logger } from "../log/logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import { buildLaunch, type JobPaths } from "../recipe/command.ts";
 import { checkTrain, type CheckedTrain } from "../request/checked-train.ts";
+import type { TrainRequest } from "../request/train-request.ts";
 import type { DetailItem } from "../request/validation-error.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
-import { reconcileOrphans } from "./reconcile.ts";
-import { startRun, type Run } from "./run.ts";
+import { reconcileOnStart } from "./reconcile.ts";
+import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";
 
 export interface SupervisorDeps {
   store: JobStore;
   config: Config;
   trainerCommand: string[];
+  selfCommand: string[];
   now: () => Date;
   log: Logger;
 }
@@ -29,14 +31,29 @@ export type Supervisor = ReturnType<typeof createSupervisor>;
 
 export function jobPaths(config: Config, id: string): JobPaths & { log: string } {
   const dir = join(config.state_dir, "jobs", id);
-  return { dir, log: join(dir, "train.log"), datasetConfig: join(dir, "dataset.toml"), hfHome: join(config.state_dir, "hf-home") };
+  return { id, dir, log: join(dir, "train.log"), datasetConfig: join(dir, "dataset.toml"), hfHome: join(config.state_dir, "hf-home") };
 }
 
 export function createSupervisor(deps: SupervisorDeps) {
   const { store, config, now, log } = deps;
   const runs = new Map<string, Run>();
 
-  // Synchronous from the insert to the spawn: no cancel can slip in before the pid is known.
+  const contextFor = (id: string, request: TrainRequest, outputFile: string, startedAt: number): RunContext => {
+    const paths = jobPaths(config, id);
+    return {
+      id, dir: paths.dir, logPath: paths.log, outputFile, store, now, log,
+      graceMs: config.trainer.cancel_grace_seconds * 1000,
+      stallMs: config.watchdog.stall_seconds * 1000,
+      deadline: startedAt + config.watchdog.tier_timeout_seconds[request.tier] * 1000,
+      nanUpdates: config.watchdog.nan_updates,
+    };
+  };
+  const track = (run: Run) => {
+    runs.set(run.id, run);
+    void run.finished.finally(() => runs.delete(run.id));
+  };
+
+  // Synchronous from the insert to the spawn: no cancel can slip in before the run is tracked.
   const launch = (train: CheckedTrain): JobRow => {
     const id = randomUUID();
     const paths = jobPaths(config, id);
@@ -47,10 +64,10 @@ export function createSupervisor(deps: SupervisorDeps) {
       mkdirSync(paths.dir, { recursive: true, mode: 0o750 });
       writeFileSync(paths.datasetConfig, plan.dataset_toml, { mode: 0o640 });
       mkdirSync(train.outputDir, { recursive: true, mode: 0o770 });
-      const run = startRun({ id, plan, logPath: paths.log, outputFile: train.outputFile, store, now, log, cancelGraceMs: config.trainer.cancel_grace_seconds * 1000 });
-      runs.set(id, run);
-      void run.finished.finally(() => runs.delete(id));
-      log.info("job started", { job_id: id, pid: run.pgid, tier: train.request.tier, device_index: train.device.index, simulated: config.trainer.mode === "simulate" });
+      const ctx = contextFor(id, train.request, train.outputFile, Date.now());
+      const launchFile = { argv: plan.argv, env: plan.env, cwd: plan.cwd, log: paths.log, logMaxBytes: config.trainer.log_max_bytes };
+      track(startRun(ctx, launchFile, deps.selfCommand));
+      log.info("job started", { job_id: id, tier: train.request.tier, device_index: train.device.index, simulated: config.trainer.mode === "simulate" });
     } catch (err) {
       const error = `the trainer could not be started: ${(err as Error).message}`;
       store.finish(id, { status: "failed", error_code: "spawn_failed", error, exit_code: null, signal: null, forced_kill: false, lora_path: null, lora_sha256: null, lora_bytes: null }, now().toISOString());
@@ -71,17 +88,14 @@ export function createSupervisor(deps: SupervisorDeps) {
       }
     },
 
-    // Intent is recorded before any signal, so the exit is read as a cancel, not a failure.
+    // Answers once no process of the job is left, with the final record.
     async cancel(id: string): Promise<JobRow | null> {
       const row = store.get(id);
       if (!row) return null;
-      if (!store.requestCancel(id, now().toISOString())) return row;
       const run = runs.get(id);
-      if (run) {
-        log.info("cancelling job", { job_id: id, pgid: run.pgid });
-        await run.terminate(config.trainer.cancel_grace_seconds * 1000);
-        await run.finished;
-      }
+      if (!run) return row;
+      await run.stop("cancel");
+      await run.finished;
       return store.get(id);
     },
 
@@ -91,15 +105,21 @@ export function createSupervisor(deps: SupervisorDeps) {
 
     activeTrainerPid(): number | null {
       const [run] = runs.values();
-      return run?.pgid ?? null;
+      return run?.pgid() ?? null;
     },
 
     activeJobId(): string | null {
       return store.activeJobs()[0]?.id ?? null;
     },
 
-    async reconcile(): Promise<void> {
-      await reconcileOrphans({ store, now, log, graceMs: config.trainer.cancel_grace_seconds * 1000 });
+    // Re-adopts what survived a restart of the worker; fails what did not.
+    reconcile(): void {
+      reconcileOnStart({ store, now, log }, (row) => {
+        const request = JSON.parse(row.request) as TrainRequest;
+        const outputFile = join(request.output_dir, `${request.output_name}.safetensors`);
+        const ctx = contextFor(row.id, request, outputFile, Date.parse(row.started_at ?? row.created_at));
+        track(adoptRun(ctx, row));
+      });
     },
 
     // Lets running jobs finish their bookkeeping; used by tests and orderly shutdown.

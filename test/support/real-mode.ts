@@ -4,7 +4,7 @@ import { ConfigSchema, type Config } from "../../src/config/schema.ts";
 import { silentLogger } from "../../src/log/logger.ts";
 import { openJobStore } from "../../src/store/job-store.ts";
 import { createSupervisor } from "../../src/supervisor/supervisor.ts";
-import type { HostTree } from "./host-tree.ts";
+import { MAIN, type HostTree } from "./host-tree.ts";
 
 export const TRAINERS = join(import.meta.dir, "../fixtures/trainers");
 export const REAL_LOGS = join(import.meta.dir, "../fixtures/real");
@@ -32,7 +32,7 @@ export function replayTrainer(tree: HostTree, log: string, exitCode: number): st
 
 export function supervisorFor(tree: HostTree, config: Config, trainerCommand: string[]) {
   const store = openJobStore(join(tree.state, "jobs.db"));
-  const supervisor = createSupervisor({ store, config, trainerCommand, now: () => new Date(), log: silentLogger });
+  const supervisor = createSupervisor({ store, config, trainerCommand, selfCommand: [process.execPath, MAIN], now: () => new Date(), log: silentLogger });
   return {
     store,
     supervisor,

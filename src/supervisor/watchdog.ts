@@ -1,0 +1,31 @@
+import type { StopReason } from "../store/job-store.ts";
+
+const CHECK_MS = 1000;
+
+export interface WatchdogLimits {
+  stallMs: number;
+  deadline: number; // epoch ms after which the run has outlived its tier's bound
+}
+
+export interface Watchdog {
+  touch(): void;
+  stop(): void;
+}
+
+// Trips once: on silence longer than stallMs, or at the tier's wall-clock deadline.
+export function startWatchdog(limits: WatchdogLimits, trip: (reason: StopReason) => void, now: () => number = Date.now): Watchdog {
+  let lastOutput = now();
+  const timer = setInterval(() => {
+    const t = now();
+    const reason: StopReason | null = t >= limits.deadline ? "timeout" : t - lastOutput >= limits.stallMs ? "stalled" : null;
+    if (reason === null) return;
+    clearInterval(timer);
+    trip(reason);
+  }, Math.min(CHECK_MS, limits.stallMs));
+  return {
+    touch: () => {
+      lastOutput = now();
+    },
+    stop: () => clearInterval(timer),
+  };
+}
