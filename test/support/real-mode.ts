@@ -10,7 +10,12 @@ export const TRAINERS = join(import.meta.dir, "../fixtures/trainers");
 export const REAL_LOGS = join(import.meta.dir, "../fixtures/real");
 
 // Real mode with `accelerate` replaced by a fixture script: the supervisor cannot tell the difference.
-export function realModeConfig(tree: HostTree, accelerate: string): Config {
+export interface ConfigOverrides {
+  trainer?: Record<string, unknown>;
+  watchdog?: Record<string, unknown>;
+}
+
+export function realModeConfig(tree: HostTree, accelerate: string, overrides: ConfigOverrides = {}): Config {
   const sdScripts = join(tree.root, "sd-scripts");
   mkdirSync(sdScripts, { recursive: true });
   writeFileSync(join(sdScripts, "sdxl_train_network.py"), "");
@@ -18,7 +23,8 @@ export function realModeConfig(tree: HostTree, accelerate: string): Config {
     state_dir: tree.state,
     handoff_root: tree.handoff,
     model_roots: [tree.models],
-    trainer: { mode: "real", accelerate, sd_scripts_dir: sdScripts, cancel_grace_seconds: 0.5 },
+    trainer: { mode: "real", accelerate, sd_scripts_dir: sdScripts, cancel_grace_seconds: 0.5, ...overrides.trainer },
+    watchdog: overrides.watchdog ?? {},
   });
 }
 
