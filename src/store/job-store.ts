@@ -24,6 +24,8 @@ export interface JobRow {
   started_at: string | null;
   ended_at: string | null;
   request: string;
+  request_hash: string;
+  idempotency_key: string | null;
   simulated: number;
   pid: number | null;
   pid_start_ticks: number | null;
@@ -41,6 +43,8 @@ export interface JobRow {
 export interface NewJob {
   id: string;
   request: unknown;
+  requestHash: string;
+  idempotencyKey: string | null;
   simulated: boolean;
   logPath: string;
   now: string;
@@ -70,17 +74,32 @@ const ACTIVE_SQL = `status IN ('starting','training')`;
 
 export type JobStore = ReturnType<typeof openJobStore>;
 
+export class StoreUnusable extends Error {}
+
+// Refuses a damaged database instead of serving from it; WAL with synchronous=FULL survives power loss.
+function openChecked(path: string): Database {
+  const db = new Database(path, { create: true, strict: true });
+  try {
+    db.run("PRAGMA busy_timeout = 5000");
+    const check = db.query<{ quick_check: string }, []>("PRAGMA quick_check").all().map((r) => r.quick_check);
+    if (check.join() !== "ok") throw new Error(check.slice(0, 3).join("; "));
+    db.run("PRAGMA journal_mode = WAL");
+    db.run("PRAGMA synchronous = FULL");
+    db.run(SCHEMA);
+    return db;
+  } catch (err) {
+    db.close();
+    throw new StoreUnusable(`the job database ${path} is damaged (${(err as Error).message}); move it aside to start with an empty one`);
+  }
+}
+
 // Every transition is an UPDATE guarded by the states it may leave; `changes` says if it happened.
 export function openJobStore(path: string) {
-  const db = new Database(path, { create: true, strict: true });
-  db.run("PRAGMA journal_mode = WAL");
-  db.run("PRAGMA synchronous = FULL");
-  db.run("PRAGMA busy_timeout = 5000");
-  db.run(SCHEMA);
+  const db = openChecked(path);
 
   const insert = db.prepare(
-    `INSERT INTO jobs (id, status, phase, created_at, request, simulated, log_path)
-     SELECT $id, 'starting', 'loading', $now, $request, $simulated, $log_path
+    `INSERT INTO jobs (id, status, phase, created_at, request, request_hash, idempotency_key, simulated, log_path)
+     SELECT $id, 'starting', 'loading', $now, $request, $request_hash, $idempotency_key, $simulated, $log_path
      WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE ${ACTIVE_SQL})`,
   );
   const activeQuery = db.prepare<{ id: string }, []>(`SELECT id FROM jobs WHERE ${ACTIVE_SQL} LIMIT 1`);
@@ -90,7 +109,10 @@ export function openJobStore(path: string) {
     // Exactly one caller wins; the others learn who holds the slot.
     insertIfIdle(job: NewJob): { inserted: true } | { inserted: false; activeId: string } {
       const tx = db.transaction(() => {
-        const res = insert.run({ id: job.id, now: job.now, request: JSON.stringify(job.request), simulated: job.simulated ? 1 : 0, log_path: job.logPath });
+        const res = insert.run({
+          id: job.id, now: job.now, request: JSON.stringify(job.request), request_hash: job.requestHash,
+          idempotency_key: job.idempotencyKey, simulated: job.simulated ? 1 : 0, log_path: job.logPath,
+        });
         return res.changes === 1 ? null : (activeQuery.get()?.id ?? "unknown");
       });
       const activeId = tx.immediate();
@@ -98,6 +120,9 @@ export function openJobStore(path: string) {
     },
     get(id: string): JobRow | null {
       return byId.get(id);
+    },
+    byIdempotencyKey(key: string): JobRow | null {
+      return db.query<JobRow, [string]>("SELECT * FROM jobs WHERE idempotency_key = ?").get(key);
     },
     activeJobs(): JobRow[] {
       return db.query<JobRow, []>(`SELECT * FROM jobs WHERE ${ACTIVE_SQL}`).all();

@@ -17,6 +17,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   started_at TEXT,
   ended_at TEXT,
   request TEXT NOT NULL,
+  request_hash TEXT NOT NULL,
+  idempotency_key TEXT UNIQUE,
   simulated INTEGER NOT NULL,
   pid INTEGER,
   pid_start_ticks INTEGER,

@@ -6,7 +6,7 @@ import type { Logger } from "../log/logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import { buildLaunch, type JobPaths } from "../recipe/command.ts";
 import { checkTrain, type CheckedTrain } from "../request/checked-train.ts";
-import type { TrainRequest } from "../request/train-request.ts";
+import { TrainRequest as TrainRequestSchema, type TrainRequest } from "../request/train-request.ts";
 import type { DetailItem } from "../request/validation-error.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
 import { reconcileOnStart } from "./reconcile.ts";
@@ -24,6 +24,7 @@ export interface SupervisorDeps {
 export type DispatchResult =
   | { ok: true; job: JobRow }
   | { ok: false; kind: "invalid"; detail: DetailItem[] }
+  | { ok: false; kind: "idempotency_mismatch"; detail: string }
   | { ok: false; kind: "output_exists"; detail: string }
   | { ok: false; kind: "busy"; activeId: string };
 
@@ -53,11 +54,19 @@ export function createSupervisor(deps: SupervisorDeps) {
     void run.finished.finally(() => runs.delete(run.id));
   };
 
+  // A retried dispatch (same Idempotency-Key, or the same body while that job runs) is the same job.
+  const replayOf = (hash: string, key: string | null): DispatchResult | null => {
+    const keyed = key === null ? null : store.byIdempotencyKey(key);
+    if (keyed) return keyed.request_hash === hash ? { ok: true, job: keyed } : { ok: false, kind: "idempotency_mismatch", detail: "this Idempotency-Key was already used with a different request body" };
+    const active = key === null ? store.activeJobs().find((j) => j.request_hash === hash) : undefined;
+    return active ? { ok: true, job: active } : null;
+  };
+
   // Synchronous from the insert to the spawn: no cancel can slip in before the run is tracked.
-  const launch = (train: CheckedTrain): JobRow => {
+  const launch = (train: CheckedTrain, hash: string, key: string | null): JobRow => {
     const id = randomUUID();
     const paths = jobPaths(config, id);
-    const claim = store.insertIfIdle({ id, request: train.request, simulated: config.trainer.mode === "simulate", logPath: paths.log, now: now().toISOString() });
+    const claim = store.insertIfIdle({ id, request: train.request, requestHash: hash, idempotencyKey: key, simulated: config.trainer.mode === "simulate", logPath: paths.log, now: now().toISOString() });
     if (!claim.inserted) throw new BusyError(claim.activeId);
     try {
       const plan = buildLaunch(train, config, paths, deps.trainerCommand);
@@ -77,11 +86,16 @@ export function createSupervisor(deps: SupervisorDeps) {
   };
 
   return {
-    async dispatch(body: unknown): Promise<DispatchResult> {
+    async dispatch(body: unknown, idempotencyKey: string | null = null): Promise<DispatchResult> {
+      // Before the filesystem checks: a retry after success must not read as "output exists".
+      const parsed = TrainRequestSchema.safeParse(body);
+      const earlier = parsed.success ? replayOf(requestHash(parsed.data), idempotencyKey) : null;
+      if (earlier) return earlier;
       const checked = await checkTrain(body, config);
       if (!checked.ok) return checked;
+      const hash = requestHash(checked.value.request);
       try {
-        return { ok: true, job: launch(checked.value) };
+        return replayOf(hash, idempotencyKey) ?? { ok: true, job: launch(checked.value, hash, idempotencyKey) };
       } catch (err) {
         if (err instanceof BusyError) return { ok: false, kind: "busy", activeId: err.activeId };
         throw err;
@@ -127,6 +141,12 @@ export function createSupervisor(deps: SupervisorDeps) {
       await Promise.all([...runs.values()].map((r) => r.finished));
     },
   };
+}
+
+// Field order does not make two bodies different requests.
+function requestHash(request: TrainRequest): string {
+  const canonical = JSON.stringify(Object.fromEntries(Object.entries(request).sort(([a], [b]) => a.localeCompare(b))));
+  return new Bun.CryptoHasher("sha256").update(canonical).digest("hex");
 }
 
 class BusyError extends Error {

@@ -1,0 +1,62 @@
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { join } from "node:path";
+import { makeHostTree } from "./support/host-tree.ts";
+import { TRAINERS, realModeConfig, supervisorFor } from "./support/real-mode.ts";
+
+setDefaultTimeout(30_000);
+
+function harness() {
+  const tree = makeHostTree();
+  const trainer = join(TRAINERS, "silent-after-start.sh");
+  const s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+  return {
+    tree,
+    ...s,
+    async [Symbol.asyncDispose]() {
+      for (const job of s.store.activeJobs()) await s.supervisor.cancel(job.id);
+      s[Symbol.dispose]();
+      tree[Symbol.dispose]();
+    },
+  };
+}
+
+describe("idempotent dispatch", () => {
+  test("the same body while its job runs returns the same job instead of 409 busy", async () => {
+    await using h = harness();
+    const first = await h.supervisor.dispatch(h.tree.validRequest());
+    const retry = await h.supervisor.dispatch({ ...h.tree.validRequest() });
+    expect(first.ok && retry.ok && retry.job.id === first.job.id).toBe(true);
+    expect(h.store.activeJobs().length).toBe(1);
+  });
+
+  test("contrast: a different body while a job runs is refused as busy", async () => {
+    await using h = harness();
+    const first = await h.supervisor.dispatch(h.tree.validRequest());
+    const other = await h.supervisor.dispatch(h.tree.validRequest({ seed: 7 }));
+    expect(other).toEqual({ ok: false, kind: "busy", activeId: first.ok ? first.job.id : "" });
+  });
+
+  test("the same Idempotency-Key returns the same job even after that job ended", async () => {
+    await using h = harness();
+    const first = await h.supervisor.dispatch(h.tree.validRequest(), "key-1");
+    if (!first.ok) throw new Error(JSON.stringify(first));
+    await h.supervisor.cancel(first.job.id);
+    const retry = await h.supervisor.dispatch(h.tree.validRequest(), "key-1");
+    expect(retry).toMatchObject({ ok: true, job: { id: first.job.id, status: "cancelled" } });
+  });
+
+  test("concurrent retries with one key start one job", async () => {
+    await using h = harness();
+    const results = await Promise.all(Array.from({ length: 20 }, () => h.supervisor.dispatch(h.tree.validRequest(), "key-2")));
+    const ids = new Set(results.map((r) => (r.ok ? r.job.id : r.kind)));
+    expect(ids.size).toBe(1);
+    expect([...ids][0]).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  test("an Idempotency-Key reused with a different body is refused", async () => {
+    await using h = harness();
+    await h.supervisor.dispatch(h.tree.validRequest(), "key-3");
+    const reuse = await h.supervisor.dispatch(h.tree.validRequest({ seed: 9 }), "key-3");
+    expect(reuse).toMatchObject({ ok: false, kind: "idempotency_mismatch" });
+  });
+});
