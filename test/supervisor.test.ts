@@ -51,6 +51,17 @@ describe("supervisor outcomes", () => {
     });
   }
 
+  test("the loss history keeps one point per step, the last redraw's loss winning, nan as null", async () => {
+    using tree = makeHostTree();
+    const trainer = join(TRAINERS, "five-steps.sh");
+    using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+    const dispatched = await s.supervisor.dispatch(tree.validRequest());
+    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+    await s.supervisor.settle();
+    expect(s.store.lossHistory(dispatched.job.id)).toEqual([[1, 0.5], [2, 0.4], [3, 0.3], [4, null], [5, 0.2]]);
+    expect(s.store.get(dispatched.job.id)).toMatchObject({ step: 5, total_steps: 5, loss: 0.2 });
+  });
+
   test("a spawn that fails is recorded as spawn_failed and frees the slot", async () => {
     using tree = makeHostTree();
     const missing = join(tree.root, "no-such-accelerate");

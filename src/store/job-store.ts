@@ -62,6 +62,8 @@ export interface Outcome {
   lora_bytes: number | null;
 }
 
+export type LossPoint = [step: number, loss: number | null];
+
 export interface ProgressFields {
   phase: string;
   step: number;
@@ -104,6 +106,10 @@ export function openJobStore(path: string) {
   );
   const activeQuery = db.prepare<{ id: string }, []>(`SELECT id FROM jobs WHERE ${ACTIVE_SQL} LIMIT 1`);
   const byId = db.prepare<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?");
+  const insertPoint = db.prepare("INSERT OR REPLACE INTO loss_points (job_id, step, loss) VALUES (?, ?, ?)");
+  const appendPoints = db.transaction((id: string, points: LossPoint[]) => {
+    for (const [step, loss] of points) insertPoint.run(id, step, loss);
+  });
 
   return {
     // Exactly one caller wins; the others learn who holds the slot.
@@ -144,6 +150,12 @@ export function openJobStore(path: string) {
       return changed(db.run(`UPDATE jobs SET phase=?, step=?, total_steps=?, loss=?, eta_s=? WHERE id=? AND ${ACTIVE_SQL}`, [p.phase, p.step, p.total_steps, p.loss, p.eta_s, id]));
     },
     // The first reason wins: a cancel after a watchdog fired does not rewrite why the run stopped.
+    appendLoss(id: string, points: LossPoint[]): void {
+      if (points.length > 0) appendPoints.immediate(id, points);
+    },
+    lossHistory(id: string): LossPoint[] {
+      return db.query<{ step: number; loss: number | null }, [string]>("SELECT step, loss FROM loss_points WHERE job_id = ? ORDER BY step").all(id).map((r) => [r.step, r.loss]);
+    },
     requestStop(id: string, reason: StopReason, now: string): boolean {
       const cancelAt = reason === "cancel" ? now : null;
       return changed(

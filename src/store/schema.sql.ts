@@ -33,4 +33,11 @@ CREATE TABLE IF NOT EXISTS jobs (
   log_path TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);
+-- One point per training step: bounded by the tier's max_train_steps. A nan loss is NULL.
+CREATE TABLE IF NOT EXISTS loss_points (
+  job_id TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  loss REAL,
+  PRIMARY KEY (job_id, step)
+) WITHOUT ROWID;
 `;

@@ -3,7 +3,7 @@ import type { Logger } from "../log/logger.ts";
 import { LineSplitter } from "../progress/line-splitter.ts";
 import { applyLine, initialProgress, type Progress } from "../progress/progress.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
-import type { JobRow, JobStore, StopReason } from "../store/job-store.ts";
+import type { JobRow, JobStore, LossPoint, StopReason } from "../store/job-store.ts";
 import { watchExit, type ExitWatch } from "./exit-watch.ts";
 import { readTrainer, type LaunchFile, launchPath, writeJsonAtomic } from "./job-files.ts";
 import { followLog } from "./log-follower.ts";
@@ -81,6 +81,7 @@ function supervise(ctx: RunContext, trainer: Promise<ProcessIdentity | null>, ex
   let stopping: Promise<unknown> = Promise.resolve();
   let forcedKill = false;
   const splitter = new LineSplitter();
+  let lossPoints: LossPoint[] = [];
   void trainer.then((t) => {
     pgid = t?.pid ?? null;
   });
@@ -88,6 +89,14 @@ function supervise(ctx: RunContext, trainer: Promise<ProcessIdentity | null>, ex
   const persist = () => {
     persistedAt = Date.now();
     ctx.store.saveProgress(ctx.id, progress);
+    ctx.store.appendLoss(ctx.id, lossPoints);
+    lossPoints = [];
+  };
+  const apply = (line: string) => {
+    const next = applyLine(progress, line);
+    const lossChanged = next.loss !== progress.loss || next.last_loss_nan !== progress.last_loss_nan;
+    if (next.step > 0 && (next.step !== progress.step || lossChanged)) lossPoints.push([next.step, next.last_loss_nan ? null : next.loss]);
+    progress = next;
   };
   const killGroup = async () => {
     const identity = await trainer;
@@ -108,7 +117,7 @@ function supervise(ctx: RunContext, trainer: Promise<ProcessIdentity | null>, ex
       ctx.store.markTraining(ctx.id);
     }
     const before = progress;
-    for (const line of splitter.push(text)) progress = applyLine(progress, line);
+    for (const line of splitter.push(text)) apply(line);
     if (progress.nan_streak >= ctx.nanUpdates && before.nan_streak < ctx.nanUpdates) void stop("nan_loss");
     if (progress !== before && (progress.phase !== before.phase || Date.now() - persistedAt >= PERSIST_INTERVAL_MS)) persist();
   };
@@ -122,7 +131,7 @@ function supervise(ctx: RunContext, trainer: Promise<ProcessIdentity | null>, ex
     if (identity && liveGroupMembers(identity.pid).length > 0) forcedKill = (await terminateGroup(identity.pid, ctx.graceMs)).forced || forcedKill;
     await sweepStrays(ctx.id);
     follower.stop();
-    for (const line of splitter.flush()) progress = applyLine(progress, line);
+    for (const line of splitter.flush()) apply(line);
     persist();
     const row = ctx.store.get(ctx.id);
     const outcome = decideOutcome({
