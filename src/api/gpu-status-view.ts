@@ -1,29 +1,22 @@
 import type { Config } from "../config/schema.ts";
+import { cotenantsOf } from "../gpu/admission.ts";
 import type { GpuDevice } from "../gpu/index.ts";
 import { liveGroupMembers } from "../supervisor/process-group.ts";
 
-// A process name matching one of these is a co-tenant (the TTS server of SPEC §1).
-export const COTENANT_PATTERNS = [/tts/i];
-const CLASS_OF_3090 = "24gb";
-
 type Role = "training" | "cotenant" | "other";
+
+// `tts_on_3090` is kept for arbo's client: a co-tenant on the device of the 24 GB class.
+const CLASS_OF_3090 = "24gb";
 
 export function gpuStatusView(devices: GpuDevice[], config: Config, trainerPgid: number | null) {
   const ours = new Set(trainerPgid === null ? [] : liveGroupMembers(trainerPgid));
-  const view = devices.map((d) => ({
-    ...d,
-    processes: d.processes.map((p) => ({ ...p, role: roleOf(p.pid, p.name, ours) })),
-  }));
-  const cotenants = view.flatMap((d) => d.processes.filter((p) => p.role === "cotenant").map((p) => ({ device_index: d.index, pid: p.pid, name: p.name, used_mib: p.used_mib })));
+  const cotenants = devices.flatMap((d) => cotenantsOf(d, config.gpu.cotenant_patterns).filter((c) => !ours.has(c.pid)));
+  const cotenantPids = new Set(cotenants.map((c) => c.pid));
+  const roleOf = (pid: number): Role => (ours.has(pid) ? "training" : cotenantPids.has(pid) ? "cotenant" : "other");
   const index3090 = config.devices.find((d) => d.class === CLASS_OF_3090)?.index;
   return {
-    devices: view,
+    devices: devices.map((d) => ({ ...d, processes: d.processes.map((p) => ({ ...p, role: roleOf(p.pid) })) })),
     cotenants,
     tts_on_3090: cotenants.some((c) => c.device_index === index3090),
   };
-}
-
-function roleOf(pid: number, name: string, ours: Set<number>): Role {
-  if (ours.has(pid)) return "training";
-  return COTENANT_PATTERNS.some((p) => p.test(name)) ? "cotenant" : "other";
 }

@@ -30,6 +30,9 @@ const LEAVES: Array<[string, KeyKind]> = [
   ["gpu.nvidia_smi", "string"],
   ["gpu.probe_timeout_ms", "number"],
   ["gpu.cache_ttl_ms", "number"],
+  ["gpu.admission", "string"],
+  ["gpu.cotenant_patterns", "table"],
+  ["gpu.vram_need_mib", "table"],
   ["devices", "table"],
 ];
 

@@ -1,6 +1,7 @@
 import { accessSync, constants, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { z } from "zod";
+import { TIER_NAMES, TIERS } from "../recipe/hyperparameters.ts";
 import { ConfigSchema, DEFAULTS, type Config } from "./schema.ts";
 import { CONFIG_KEYS, ENV_PREFIX, getPath, setPath, type ConfigKey } from "./keys.ts";
 
@@ -30,7 +31,12 @@ export async function loadConfig(source: ConfigSource): Promise<ConfigResult> {
   const env = applyEnv(raw.value, source.env);
   const parsed = ConfigSchema.safeParse(raw.value);
   const issues = parsed.success ? [] : parsed.error.issues;
-  const errors = [...env.errors, ...describeIssues(issues), ...checkPaths(pathsToCheck(raw.value, issues))];
+  const errors = [
+    ...env.errors,
+    ...describeIssues(issues),
+    ...checkPaths(pathsToCheck(raw.value, issues)),
+    ...(parsed.success ? checkVramNeeds(parsed.data) : []),
+  ];
   if (!parsed.success || errors.length > 0) return { ok: false, errors };
   return {
     ok: true,
@@ -101,6 +107,15 @@ function describeIssues(issues: z.core.$ZodIssue[]): string[] {
     }
     return [`${where || "(top level)"}: ${issue.message}`];
   });
+}
+
+// Admission needs a number for every tier on every configured device class the tier may use.
+function checkVramNeeds(config: Config): string[] {
+  return TIER_NAMES.flatMap((tier) =>
+    [...new Set(config.devices.map((d) => d.class))]
+      .filter((cls) => TIERS[tier].deviceClasses.includes(cls) && config.gpu.vram_need_mib[tier][cls] === undefined)
+      .map((cls) => `gpu.vram_need_mib.${tier}: no need given for device class "${cls}", which tier "${tier}" may use`),
+  );
 }
 
 interface PathView {

@@ -30,6 +30,18 @@ const Device = z.strictObject({
 });
 export type Device = z.infer<typeof Device>;
 
+// MiB a tier needs free on a device of each class before it may start there.
+const VramNeed = z.strictObject({ "24gb": z.int().positive().optional(), "48gb": z.int().positive().optional() });
+
+function isRegExp(source: string): boolean {
+  try {
+    new RegExp(source, "i");
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const DEFAULT_DEVICES: Device[] = [
   { index: 0, name: "RTX 3090", class: "24gb" },
   { index: 1, name: "RTX A6000", class: "48gb" },
@@ -86,6 +98,17 @@ export const ConfigSchema = z.strictObject({
       nvidia_smi: z.string().min(1).default(DEFAULTS.nvidia_smi),
       probe_timeout_ms: z.int().min(100).max(60_000).default(5000),
       cache_ttl_ms: z.int().min(0).max(60_000).default(2000),
+      admission: z.enum(["enforce", "warn", "off"]).default("enforce"),
+      cotenant_patterns: z
+        .array(z.string().min(1).refine(isRegExp, "must be a valid regular expression"))
+        .default(["tts"]),
+      vram_need_mib: z
+        .strictObject({
+          fast: VramNeed.prefault({ "24gb": 14_000, "48gb": 16_000 }),
+          balanced: VramNeed.prefault({ "24gb": 18_000, "48gb": 22_000 }),
+          quality: VramNeed.prefault({ "48gb": 36_000 }),
+        })
+        .prefault({}),
     })
     .prefault({}),
   devices: z

@@ -47,6 +47,7 @@ export function createGpuProbe(deps: GpuProbeDeps): GpuProbe {
       if (cached !== undefined && isFresh(cached)) return Promise.resolve(cached);
       return inFlight ?? start();
     },
+    last: () => cached ?? null,
     runs: () => started,
   };
 }

@@ -22,6 +22,8 @@ export type ProbeResult =
 
 export interface GpuProbe {
   read(options?: { fresh?: boolean }): Promise<ProbeResult>;
+  /** The latest result, however old, without starting a run: for answers that must never wait on nvidia-smi. */
+  last(): ProbeResult | null;
   /** Probe runs started so far; each run starts two nvidia-smi processes (devices, then compute apps). */
   runs(): number;
 }

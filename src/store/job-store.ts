@@ -27,6 +27,7 @@ export interface JobRow {
   request_hash: string;
   idempotency_key: string | null;
   simulated: number;
+  admission_warning: string | null;
   pid: number | null;
   pid_start_ticks: number | null;
   boot_id: string | null;
@@ -45,6 +46,7 @@ export interface NewJob {
   request: unknown;
   requestHash: string;
   idempotencyKey: string | null;
+  admissionWarning: string | null;
   simulated: boolean;
   logPath: string;
   now: string;
@@ -100,8 +102,8 @@ export function openJobStore(path: string) {
   const db = openChecked(path);
 
   const insert = db.prepare(
-    `INSERT INTO jobs (id, status, phase, created_at, request, request_hash, idempotency_key, simulated, log_path)
-     SELECT $id, 'starting', 'loading', $now, $request, $request_hash, $idempotency_key, $simulated, $log_path
+    `INSERT INTO jobs (id, status, phase, created_at, request, request_hash, idempotency_key, admission_warning, simulated, log_path)
+     SELECT $id, 'starting', 'loading', $now, $request, $request_hash, $idempotency_key, $admission_warning, $simulated, $log_path
      WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE ${ACTIVE_SQL})`,
   );
   const activeQuery = db.prepare<{ id: string }, []>(`SELECT id FROM jobs WHERE ${ACTIVE_SQL} LIMIT 1`);
@@ -117,7 +119,7 @@ export function openJobStore(path: string) {
       const tx = db.transaction(() => {
         const res = insert.run({
           id: job.id, now: job.now, request: JSON.stringify(job.request), request_hash: job.requestHash,
-          idempotency_key: job.idempotencyKey, simulated: job.simulated ? 1 : 0, log_path: job.logPath,
+          idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0, log_path: job.logPath,
         });
         return res.changes === 1 ? null : (activeQuery.get()?.id ?? "unknown");
       });

@@ -20,6 +20,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   request_hash TEXT NOT NULL,
   idempotency_key TEXT UNIQUE,
   simulated INTEGER NOT NULL,
+  admission_warning TEXT,
   pid INTEGER,
   pid_start_ticks INTEGER,
   boot_id TEXT,

@@ -2,6 +2,8 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
+import { judgeAdmission, type Admission, type Refusal } from "../gpu/admission.ts";
+import type { GpuProbe } from "../gpu/index.ts";
 import type { Logger } from "../log/logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import { buildLaunch, type JobPaths } from "../recipe/command.ts";
@@ -14,6 +16,7 @@ import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";
 
 export interface SupervisorDeps {
   store: JobStore;
+  gpu: GpuProbe;
   config: Config;
   trainerCommand: string[];
   selfCommand: string[];
@@ -25,6 +28,7 @@ export type DispatchResult =
   | { ok: true; job: JobRow }
   | { ok: false; kind: "invalid"; detail: DetailItem[] }
   | { ok: false; kind: "idempotency_mismatch"; detail: string }
+  | { ok: false; kind: "refused"; refusal: Refusal }
   | { ok: false; kind: "output_exists"; detail: string }
   | { ok: false; kind: "busy"; activeId: string };
 
@@ -54,6 +58,12 @@ export function createSupervisor(deps: SupervisorDeps) {
     void run.finished.finally(() => runs.delete(run.id));
   };
 
+  // A fresh probe right before the spawn: a cached answer may predate the co-tenant's last model load.
+  const admit = async (train: CheckedTrain): Promise<Admission> => {
+    if (config.gpu.admission === "off") return { admit: true, warning: null };
+    return judgeAdmission(await deps.gpu.read({ fresh: true }), train.device, train.request.tier, config);
+  };
+
   // A retried dispatch (same Idempotency-Key, or the same body while that job runs) is the same job.
   const replayOf = (hash: string, key: string | null): DispatchResult | null => {
     const keyed = key === null ? null : store.byIdempotencyKey(key);
@@ -63,10 +73,13 @@ export function createSupervisor(deps: SupervisorDeps) {
   };
 
   // Synchronous from the insert to the spawn: no cancel can slip in before the run is tracked.
-  const launch = (train: CheckedTrain, hash: string, key: string | null): JobRow => {
+  const launch = (train: CheckedTrain, hash: string, key: string | null, admissionWarning: string | null): JobRow => {
     const id = randomUUID();
     const paths = jobPaths(config, id);
-    const claim = store.insertIfIdle({ id, request: train.request, requestHash: hash, idempotencyKey: key, simulated: config.trainer.mode === "simulate", logPath: paths.log, now: now().toISOString() });
+    const claim = store.insertIfIdle({
+      id, request: train.request, requestHash: hash, idempotencyKey: key, admissionWarning,
+      simulated: config.trainer.mode === "simulate", logPath: paths.log, now: now().toISOString(),
+    });
     if (!claim.inserted) throw new BusyError(claim.activeId);
     try {
       const plan = buildLaunch(train, config, paths, deps.trainerCommand);
@@ -94,8 +107,10 @@ export function createSupervisor(deps: SupervisorDeps) {
       const checked = await checkTrain(body, config);
       if (!checked.ok) return checked;
       const hash = requestHash(checked.value.request);
+      const admission = await admit(checked.value);
+      if (!admission.admit) return { ok: false, kind: "refused", refusal: admission.refusal };
       try {
-        return replayOf(hash, idempotencyKey) ?? { ok: true, job: launch(checked.value, hash, idempotencyKey) };
+        return replayOf(hash, idempotencyKey) ?? { ok: true, job: launch(checked.value, hash, idempotencyKey, admission.warning) };
       } catch (err) {
         if (err instanceof BusyError) return { ok: false, kind: "busy", activeId: err.activeId };
         throw err;

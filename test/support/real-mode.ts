@@ -4,7 +4,8 @@ import { ConfigSchema, type Config } from "../../src/config/schema.ts";
 import { silentLogger } from "../../src/log/logger.ts";
 import { openJobStore } from "../../src/store/job-store.ts";
 import { createSupervisor } from "../../src/supervisor/supervisor.ts";
-import { MAIN, type HostTree } from "./host-tree.ts";
+import { createGpuProbe } from "../../src/gpu/index.ts";
+import { FAKE_NVIDIA_SMI, MAIN, type HostTree } from "./host-tree.ts";
 
 export const TRAINERS = join(import.meta.dir, "../fixtures/trainers");
 export const REAL_LOGS = join(import.meta.dir, "../fixtures/real");
@@ -13,6 +14,7 @@ export const REAL_LOGS = join(import.meta.dir, "../fixtures/real");
 export interface ConfigOverrides {
   trainer?: Record<string, unknown>;
   watchdog?: Record<string, unknown>;
+  gpu?: Record<string, unknown>;
 }
 
 export function realModeConfig(tree: HostTree, accelerate: string, overrides: ConfigOverrides = {}): Config {
@@ -25,6 +27,7 @@ export function realModeConfig(tree: HostTree, accelerate: string, overrides: Co
     model_roots: [tree.models],
     trainer: { mode: "real", accelerate, sd_scripts_dir: sdScripts, cancel_grace_seconds: 0.5, ...overrides.trainer },
     watchdog: overrides.watchdog ?? {},
+    gpu: { nvidia_smi: FAKE_NVIDIA_SMI, ...overrides.gpu },
   });
 }
 
@@ -38,9 +41,11 @@ export function replayTrainer(tree: HostTree, log: string, exitCode: number): st
 
 export function supervisorFor(tree: HostTree, config: Config, trainerCommand: string[]) {
   const store = openJobStore(join(tree.state, "jobs.db"));
-  const supervisor = createSupervisor({ store, config, trainerCommand, selfCommand: [process.execPath, MAIN], now: () => new Date(), log: silentLogger });
+  const gpu = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: config.gpu.cache_ttl_ms });
+  const supervisor = createSupervisor({ store, gpu, config, trainerCommand, selfCommand: [process.execPath, MAIN], now: () => new Date(), log: silentLogger });
   return {
     store,
+    gpu,
     supervisor,
     [Symbol.dispose]: () => store.close(),
   };

@@ -1,0 +1,53 @@
+import type { Config, Device } from "../config/schema.ts";
+import type { TierName } from "../recipe/hyperparameters.ts";
+import type { GpuDevice, ProbeResult } from "./types.ts";
+
+export interface Cotenant {
+  device_index: number;
+  pid: number;
+  name: string;
+  used_mib: number | null;
+}
+
+export type Refusal =
+  | { reason: "insufficient_vram" | "cotenant_active"; detail: string; device_index: number; free_mib: number; needed_mib: number; cotenants: Cotenant[] }
+  | { reason: "gpu_probe_failed"; detail: string };
+
+export type Admission = { admit: true; warning: string | null } | { admit: false; refusal: Refusal };
+
+export function cotenantsOf(device: GpuDevice, patterns: readonly string[]): Cotenant[] {
+  const regexps = patterns.map((p) => new RegExp(p, "i"));
+  return device.processes
+    .filter((p) => regexps.some((r) => r.test(p.name)))
+    .map((p) => ({ device_index: device.index, pid: p.pid, name: p.name, used_mib: p.used_mib }));
+}
+
+// Refuse now, with the numbers, rather than OOM ten minutes in (or OOM the co-tenant).
+// Under "warn" the same finding is returned as a warning and the job runs.
+export function judgeAdmission(probe: ProbeResult, device: Device, tier: TierName, config: Config): Admission {
+  const finding = refusalFor(probe, device, tier, config);
+  if (finding === null) return { admit: true, warning: null };
+  if (config.gpu.admission === "warn") return { admit: true, warning: `admitted against advice: ${finding.detail}` };
+  return { admit: false, refusal: finding };
+}
+
+function refusalFor(probe: ProbeResult, device: Device, tier: TierName, config: Config): Refusal | null {
+  if (!probe.ok) return { reason: "gpu_probe_failed", detail: probe.detail };
+  const seen = probe.devices.find((d) => d.index === device.index);
+  if (!seen || seen.memory_free_mib === null) {
+    return { reason: "gpu_probe_failed", detail: `nvidia-smi reports no free memory for device ${device.index}` };
+  }
+  const needed = config.gpu.vram_need_mib[tier][device.class]!;
+  const free = seen.memory_free_mib;
+  if (free >= needed) return null;
+  const cotenants = cotenantsOf(seen, config.gpu.cotenant_patterns);
+  const who = cotenants.length > 0 ? ` while ${cotenants.map((c) => `${c.name} (pid ${c.pid})`).join(", ")} holds it` : "";
+  return {
+    reason: cotenants.length > 0 ? "cotenant_active" : "insufficient_vram",
+    detail: `tier "${tier}" needs ${needed} MiB free on device ${device.index} (${device.name}) but ${free} MiB are free${who}`,
+    device_index: device.index,
+    free_mib: free,
+    needed_mib: needed,
+    cotenants,
+  };
+}

@@ -1,0 +1,90 @@
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
+import { makeHostTree } from "./support/host-tree.ts";
+import { TRAINERS, realModeConfig, supervisorFor } from "./support/real-mode.ts";
+
+setDefaultTimeout(30_000);
+
+// A supervisor over a fake nvidia-smi scenario, with a trainer that would run if admitted.
+function harness(scenario: string, admission: string) {
+  const tree = makeHostTree();
+  const trainer = join(TRAINERS, "exit-zero-without-file.sh");
+  const nvidiaSmi = fakeNvidiaSmi(tree.root, scenario);
+  const s = supervisorFor(tree, realModeConfig(tree, trainer, { gpu: { nvidia_smi: nvidiaSmi.path, admission } }), [trainer]);
+  return {
+    tree,
+    nvidiaSmi,
+    ...s,
+    jobDirs: () => (existsSync(join(tree.state, "jobs")) ? readdirSync(join(tree.state, "jobs")) : []),
+    [Symbol.dispose]() {
+      s[Symbol.dispose]();
+      tree[Symbol.dispose]();
+    },
+  };
+}
+
+describe("VRAM admission", () => {
+  test("a train on a card a co-tenant holds is refused as cotenant_active with the numbers, and nothing is spawned", async () => {
+    using h = harness("busy-cards", "enforce");
+    const result = await h.supervisor.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
+    expect(result).toEqual({
+      ok: false,
+      kind: "refused",
+      refusal: {
+        reason: "cotenant_active",
+        detail: 'tier "fast" needs 14000 MiB free on device 0 (RTX 3090) but 9564 MiB are free while python3 /opt/tts/server.py (pid 48213) holds it',
+        device_index: 0,
+        free_mib: 9564,
+        needed_mib: 14000,
+        cotenants: [{ device_index: 0, pid: 48213, name: "python3 /opt/tts/server.py", used_mib: 15000 }],
+      },
+    });
+    expect(h.jobDirs()).toEqual([]);
+    expect(h.store.activeJobs()).toEqual([]);
+  });
+
+  test("a quality train on a card full of something else is refused as insufficient_vram", async () => {
+    using h = harness("busy-cards", "enforce");
+    const result = await h.supervisor.dispatch(h.tree.validRequest({ tier: "quality", device_index: 1 }));
+    expect(result).toMatchObject({ ok: false, kind: "refused", refusal: { reason: "insufficient_vram", free_mib: 19136, needed_mib: 36000, cotenants: [] } });
+  });
+
+  test("admission probes nvidia-smi afresh, not from the cache", async () => {
+    using h = harness("busy-cards", "enforce");
+    await h.gpu.read();
+    const before = h.nvidiaSmi.invocations().length;
+    await h.supervisor.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
+    expect(h.nvidiaSmi.invocations().length).toBe(before + 2);
+  });
+
+  test("contrast: on idle cards the same train is admitted and runs", async () => {
+    using h = harness("two-gpus-tts", "enforce");
+    const result = await h.supervisor.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
+    expect(result).toMatchObject({ ok: true, job: { admission_warning: null } });
+    await h.supervisor.settle();
+  });
+
+  test("under warn the job runs and its record says it was admitted against advice", async () => {
+    using h = harness("busy-cards", "warn");
+    const result = await h.supervisor.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
+    if (!result.ok) throw new Error(JSON.stringify(result));
+    expect(result.job.admission_warning).toStartWith('admitted against advice: tier "fast" needs 14000 MiB');
+    await h.supervisor.settle();
+  });
+
+  test("a failing nvidia-smi refuses under enforce with its own words", async () => {
+    using h = harness("no-driver", "enforce");
+    const result = await h.supervisor.dispatch(h.tree.validRequest());
+    expect(result).toMatchObject({ ok: false, kind: "refused", refusal: { reason: "gpu_probe_failed", detail: expect.stringContaining("couldn't communicate with the NVIDIA driver") } });
+  });
+
+  test("under off nvidia-smi is not consulted at all", async () => {
+    using h = harness("no-driver", "off");
+    const result = await h.supervisor.dispatch(h.tree.validRequest());
+    expect(result.ok).toBe(true);
+    expect(h.nvidiaSmi.invocations()).toEqual([]);
+    await h.supervisor.settle();
+  });
+});
