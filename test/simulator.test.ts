@@ -1,9 +1,12 @@
 import { describe, expect, test } from "bun:test";
-import { closeSync, existsSync, openSync } from "node:fs";
+import type { Subprocess } from "bun";
+import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { verifySafetensors } from "../src/safetensors/verify.ts";
+import { listPids, readProcStat } from "../src/supervisor/proc-stat.ts";
+import { liveGroupMembers, signalGroup } from "../src/supervisor/process-group.ts";
 
 const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
 const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
@@ -15,6 +18,8 @@ const LAUNCH_FLAGS = [
   "--num_cpu_threads_per_process=1",
 ];
 const WAIT_LIMIT_MS = 10_000;
+// Longer than a wait, so a wait that never ends fails with what it waited for.
+const MISBEHAVIOUR_TIMEOUT_MS = 20_000;
 
 interface Workspace extends AsyncDisposable {
   dir: string;
@@ -54,13 +59,14 @@ function launchArgv(dir: string, changes: Record<string, string | false> = {}, e
   return ["launch", ...LAUNCH_FLAGS, SCRIPT, ...changed, ...extra];
 }
 
-// stdout and stderr share one file, as in the worker's job log.
+// stdout and stderr share one file, as in the worker's job log; the trainer leads its own process
+// group, as the worker starts it.
 function startSimulator(dir: string, argv: string[], knobs: Record<string, string> = {}) {
   const logPath = join(dir, "train.log");
   const log = openSync(logPath, "w");
   try {
     const env = { LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0", ...knobs };
-    const proc = Bun.spawn([process.execPath, ENTRY, ...argv], { stdin: "ignore", stdout: log, stderr: log, env });
+    const proc = Bun.spawn([process.execPath, ENTRY, ...argv], { stdin: "ignore", stdout: log, stderr: log, env, detached: true });
     return { proc, logPath };
   } finally {
     closeSync(log);
@@ -259,4 +265,110 @@ describe("the simulated trainer", () => {
       expect(run.log).not.toContain("Loading dataset config");
     }
   });
+});
+
+// A run long enough to act on while it trains: 1000 steps of 0.02 s.
+function startLongRun(dir: string, knobs: Record<string, string> = {}) {
+  return startSimulator(dir, launchArgv(dir, { max_train_steps: "1000" }), { LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0.02", ...knobs });
+}
+
+async function stepsShown(logPath: string): Promise<number> {
+  return lossesByStep(await Bun.file(logPath).text()).length;
+}
+
+async function waitForStep(logPath: string, step: number): Promise<void> {
+  await waitFor(async () => (await stepsShown(logPath)) >= step, `step ${step}`);
+}
+
+// SIGKILL to a whole process group when the test ends, however it ends.
+function killGroupAtEnd(pgid: number): Disposable {
+  return { [Symbol.dispose]: () => void signalGroup(pgid, "SIGKILL") };
+}
+
+// Processes whose environment holds `entry`, found as the worker finds strays: by /proc/<pid>/environ.
+function processesWithEnv(entry: string): number[] {
+  return listPids().filter((pid) => {
+    if (pid === process.pid || readProcStat(pid)?.state === "Z") return false;
+    try {
+      return readFileSync(`/proc/${pid}/environ`, "latin1").split("\0").includes(entry);
+    } catch {
+      return false;
+    }
+  });
+}
+
+// The trainer killed alone, as an OOM killer would: its group lives on as long as anything in it does.
+async function killTrainerOnly(proc: Subprocess): Promise<void> {
+  proc.kill("SIGKILL");
+  await proc.exited;
+}
+
+describe("the simulated trainer misbehaving on request", () => {
+  test("with ignore-sigterm, SIGTERM to the group leaves the run training and only SIGKILL stops it", async () => {
+    await using job = await workspace(3);
+    const { proc, logPath } = startLongRun(job.dir, { LORA_WORKER_SIMULATE_FAIL: "ignore-sigterm" });
+    using _group = killGroupAtEnd(proc.pid);
+    await waitForStep(logPath, 2);
+    expect(signalGroup(proc.pid, "SIGTERM")).toBe(true);
+    await waitForStep(logPath, (await stepsShown(logPath)) + 5);
+    expect(proc.exitCode).toBeNull();
+    signalGroup(proc.pid, "SIGKILL");
+    await proc.exited;
+    expect({ exitCode: proc.exitCode, signalCode: proc.signalCode }).toEqual({ exitCode: null, signalCode: "SIGKILL" });
+  }, MISBEHAVIOUR_TIMEOUT_MS);
+
+  test("without ignore-sigterm, SIGTERM to the group ends the run mid-training", async () => {
+    await using job = await workspace(3);
+    const { proc, logPath } = startLongRun(job.dir);
+    using _group = killGroupAtEnd(proc.pid);
+    await waitForStep(logPath, 2);
+    signalGroup(proc.pid, "SIGTERM");
+    await proc.exited;
+    expect({ exitCode: proc.exitCode, signalCode: proc.signalCode }).toEqual({ exitCode: null, signalCode: "SIGTERM" });
+    expect(liveGroupMembers(proc.pid)).toEqual([]);
+  }, MISBEHAVIOUR_TIMEOUT_MS);
+
+  test("orphan@2 leaves a stray in the trainer's process group alive after the trainer is SIGKILLed; a plain run leaves none", async () => {
+    await using orphaning = await workspace(3);
+    await using plain = await workspace(3);
+    const strayed = startLongRun(orphaning.dir, { LORA_WORKER_SIMULATE_FAIL: "orphan@2" });
+    const clean = startLongRun(plain.dir);
+    using _strayed = killGroupAtEnd(strayed.proc.pid);
+    using _clean = killGroupAtEnd(clean.proc.pid);
+    await Promise.all([waitForStep(strayed.logPath, 2), waitForStep(clean.logPath, 2)]);
+    await Promise.all([killTrainerOnly(strayed.proc), killTrainerOnly(clean.proc)]);
+    expect(liveGroupMembers(strayed.proc.pid).length).toBeGreaterThan(0);
+    expect(liveGroupMembers(clean.proc.pid)).toEqual([]);
+  }, MISBEHAVIOUR_TIMEOUT_MS);
+
+  test("with ignore-sigterm the stray ignores SIGTERM too, while a plain stray dies of it", async () => {
+    await using stubbornJob = await workspace(3);
+    await using plainJob = await workspace(3);
+    const stubborn = startLongRun(stubbornJob.dir, { LORA_WORKER_SIMULATE_FAIL: "ignore-sigterm,orphan@2" });
+    const plain = startLongRun(plainJob.dir, { LORA_WORKER_SIMULATE_FAIL: "orphan@2" });
+    using _stubborn = killGroupAtEnd(stubborn.proc.pid);
+    using _plain = killGroupAtEnd(plain.proc.pid);
+    await Promise.all([waitForStep(stubborn.logPath, 2), waitForStep(plain.logPath, 2)]);
+    await Promise.all([killTrainerOnly(stubborn.proc), killTrainerOnly(plain.proc)]);
+    signalGroup(stubborn.proc.pid, "SIGTERM");
+    signalGroup(plain.proc.pid, "SIGTERM");
+    await waitFor(async () => liveGroupMembers(plain.proc.pid).length === 0, "the plain stray to die of SIGTERM");
+    expect(liveGroupMembers(stubborn.proc.pid).length).toBeGreaterThan(0);
+  }, MISBEHAVIOUR_TIMEOUT_MS);
+
+  test("setsid-orphan@2 leaves a stray outside the trainer's group that still carries the job marker", async () => {
+    await using job = await workspace(3);
+    const jobId = `simulator-test-${process.pid}-${Date.now()}`;
+    const marker = `LORA_WORKER_JOB=${jobId}`;
+    const { proc, logPath } = startLongRun(job.dir, { LORA_WORKER_SIMULATE_FAIL: "setsid-orphan@2", LORA_WORKER_JOB: jobId });
+    using _group = killGroupAtEnd(proc.pid);
+    using _strays = { [Symbol.dispose]: () => processesWithEnv(marker).forEach((pid) => signalGroup(readProcStat(pid)?.pgrp ?? pid, "SIGKILL")) };
+    await waitForStep(logPath, 2);
+    signalGroup(proc.pid, "SIGKILL");
+    await proc.exited;
+    const strays = processesWithEnv(marker);
+    expect(strays.length).toBeGreaterThan(0);
+    expect(strays.map((pid) => readProcStat(pid)?.pgrp === proc.pid)).not.toContain(true);
+    expect(liveGroupMembers(proc.pid)).toEqual([]);
+  }, MISBEHAVIOUR_TIMEOUT_MS);
 });

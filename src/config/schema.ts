@@ -12,8 +12,13 @@ export const DEFAULTS = {
   token_file: "/etc/lora-worker/token",
 } as const;
 
-const FAILURE = String.raw`(?:(?:oom|nan|hang|orphan|setsid-orphan)@\d+|exit@\d+:\d+|ignore-sigterm)`;
+// The simulator's own grammar: steps from 1, exit codes 0-255; a replayed log decides its own end,
+// so with replay_log only the misbehaviours that do not end the run may be combined.
+const STEP = String.raw`[1-9]\d*`;
+const CODE = String.raw`(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)`;
+const FAILURE = `(?:(?:oom|nan|hang|orphan|setsid-orphan)@${STEP}|exit@${STEP}:${CODE}|ignore-sigterm)`;
 export const SIMULATE_FAIL = new RegExp(`^(?:${FAILURE}(?:,${FAILURE})*)?$`);
+const REPLAY_COMPATIBLE = /^(?:ignore-sigterm|(?:setsid-)?orphan@\d+)$/;
 
 const absolutePath = z
   .string()
@@ -91,6 +96,9 @@ export const ConfigSchema = z.strictObject({
       }).default(""),
       replay_log: z.string().refine((p) => p === "" || p.startsWith("/"), "must be empty or an absolute path").default(""),
       replay_speed: z.number().positive().max(1e6).default(1),
+    })
+    .refine((sim) => sim.replay_log === "" || sim.fail.split(",").every((f) => f === "" || REPLAY_COMPATIBLE.test(f)), {
+      message: "with replay_log, fail may hold only ignore-sigterm, orphan@N and setsid-orphan@N: the recorded log decides how the run ends",
     })
     .prefault({}),
   gpu: z

@@ -1,5 +1,7 @@
 // The file a simulated run saves: LoRA-shaped tensors for a few SDXL U-Net attention layers at the
 // requested rank, and sd-scripts' `ss_*` metadata, marked so it can never pass for a real LoRA.
+import { mkdir } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { writeSafetensors, type Tensor } from "../safetensors/write.ts";
 import { DEFAULT_NETWORK_DIM, type TrainingPlan } from "./network-setup.ts";
 import { pyFloatStr } from "./python-format.ts";
@@ -25,7 +27,13 @@ const MODULES: ReadonlyArray<[string, number, number]> = [
 const UP_SCALE = 0.01;
 const F16_BYTES = 2;
 
+// sd-scripts names the final file "last" when --output_name is absent.
+export function finalLoraPath(outputDir: string, outputName: string | null): string {
+  return join(outputDir, `${outputName ?? "last"}.safetensors`);
+}
+
 export async function writeLoraFile(path: string, run: LoraRun): Promise<void> {
+  await mkdir(dirname(path), { recursive: true });
   await writeSafetensors(path, loraTensors(run), loraMetadata(run));
 }
 

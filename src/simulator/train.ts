@@ -1,7 +1,7 @@
 // sdxl_train_network.py as a process: its flags, then NetworkTrainer.train() in sd-scripts'
-// order. Resolves to the exit code the Python process would have had.
-import { basename, dirname, join, resolve } from "node:path";
-import { mkdir } from "node:fs/promises";
+// order, or a recorded log replayed in its place. Resolves to the exit code the Python process
+// would have had.
+import { basename, dirname, resolve } from "node:path";
 import { ARGPARSE_ERROR_EXIT } from "./argparse.ts";
 import { cacheInputs } from "./caching.ts";
 import { reportDatasets } from "./dataset-report.ts";
@@ -9,16 +9,20 @@ import { batchesPerEpoch, loadDatasets, type Dataset } from "./dataset.ts";
 import { print, type Io } from "./io.ts";
 import type { Knobs } from "./knobs.ts";
 import { createLog, type Log } from "./logger.ts";
-import { writeLoraFile } from "./lora-file.ts";
+import { finalLoraPath, writeLoraFile } from "./lora-file.ts";
 import { loadModel } from "./model-loading.ts";
 import { announceNetwork, announceTraining, type TrainingPlan } from "./network-setup.ts";
 import * as errors from "./python-errors.ts";
+import type { RecordedLine } from "./recorded-log.ts";
+import { replayRun } from "./replay.ts";
 import { parseScriptArgs, SCRIPT_NAME, type ScriptArgs } from "./script-argv.ts";
 import { runTrainingLoop } from "./training-loop.ts";
 
 export interface TrainerLaunch {
   io: Io;
   knobs: Knobs;
+  // A recorded log to play instead of training (LORA_WORKER_SIMULATE_REPLAY_LOG).
+  replay: { lines: RecordedLine[]; speed: number } | null;
   script: string;
   scriptArgs: string[];
 }
@@ -29,6 +33,7 @@ interface Training {
   knobs: Knobs;
   args: ScriptArgs;
   scriptDir: string;
+  paths: { modelPath: string; configPath: string; outputDir: string };
 }
 
 // Python's own exit status for a script it cannot open.
@@ -39,7 +44,7 @@ const NO_DATA_MESSAGE =
 const TEXT_ENCODER_CACHE_ASSERTION =
   "network for Text Encoder cannot be trained with caching Text Encoder outputs / Text Encoderの出力をキャッシュしながらText Encoderのネットワークを学習することはできません";
 
-export async function runTrainer({ io, knobs, script, scriptArgs }: TrainerLaunch): Promise<number> {
+export async function runTrainer({ io, knobs, replay, script, scriptArgs }: TrainerLaunch): Promise<number> {
   if (basename(script) !== SCRIPT_NAME) {
     io.stderr(errors.cantOpenFile(resolve(script)));
     return CANNOT_OPEN_EXIT;
@@ -49,19 +54,23 @@ export async function runTrainer({ io, knobs, script, scriptArgs }: TrainerLaunc
     io.stderr(parsed.stderr);
     return ARGPARSE_ERROR_EXIT;
   }
-  const log = createLog(io, parsed.args.console_log_simple);
-  return train({ io, log, knobs, args: parsed.args, scriptDir: dirname(resolve(script)) });
-}
-
-async function train(training: Training): Promise<number> {
-  const { io, log, knobs, args, scriptDir } = training;
-  const startedAt = io.wallClock();
+  const { args } = parsed;
+  const scriptDir = dirname(resolve(script));
   const { pretrained_model_name_or_path: modelPath, dataset_config: configPath, output_dir: outputDir } = args;
   if (configPath === null || modelPath === null || outputDir === null) {
     const flag = configPath === null ? "dataset_config" : modelPath === null ? "pretrained_model_name_or_path" : "output_dir";
     io.stderr(errors.noneArgumentTraceback(scriptDir, flag));
     return 1;
   }
+  const log = createLog(io, args.console_log_simple);
+  if (replay !== null) return replayRun({ io, log, args, outputDir, ...replay, failures: knobs.failures });
+  return train({ io, log, knobs, args, scriptDir, paths: { modelPath, configPath, outputDir } });
+}
+
+async function train(training: Training): Promise<number> {
+  const { io, log, knobs, args, scriptDir } = training;
+  const { modelPath, configPath, outputDir } = training.paths;
+  const startedAt = io.wallClock();
   const datasets = await prepareDatasets(training, configPath);
   if (typeof datasets === "number") return datasets;
   if (args.cache_text_encoder_outputs && !args.network_train_unet_only) {
@@ -75,12 +84,11 @@ async function train(training: Training): Promise<number> {
   announceNetwork(io, log, args);
   const plan = trainingPlan(datasets, args.max_train_steps);
   announceTraining(io, log, plan, mixedPrecision);
-  const { failure, secondsPerStep } = knobs;
-  const outcome = await runTrainingLoop({ io, log, plan, seed: args.seed, secondsPerStep, failure, scriptDir });
+  const { failures, secondsPerStep } = knobs;
+  const outcome = await runTrainingLoop({ io, log, plan, seed: args.seed, secondsPerStep, failures, scriptDir });
   if (!outcome.finished) return outcome.exitCode;
-  const path = join(outputDir, `${args.output_name ?? "last"}.safetensors`);
+  const path = finalLoraPath(outputDir, args.output_name);
   print(io, `\nsaving checkpoint: ${path}`);
-  await mkdir(outputDir, { recursive: true });
   const resolution = datasets[0]!.resolution;
   await writeLoraFile(path, { args, plan, resolution, steps: outcome.steps, startedAt, finishedAt: io.wallClock() });
   log("INFO", "model saved.");

@@ -1,0 +1,213 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { closeSync, openSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { verifySafetensors } from "../src/safetensors/verify.ts";
+import { parseRecordedLog } from "../src/simulator/recorded-log.ts";
+
+const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
+const FIXTURES = join(import.meta.dir, "fixtures", "real");
+const LAUNCH_FLAGS = ["--num_processes=1", "--num_machines=1", "--mixed_precision=bf16", "--dynamo_backend=no", "--num_cpu_threads_per_process=1"];
+const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
+// Fast enough that even the 19 minutes of sdscripts-success-1.log pass in about 10 ms.
+const FAST = "100000";
+const EXIT_DEADLINE_MS = 10_000;
+// Each test waits on Bun processes starting, which a busy machine can slow to seconds.
+const TIMEOUT_MS = 30_000;
+
+interface Replayed {
+  exitCode: number | null;
+  log: string;
+  lora: string;
+}
+
+interface Scratch extends AsyncDisposable {
+  dir: string;
+}
+
+async function scratch(): Promise<Scratch> {
+  const dir = await mkdtemp(join(tmpdir(), "simulator-replay-"));
+  return { dir, [Symbol.asyncDispose]: () => rm(dir, { recursive: true, force: true }) };
+}
+
+// The worker's argv, but with a base model and dataset that do not exist: a replay never looks.
+function replayArgv(dir: string, extra: string[] = []): string[] {
+  const flags = [
+    `--pretrained_model_name_or_path=${join(dir, "missing-model.safetensors")}`,
+    `--dataset_config=${join(dir, "missing-dataset.toml")}`,
+    `--output_dir=${join(dir, "out")}`,
+    ...["--output_name=replayed", "--save_model_as=safetensors", "--network_module=networks.lora", "--network_dim=16"],
+    ...["--network_alpha=8", "--network_train_unet_only", "--max_train_steps=2000", "--seed=42", "--console_log_simple"],
+  ];
+  return ["launch", ...LAUNCH_FLAGS, SCRIPT, ...flags, ...extra];
+}
+
+function replayKnobs(fixture: string, speed: string): Record<string, string> {
+  return { LORA_WORKER_SIMULATE_REPLAY_LOG: join(FIXTURES, fixture), LORA_WORKER_SIMULATE_REPLAY_SPEED: speed };
+}
+
+// stdout and stderr share one file, as in the worker's job log.
+function startReplay(dir: string, knobs: Record<string, string>, extra: string[] = []) {
+  const logPath = join(dir, "train.log");
+  const log = openSync(logPath, "w");
+  try {
+    const proc = Bun.spawn([process.execPath, ENTRY, ...replayArgv(dir, extra)], { stdin: "ignore", stdout: log, stderr: log, env: knobs });
+    return { proc, logPath };
+  } finally {
+    closeSync(log);
+  }
+}
+
+async function replay(dir: string, knobs: Record<string, string>, extra: string[] = []): Promise<Replayed> {
+  const { proc, logPath } = startReplay(dir, knobs, extra);
+  await proc.exited;
+  return { exitCode: proc.exitCode, log: await Bun.file(logPath).text(), lora: join(dir, "out", "replayed.safetensors") };
+}
+
+// Whether the process exits within `ms`.
+async function exitsWithin(proc: { exited: Promise<number> }, ms: number): Promise<boolean> {
+  let timer: Timer | undefined;
+  const deadline = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  const exited = await Promise.race([proc.exited.then(() => true), deadline]);
+  clearTimeout(timer);
+  return exited;
+}
+
+// The last `steps:` bar of a recorded log, as tqdm drew it (up to its closing bracket).
+async function lastStepsBar(fixture: string): Promise<string | null> {
+  const line = (await Bun.file(join(FIXTURES, fixture)).text()).split("\n").findLast((text) => text.startsWith("steps:"));
+  return line === undefined ? null : line.slice(0, line.indexOf("]") + 1);
+}
+
+// `trainerExit` is the Python process's; accelerate turns any non-zero one into its own exit 1.
+const FIXTURE_ENDINGS: ReadonlyArray<{ fixture: string; how: string; trainerExit: number; saves: boolean }> = [
+  { fixture: "sdscripts-success-1.log", how: "trained to 2000/2000", trainerExit: 0, saves: true },
+  { fixture: "sdscripts-oom-2.log", how: "CUDA out of memory", trainerExit: 1, saves: false },
+  { fixture: "sdscripts-nodata-2.log", how: "No data found", trainerExit: 0, saves: false },
+  { fixture: "sdscripts-traceback-truncated-2.log", how: "a traceback cut short", trainerExit: 1, saves: false },
+  { fixture: "sdscripts-accelerate-1.log", how: "python could not open the script", trainerExit: 2, saves: false },
+  { fixture: "sdscripts-rich-1.log", how: "stops before training", trainerExit: 1, saves: false },
+  { fixture: "sdscripts-epochs-rich-nan-1.log", how: "stops at step 205/3280", trainerExit: 1, saves: false },
+];
+
+describe("replaying a recorded sd-scripts log", () => {
+  const scratches: Scratch[] = [];
+  const runs = new Map<string, Promise<Replayed>>();
+
+  // The seven replays run side by side; each test below reads its own.
+  beforeAll(async () => {
+    for (const { fixture } of FIXTURE_ENDINGS) {
+      const space = await scratch();
+      scratches.push(space);
+      runs.set(fixture, replay(space.dir, replayKnobs(fixture, FAST)));
+    }
+  });
+
+  afterAll(async () => {
+    await Promise.allSettled(runs.values());
+    await Promise.all(scratches.map((space) => space[Symbol.asyncDispose]()));
+  });
+
+  for (const { fixture, how, trainerExit, saves } of FIXTURE_ENDINGS) {
+    const exitCode = trainerExit === 0 ? 0 : 1;
+    test(`${fixture} (${how}) comes through verbatim and ends with exit ${exitCode} ${saves ? "and a LoRA" : "and no LoRA"}`, async () => {
+      const run = await runs.get(fixture)!;
+      const recorded = await Bun.file(join(FIXTURES, fixture)).text();
+      expect(run.exitCode).toBe(exitCode);
+      expect(run.log.replaceAll("\r", "")).toStartWith(recorded);
+      const bar = await lastStepsBar(fixture);
+      if (bar !== null) expect(run.log).toContain(`\r${bar}`);
+      expect(await Bun.file(run.lora).exists()).toBe(saves);
+      if (trainerExit === 0) expect(run.log).not.toContain("returned non-zero exit status");
+      else expect(run.log).toEndWith(`' returned non-zero exit status ${trainerExit}.\n`);
+    }, TIMEOUT_MS);
+  }
+
+  test("a run that trained to its last step says where it saved, and the LoRA verifies as simulated", async () => {
+    const run = await runs.get("sdscripts-success-1.log")!;
+    expect(run.log).toEndWith(`\nsaving checkpoint: ${run.lora}\nmodel saved.\n`);
+    const verdict = await verifySafetensors(run.lora);
+    expect(verdict).toMatchObject({ ok: true, metadata: { lora_worker_simulated: "true", ss_steps: "2000", ss_output_name: "replayed" } });
+  }, TIMEOUT_MS);
+
+  test("a bar is one \\r redraw with no newline of its own, and stdout glued after it follows", async () => {
+    const run = await runs.get("sdscripts-traceback-truncated-2.log")!;
+    expect(run.log).toContain("1500\n\rsteps:   0%|");
+    expect(run.log).toContain("| 0/1500 [00:00<?, ?it/s]epoch 1/30\nTraceback");
+  }, TIMEOUT_MS);
+
+  test("bars go to stderr and every other line to stdout", async () => {
+    await using space = await scratch();
+    const proc = Bun.spawn([process.execPath, ENTRY, ...replayArgv(space.dir)], {
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+      env: replayKnobs("sdscripts-success-1.log", FAST),
+    });
+    const [stdout, stderr] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    expect(proc.exitCode).toBe(0);
+    expect(stdout).not.toContain("steps:");
+    expect(stdout).toStartWith("saving checkpoint: /kaggle/working/");
+    expect(stderr.split("\n").filter((line) => line !== "").every((line) => line.startsWith("\rsteps: "))).toBe(true);
+    expect(stderr.match(/\rsteps: /g)).toHaveLength(21);
+  }, TIMEOUT_MS);
+});
+
+describe("reading a recorded log", () => {
+  test("a raw line with every redraw reads as a terminal shows it, from its last \\r, and a CRLF ending is no redraw", () => {
+    const raw = "\rsteps:   0%|          | 0/2 [00:00<?, ?it/s]\rsteps:  50%|█████     | 1/2 [01:02<01:02, 62.00s/it, avr_loss=0.1]\r\nepoch 2/2\r\n";
+    const lines = parseRecordedLog(raw);
+    expect(lines.map((line) => line.text)).toEqual(["steps:  50%|█████     | 1/2 [01:02<01:02, 62.00s/it, avr_loss=0.1]", "epoch 2/2"]);
+    expect(lines[0]!.bar).toMatchObject({ description: "steps", n: 1, total: 2, elapsedSeconds: 62, after: "" });
+    expect(lines[1]!.bar).toBeNull();
+  });
+
+  test("tqdm's elapsed time reads as MM:SS and, from an hour on, H:MM:SS", () => {
+    const [short, long] = parseRecordedLog("steps:   1%|▏         | 41/3280 [00:50<1:06:54,  1.24s/it]\nsteps:  50%|█████     | 1640/3280 [1:06:54<1:06:54,  1.24s/it]");
+    expect([short!.bar?.elapsedSeconds, long!.bar?.elapsedSeconds, long!.newline]).toEqual([50, 4014, false]);
+  });
+});
+
+describe("the pace and the knobs of a replay", () => {
+  test("the log's own clock sets the pace: 19 minutes end at once at speed 20000 but last seconds at speed 200", async () => {
+    await using fastSpace = await scratch();
+    await using slowSpace = await scratch();
+    const fast = startReplay(fastSpace.dir, replayKnobs("sdscripts-success-1.log", "20000"));
+    const slow = startReplay(slowSpace.dir, replayKnobs("sdscripts-success-1.log", "200"));
+    await using _slow = slow.proc;
+    expect(await exitsWithin(fast.proc, EXIT_DEADLINE_MS)).toBe(true);
+    expect(fast.proc.exitCode).toBe(0);
+    expect(await exitsWithin(slow.proc, 1000)).toBe(false);
+    expect(await Bun.file(slow.logPath).text()).not.toContain("| 2000/2000 [");
+  }, TIMEOUT_MS);
+
+  test("argv is still checked: an unknown flag is refused before the log plays", async () => {
+    await using space = await scratch();
+    const run = await replay(space.dir, replayKnobs("sdscripts-success-1.log", FAST), ["--network_modul=x"]);
+    expect(run.exitCode).toBe(1);
+    expect(run.log).toContain("\nsdxl_train_network.py: error: unrecognized arguments: --network_modul=x\n");
+    expect(run.log).not.toContain("steps:");
+  }, TIMEOUT_MS);
+
+  test("a replay knob that cannot work is refused with exit 2 before anything runs", async () => {
+    await using space = await scratch();
+    const success = join(FIXTURES, "sdscripts-success-1.log");
+    const refusals: Array<[Record<string, string>, string]> = [
+      [{ LORA_WORKER_SIMULATE_REPLAY_LOG: "test/fixtures/real/sdscripts-success-1.log" }, "LORA_WORKER_SIMULATE_REPLAY_LOG="],
+      [{ LORA_WORKER_SIMULATE_REPLAY_LOG: join(space.dir, "missing.log") }, "LORA_WORKER_SIMULATE_REPLAY_LOG: "],
+      [{ LORA_WORKER_SIMULATE_REPLAY_LOG: success, LORA_WORKER_SIMULATE_REPLAY_SPEED: "0" }, "LORA_WORKER_SIMULATE_REPLAY_SPEED="],
+      [{ LORA_WORKER_SIMULATE_REPLAY_LOG: success, LORA_WORKER_SIMULATE_FAIL: "ignore-sigterm,oom@3" }, "LORA_WORKER_SIMULATE_FAIL: oom@3 cannot join"],
+    ];
+    const runs = await Promise.all(
+      refusals.map(async ([knobs]) => {
+        await using own = await scratch();
+        return await replay(own.dir, knobs);
+      }),
+    );
+    for (const [index, run] of runs.entries()) {
+      expect(run.exitCode).toBe(2);
+      expect(run.log).toStartWith(`lora-worker simulate: ${refusals[index]![1]}`);
+    }
+  }, TIMEOUT_MS);
+});
