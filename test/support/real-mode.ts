@@ -31,6 +31,21 @@ export function realModeConfig(tree: HostTree, accelerate: string, overrides: Co
   });
 }
 
+// Simulate mode as the worker runs it: the simulator is this program started from source.
+export function simulateModeConfig(tree: HostTree, simulate: Record<string, unknown>, overrides: ConfigOverrides = {}): Config {
+  return ConfigSchema.parse({
+    state_dir: tree.state,
+    handoff_root: tree.handoff,
+    model_roots: [tree.models],
+    trainer: { mode: "simulate", cancel_grace_seconds: 0.5, ...overrides.trainer },
+    simulate,
+    watchdog: overrides.watchdog ?? {},
+    gpu: { nvidia_smi: FAKE_NVIDIA_SMI, ...overrides.gpu },
+  });
+}
+
+export const SIMULATOR = [process.execPath, MAIN];
+
 // A trainer that prints a recorded real log, then exits with the given code.
 export function replayTrainer(tree: HostTree, log: string, exitCode: number): string {
   const path = join(tree.root, `replay-${log}.sh`);

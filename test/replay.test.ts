@@ -1,0 +1,67 @@
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { join } from "node:path";
+import { liveGroupMembers } from "../src/supervisor/process-group.ts";
+import { readProcStat } from "../src/supervisor/proc-stat.ts";
+import { strayProcesses } from "../src/supervisor/stray-sweep.ts";
+import { makeHostTree } from "./support/host-tree.ts";
+import { REAL_LOGS, SIMULATOR, simulateModeConfig, supervisorFor } from "./support/real-mode.ts";
+import { waitFor } from "./support/wait.ts";
+
+setDefaultTimeout(60_000);
+
+// What each real log must end as when the worker supervises its replay: status, code, last steps: bar.
+const EXPECTED: Array<[string, Record<string, unknown>]> = [
+  ["sdscripts-success-1.log", { status: "succeeded", error_code: null, step: 2000, total_steps: 2000, loss: 0.0702 }],
+  ["sdscripts-oom-2.log", { status: "failed", error_code: "cuda_oom", step: 0, total_steps: 2300, loss: null }],
+  ["sdscripts-nodata-2.log", { status: "failed", error_code: "dataset_empty", step: 0, total_steps: null, loss: null }],
+  ["sdscripts-accelerate-1.log", { status: "failed", error_code: "trainer_crashed", step: 0, total_steps: null, loss: null }],
+  ["sdscripts-traceback-truncated-2.log", { status: "failed", error_code: "trainer_crashed", step: 0, total_steps: 1500, loss: null }],
+  ["sdscripts-rich-1.log", { status: "failed", error_code: "trainer_crashed", step: 0, total_steps: null, loss: null }],
+  ["sdscripts-epochs-rich-nan-1.log", { status: "failed", error_code: "nan_loss", step: 205, total_steps: 3280, loss: null }],
+];
+
+describe("real sd-scripts logs replayed through the simulator", () => {
+  for (const [log, expected] of EXPECTED) {
+    test(`${log} ends ${expected.status}${expected.error_code ? `/${expected.error_code}` : ""} at its last steps: bar`, async () => {
+      using tree = makeHostTree();
+      const config = simulateModeConfig(tree, { replay_log: join(REAL_LOGS, log), replay_speed: 20_000 });
+      using s = supervisorFor(tree, config, SIMULATOR);
+      const dispatched = await s.supervisor.dispatch(tree.validRequest());
+      if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+      await s.supervisor.settle();
+      const row = s.store.get(dispatched.job.id)!;
+      expect({ status: row.status, error_code: row.error_code, step: row.step, total_steps: row.total_steps, loss: row.loss }).toEqual(expected as never);
+      if (row.status === "succeeded") expect(row.lora_sha256).toMatch(/^[0-9a-f]{64}$/);
+    });
+  }
+});
+
+describe("misbehaving simulated trainers", () => {
+  for (const fail of ["ignore-sigterm,orphan@2", "ignore-sigterm,setsid-orphan@2"]) {
+    test(`cancel leaves nothing of a "${fail}" tree in /proc`, async () => {
+      using tree = makeHostTree();
+      using s = supervisorFor(tree, simulateModeConfig(tree, { seconds_per_step: 0.05, fail }), SIMULATOR);
+      const dispatched = await s.supervisor.dispatch(tree.validRequest());
+      if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+      const id = dispatched.job.id;
+      await waitFor(() => (s.supervisor.progress(id)?.step ?? 0) >= 3, "the orphan to be spawned at step 2");
+      const pgid = s.store.get(id)!.pid!;
+      const members = [...liveGroupMembers(pgid), ...strayProcesses(id)];
+      expect(members.length).toBeGreaterThanOrEqual(2);
+
+      const final = await s.supervisor.cancel(id);
+
+      expect(final).toMatchObject({ status: "cancelled", forced_kill: 1 });
+      expect(members.filter((pid) => readProcStat(pid) !== null && readProcStat(pid)!.state !== "Z")).toEqual([]);
+    });
+  }
+
+  test("an out-of-memory at step 3 fails as cuda_oom with exit code 1", async () => {
+    using tree = makeHostTree();
+    using s = supervisorFor(tree, simulateModeConfig(tree, { seconds_per_step: 0, fail: "oom@3" }), SIMULATOR);
+    const dispatched = await s.supervisor.dispatch(tree.validRequest());
+    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+    await s.supervisor.settle();
+    expect(s.store.get(dispatched.job.id)).toMatchObject({ status: "failed", error_code: "cuda_oom", exit_code: 1, step: 2 });
+  });
+});
