@@ -11,10 +11,12 @@ Usage:
   lora-worker plan [--config FILE] REQUEST.json
                                                print the exact process a request would start, spawn nothing
   lora-worker launch ...                       the simulated trainer (what simulate mode runs instead of accelerate)
+  lora-worker doctor [--config FILE] [--user NAME] [--group NAME] [--dev-dir DIR]
+                                               check this host as an operator would; one OK/WARN/FAIL line per check
   lora-worker shim JOB_DIR                     internal: the per-job shim that starts the trainer and records its exit
   lora-worker --version | --help
 
-Exit codes: 0 ok, 1 request refused (plan), 2 usage error, 78 invalid configuration.
+Exit codes: 0 ok, 1 request refused (plan) or a FAIL (doctor), 2 usage error, 78 invalid configuration.
 `;
 
 // Commands load only their own modules: the shim and the simulator start without the HTTP stack.
@@ -28,6 +30,8 @@ async function main(argv: string[]): Promise<number | undefined> {
       return (await import("./cli/plan.ts")).planCommand(rest);
     case "launch":
       return (await import("./simulator/simulate.ts")).runSimulatedLaunch(rest, process.env);
+    case "doctor":
+      return (await import("./cli/doctor.ts")).doctorCommand(rest);
     case "shim":
       if (rest.length !== 1) throw new UsageError("shim takes exactly one job directory");
       return (await import("./shim/shim.ts")).runShim(rest[0]!);

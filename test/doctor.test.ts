@@ -1,0 +1,108 @@
+import { describe, expect, test } from "bun:test";
+import { chmodSync, chownSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { makeDoctorHost, type DoctorHost } from "./support/doctor-host.ts";
+import { AS_ROOT, STAND_IN } from "./support/install-root.ts";
+import { startWorker } from "./support/worker-process.ts";
+
+const TIMEOUT_MS = 30_000;
+const CHECKS = ["config", "service account", "accelerate", "sd-scripts", "handoff root", "model root", "state dir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
+
+const checkName = (line: string) => /^(?:OK|WARN|FAIL) +([^:]+?)(?: \/\S+)?:/.exec(line)?.[1];
+const failLines = (lines: string[]) => lines.filter((l) => l.startsWith("FAIL"));
+
+interface Missing {
+  what: string;
+  /** Takes the prerequisite away from a host that has everything; what it returns is disposed after the test. */
+  breakIt(host: DoctorHost): Disposable | void;
+  args?: string[];
+  /** The FAIL line: the check's name, and words that name what is missing. */
+  check: string;
+  says: (host: DoctorHost) => string;
+}
+
+const MISSING: Missing[] = [
+  { what: "a config key doctor does not know", breakIt: (h) => void writeFileSync(h.writeConfig(), "bogus = 1\n", { flag: "a" }), check: "config", says: () => "bogus: unknown key" },
+  { what: "the service user", breakIt: () => {}, args: ["--user", "lw-no-such-user"], check: "service account", says: () => "user lw-no-such-user does not exist" },
+  { what: "accelerate the service user may run", breakIt: (h) => chmodSync(h.venv, 0o700), check: "accelerate", says: (h) => `${h.accelerate} does not run as nobody` },
+  { what: "sdxl_train_network.py", breakIt: (h) => rmSync(h.trainScript), check: "sd-scripts", says: (h) => `${h.trainScript} does not exist` },
+  { what: "the handoff root", breakIt: (h) => rmSync(h.handoff, { recursive: true }), check: "handoff root", says: (h) => `${h.handoff} does not exist` },
+  { what: "the handoff root's setgid bit", breakIt: (h) => chmodSync(h.handoff, 0o770), check: "handoff root", says: () => "setgid bit missing" },
+  { what: "the handoff root's group", breakIt: (h) => chownSync(h.handoff, 0, 0), check: "handoff root", says: (h) => `${h.handoff} has group gid 0, not ${STAND_IN.group}` },
+  { what: "a model root the service user can read", breakIt: (h) => chmodSync(h.models, 0o700), check: "model root", says: (h) => `${h.models} is not readable by nobody` },
+  { what: "a state dir the service user can write", breakIt: (h) => chownSync(h.state, 0, 0), check: "state dir", says: (h) => `${h.state} is not writable by nobody` },
+  { what: "a working nvidia-smi", breakIt: (h) => void h.writeConfig({ scenario: "no-driver" }), check: "nvidia-smi", says: () => "couldn't communicate with the NVIDIA driver" },
+  {
+    what: "a configured device",
+    breakIt: (h) => void h.writeConfig({ extra: '[[devices]]\nindex = 0\nname = "RTX 3090"\nclass = "24gb"\n[[devices]]\nindex = 2\nname = "RTX A6000"\nclass = "48gb"\n' }),
+    check: "nvidia-smi",
+    says: () => "device 2 (RTX A6000) not seen by nvidia-smi",
+  },
+  { what: "/dev/nvidia-uvm", breakIt: (h) => rmSync(h.uvm), check: "nvidia-uvm", says: (h) => `${h.uvm} does not exist` },
+  {
+    what: "a free port",
+    breakIt: (h) => {
+      const other = Bun.serve({ hostname: "127.0.0.1", port: h.port, fetch: () => new Response("not lora-worker", { status: 404 }) });
+      return { [Symbol.dispose]: () => void other.stop(true) };
+    },
+    check: "port",
+    says: (h) => `127.0.0.1:${h.port} is held by another program`,
+  },
+  { what: "a token file", breakIt: (h) => rmSync(h.token), check: "token file", says: (h) => `${h.token} does not exist` },
+  { what: "a token file closed to other users", breakIt: (h) => chmodSync(h.token, 0o644), check: "token file", says: (h) => `${h.token} is mode 0644, open to every user` },
+  { what: "a token file owned by root or the service user", breakIt: (h) => chownSync(h.token, 1, STAND_IN.gid), check: "token file", says: (h) => `${h.token} is owned by uid 1, not root or nobody` },
+  { what: "a token in the token file", breakIt: (h) => writeFileSync(h.token, "\n"), check: "token file", says: (h) => `${h.token} holds no token` },
+];
+
+describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
+  test("on a host with every prerequisite prints one OK line per check and exits 0", async () => {
+    using host = makeDoctorHost();
+    const { code, lines } = await host.doctor();
+    expect(lines.slice(0, -1).map(checkName)).toEqual(CHECKS);
+    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 11 OK"]);
+    expect(code).toBe(0);
+  }, TIMEOUT_MS);
+
+  for (const missing of MISSING) {
+    test(`without ${missing.what}, a FAIL line names it and the exit code is 1`, async () => {
+      using host = makeDoctorHost();
+      using _broken = missing.breakIt(host) ?? undefined;
+      const { code, lines } = await host.doctor(missing.args);
+      const fail = failLines(lines).find((l) => checkName(l) === missing.check);
+      expect(fail).toContain(missing.says(host));
+      expect(fail).toContain(" — fix: ");
+      expect(code).toBe(1);
+    }, TIMEOUT_MS);
+  }
+
+  test("in simulate mode accelerate and sd-scripts are skipped with a WARN saying why, and the exit code stays 0", async () => {
+    using host = makeDoctorHost();
+    rmSync(host.venv, { recursive: true });
+    rmSync(host.trainScript);
+    host.writeConfig({ mode: "simulate" });
+    const { code, lines } = await host.doctor();
+    const skipped = 'trainer.mode is "simulate": not checked, no real training runs';
+    expect(lines).toContain(`WARN accelerate: ${skipped}`);
+    expect(lines).toContain(`WARN sd-scripts: ${skipped}`);
+    expect(failLines(lines)).toEqual([]);
+    expect(code).toBe(0);
+  }, TIMEOUT_MS);
+
+  test("a port held by this worker is OK, unlike one held by another program", async () => {
+    using host = makeDoctorHost();
+    await using worker = await startWorker(host.writeConfig({ mode: "simulate" }));
+    expect(worker.url).toBe(`http://127.0.0.1:${host.port}`);
+    const { lines } = await host.doctor();
+    expect(lines.find((l) => checkName(l) === "port")).toStartWith(`OK   port: 127.0.0.1:${host.port} is held by this worker (lora-worker `);
+  }, TIMEOUT_MS);
+
+  test("a config that is not TOML stops after the config line: the other checks need it", async () => {
+    using host = makeDoctorHost();
+    writeFileSync(join(host.dir, "config.toml"), "listen = \n");
+    const { code, lines } = await host.doctor();
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toStartWith(`FAIL config: serve refuses to start: config file ${join(host.dir, "config.toml")} is not valid TOML`);
+    expect(lines[1]).toBe("doctor: the other checks need a config that parses; fix it and run doctor again");
+    expect(code).toBe(1);
+  }, TIMEOUT_MS);
+});

@@ -1,0 +1,85 @@
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fakeNvidiaSmi } from "./fake-nvidia-smi.ts";
+import { MAIN } from "./host-tree.ts";
+import { STAND_IN } from "./install-root.ts";
+import { freePort, makeDeviceNode, writeExecutable } from "./scratch-files.ts";
+
+/** A GPU host in a temp dir that passes every doctor check, for the stand-in service account (nobody). */
+export interface DoctorHost extends Disposable {
+  dir: string;
+  handoff: string;
+  models: string;
+  state: string;
+  venv: string;
+  accelerate: string;
+  trainScript: string;
+  uvm: string;
+  token: string;
+  port: number;
+  /** Rewrites the config; `extra` is appended (tables, overrides). */
+  writeConfig(opts?: { mode?: "real" | "simulate"; scenario?: string; extra?: string }): string;
+  doctor(args?: string[]): Promise<{ code: number; lines: string[] }>;
+}
+
+export function makeDoctorHost(): DoctorHost {
+  const dir = mkdtempSync(join(tmpdir(), "lora-worker-doctor-"));
+  chmodSync(dir, 0o755);
+  const at = (...parts: string[]) => join(dir, ...parts);
+  const { uid, gid } = STAND_IN;
+  const handoff = mkdir(at("handoff"), 0o2770, 0, gid);
+  const models = mkdir(at("models"), 0o755);
+  const state = mkdir(at("state"), 0o700, uid, gid);
+  const venv = mkdir(at("venv"), 0o755);
+  mkdir(at("venv/bin"), 0o755);
+  const accelerate = writeExecutable(at("venv/bin/accelerate"), "#!/bin/sh\necho 'usage: accelerate <command> [<args>]'\n");
+  mkdir(at("sd-scripts"), 0o755);
+  const trainScript = at("sd-scripts/sdxl_train_network.py");
+  writeFileSync(trainScript, "# sd-scripts\n", { mode: 0o644 });
+  const uvm = makeDeviceNode(at("dev/nvidia-uvm"));
+  const token = at("token");
+  writeFileSync(token, `${"ab".repeat(32)}\n`);
+  chownSync(token, 0, gid);
+  chmodSync(token, 0o640);
+  const port = freePort();
+  const configPath = at("config.toml");
+
+  const host: DoctorHost = {
+    dir, handoff, models, state, venv, accelerate, trainScript, uvm, token, port,
+    writeConfig({ mode = "real", scenario, extra = "" } = {}) {
+      const smi = fakeNvidiaSmi(dir, scenario).path;
+      writeFileSync(configPath, [
+        `listen = "127.0.0.1:${port}"`,
+        `state_dir = "${state}"`,
+        `handoff_root = "${handoff}"`,
+        `model_roots = ["${models}"]`,
+        `[trainer]\nmode = "${mode}"\naccelerate = "${accelerate}"\nsd_scripts_dir = "${at("sd-scripts")}"`,
+        `[gpu]\nnvidia_smi = "${smi}"`,
+        `[auth]\ntoken_file = "${token}"`,
+        extra,
+      ].join("\n"));
+      return configPath;
+    },
+    async doctor(args = []) {
+      const account = ["--user", STAND_IN.user, "--group", STAND_IN.group, "--dev-dir", at("dev")];
+      const proc = Bun.spawn([process.execPath, MAIN, "doctor", "--config", configPath, ...account, ...args], {
+        stdout: "pipe",
+        stderr: "pipe",
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+      });
+      const [code, out] = await Promise.all([proc.exited, new Response(proc.stdout).text()]);
+      return { code, lines: out.trimEnd().split("\n") };
+    },
+    [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }),
+  };
+  host.writeConfig();
+  return host;
+}
+
+function mkdir(path: string, mode: number, uid = 0, gid = 0): string {
+  mkdirSync(path, { recursive: true });
+  chownSync(path, uid, gid);
+  chmodSync(path, mode);
+  return path;
+}

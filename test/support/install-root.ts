@@ -1,0 +1,55 @@
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { MAIN, REPO } from "./host-tree.ts";
+import { writeExecutable } from "./scratch-files.ts";
+
+export const INSTALL_SH = join(REPO, "install.sh");
+export const AS_ROOT = process.geteuid?.() === 0;
+
+/** An account that exists on every Debian/RHEL machine, standing in for llmuser:arbotrain. */
+export const STAND_IN = (() => {
+  const id = (flag: string) => Bun.spawnSync(["id", flag, "nobody"]).stdout.toString().trim();
+  return { user: "nobody", group: id("-gn"), uid: Number(id("-u")), gid: Number(id("-g")) };
+})();
+
+export interface ScratchRoot extends Disposable {
+  /** The --root install.sh installs into; traversable by the stand-in account, as / is. */
+  root: string;
+  /** Beside the root: binaries to install, fakes, anything that is not part of the installed host. */
+  tools: string;
+}
+
+export function makeScratchRoot(): ScratchRoot {
+  const base = mkdtempSync(join(tmpdir(), "lora-worker-install-"));
+  chmodSync(base, 0o755);
+  const root = join(base, "root");
+  const tools = join(base, "tools");
+  Bun.spawnSync(["mkdir", "-p", root, tools]);
+  return { root, tools, [Symbol.dispose]: () => rmSync(base, { recursive: true, force: true }) };
+}
+
+/** A stand-in for dist/lora-worker that runs this checkout's source; `variant` makes its bytes differ. */
+export function sourceBinary(dir: string, variant: string): string {
+  return writeExecutable(join(dir, `lora-worker-${variant}`), `#!/bin/sh\n# ${variant}\nexec '${process.execPath}' '${MAIN}' "$@"\n`);
+}
+
+/** A build that answers --version but whose `serve` dies at once: what the health gate exists to catch. */
+export function brokenBinary(dir: string): string {
+  return writeExecutable(
+    join(dir, "lora-worker-broken"),
+    `#!/bin/sh\nif [ "$1" = --version ]; then echo "lora-worker 9.9.9 (commit broken)"; exit 0; fi\necho "broken build: serve cannot start" >&2\nexit 1\n`,
+  );
+}
+
+export interface InstallRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export async function runInstall(args: string[]): Promise<InstallRun> {
+  const proc = Bun.spawn(["bash", INSTALL_SH, ...args], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+  const [code, stdout, stderr] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+  return { code, stdout, stderr };
+}
