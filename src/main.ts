@@ -16,7 +16,8 @@ Usage:
   lora-worker shim JOB_DIR                     internal: the per-job shim that starts the trainer and records its exit
   lora-worker --version | --help
 
-Exit codes: 0 ok, 1 request refused (plan) or a FAIL (doctor), 2 usage error, 78 invalid configuration.
+Exit codes: 0 ok, 1 request refused (plan) or a FAIL (doctor), 2 usage error, 73 state dir in use or damaged,
+78 invalid configuration.
 `;
 
 // Commands load only their own modules: the shim and the simulator start without the HTTP stack.

@@ -3,7 +3,9 @@ import { Database } from "bun:sqlite";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { createApp } from "../src/api/app.ts";
+import { openGate } from "./support/auth-setup.ts";
 import { MAX_BODY_BYTES } from "../src/api/json-body.ts";
+import { MAX_JSON_DEPTH } from "../src/api/json-scan.ts";
 import { createGpuProbe } from "../src/gpu/index.ts";
 import { silentLogger } from "../src/log/logger.ts";
 import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "./support/host-tree.ts";
@@ -11,13 +13,13 @@ import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
 import { TRAINERS, realModeConfig, supervisorFor } from "./support/real-mode.ts";
 
 // The app in process, over a real supervisor, store and fixture trainer.
-function appFor(tree: HostTree, nvidiaSmi = FAKE_NVIDIA_SMI) {
+function appFor(tree: HostTree, nvidiaSmi = FAKE_NVIDIA_SMI, bodyDeadlineMs?: number) {
   const trainer = join(TRAINERS, "stubborn-tree.sh");
   const config = realModeConfig(tree, trainer);
   const s = supervisorFor(tree, config, [trainer]);
   const gpu = createGpuProbe({ nvidiaSmi, timeoutMs: 2000, ttlMs: 0 });
   const loaded = { config, file: null, defaultsInUse: [], envOverrides: [] };
-  const app = createApp({ loaded, supervisor: s.supervisor, gpu, store: s.store, log: silentLogger, version: "test", startedAt: Date.now() });
+  const app = createApp({ loaded, supervisor: s.supervisor, gpu, store: s.store, log: silentLogger, auth: openGate(), bodyDeadlineMs, version: "test", startedAt: Date.now() });
   const post = (body: string, type = "application/json") => app.request("/train", { method: "POST", headers: { "content-type": type }, body });
   return { app, post, ...s, [Symbol.dispose]: s[Symbol.dispose] };
 }
@@ -37,6 +39,11 @@ describe("HTTP surface", () => {
     ["an unknown job", (a) => a.app.request("/train/3f1c2a4e-0000-4000-8000-000000000000"), 404, { detail: "no such job" }],
     ["a malformed job id", (a) => a.app.request("/train/..%2f..%2fetc"), 404, { detail: "no such job" }],
     ["an unknown route", (a) => a.app.request("/nope"), 404, { detail: "not found" }],
+    ["a duplicate key", (a) => a.post('{"seed":1,"seed":2}'), 422, { detail: [{ loc: ["body", "seed"], msg: "appears more than once in the object; each key may appear once", type: "duplicate_key" }] }],
+    ["an integer written as a float", (a) => a.post('{"repeats":10.0}'), 422, { detail: [{ loc: ["body", "repeats"], msg: "must be an integer, got the number literal 10.0", type: "type_error" }] }],
+    ["a body nested past the limit", (a) => a.post(`${"[".repeat(33)}${"]".repeat(33)}`), 413, { detail: `request body nests deeper than ${MAX_JSON_DEPTH} levels` }],
+    ["bytes that are not UTF-8", (a) => a.app.request("/train", { method: "POST", headers: { "content-type": "application/json" }, body: new Uint8Array([0x22, 0xff, 0x22]) }), 400, { detail: "request body is not valid UTF-8" }],
+    ["a bad Idempotency-Key", (a) => a.app.request("/train", { method: "POST", headers: { "content-type": "application/json", "idempotency-key": "a b" }, body: "{}" }), 422, { detail: [{ loc: ["header", "Idempotency-Key"], msg: "must be 1-255 printable ASCII characters without spaces", type: "value_error" }] }],
     ["a log request with lines=0", (a) => a.app.request("/train/3f1c2a4e-0000-4000-8000-000000000000/log?lines=0"), 404, { detail: "no such job" }],
   ];
   for (const [name, send, status, body] of shapes) {
@@ -50,6 +57,24 @@ describe("HTTP surface", () => {
       expect(readdirSync(tree.state).filter((name) => !name.startsWith("jobs.db"))).toEqual([]);
     });
   }
+
+  test("a body that stops arriving is answered 408 at the deadline, and the connection is closed", async () => {
+    using tree = makeHostTree();
+    using a = appFor(tree, FAKE_NVIDIA_SMI, 100);
+    const body = new ReadableStream({ start: (c) => c.enqueue(new TextEncoder().encode('{"seed":')) }); // never closes
+    const res = await a.app.request("/train", { method: "POST", headers: { "content-type": "application/json" }, body, duplex: "half" } as RequestInit);
+    expect([res.status, res.headers.get("connection"), await res.json()]).toEqual([408, "close", { detail: "request body not received within 0.1 s" }]);
+    expect(jobRows(tree)).toBe(0);
+  });
+
+  test("an oversized body is refused by its Content-Length before a byte of it is read", async () => {
+    using tree = makeHostTree();
+    using a = appFor(tree);
+    let pulled = false;
+    const body = new ReadableStream({ pull: () => void (pulled = true) }, { highWaterMark: 0 });
+    const res = await a.app.request("/train", { method: "POST", headers: { "content-type": "application/json", "content-length": String(MAX_BODY_BYTES + 1) }, body, duplex: "half" } as RequestInit);
+    expect([res.status, res.headers.get("connection"), pulled]).toEqual([413, "close", false]);
+  });
 
   test("a 422 names each bad field in arbo's pydantic shape", async () => {
     using tree = makeHostTree();

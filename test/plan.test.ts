@@ -68,6 +68,7 @@ describe("lora-worker plan", () => {
       PYTHONUNBUFFERED: "1",
       HF_HOME: join(tree.state, "hf-home"),
       HF_HUB_OFFLINE: "1",
+      TMPDIR: join(tree.state, "jobs/plan/tmp"),
       LORA_WORKER_JOB: "plan",
       LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0.5",
     });
@@ -86,11 +87,12 @@ describe("lora-worker plan", () => {
     expect(out.env.CUDA_VISIBLE_DEVICES).toBe("1");
   });
 
-  test("a dataset path with quotes and TOML brackets stays one string value", async () => {
-    using tree = makeHostTree();
-    const odd = join(tree.handoff, 'we"ird\\ [[datasets]] name');
+  // Request paths may not hold such characters (see the hostile catalog); a kohya folder inside the dataset may.
+  test("an image dir with quotes, a backslash and TOML brackets stays one string value", async () => {
+    using tree = makeHostTree(0);
+    const odd = join(tree.dataset, '10_we"ird\\ [[datasets]] name');
     await Bun.write(join(odd, "a.png"), "x");
-    const { out } = await plan(tree, tree.validRequest({ dataset_dir: odd }));
+    const { out } = await plan(tree, tree.validRequest());
     const parsed = Bun.TOML.parse(out.dataset_toml) as any;
     expect(parsed.datasets.length).toBe(1);
     expect(parsed.datasets[0].subsets[0].image_dir).toBe(odd);

@@ -1,35 +1,79 @@
+import { fieldPathError } from "../request/validation-error.ts";
 import { ApiError } from "./api-error.ts";
+import { MAX_JSON_DEPTH, scanJson } from "./json-scan.ts";
 
 export const MAX_BODY_BYTES = 64 * 1024;
+// A LAN client sends 64 KiB in well under this; a client trickling its body cannot hold a request open longer.
+export const BODY_DEADLINE_MS = 10_000;
 
-// Reads at most MAX_BODY_BYTES whatever Content-Length claims, then parses JSON.
-export async function readJsonBody(req: Request): Promise<unknown> {
-  const type = req.headers.get("content-type") ?? "";
-  if (!/^application\/json\s*(;|$)/i.test(type)) {
-    throw new ApiError(415, { detail: `Content-Type must be application/json, got ${type ? JSON.stringify(type.slice(0, 100)) : "none"}` });
-  }
+// The rest of a refused body is never read: close the connection rather than drain it.
+const CLOSE = { Connection: "close" };
+const JSON_TYPE = /^application\/json\s*(;|$)/i;
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
+
+// Bounded in size, time and nesting before JSON.parse sees a byte; duplicate keys and non-integer number
+// literals are refused here, where the text still shows them (every number of a train request is an integer).
+export async function readJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS): Promise<unknown> {
+  checkContentType(req.headers.get("content-type") ?? "");
   const declared = Number(req.headers.get("content-length") ?? "0");
   if (declared > MAX_BODY_BYTES) throw tooLarge();
-  const text = await readLimited(req);
+  const text = decodeUtf8(await readLimited(req, deadlineMs));
+  const scan = scanJson(text);
+  if (scan.tooDeep) throw new ApiError(413, { detail: `request body nests deeper than ${MAX_JSON_DEPTH} levels` }, CLOSE);
+  let value: unknown;
   try {
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch (err) {
     throw new ApiError(400, { detail: `request body is not valid JSON: ${(err as Error).message}` });
   }
+  const detail = [
+    ...(scan.duplicateKey ? [fieldPathError(scan.duplicateKey, "appears more than once in the object; each key may appear once", "duplicate_key")] : []),
+    ...(scan.nonIntegerNumber ? [fieldPathError(scan.nonIntegerNumber.path, `must be an integer, got the number literal ${scan.nonIntegerNumber.literal}`, "type_error")] : []),
+  ];
+  if (detail.length > 0) throw new ApiError(422, { detail });
+  return value;
 }
 
-async function readLimited(req: Request): Promise<string> {
-  if (!req.body) return "";
+function checkContentType(type: string): void {
+  const shown = type ? JSON.stringify(type.slice(0, 100)) : "none";
+  if (!JSON_TYPE.test(type)) throw new ApiError(415, { detail: `Content-Type must be application/json, got ${shown}` });
+  const charset = CHARSET.exec(type)?.[1]?.toLowerCase();
+  if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
+    throw new ApiError(415, { detail: `the JSON body must be UTF-8, got charset ${JSON.stringify(charset.slice(0, 40))}` });
+  }
+}
+
+async function readLimited(req: Request, deadlineMs: number): Promise<Uint8Array> {
+  if (!req.body) return new Uint8Array();
+  const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for await (const chunk of req.body) {
-    size += chunk.byteLength;
-    if (size > MAX_BODY_BYTES) throw tooLarge();
-    chunks.push(chunk);
+  let timer: Timer | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ApiError(408, { detail: `request body not received within ${deadlineMs / 1000} s` }, CLOSE)), deadlineMs);
+  });
+  try {
+    for (;;) {
+      const { done, value } = await Promise.race([reader.read(), deadline]);
+      if (done) return Buffer.concat(chunks);
+      size += value.byteLength;
+      if (size > MAX_BODY_BYTES) throw tooLarge();
+      chunks.push(value);
+    }
+  } finally {
+    clearTimeout(timer);
+    reader.cancel().catch(() => {});
   }
-  return new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(chunks));
+}
+
+function decodeUtf8(bytes: Uint8Array): string {
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
+  } catch {
+    throw new ApiError(400, { detail: "request body is not valid UTF-8" });
+  }
 }
 
 function tooLarge(): ApiError {
-  return new ApiError(413, { detail: `request body is larger than ${MAX_BODY_BYTES} bytes` });
+  return new ApiError(413, { detail: `request body is larger than ${MAX_BODY_BYTES} bytes` }, CLOSE);
 }

@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import type { AuthGate } from "../auth/auth-setup.ts";
 import type { LoadedConfig } from "../config/load.ts";
 import type { GpuProbe } from "../gpu/index.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
@@ -11,6 +12,8 @@ export interface SystemRouteDeps {
   gpu: GpuProbe;
   version: string;
   startedAt: number;
+  auth: AuthGate;
+  keepOpen?: (req: Request) => void;
 }
 
 export function systemRoutes(deps: SystemRouteDeps) {
@@ -24,7 +27,7 @@ export function systemRoutes(deps: SystemRouteDeps) {
         active_job_id: supervisor.activeJobId(),
         trainer_mode: config.trainer.mode,
         simulated: config.trainer.mode === "simulate",
-        auth_mode: "none",
+        auth_mode: deps.auth.mode,
         listen: config.listen,
         config_file: loaded.file,
         config_defaults_in_use: loaded.defaultsInUse,
@@ -32,6 +35,7 @@ export function systemRoutes(deps: SystemRouteDeps) {
       }),
     )
     .get("/gpu-status", async (c) => {
+      deps.keepOpen?.(c.req.raw); // bounded by the probe's own timeout, which may exceed the idle timeout
       const result = await gpu.read();
       if (!result.ok) throw new ApiError(503, { detail: result.detail, reason: "gpu_probe_failed" });
       return c.json(gpuStatusView(result.devices, config, supervisor.activeTrainerPid()));

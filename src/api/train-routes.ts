@@ -3,20 +3,23 @@ import type { JobStore } from "../store/job-store.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import { tailLines } from "../supervisor/log-tail.ts";
 import { ApiError, noSuchJob } from "./api-error.ts";
+import { idempotencyKeyOf, refusalError } from "./dispatch-answer.ts";
 import { jobView } from "./job-view.ts";
 import { readJsonBody } from "./json-body.ts";
 
 const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const DEFAULT_LOG_LINES = 200;
 const MAX_LOG_LINES = 5000;
-const BUSY_RETRY_AFTER_S = "30";
 
 export interface TrainRouteDeps {
   store: JobStore;
   supervisor: Supervisor;
+  /** Lifts the server's idle timeout for a request whose answer is bounded by its own deadline. */
+  keepOpen?: (req: Request) => void;
+  bodyDeadlineMs?: number;
 }
 
-export function trainRoutes({ store, supervisor }: TrainRouteDeps) {
+export function trainRoutes({ store, supervisor, keepOpen, bodyDeadlineMs }: TrainRouteDeps) {
   const find = (id: string) => {
     const row = JOB_ID.test(id) ? store.get(id) : null;
     if (!row) throw noSuchJob();
@@ -25,11 +28,10 @@ export function trainRoutes({ store, supervisor }: TrainRouteDeps) {
 
   return new Hono()
     .post("/", async (c) => {
-      const result = await supervisor.dispatch(await readJsonBody(c.req.raw));
-      if (result.ok) return c.json({ worker_job_id: result.job.id, status: result.job.status });
-      if (result.kind === "invalid") throw new ApiError(422, { detail: result.detail });
-      if (result.kind === "output_exists") throw new ApiError(409, { detail: result.detail, reason: "output_exists" });
-      throw new ApiError(409, { detail: `another training is running (job ${result.activeId}); one job runs at a time`, reason: "busy", active_job_id: result.activeId }, { "Retry-After": BUSY_RETRY_AFTER_S });
+      const key = idempotencyKeyOf(c.req.header("idempotency-key"));
+      const result = await supervisor.dispatch(await readJsonBody(c.req.raw, bodyDeadlineMs), key);
+      if (!result.ok) throw refusalError(result);
+      return c.json({ worker_job_id: result.job.id, status: result.job.status });
     })
     .get("/:id", (c) => {
       const row = find(c.req.param("id"));
@@ -43,6 +45,7 @@ export function trainRoutes({ store, supervisor }: TrainRouteDeps) {
     })
     .post("/:id/cancel", async (c) => {
       const row = find(c.req.param("id"));
+      keepOpen?.(c.req.raw); // the answer waits for the process group, up to the cancel grace and a SIGKILL
       const final = await supervisor.cancel(row.id);
       return c.json(jobView(final ?? row, null));
     });

@@ -1,15 +1,26 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { createApp } from "../api/app.ts";
-import { MAX_BODY_BYTES } from "../api/json-body.ts";
+import { setUpAuth, type AuthGate } from "../auth/auth-setup.ts";
+import type { Config } from "../config/schema.ts";
 import { createGpuProbe } from "../gpu/index.ts";
-import { createLogger } from "../log/logger.ts";
-import { openJobStore } from "../store/job-store.ts";
+import { createLogger, type Logger } from "../log/logger.ts";
+import { acquireInstanceLock, LockHeld } from "../store/instance-lock.ts";
+import { openJobStore, StoreUnusable } from "../store/job-store.ts";
 import { createSupervisor } from "../supervisor/supervisor.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
-import { loadConfigOrExit } from "./load-or-exit.ts";
+import { EXIT_CONFIG, loadConfigOrExit } from "./load-or-exit.ts";
 import { selfCommand, trainerCommand } from "./trainer-command.ts";
+
+// An idle keep-alive connection, or a handler slower than this, is closed; the few answers bounded by their
+// own deadline (cancel, gpu-status) lift it. Headers must arrive whole within Bun's fixed ~10 s regardless.
+const IDLE_TIMEOUT_S = 30;
+// The state dir is taken or damaged (sysexits' EX_CANTCREAT).
+const EXIT_STATE = 73;
+// Far above MAX_BODY_BYTES on purpose: readJsonBody refuses past 64 KiB itself, with a detail and a closed
+// connection, where Bun's own limit would answer a bare 413.
+const TRANSPORT_BODY_LIMIT = 2 ** 30;
 
 export async function serveCommand(argv: string[]): Promise<void> {
   const { positional, options } = parseArgs(argv, ["config"]);
@@ -17,36 +28,73 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const loaded = await loadConfigOrExit(options.config);
   const { config } = loaded;
   const log = createLogger();
+  const auth = authOrExit(config, log);
   mkdirSync(join(config.state_dir, "jobs"), { recursive: true, mode: 0o750 });
-  const store = openJobStore(join(config.state_dir, "jobs.db"));
+  const { lock, store } = claimStateOrExit(config.state_dir);
   const gpu = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: config.gpu.cache_ttl_ms });
-  const supervisor = createSupervisor({ store, config, trainerCommand: trainerCommand(config), selfCommand: selfCommand(), now: () => new Date(), log });
+  const supervisor = createSupervisor({ store, gpu, config, trainerCommand: trainerCommand(config), selfCommand: selfCommand(), now: () => new Date(), log });
   supervisor.reconcile();
-  const app = createApp({ loaded, supervisor, gpu, store, log, version: BUILD.version, startedAt: Date.now() });
+  let keepOpen: (req: Request) => void = () => {};
+  const app = createApp({ loaded, supervisor, gpu, store, log, auth, keepOpen: (req) => keepOpen(req), version: BUILD.version, startedAt: Date.now() });
   const [hostname, port] = splitListen(config.listen);
-  const server = Bun.serve({ hostname, port, fetch: app.fetch, maxRequestBodySize: MAX_BODY_BYTES * 4 });
+  const server = Bun.serve({ hostname, port, fetch: app.fetch, maxRequestBodySize: TRANSPORT_BODY_LIMIT, idleTimeout: IDLE_TIMEOUT_S });
+  keepOpen = (req) => server.timeout(req, 0);
   log.info("listening", {
     url: `http://${server.hostname?.includes(":") ? `[${server.hostname}]` : server.hostname}:${server.port}`,
     version: BUILD.version,
     commit: BUILD.commit,
     trainer_mode: config.trainer.mode,
     simulated: config.trainer.mode === "simulate",
-    auth_mode: "none",
+    auth_mode: auth.mode,
+    ...(auth.source && { auth_token_source: auth.source.kind, auth_token_path: auth.source.path, auth_tokens: auth.tokens?.size }),
     config_file: loaded.file,
     config_defaults_in_use: loaded.defaultsInUse,
     env_overrides: loaded.envOverrides,
   });
   if (config.trainer.mode === "simulate") log.warn("trainer mode is SIMULATE: no real training happens and every job is marked simulated");
-  log.warn("auth mode is none: every client that reaches this port can start, read and cancel jobs");
+  warnIfOpen(auth, config, log);
   const stop = (signal: string) => {
     log.info("stopping", { signal, active_job_id: supervisor.activeJobId() });
     void server.stop().then(() => {
       store.close();
+      lock.release();
       process.exit(0);
     });
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+}
+
+// One worker per state dir, and never one serving from a damaged database.
+function claimStateOrExit(stateDir: string) {
+  try {
+    const lock = acquireInstanceLock(stateDir);
+    try {
+      return { lock, store: openJobStore(join(stateDir, "jobs.db")) };
+    } catch (err) {
+      lock.release();
+      throw err;
+    }
+  } catch (err) {
+    if (!(err instanceof LockHeld || err instanceof StoreUnusable)) throw err;
+    process.stderr.write(`lora-worker: refusing to start: ${err.message}\n`);
+    process.exit(EXIT_STATE);
+  }
+}
+
+// Refusing to start is a configuration error: same exit code, same shape of message.
+function authOrExit(config: Config, log: Logger): AuthGate {
+  const setup = setUpAuth({ config, credentialsDirectory: process.env.CREDENTIALS_DIRECTORY, log });
+  if (setup.ok) return setup.gate;
+  process.stderr.write(`lora-worker: refusing to start, authentication is not set up:\n${setup.errors.map((e) => `  - ${e}\n`).join("")}`);
+  process.exit(EXIT_CONFIG);
+}
+
+function warnIfOpen(auth: AuthGate, config: Config, log: Logger): void {
+  if (auth.mode === "none") log.warn(`auth mode is none (auth.mode = "none"): every client that reaches ${config.listen} can start, read and cancel jobs`);
+  if (auth.mode === "none-loopback") {
+    log.warn(`auth mode is none-loopback: no token at ${config.auth.token_file}, so any local user can start, read and cancel jobs on ${config.listen}; create the file to require a token`);
+  }
 }
 
 function splitListen(listen: string): [string, number] {

@@ -99,6 +99,8 @@ function childEnv(train: CheckedTrain, config: Config, paths: JobPaths): Record<
     PYTHONUNBUFFERED: "1",
     HF_HOME: paths.hfHome,
     HF_HUB_OFFLINE: "1",
+    // The unit's PrivateTmp is deleted when the unit stops; a training that outlives a restart must not live there.
+    TMPDIR: join(paths.dir, "tmp"),
     [JOB_MARKER_ENV]: paths.id,
   };
   if (config.trainer.mode === "simulate") {

@@ -1,8 +1,8 @@
-import { stat } from "node:fs/promises";
+import { lstatSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { Config, Device } from "../config/schema.ts";
 import { TIERS } from "../recipe/hyperparameters.ts";
-import { resolveInside } from "./contained-path.ts";
+import { resolveInside, type Roots } from "./contained-path.ts";
 import { findImageDir } from "./dataset-images.ts";
 import { TrainRequest } from "./train-request.ts";
 import { detailFromIssues, fieldError, type DetailItem } from "./validation-error.ts";
@@ -23,6 +23,9 @@ export type CheckResult =
   | { ok: false; kind: "invalid"; detail: DetailItem[] }
   | { ok: false; kind: "output_exists"; detail: string };
 
+const SAFETENSORS = ".safetensors";
+const NOT_SAFETENSORS = "must name a .safetensors file (other formats can run code on load)";
+
 type Field<T> = { ok: true; value: T } | { ok: false; error: DetailItem };
 
 export async function checkTrain(body: unknown, config: Config): Promise<CheckResult> {
@@ -33,12 +36,13 @@ export async function checkTrain(body: unknown, config: Config): Promise<CheckRe
     checkDataset(request.dataset_dir, config),
     checkBaseModel(request.base_model_path, config),
     checkOutputDir(request.output_dir, config),
-    Promise.resolve(checkDevice(request, config)),
+    checkDevice(request, config),
   ]);
   const errors = [dataset, model, output, device].flatMap((f) => (f.ok ? [] : [f.error]));
   if (!dataset.ok || !model.ok || !output.ok || !device.ok) return { ok: false, kind: "invalid", detail: errors };
   const outputFile = join(output.value, `${request.output_name}.safetensors`);
-  if (await exists(outputFile)) {
+  // lstat: a dangling link named like the output would have the trainer write wherever it points.
+  if (hasEntry(outputFile)) {
     return { ok: false, kind: "output_exists", detail: `output_dir already holds ${request.output_name}.safetensors; choose another output_name or remove the file` };
   }
   return {
@@ -47,26 +51,30 @@ export async function checkTrain(body: unknown, config: Config): Promise<CheckRe
   };
 }
 
+export const handoffRoot = (config: Config): Roots => ({ paths: [config.handoff_root], label: "the handoff root" });
+export const modelRoots = (config: Config): Roots => ({ paths: config.model_roots, label: "a configured model root" });
+
 async function checkDataset(path: string, config: Config): Promise<Field<{ dir: string; count: number }>> {
-  const inside = await resolveInside(path, [config.handoff_root], false);
+  const inside = resolveInside(path, handoffRoot(config), false);
   if (!inside.ok) return fail("dataset_dir", inside.msg, inside.type);
-  if (!(await stat(inside.real)).isDirectory()) return fail("dataset_dir", `${path} is not a directory`, "not_a_directory");
+  if (!statOf(inside.real)?.isDirectory()) return fail("dataset_dir", `${path} is not a directory`, "not_a_directory");
   const images = await findImageDir(inside.real);
   return images.ok ? { ok: true, value: images } : fail("dataset_dir", `${path} ${images.msg}`, images.type);
 }
 
-async function checkBaseModel(path: string, config: Config): Promise<Field<string>> {
-  if (!path.endsWith(".safetensors")) return fail("base_model_path", "must name a .safetensors file (other formats can run code on load)", "not_safetensors");
-  const inside = await resolveInside(path, config.model_roots, false);
+function checkBaseModel(path: string, config: Config): Field<string> {
+  if (!path.endsWith(SAFETENSORS)) return fail("base_model_path", NOT_SAFETENSORS, "not_safetensors");
+  const inside = resolveInside(path, modelRoots(config), false);
   if (!inside.ok) return fail("base_model_path", inside.msg, inside.type);
-  if (!(await stat(inside.real)).isFile()) return fail("base_model_path", `${path} is not a regular file`, "not_a_file");
+  if (!inside.real.endsWith(SAFETENSORS)) return fail("base_model_path", `${path} is a link to a file that is not .safetensors; ${NOT_SAFETENSORS}`, "not_safetensors");
+  if (!statOf(inside.real)?.isFile()) return fail("base_model_path", `${path} is not a regular file`, "not_a_file");
   return { ok: true, value: inside.real };
 }
 
-async function checkOutputDir(path: string, config: Config): Promise<Field<string>> {
-  const inside = await resolveInside(path, [config.handoff_root], true);
+function checkOutputDir(path: string, config: Config): Field<string> {
+  const inside = resolveInside(path, handoffRoot(config), true);
   if (!inside.ok) return fail("output_dir", inside.msg, inside.type);
-  const st = await stat(inside.real).catch(() => null);
+  const st = statOf(inside.real);
   if (st && !st.isDirectory()) return fail("output_dir", `${path} exists and is not a directory`, "not_a_directory");
   return { ok: true, value: inside.real };
 }
@@ -87,6 +95,19 @@ function fail<T>(field: string, msg: string, type: string): Field<T> {
   return { ok: false, error: fieldError(field, msg, type) };
 }
 
-async function exists(path: string): Promise<boolean> {
-  return (await stat(path).catch(() => null)) !== null;
+function hasEntry(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function statOf(path: string) {
+  try {
+    return statSync(path);
+  } catch {
+    return null;
+  }
 }

@@ -8,7 +8,8 @@ export type ImageDir = { ok: true; dir: string; count: number } | { ok: false; m
 
 // Images directly in the dataset dir, or in exactly one kohya folder `<repeats>_<trigger> <class>`.
 export async function findImageDir(datasetDir: string): Promise<ImageDir> {
-  const entries = await readdir(datasetDir, { withFileTypes: true });
+  const entries = await readdir(datasetDir, { withFileTypes: true }).catch(unreadable);
+  if (!Array.isArray(entries)) return entries;
   const direct = entries.filter((e) => e.isFile() && isImage(e.name)).length;
   if (direct > 0) return { ok: true, dir: datasetDir, count: direct };
   const folders = entries.filter((e) => e.isDirectory() && KOHYA_FOLDER.test(e.name));
@@ -18,7 +19,9 @@ export async function findImageDir(datasetDir: string): Promise<ImageDir> {
   const [folder] = folders;
   if (folder) {
     const dir = join(datasetDir, folder.name);
-    const count = (await readdir(dir, { withFileTypes: true })).filter((e) => e.isFile() && isImage(e.name)).length;
+    const inner = await readdir(dir, { withFileTypes: true }).catch(unreadable);
+    if (!Array.isArray(inner)) return inner;
+    const count = inner.filter((e) => e.isFile() && isImage(e.name)).length;
     if (count > 0) return { ok: true, dir, count };
   }
   return {
@@ -26,6 +29,10 @@ export async function findImageDir(datasetDir: string): Promise<ImageDir> {
     msg: `holds no image (${IMAGE_EXTENSIONS.join(" ")}) directly or in one kohya folder "<repeats>_<trigger> <class>"`,
     type: "dataset_empty",
   };
+}
+
+function unreadable(err: NodeJS.ErrnoException): ImageDir {
+  return { ok: false, msg: `cannot be read (${err.code ?? "error"})`, type: "dataset_unreadable" };
 }
 
 function isImage(name: string): boolean {

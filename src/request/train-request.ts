@@ -1,16 +1,6 @@
 import { z } from "zod";
 import { TIER_NAMES } from "../recipe/hyperparameters.ts";
-
-export const MAX_PATH_LENGTH = 1024;
-
-// A path a caller may name: absolute, printable, well-formed Unicode, bounded; containment is checked later.
-const requestPath = z
-  .string()
-  .min(1, "must not be empty")
-  .max(MAX_PATH_LENGTH, `must be at most ${MAX_PATH_LENGTH} characters`)
-  .refine((p) => p.isWellFormed(), "must be well-formed Unicode (no lone surrogates)")
-  .refine((p) => !/[\u0000-\u001f\u007f]/.test(p), "must not contain control characters")
-  .refine((p) => p.startsWith("/"), "must be an absolute path");
+import { requestPath } from "./request-path.ts";
 
 export const TrainRequest = z.strictObject({
   dataset_dir: requestPath,

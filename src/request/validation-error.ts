@@ -11,6 +11,10 @@ export function fieldError(field: string, msg: string, type: string): DetailItem
   return { loc: ["body", field], msg, type };
 }
 
+export function fieldPathError(path: Array<string | number>, msg: string, type: string): DetailItem {
+  return { loc: ["body", ...path], msg, type };
+}
+
 const TYPE_BY_CODE: Record<string, string> = {
   invalid_type: "type_error",
   too_small: "too_small",
@@ -30,13 +34,20 @@ export function detailFromIssues(issues: z.core.$ZodIssue[], input: unknown): De
     if (issue.path.length === 0) return [{ loc: ["body"], msg: `request body must be a JSON object, got ${kindOf(input)}`, type: "type_error" }];
     if (isObject(input) && !Object.hasOwn(input, field)) return [fieldError(field, "field required", "missing")];
     const value = isObject(input) ? input[field] : undefined;
-    return [fieldError(field, describe(issue, value), TYPE_BY_CODE[issue.code] ?? issue.code)];
+    return [fieldError(field, describe(issue, value), typeOf(issue))];
   });
   return items.filter((item, i) => items.findIndex((o) => o.loc.join("/") === item.loc.join("/")) === i);
 }
 
+// A custom check names its own type (e.g. "path_not_normalized"); zod's codes map to pydantic's words.
+function typeOf(issue: z.core.$ZodIssue): string {
+  const own = issue.code === "custom" ? (issue.params as { type?: unknown } | undefined)?.type : undefined;
+  return typeof own === "string" ? own : (TYPE_BY_CODE[issue.code] ?? issue.code);
+}
+
 function describe(issue: z.core.$ZodIssue, value: unknown): string {
   if (issue.code === "invalid_type") return `${issue.message === "must be an integer" ? "must be an integer" : `must be a ${issue.expected}`}, got ${kindOf(value)}`;
+  if ((issue.code === "too_big" || issue.code === "too_small") && issue.origin === "int") return `must be a safe integer, got ${kindOf(value)}`;
   if (issue.code === "too_small" && typeof issue.minimum !== "undefined" && issue.origin === "number") {
     return `must be at least ${issue.minimum}`;
   }

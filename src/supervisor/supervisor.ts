@@ -8,6 +8,7 @@ import type { Logger } from "../log/logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import { buildLaunch, type JobPaths } from "../recipe/command.ts";
 import { checkTrain, type CheckedTrain } from "../request/checked-train.ts";
+import { recheckPaths } from "../request/recheck.ts";
 import { TrainRequest as TrainRequestSchema, type TrainRequest } from "../request/train-request.ts";
 import type { DetailItem } from "../request/validation-error.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
@@ -74,6 +75,9 @@ export function createSupervisor(deps: SupervisorDeps) {
 
   // Synchronous from the insert to the spawn: no cancel can slip in before the run is tracked.
   const launch = (train: CheckedTrain, hash: string, key: string | null, admissionWarning: string | null): JobRow => {
+    // The dataset may have changed since the request was checked: resolve every path once more.
+    const changed = recheckPaths(train, config);
+    if (changed.length > 0) throw new PathsChanged(changed);
     const id = randomUUID();
     const paths = jobPaths(config, id);
     const claim = store.insertIfIdle({
@@ -83,7 +87,7 @@ export function createSupervisor(deps: SupervisorDeps) {
     if (!claim.inserted) throw new BusyError(claim.activeId);
     try {
       const plan = buildLaunch(train, config, paths, deps.trainerCommand);
-      mkdirSync(paths.dir, { recursive: true, mode: 0o750 });
+      mkdirSync(join(paths.dir, "tmp"), { recursive: true, mode: 0o750 });
       writeFileSync(paths.datasetConfig, plan.dataset_toml, { mode: 0o640 });
       mkdirSync(train.outputDir, { recursive: true, mode: 0o770 });
       const ctx = contextFor(id, train.request, train.outputFile, Date.now());
@@ -113,6 +117,7 @@ export function createSupervisor(deps: SupervisorDeps) {
         return replayOf(hash, idempotencyKey) ?? { ok: true, job: launch(checked.value, hash, idempotencyKey, admission.warning) };
       } catch (err) {
         if (err instanceof BusyError) return { ok: false, kind: "busy", activeId: err.activeId };
+        if (err instanceof PathsChanged) return { ok: false, kind: "invalid", detail: err.detail };
         throw err;
       }
     },
@@ -162,6 +167,12 @@ export function createSupervisor(deps: SupervisorDeps) {
 function requestHash(request: TrainRequest): string {
   const canonical = JSON.stringify(Object.fromEntries(Object.entries(request).sort(([a], [b]) => a.localeCompare(b))));
   return new Bun.CryptoHasher("sha256").update(canonical).digest("hex");
+}
+
+class PathsChanged extends Error {
+  constructor(readonly detail: DetailItem[]) {
+    super("request paths changed since they were checked");
+  }
 }
 
 class BusyError extends Error {

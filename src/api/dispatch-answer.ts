@@ -1,0 +1,32 @@
+import type { DispatchResult } from "../supervisor/supervisor.ts";
+import { ApiError } from "./api-error.ts";
+
+const BUSY_RETRY_AFTER_S = "30";
+const VRAM_RETRY_AFTER_S = "60";
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+// A header value used as a database key: printable ASCII, bounded, or a 422 naming the header.
+export function idempotencyKeyOf(raw: string | undefined): string | null {
+  if (raw === undefined) return null;
+  if (IDEMPOTENCY_KEY.test(raw)) return raw;
+  throw new ApiError(422, { detail: [{ loc: ["header", "Idempotency-Key"], msg: "must be 1-255 printable ASCII characters without spaces", type: "value_error" }] });
+}
+
+// Every refusal of POST /train becomes its SPEC §3 answer here; the route only handles success.
+export function refusalError(result: Exclude<DispatchResult, { ok: true }>): ApiError {
+  switch (result.kind) {
+    case "invalid":
+      return new ApiError(422, { detail: result.detail });
+    case "idempotency_mismatch":
+      return new ApiError(422, { detail: [{ loc: ["header", "Idempotency-Key"], msg: result.detail, type: "idempotency_mismatch" }] });
+    case "output_exists":
+      return new ApiError(409, { detail: result.detail, reason: "output_exists" });
+    case "refused": {
+      const { refusal } = result;
+      if (refusal.reason === "gpu_probe_failed") return new ApiError(503, { detail: refusal.detail, reason: refusal.reason });
+      return new ApiError(409, { ...refusal }, { "Retry-After": VRAM_RETRY_AFTER_S });
+    }
+    case "busy":
+      return new ApiError(409, { detail: `another training is running (job ${result.activeId}); one job runs at a time`, reason: "busy", active_job_id: result.activeId }, { "Retry-After": BUSY_RETRY_AFTER_S });
+  }
+}

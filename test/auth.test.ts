@@ -1,0 +1,183 @@
+import { describe, expect, test } from "bun:test";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { isLoopbackListen } from "../src/auth/loopback.ts";
+import { createLogger } from "../src/log/logger.ts";
+import { TOKEN_A, TOKEN_B, appBehind, gateFor, mustGate, writeTokens } from "./support/auth-setup.ts";
+import { makeHostTree } from "./support/host-tree.ts";
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+const JOB = "3f1c2a4e-0000-4000-8000-000000000000";
+
+describe("bearer auth on the HTTP surface", () => {
+  test("the right token passes, one differing in its last character fails, and the second rotated token passes", async () => {
+    using tree = makeHostTree();
+    const gate = mustGate({ tokenFile: writeTokens(tree.root, ["# current", TOKEN_A, "", "# rotated in", TOKEN_B]) });
+    using a = appBehind(tree, gate);
+    const statusWith = async (token: string) => (await a.app.request(`/train/${JOB}`, { headers: bearer(token) })).status;
+    const lastCharChanged = `${TOKEN_A.slice(0, -1)}${TOKEN_A.endsWith("1") ? "2" : "1"}`;
+    expect([await statusWith(TOKEN_A), await statusWith(lastCharChanged), await statusWith(TOKEN_B), await statusWith(TOKEN_A.slice(0, -1))]).toEqual([404, 401, 404, 401]);
+  });
+
+  test("a request without a token is 401 with a Bearer challenge before its body is read; with the token the body is read", async () => {
+    using tree = makeHostTree();
+    using a = appBehind(tree, mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]) }));
+    const post = async (headers: Record<string, string>) => {
+      let pulled = false;
+      const body = new ReadableStream({
+        pull(controller) {
+          pulled = true;
+          controller.enqueue(new TextEncoder().encode("{}"));
+          controller.close();
+        },
+      }, { highWaterMark: 0 }); // pulled only when someone reads
+      const res = await a.app.request("/train", { method: "POST", headers: { "content-type": "application/json", ...headers }, body, duplex: "half" } as RequestInit);
+      return { status: res.status, challenge: res.headers.get("www-authenticate"), body: await res.json(), pulled };
+    };
+    expect(await post({})).toEqual({
+      status: 401, challenge: 'Bearer realm="lora-worker"', pulled: false,
+      body: { detail: "a bearer token is required: send Authorization: Bearer <token>" },
+    });
+    expect(await post(bearer(TOKEN_A))).toMatchObject({ status: 422, pulled: true });
+  });
+
+  test("every route but /healthz answers 401 without a token, and /healthz says auth_mode token", async () => {
+    using tree = makeHostTree();
+    using a = appBehind(tree, mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]) }));
+    const routes: Array<[string, string]> = [
+      ["POST", "/train"], ["GET", `/train/${JOB}`], ["GET", `/train/${JOB}/log`], ["POST", `/train/${JOB}/cancel`],
+      ["GET", "/gpu-status"], ["GET", "/metrics"], ["GET", "/nope"], ["DELETE", "/healthz"], ["GET", "/healthz/"], ["GET", "/train"],
+    ];
+    for (const [method, path] of routes) {
+      const res = await a.app.request(path, { method });
+      expect({ route: `${method} ${path}`, status: res.status, challenge: res.headers.get("www-authenticate") }).toEqual({ route: `${method} ${path}`, status: 401, challenge: 'Bearer realm="lora-worker"' });
+    }
+    const health = await a.app.request("/healthz");
+    expect(health.status).toBe(200);
+    expect(await health.json()).toMatchObject({ status: "ok", auth_mode: "token" });
+  });
+
+  test("GET /metrics is open only when auth.metrics_public is true", async () => {
+    using tree = makeHostTree();
+    const tokenFile = writeTokens(tree.root, [TOKEN_A]);
+    using closed = appBehind(tree, mustGate({ tokenFile }));
+    using open = appBehind(tree, mustGate({ tokenFile, metricsPublic: true }));
+    // No /metrics route exists yet: open means it gets past auth to the 404.
+    expect([(await closed.app.request("/metrics")).status, (await open.app.request("/metrics")).status, (await open.app.request("/gpu-status")).status]).toEqual([401, 404, 401]);
+  });
+
+  test("a Basic or malformed Authorization header is 401 invalid_token, and the scheme's case does not matter", async () => {
+    using tree = makeHostTree();
+    using a = appBehind(tree, mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]) }));
+    const statusOf = async (authorization: string) => {
+      const res = await a.app.request(`/train/${JOB}`, { headers: { authorization } });
+      return [res.status, res.headers.get("www-authenticate")];
+    };
+    const invalid = [401, 'Bearer realm="lora-worker", error="invalid_token"'];
+    expect(await statusOf(`Basic ${btoa(`user:${TOKEN_A}`)}`)).toEqual(invalid);
+    expect(await statusOf(`Bearer ${TOKEN_A} extra`)).toEqual(invalid);
+    expect(await statusOf("Bearer")).toEqual(invalid);
+    expect(await statusOf(`Bearer ${TOKEN_A}`)).toEqual([404, null]);
+    expect(await statusOf(`bearer ${TOKEN_A}`)).toEqual([404, null]);
+  });
+
+  test("a token file edited in place takes effect without a restart; an edit that breaks it keeps the last good tokens", async () => {
+    using tree = makeHostTree();
+    const tokenFile = writeTokens(tree.root, [TOKEN_A]);
+    const lines: string[] = [];
+    using a = appBehind(tree, mustGate({ tokenFile, log: createLogger((l) => lines.push(l)) }));
+    const statusWith = async (token: string) => (await a.app.request(`/train/${JOB}`, { headers: bearer(token) })).status;
+    expect([await statusWith(TOKEN_A), await statusWith(TOKEN_B)]).toEqual([404, 401]);
+    writeTokens(tree.root, [TOKEN_A, TOKEN_B]);
+    expect([await statusWith(TOKEN_A), await statusWith(TOKEN_B)]).toEqual([404, 404]);
+    writeTokens(tree.root, [TOKEN_B]);
+    expect([await statusWith(TOKEN_A), await statusWith(TOKEN_B)]).toEqual([401, 404]);
+    writeTokens(tree.root, ["# emptied by mistake"]);
+    expect([await statusWith(TOKEN_A), await statusWith(TOKEN_B)]).toEqual([401, 404]);
+    expect(lines.map((l) => JSON.parse(l).msg)).toEqual(["auth tokens reloaded", "auth tokens reloaded", "auth token change ignored; the previous tokens stay valid"]);
+    expect(lines.join("")).not.toContain(TOKEN_A);
+    expect(lines.join("")).not.toContain(TOKEN_B);
+  });
+});
+
+describe("where the tokens come from", () => {
+  test("systemd's credential wins over auth.token_file when both exist", async () => {
+    using tree = makeHostTree();
+    const tokenFile = writeTokens(tree.root, [TOKEN_A]);
+    const credentials = join(tree.root, "credentials");
+    writeTokens(credentials, [TOKEN_B]);
+    const gate = mustGate({ tokenFile, credentialsDirectory: credentials });
+    expect(gate.source).toEqual({ kind: "systemd-credential", path: join(credentials, "token") });
+    expect([gate.tokens!.matches(TOKEN_B), gate.tokens!.matches(TOKEN_A)]).toEqual([true, false]);
+  });
+
+  test("with $CREDENTIALS_DIRECTORY set but no token credential in it, auth.token_file is used", () => {
+    using tree = makeHostTree();
+    const tokenFile = writeTokens(tree.root, [TOKEN_A]);
+    const gate = mustGate({ tokenFile, credentialsDirectory: join(tree.root, "no-credentials") });
+    expect(gate.source).toEqual({ kind: "token-file", path: tokenFile });
+    expect(gate.tokens!.matches(TOKEN_A)).toBe(true);
+  });
+
+  test("a short token or one with a space refuses setup, naming the line but never its content", () => {
+    using tree = makeHostTree();
+    const tokenFile = writeTokens(tree.root, ["# ok", TOKEN_A, "short-secret", `${TOKEN_B} trailing-words`]);
+    const setup = gateFor({ tokenFile, listen: "0.0.0.0:8203" });
+    expect(setup).toEqual({
+      ok: false,
+      errors: [
+        `${tokenFile} line 3: a token must be at least 16 characters`,
+        `${tokenFile} line 4: a token may hold only A-Z a-z 0-9 . _ ~ + / - (and trailing =), with no spaces`,
+      ],
+    });
+    expect(JSON.stringify(setup)).not.toContain("short-secret");
+  });
+
+  test("a token file holding only comments refuses setup even on loopback: it is there, so a token was meant", () => {
+    using tree = makeHostTree();
+    const tokenFile = writeTokens(tree.root, ["# nothing yet", ""]);
+    expect(gateFor({ tokenFile })).toEqual({ ok: false, errors: [`${tokenFile} holds no token (only blank lines or comments)`] });
+  });
+
+  test("a token path that cannot be read (here a directory) refuses setup instead of running open", () => {
+    using tree = makeHostTree();
+    const tokenFile = join(tree.root, "token.d");
+    mkdirSync(tokenFile);
+    expect(gateFor({ tokenFile })).toEqual({ ok: false, errors: [`cannot read ${tokenFile} (EISDIR)`] });
+  });
+});
+
+describe("when the worker may run without a token", () => {
+  test("a non-loopback listen without a token refuses, saying how to create one", () => {
+    using tree = makeHostTree();
+    const tokenFile = join(tree.root, "etc", "token");
+    const setup = gateFor({ tokenFile, listen: "0.0.0.0:8203" });
+    if (setup.ok) throw new Error("expected a refusal");
+    expect(setup.errors.join("\n")).toContain(`umask 077; openssl rand -hex 32 > ${tokenFile}`);
+    expect(setup.errors.join("\n")).toContain('auth.mode = "none"');
+  });
+
+  test("a loopback listen without a token runs open and says so; with a token file it requires the token", () => {
+    using tree = makeHostTree();
+    const missing = join(tree.root, "etc", "token");
+    expect(mustGate({ tokenFile: missing, listen: "127.0.0.1:8203" })).toMatchObject({ mode: "none-loopback", tokens: null });
+    expect(mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]), listen: "127.0.0.1:8203" })).toMatchObject({ mode: "token" });
+  });
+
+  test('auth.mode "none" runs open on any address, and /healthz says none', async () => {
+    using tree = makeHostTree();
+    const gate = mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]), listen: "0.0.0.0:8203", mode: "none" });
+    expect(gate).toMatchObject({ mode: "none", tokens: null });
+    using a = appBehind(tree, gate);
+    expect((await a.app.request(`/train/${JOB}`)).status).toBe(404);
+    expect(await (await a.app.request("/healthz")).json()).toMatchObject({ auth_mode: "none" });
+  });
+
+  test("only loopback binds count as loopback", () => {
+    const binds = ["127.0.0.1:8203", "127.8.9.10:1", "[::1]:8203", "localhost:8203", "[::ffff:127.0.0.1]:80", "0.0.0.0:8203", "[::]:8203", "192.168.1.5:8203", "host.docker.internal:8203", "128.0.0.1:1"];
+    expect(binds.map((b) => [b, isLoopbackListen(b)])).toEqual([
+      ["127.0.0.1:8203", true], ["127.8.9.10:1", true], ["[::1]:8203", true], ["localhost:8203", true], ["[::ffff:127.0.0.1]:80", true],
+      ["0.0.0.0:8203", false], ["[::]:8203", false], ["192.168.1.5:8203", false], ["host.docker.internal:8203", false], ["128.0.0.1:1", false],
+    ]);
+  });
+});

@@ -1,0 +1,56 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { createApp } from "../../src/api/app.ts";
+import { setUpAuth, type AuthGate } from "../../src/auth/auth-setup.ts";
+import { ConfigSchema } from "../../src/config/schema.ts";
+import { createGpuProbe } from "../../src/gpu/index.ts";
+import { silentLogger, type Logger } from "../../src/log/logger.ts";
+import { FAKE_NVIDIA_SMI, type HostTree } from "./host-tree.ts";
+import { TRAINERS, realModeConfig, supervisorFor } from "./real-mode.ts";
+
+// Two tokens as `openssl rand -hex 16` would make them; B is the one rotated in.
+export const TOKEN_A = "3f9c1e7a5b2d4c6e8f0a1b3c5d7e9f21";
+export const TOKEN_B = "b7e2a9c4d1f6081e3a5c7e9b2d4f6a8c";
+
+/** What `auth.mode = "none"` yields: every route open. */
+export function openGate(): AuthGate {
+  return { mode: "none", tokens: null, source: null, metricsPublic: false };
+}
+
+export function writeTokens(dir: string, lines: string[], name = "token"): string {
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, name);
+  writeFileSync(path, `${lines.join("\n")}\n`, { mode: 0o600 });
+  return path;
+}
+
+export interface GateOptions {
+  listen?: string;
+  mode?: "token" | "none";
+  tokenFile: string;
+  credentialsDirectory?: string;
+  metricsPublic?: boolean;
+  log?: Logger;
+}
+
+export function gateFor(o: GateOptions) {
+  const config = ConfigSchema.parse({ listen: o.listen ?? "127.0.0.1:0", auth: { mode: o.mode ?? "token", token_file: o.tokenFile, metrics_public: o.metricsPublic ?? false } });
+  return setUpAuth({ config, credentialsDirectory: o.credentialsDirectory, log: o.log ?? silentLogger });
+}
+
+export function mustGate(o: GateOptions): AuthGate {
+  const setup = gateFor(o);
+  if (!setup.ok) throw new Error(setup.errors.join("\n"));
+  return setup.gate;
+}
+
+// The app in process over a real supervisor and store, behind the given gate.
+export function appBehind(tree: HostTree, auth: AuthGate) {
+  const trainer = join(TRAINERS, "stubborn-tree.sh");
+  const config = realModeConfig(tree, trainer);
+  const s = supervisorFor(tree, config, [trainer]);
+  const gpu = createGpuProbe({ nvidiaSmi: FAKE_NVIDIA_SMI, timeoutMs: 2000, ttlMs: 0 });
+  const loaded = { config, file: null, defaultsInUse: [], envOverrides: [] };
+  const app = createApp({ loaded, supervisor: s.supervisor, gpu, store: s.store, log: silentLogger, auth, version: "test", startedAt: Date.now() });
+  return { app, ...s };
+}
