@@ -52,6 +52,7 @@ const MISSING: Missing[] = [
   { what: "a token file closed to other users", breakIt: (h) => chmodSync(h.token, 0o644), check: "token file", says: (h) => `${h.token} is mode 0644, open to every user` },
   { what: "a token file owned by root or the service user", breakIt: (h) => chownSync(h.token, 1, STAND_IN.gid), check: "token file", says: (h) => `${h.token} is owned by uid 1, not root or nobody` },
   { what: "a token in the token file", breakIt: (h) => writeFileSync(h.token, "\n"), check: "token file", says: (h) => `${h.token} holds no token` },
+  { what: "a token serve would accept", breakIt: (h) => writeFileSync(h.token, "short\n"), check: "token file", says: (h) => `${h.token} line 1: a token must be at least 16 characters` },
 ];
 
 describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {

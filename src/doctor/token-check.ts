@@ -1,4 +1,5 @@
 import { readFileSync, statSync, type Stats } from "node:fs";
+import { parseTokenLines } from "../auth/token-lines.ts";
 import type { Config } from "../config/schema.ts";
 import { fail, fromProblems, warn, type CheckResult } from "./check-result.ts";
 import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
@@ -24,16 +25,19 @@ export async function checkTokenFile(config: Config, account: ServiceAccount, ru
   if (st.mode & 0o007) problems.push(`${file} is mode ${octal(st.mode)}, open to every user`);
   if (st.uid !== 0 && st.uid !== account.uid) problems.push(`${file} is owned by uid ${st.uid}, not root or ${account.user}`);
   if (!(await holdsFor(runAs, ["-r", file]))) problems.push(`${file} is not readable by ${account.user}`);
-  if (problems.length === 0 && !hasToken(file)) {
-    return fail(name, `${file} holds no token`, `write one: head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > ${file}`);
-  }
+  const unusable = problems.length === 0 ? tokenProblems(file) : [];
+  if (unusable.length > 0) return fail(name, unusable.join("; "), `write one token a line, as serve reads them: umask 077; openssl rand -hex 32 > ${file}`);
   return fromProblems(name, problems, [safe], `${file} is ${octal(st.mode)}, owner uid ${st.uid}, readable by ${account.user}`);
 }
 
-function hasToken(file: string): boolean {
+// The same parser serve uses, so doctor passes exactly the files serve accepts.
+function tokenProblems(file: string): string[] {
+  let text: string;
   try {
-    return readFileSync(file, "utf8").split("\n").some((line) => line.trim() !== "" && !line.trim().startsWith("#"));
+    text = readFileSync(file, "utf8");
   } catch {
-    return true; // unreadable by doctor itself (not root): the readability check above speaks for the worker
+    return []; // unreadable by doctor itself (not root): the readability check above speaks for the worker
   }
+  const parsed = parseTokenLines(text, file);
+  return parsed.ok ? [] : parsed.errors;
 }
