@@ -2,26 +2,17 @@ import { describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
-import { createApp } from "../src/api/app.ts";
-import { openGate } from "./support/auth-setup.ts";
 import { MAX_BODY_BYTES } from "../src/api/json-body.ts";
 import { MAX_JSON_DEPTH } from "../src/api/json-scan.ts";
-import { createGpuProbe } from "../src/gpu/index.ts";
-import { silentLogger } from "../src/log/logger.ts";
 import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
-import { TRAINERS, realModeConfig, supervisorFor } from "./support/real-mode.ts";
+import { inProcessApp } from "./support/app-harness.ts";
+import { TRAINERS, realModeConfig } from "./support/real-mode.ts";
 
-// The app in process, over a real supervisor, store and fixture trainer.
+// The app in process over a fixture trainer whose tree ignores SIGTERM.
 function appFor(tree: HostTree, nvidiaSmi = FAKE_NVIDIA_SMI, bodyDeadlineMs?: number) {
   const trainer = join(TRAINERS, "stubborn-tree.sh");
-  const config = realModeConfig(tree, trainer);
-  const s = supervisorFor(tree, config, [trainer]);
-  const gpu = createGpuProbe({ nvidiaSmi, timeoutMs: 2000, ttlMs: 0 });
-  const loaded = { config, file: null, defaultsInUse: [], envOverrides: [] };
-  const app = createApp({ loaded, supervisor: s.supervisor, gpu, store: s.store, log: silentLogger, auth: openGate(), bodyDeadlineMs, version: "test", startedAt: Date.now() });
-  const post = (body: string, type = "application/json") => app.request("/train", { method: "POST", headers: { "content-type": type }, body });
-  return { app, post, ...s, [Symbol.dispose]: s[Symbol.dispose] };
+  return inProcessApp(tree, realModeConfig(tree, trainer), [trainer], { nvidiaSmi, bodyDeadlineMs });
 }
 
 function jobRows(tree: HostTree): number {

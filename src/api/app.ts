@@ -13,9 +13,11 @@ export interface AppDeps extends SystemRouteDeps, TrainRouteDeps {
 }
 
 const ROUTES: Array<[string, string[]]> = [
-  ["/train", ["POST"]],
+  ["/train", ["GET", "POST"]],
   ["/train/:id", ["GET"]],
   ["/train/:id/log", ["GET"]],
+  ["/train/:id/events", ["GET"]],
+  ["/train/:id/metrics", ["GET"]],
   ["/train/:id/cancel", ["POST"]],
   ["/gpu-status", ["GET"]],
   ["/healthz", ["GET"]],

@@ -23,7 +23,7 @@ export function jobView(row: JobRow, live: Progress | null) {
     created_at: row.created_at,
     ...optional({ started_at: row.started_at, ended_at: row.ended_at }),
     simulated: row.simulated === 1,
-    ...optional({ exit_code: row.exit_code, signal: row.signal }),
+    ...optional({ exit_code: row.exit_code, signal: row.signal, admission_warning: row.admission_warning }),
     forced_kill: row.forced_kill === 1,
     request: JSON.parse(row.request) as unknown,
   };

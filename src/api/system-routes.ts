@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { AuthGate } from "../auth/auth-setup.ts";
 import type { LoadedConfig } from "../config/load.ts";
-import type { GpuProbe } from "../gpu/index.ts";
+import type { GpuProbe, ProbeResult } from "../gpu/index.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import { ApiError } from "./api-error.ts";
 import { gpuStatusView } from "./gpu-status-view.ts";
@@ -16,6 +16,13 @@ export interface SystemRouteDeps {
   keepOpen?: (req: Request) => void;
 }
 
+// What the last nvidia-smi run said, however old: /healthz never waits for a probe.
+function gpuFact(last: ProbeResult | null) {
+  if (last === null) return { probed: false };
+  const at = new Date(last.probed_at).toISOString();
+  return last.ok ? { probed: true, ok: true, devices: last.devices.length, probed_at: at } : { probed: true, ok: false, detail: last.detail, probed_at: at };
+}
+
 export function systemRoutes(deps: SystemRouteDeps) {
   const { loaded, supervisor, gpu } = deps;
   const { config } = loaded;
@@ -28,6 +35,8 @@ export function systemRoutes(deps: SystemRouteDeps) {
         trainer_mode: config.trainer.mode,
         simulated: config.trainer.mode === "simulate",
         auth_mode: deps.auth.mode,
+        gpu: gpuFact(gpu.last()),
+        gpu_admission: config.gpu.admission,
         listen: config.listen,
         config_file: loaded.file,
         config_defaults_in_use: loaded.defaultsInUse,

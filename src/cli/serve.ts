@@ -34,6 +34,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const gpu = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: config.gpu.cache_ttl_ms });
   const supervisor = createSupervisor({ store, gpu, config, trainerCommand: trainerCommand(config), selfCommand: selfCommand(), now: () => new Date(), log });
   supervisor.reconcile();
+  // One probe at start-up so the log and /healthz say at once whether nvidia-smi answers.
+  void gpu.read().then((r) => (r.ok ? log.info("gpu probe", { devices: r.devices.length }) : log.warn("gpu probe failed", { detail: r.detail })));
   let keepOpen: (req: Request) => void = () => {};
   const app = createApp({ loaded, supervisor, gpu, store, log, auth, keepOpen: (req) => keepOpen(req), version: BUILD.version, startedAt: Date.now() });
   const [hostname, port] = splitListen(config.listen);

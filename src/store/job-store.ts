@@ -129,6 +129,17 @@ export function openJobStore(path: string) {
     get(id: string): JobRow | null {
       return byId.get(id);
     },
+    // Newest first, keyset-paged on (created_at, id) so a page never shifts under inserts.
+    list(status: Status | null, limit: number, after: { createdAt: string; id: string } | null): JobRow[] {
+      const where = [status === null ? "1" : "status = $status", after === null ? "1" : "(created_at, id) < ($created_at, $id)"].join(" AND ");
+      return db
+        .query<JobRow, Record<string, string | number>>(`SELECT * FROM jobs WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $limit`)
+        .all({ limit, ...(status === null ? {} : { status }), ...(after === null ? {} : { created_at: after.createdAt, id: after.id }) });
+    },
+    countByStatus(): Record<string, number> {
+      const rows = db.query<{ status: string; n: number }, []>("SELECT status, count(*) AS n FROM jobs GROUP BY status").all();
+      return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+    },
     byIdempotencyKey(key: string): JobRow | null {
       return db.query<JobRow, [string]>("SELECT * FROM jobs WHERE idempotency_key = ?").get(key);
     },

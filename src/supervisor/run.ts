@@ -31,6 +31,8 @@ export interface RunContext {
   stallMs: number;
   deadline: number;
   nanUpdates: number;
+  /** Called after every change a watcher could see: progress, status, the end. */
+  changed: () => void;
 }
 
 export interface Run {
@@ -112,7 +114,8 @@ function supervise(ctx: RunContext, trainer: Promise<ProcessIdentity | null>, ex
   const watchdog = startWatchdog({ stallMs: ctx.stallMs, deadline: ctx.deadline }, (reason) => void stop(reason));
   const onText = (text: string) => {
     watchdog.touch();
-    if (!talking) {
+    const firstWords = !talking;
+    if (firstWords) {
       talking = true;
       ctx.store.markTraining(ctx.id);
     }
@@ -120,6 +123,7 @@ function supervise(ctx: RunContext, trainer: Promise<ProcessIdentity | null>, ex
     for (const line of splitter.push(text)) apply(line);
     if (progress.nan_streak >= ctx.nanUpdates && before.nan_streak < ctx.nanUpdates) void stop("nan_loss");
     if (progress !== before && (progress.phase !== before.phase || Date.now() - persistedAt >= PERSIST_INTERVAL_MS)) persist();
+    if (progress !== before || firstWords) ctx.changed();
   };
   const follower = followLog(ctx.logPath, onText);
 
@@ -144,6 +148,7 @@ function supervise(ctx: RunContext, trainer: Promise<ProcessIdentity | null>, ex
       logTail: tailLines(ctx.logPath, LOG_LINES_FOR_OUTCOME),
     });
     ctx.store.finish(ctx.id, outcome, ctx.now().toISOString());
+    ctx.changed();
     ctx.log.info("job ended", { job_id: ctx.id, status: outcome.status, error_code: outcome.error_code, exit_code: outcome.exit_code, signal: outcome.signal });
   });
 

@@ -43,6 +43,10 @@ export function jobPaths(config: Config, id: string): JobPaths & { log: string }
 export function createSupervisor(deps: SupervisorDeps) {
   const { store, config, now, log } = deps;
   const runs = new Map<string, Run>();
+  const watchers = new Map<string, Set<() => void>>();
+  const notify = (id: string) => {
+    for (const watcher of watchers.get(id) ?? []) watcher();
+  };
 
   const contextFor = (id: string, request: TrainRequest, outputFile: string, startedAt: number): RunContext => {
     const paths = jobPaths(config, id);
@@ -52,6 +56,7 @@ export function createSupervisor(deps: SupervisorDeps) {
       stallMs: config.watchdog.stall_seconds * 1000,
       deadline: startedAt + config.watchdog.tier_timeout_seconds[request.tier] * 1000,
       nanUpdates: config.watchdog.nan_updates,
+      changed: () => notify(id),
     };
   };
   const track = (run: Run) => {
@@ -131,6 +136,20 @@ export function createSupervisor(deps: SupervisorDeps) {
       await run.stop("cancel");
       await run.finished;
       return store.get(id);
+    },
+
+    // Calls `watcher` after each change of the job; returns the unsubscribe.
+    watch(id: string, watcher: () => void): () => void {
+      const set = watchers.get(id) ?? new Set();
+      watchers.set(id, set.add(watcher));
+      return () => {
+        set.delete(watcher);
+        if (set.size === 0) watchers.delete(id);
+      };
+    },
+
+    isRunning(id: string): boolean {
+      return runs.has(id);
     },
 
     progress(id: string): Progress | null {
