@@ -4,6 +4,7 @@ import { bearerAuth } from "../auth/bearer-auth.ts";
 import type { Logger } from "../log/logger.ts";
 import type { JobStore } from "../store/job-store.ts";
 import { ApiError } from "./api-error.ts";
+import { createHttpMetrics } from "./metrics/http-metrics.ts";
 import { systemRoutes, type SystemRouteDeps } from "./system-routes.ts";
 import { trainRoutes, type TrainRouteDeps } from "./train-routes.ts";
 
@@ -20,6 +21,7 @@ const ROUTES: Array<[string, string[]]> = [
   ["/train/:id/metrics", ["GET"]],
   ["/train/:id/cancel", ["POST"]],
   ["/gpu-status", ["GET"]],
+  ["/metrics", ["GET"]],
   ["/healthz", ["GET"]],
 ];
 
@@ -31,10 +33,12 @@ const closeIfBodyUnread: MiddlewareHandler = async (c, next) => {
 
 export function createApp(deps: AppDeps) {
   const app = new Hono();
+  const httpMetrics = createHttpMetrics();
+  app.use("*", httpMetrics.middleware);
   app.use("*", closeIfBodyUnread);
   app.use("*", bearerAuth(deps.auth));
   app.route("/train", trainRoutes(deps));
-  app.route("/", systemRoutes(deps));
+  app.route("/", systemRoutes({ ...deps, httpMetrics }));
   for (const [path, methods] of ROUTES) {
     app.all(path, (c) => c.json({ detail: `method ${c.req.method} not allowed on ${path}; allowed: ${methods.join(", ")}` }, 405, { Allow: methods.join(", ") }));
   }

@@ -5,9 +5,15 @@ import type { GpuProbe, ProbeResult } from "../gpu/index.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import { ApiError } from "./api-error.ts";
 import { gpuStatusView } from "./gpu-status-view.ts";
+import { render } from "./metrics/exposition.ts";
+import type { HttpMetrics } from "./metrics/http-metrics.ts";
+import { gpuFamilies, jobFamilies } from "./metrics/worker-metrics.ts";
+import type { JobStore } from "../store/job-store.ts";
+import { BUILD } from "../version.ts";
 
 export interface SystemRouteDeps {
   loaded: LoadedConfig;
+  store: JobStore;
   supervisor: Supervisor;
   gpu: GpuProbe;
   version: string;
@@ -23,7 +29,7 @@ function gpuFact(last: ProbeResult | null) {
   return last.ok ? { probed: true, ok: true, devices: last.devices.length, probed_at: at } : { probed: true, ok: false, detail: last.detail, probed_at: at };
 }
 
-export function systemRoutes(deps: SystemRouteDeps) {
+export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics }) {
   const { loaded, supervisor, gpu } = deps;
   const { config } = loaded;
   return new Hono()
@@ -43,6 +49,12 @@ export function systemRoutes(deps: SystemRouteDeps) {
         uptime_s: Math.round((Date.now() - deps.startedAt) / 1000),
       }),
     )
+    .get("/metrics", async (c) => {
+      deps.keepOpen?.(c.req.raw); // may wait on one nvidia-smi run, bounded by its timeout
+      const metricsDeps = { store: deps.store, supervisor, gpu, config, version: deps.version, commit: BUILD.commit };
+      const families = [...jobFamilies(metricsDeps), ...gpuFamilies(await gpu.read(), metricsDeps), ...deps.httpMetrics.families()];
+      return c.body(render(families), 200, { "Content-Type": "text/plain; version=0.0.4; charset=utf-8" });
+    })
     .get("/gpu-status", async (c) => {
       deps.keepOpen?.(c.req.raw); // bounded by the probe's own timeout, which may exceed the idle timeout
       const result = await gpu.read();

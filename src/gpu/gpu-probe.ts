@@ -17,13 +17,17 @@ export interface GpuProbeDeps {
 export function createGpuProbe(deps: GpuProbeDeps): GpuProbe {
   const now = deps.now ?? Date.now;
   let started = 0;
+  let failed = 0;
   let cached: ProbeResult | undefined;
   let inFlight: Promise<ProbeResult> | undefined;
   let queued: Promise<ProbeResult> | undefined;
 
   function start(): Promise<ProbeResult> {
     started += 1;
-    const run = readDevices({ nvidiaSmi: deps.nvidiaSmi, timeoutMs: deps.timeoutMs, now }).then((result) => (cached = result));
+    const run = readDevices({ nvidiaSmi: deps.nvidiaSmi, timeoutMs: deps.timeoutMs, now }).then((result) => {
+      if (!result.ok) failed += 1;
+      return (cached = result);
+    });
     inFlight = run.finally(() => (inFlight = undefined));
     return inFlight;
   }
@@ -49,5 +53,6 @@ export function createGpuProbe(deps: GpuProbeDeps): GpuProbe {
     },
     last: () => cached ?? null,
     runs: () => started,
+    failures: () => failed,
   };
 }

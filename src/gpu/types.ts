@@ -26,4 +26,6 @@ export interface GpuProbe {
   last(): ProbeResult | null;
   /** Probe runs started so far; each run starts two nvidia-smi processes (devices, then compute apps). */
   runs(): number;
+  /** Probe runs that ended in a failure (missing, non-zero exit, timeout, garbage). */
+  failures(): number;
 }

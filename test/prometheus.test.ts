@@ -1,0 +1,49 @@
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { inProcessApp } from "./support/app-harness.ts";
+import { makeHostTree } from "./support/host-tree.ts";
+import { parseExposition } from "./support/prometheus-format.ts";
+import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
+import { waitFor } from "./support/wait.ts";
+
+setDefaultTimeout(60_000);
+
+describe("GET /metrics", () => {
+  test("is valid Prometheus text with jobs, the active job, GPUs and HTTP traffic", async () => {
+    using tree = makeHostTree();
+    using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0.02 }), SIMULATOR);
+    const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
+    await waitFor(async () => (await a.json(`/train/${id}`)).body.step > 2, "a few steps");
+    await a.app.request("/train/not-a-job");
+
+    const res = await a.app.request("/metrics");
+    expect(res.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
+    const { samples, errors } = parseExposition(await res.text());
+    expect(errors).toEqual([]);
+    const value = (name: string, labels: Record<string, string> = {}) =>
+      samples.find((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))?.value;
+    expect(value("lora_worker_jobs", { status: "training" })).toBe(1);
+    expect(value("lora_worker_active_job_step", { job_id: id })).toBeGreaterThan(2);
+    expect(value("lora_worker_active_job_total_steps", { job_id: id })).toBe(400);
+    expect(value("lora_worker_gpu_memory_free_mib", { index: "1" })).toBe(48669);
+    expect(value("lora_worker_gpu_cotenant_present", { index: "0" })).toBe(0);
+    expect(value("lora_worker_http_requests_total", { method: "GET", route: "/train/:id", status: "200" })).toBeGreaterThan(0);
+    expect(value("lora_worker_http_requests_total", { method: "GET", route: "/train/:id", status: "404" })).toBe(1);
+    expect(value("lora_worker_http_request_duration_seconds_count", { route: "/train/:id" })).toBeGreaterThan(1);
+    await a.supervisor.cancel(id);
+  });
+});
+
+describe("the format checker", () => {
+  const broken: Array<[string, string]> = [
+    ["a sample before its TYPE", "lora_x 1\n# HELP lora_x x\n# TYPE lora_x gauge\n"],
+    ["an unescaped quote in a label", '# HELP lora_x x\n# TYPE lora_x gauge\nlora_x{a="b"c"} 1\n'],
+    ["buckets that shrink", '# HELP h x\n# TYPE h histogram\nh_bucket{le="1"} 5\nh_bucket{le="+Inf"} 4\nh_sum 1\nh_count 4\n'],
+    ["a duplicate series", "# HELP g x\n# TYPE g gauge\ng 1\ng 2\n"],
+    ["no final newline", "# HELP g x\n# TYPE g gauge\ng 1"],
+  ];
+  for (const [what, text] of broken) {
+    test(`rejects ${what}`, () => {
+      expect(parseExposition(text).errors.length).toBeGreaterThan(0);
+    });
+  }
+});
