@@ -22,6 +22,7 @@ const ROUTES: Array<[string, string[]]> = [
   ["/train/:id/cancel", ["POST"]],
   ["/gpu-status", ["GET"]],
   ["/metrics", ["GET"]],
+  ["/openapi.json", ["GET"]],
   ["/healthz", ["GET"]],
 ];
 

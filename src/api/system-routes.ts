@@ -6,6 +6,7 @@ import type { Supervisor } from "../supervisor/supervisor.ts";
 import { ApiError } from "./api-error.ts";
 import { gpuStatusView } from "./gpu-status-view.ts";
 import { render } from "./metrics/exposition.ts";
+import { openApiDocument } from "./openapi/document.ts";
 import type { HttpMetrics } from "./metrics/http-metrics.ts";
 import { gpuFamilies, jobFamilies } from "./metrics/worker-metrics.ts";
 import type { JobStore } from "../store/job-store.ts";
@@ -32,6 +33,7 @@ function gpuFact(last: ProbeResult | null) {
 export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics }) {
   const { loaded, supervisor, gpu } = deps;
   const { config } = loaded;
+  const document = openApiDocument(deps.version);
   return new Hono()
     .get("/healthz", (c) =>
       c.json({
@@ -49,6 +51,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
         uptime_s: Math.round((Date.now() - deps.startedAt) / 1000),
       }),
     )
+    .get("/openapi.json", (c) => c.json(document))
     .get("/metrics", async (c) => {
       deps.keepOpen?.(c.req.raw); // may wait on one nvidia-smi run, bounded by its timeout
       const metricsDeps = { store: deps.store, supervisor, gpu, config, version: deps.version, commit: BUILD.commit };

@@ -1,0 +1,79 @@
+import { z } from "zod";
+
+// Response shapes, in zod so the OpenAPI document and the tests that check real answers share them.
+const Status = z.enum(["starting", "training", "succeeded", "failed", "cancelled"]);
+const Phase = z.enum(["loading", "caching", "training", "saving", "done"]);
+
+export const JobView = z.strictObject({
+  worker_job_id: z.uuid(),
+  status: Status,
+  phase: Phase,
+  step: z.int().min(0),
+  total_steps: z.int().min(0).nullable(),
+  loss: z.number().nullable(),
+  eta_s: z.number().nullable(),
+  lora_path: z.string().optional(),
+  lora_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  lora_bytes: z.int().optional(),
+  error: z.string().optional(),
+  error_code: z.string().optional(),
+  created_at: z.iso.datetime(),
+  started_at: z.iso.datetime().optional(),
+  ended_at: z.iso.datetime().optional(),
+  simulated: z.boolean(),
+  exit_code: z.int().optional(),
+  signal: z.string().optional(),
+  admission_warning: z.string().optional(),
+  forced_kill: z.boolean(),
+  request: z.record(z.string(), z.unknown()),
+});
+
+export const Dispatched = z.strictObject({ worker_job_id: z.uuid(), status: Status });
+export const JobList = z.strictObject({ jobs: z.array(JobView), next_cursor: z.string().nullable() });
+export const LossCurve = z.strictObject({
+  worker_job_id: z.uuid(),
+  points: z.array(z.tuple([z.int(), z.number()])),
+  total_points: z.int(),
+  nan_points: z.int(),
+});
+
+export const ValidationError = z.strictObject({
+  detail: z.array(z.strictObject({ loc: z.array(z.union([z.string(), z.int()])), msg: z.string(), type: z.string() })),
+});
+export const Conflict = z.looseObject({
+  detail: z.string(),
+  reason: z.enum(["busy", "output_exists", "insufficient_vram", "cotenant_active"]),
+  active_job_id: z.uuid().optional(),
+  free_mib: z.int().optional(),
+  needed_mib: z.int().optional(),
+});
+export const Unavailable = z.strictObject({ detail: z.string(), reason: z.literal("gpu_probe_failed") });
+export const Problem = z.strictObject({ detail: z.string() });
+
+const GpuProcess = z.strictObject({ pid: z.int(), name: z.string(), used_mib: z.int().nullable(), role: z.enum(["training", "cotenant", "other"]) });
+const Cotenant = z.strictObject({ device_index: z.int(), pid: z.int(), name: z.string(), used_mib: z.int().nullable() });
+export const GpuStatus = z.strictObject({
+  devices: z.array(
+    z.strictObject({
+      index: z.int(),
+      name: z.string(),
+      uuid: z.string(),
+      memory_total_mib: z.int().nullable(),
+      memory_used_mib: z.int().nullable(),
+      memory_free_mib: z.int().nullable(),
+      utilization_pct: z.number().nullable(),
+      processes: z.array(GpuProcess),
+    }),
+  ),
+  cotenants: z.array(Cotenant),
+  tts_on_3090: z.boolean(),
+});
+
+export const Health = z.looseObject({
+  status: z.literal("ok"),
+  version: z.string(),
+  active_job_id: z.uuid().nullable(),
+  trainer_mode: z.enum(["real", "simulate"]),
+  simulated: z.boolean(),
+  auth_mode: z.string(),
+});

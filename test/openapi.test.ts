@@ -1,0 +1,75 @@
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { JOB_VIEW_EXAMPLE, TRAIN_REQUEST_EXAMPLE } from "../src/api/openapi/document.ts";
+import { GpuStatus, Health, JobList, JobView, LossCurve } from "../src/api/openapi/schemas.ts";
+import { TrainRequest } from "../src/request/train-request.ts";
+import { inProcessApp } from "./support/app-harness.ts";
+import { makeHostTree } from "./support/host-tree.ts";
+import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
+
+setDefaultTimeout(60_000);
+
+const METHODS = ["get", "post", "put", "patch", "delete"];
+
+// The structural rules of OpenAPI 3.1 this document relies on.
+function structuralErrors(doc: any): string[] {
+  const errors: string[] = [];
+  if (doc.openapi !== "3.1.0") errors.push("openapi must be 3.1.0");
+  if (typeof doc.info?.title !== "string" || typeof doc.info?.version !== "string") errors.push("info.title and info.version are required");
+  for (const [path, item] of Object.entries<any>(doc.paths ?? {})) {
+    if (!path.startsWith("/")) errors.push(`${path}: paths start with /`);
+    const templated = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
+    for (const [method, op] of Object.entries<any>(item)) {
+      if (!METHODS.includes(method)) errors.push(`${path}: unknown method ${method}`);
+      if (!op.responses || Object.keys(op.responses).length === 0) errors.push(`${method} ${path}: no responses`);
+      for (const [code, r] of Object.entries<any>(op.responses ?? {})) {
+        if (!/^[1-5]\d\d$/.test(code)) errors.push(`${method} ${path}: bad status ${code}`);
+        if (typeof r.description !== "string") errors.push(`${method} ${path} ${code}: description required`);
+      }
+      const inPath = (op.parameters ?? []).filter((p: any) => p.in === "path").map((p: any) => p.name);
+      if (JSON.stringify(inPath.sort()) !== JSON.stringify([...templated].sort())) errors.push(`${method} ${path}: path parameters do not match the template`);
+    }
+  }
+  return errors;
+}
+
+describe("GET /openapi.json", () => {
+  test("is a structurally valid OpenAPI 3.1 document covering every route the app serves", async () => {
+    using tree = makeHostTree();
+    using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
+    const doc = (await a.json("/openapi.json")).body;
+    expect(structuralErrors(doc)).toEqual([]);
+    const documented = new Set(Object.entries<any>(doc.paths).flatMap(([path, item]) => Object.keys(item).map((m) => `${m.toUpperCase()} ${path}`)));
+    const served = a.app.routes
+      .filter((r) => r.method !== "ALL")
+      .map((r) => `${r.method} ${r.path.replace(/:(\w+)/g, "{$1}").replace(/(.)\/$/, "$1")}`);
+    expect(served.filter((r) => !documented.has(r))).toEqual([]);
+  });
+
+  test("contrast: the structural check catches a path parameter the template lacks", () => {
+    expect(structuralErrors({ openapi: "3.1.0", info: { title: "t", version: "1" }, paths: { "/x": { get: { parameters: [{ name: "id", in: "path" }], responses: { 200: { description: "ok" } } } } } })).not.toEqual([]);
+  });
+
+  test("its examples pass the real validators", () => {
+    expect(TrainRequest.safeParse(TRAIN_REQUEST_EXAMPLE).success).toBe(true);
+    expect(JobView.safeParse(JOB_VIEW_EXAMPLE).success).toBe(true);
+  });
+
+  test("real answers of a simulated run match the documented response schemas", async () => {
+    using tree = makeHostTree();
+    using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
+    const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
+    const running = (await a.json(`/train/${id}`)).body;
+    await a.supervisor.settle();
+    for (const [schema, body] of [
+      [JobView, running],
+      [JobView, (await a.json(`/train/${id}`)).body],
+      [JobList, (await a.json("/train")).body],
+      [LossCurve, (await a.json(`/train/${id}/metrics`)).body],
+      [GpuStatus, (await a.json("/gpu-status")).body],
+      [Health, (await a.json("/healthz")).body],
+    ] as const) {
+      const parsed = schema.safeParse(body);
+      expect(parsed.success ? [] : parsed.error.issues).toEqual([]);
+    }
+  });
+});
