@@ -85,7 +85,7 @@ describe("bearer auth on the HTTP surface", () => {
     using tree = makeHostTree();
     const tokenFile = writeTokens(tree.root, [TOKEN_A]);
     const lines: string[] = [];
-    using a = appBehind(tree, mustGate({ tokenFile, log: createLogger((l) => lines.push(l)) }));
+    using a = appBehind(tree, mustGate({ tokenFile, log: createLogger("json", (l) => lines.push(l)) }));
     const statusWith = async (token: string) => (await a.app.request(`/train/${JOB}`, { headers: bearer(token) })).status;
     expect([await statusWith(TOKEN_A), await statusWith(TOKEN_B)]).toEqual([404, 401]);
     writeTokens(tree.root, [TOKEN_A, TOKEN_B]);

@@ -27,7 +27,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   if (positional.length > 0) throw new UsageError(`serve takes no arguments, got ${positional.join(" ")}`);
   const loaded = await loadConfigOrExit(options.config);
   const { config } = loaded;
-  const log = createLogger();
+  const log = createLogger(process.stdout.isTTY ? "human" : "json");
   const auth = authOrExit(config, log);
   mkdirSync(join(config.state_dir, "jobs"), { recursive: true, mode: 0o750 });
   const { lock, store } = claimStateOrExit(config.state_dir);
