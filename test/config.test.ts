@@ -53,6 +53,12 @@ describe("config", () => {
     expect(errors).toContain('LORA_WORKER_GPU_PROBE_TIMEOUT_MS: expected a number, got "soon"');
   });
 
+  test("the operator CLI's LORA_WORKER_URL and LORA_WORKER_TOKEN are not mistaken for overrides", async () => {
+    using tree = makeHostTree();
+    const result = await loadConfig({ path: tree.writeConfig('[trainer]\nmode = "simulate"\n'), env: { LORA_WORKER_URL: "http://127.0.0.1:8203", LORA_WORKER_TOKEN: "x".repeat(32) } });
+    expect(result.ok).toBe(true);
+  });
+
   test("a handoff root that does not exist refuses the config", async () => {
     using tree = makeHostTree();
     writeFileSync(tree.configPath, `handoff_root = "${join(tree.root, "nope")}"\nmodel_roots = ["${tree.models}"]\nstate_dir = "${tree.state}"\n[trainer]\nmode = "simulate"\n`);

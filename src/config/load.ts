@@ -7,6 +7,8 @@ import { CONFIG_KEYS, ENV_PREFIX, getPath, setPath, type ConfigKey } from "./key
 
 export const DEFAULT_CONFIG_PATH = "/etc/lora-worker/config.toml";
 export const CONFIG_PATH_ENV = `${ENV_PREFIX}CONFIG`;
+// Read by the operator CLI (which worker to talk to), not configuration of this worker.
+export const CLIENT_ENV = [`${ENV_PREFIX}URL`, `${ENV_PREFIX}TOKEN`];
 
 export interface LoadedConfig {
   config: Config;
@@ -68,7 +70,7 @@ function applyEnv(target: Record<string, unknown>, env: Record<string, string | 
   const errors: string[] = [];
   const applied: string[] = [];
   for (const [name, value] of Object.entries(env)) {
-    if (!name.startsWith(ENV_PREFIX) || name === CONFIG_PATH_ENV || value === undefined) continue;
+    if (!name.startsWith(ENV_PREFIX) || name === CONFIG_PATH_ENV || CLIENT_ENV.includes(name) || value === undefined) continue;
     const key = CONFIG_KEYS.find((k) => k.env === name);
     if (!key) {
       errors.push(`${name}: unknown environment override (known: ${knownEnvNames()})`);
