@@ -16,8 +16,21 @@ Usage:
   lora-worker shim JOB_DIR                     internal: the per-job shim that starts the trainer and records its exit
   lora-worker --version | --help
 
+Talking to a running worker (--url URL, --token TOKEN or --config FILE; COMMAND --help for options and exit codes):
+  lora-worker submit REQUEST.json [--follow] [--json] [--idempotency-key KEY]
+                                               dispatch a train; --follow draws it until it ends
+  lora-worker status [ID] [--json] [--follow]  one job, or the active one (a live bar on a terminal)
+  lora-worker jobs [--status S] [--limit N] [--json]
+                                               recent jobs, one line each, newest first
+  lora-worker logs ID [-f|--follow] [--lines N]
+                                               the trainer log's tail; -f follows it until the job ends
+  lora-worker cancel ID [--json]               stop a job's whole process tree
+  lora-worker gpu [--json]                     GPUs with VRAM bars, co-tenants marked
+
 Exit codes: 0 ok, 1 request refused (plan) or a FAIL (doctor), 2 usage error, 73 state dir in use or damaged,
 78 invalid configuration.
+Client commands: 0 succeeded or done, 1 job failed, 2 usage error, 3 job cancelled, 4 cannot reach the worker,
+5 the worker refused the request, 6 no such job.
 `;
 
 // Commands load only their own modules: the shim and the simulator start without the HTTP stack.
@@ -33,6 +46,13 @@ async function main(argv: string[]): Promise<number | undefined> {
       return (await import("./simulator/simulate.ts")).runSimulatedLaunch(rest, process.env);
     case "doctor":
       return (await import("./cli/doctor.ts")).doctorCommand(rest);
+    case "submit":
+    case "status":
+    case "jobs":
+    case "logs":
+    case "cancel":
+    case "gpu":
+      return (await import("./cli/client/run.ts")).clientCommand(command, rest);
     case "shim":
       if (rest.length !== 1) throw new UsageError("shim takes exactly one job directory");
       return (await import("./shim/shim.ts")).runShim(rest[0]!);

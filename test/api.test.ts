@@ -40,7 +40,7 @@ describe("HTTP surface", () => {
   for (const [name, send, status, body] of shapes) {
     test(`${name} answers ${status} with a detail and leaves nothing behind`, async () => {
       using tree = makeHostTree();
-      using a = appFor(tree);
+      await using a = appFor(tree);
       const res = await send(a);
       expect(res.status).toBe(status);
       expect(await res.json()).toEqual(body);
@@ -51,7 +51,7 @@ describe("HTTP surface", () => {
 
   test("a body that stops arriving is answered 408 at the deadline, and the connection is closed", async () => {
     using tree = makeHostTree();
-    using a = appFor(tree, FAKE_NVIDIA_SMI, 100);
+    await using a = appFor(tree, FAKE_NVIDIA_SMI, 100);
     const body = new ReadableStream({ start: (c) => c.enqueue(new TextEncoder().encode('{"seed":')) }); // never closes
     const res = await a.app.request("/train", { method: "POST", headers: { "content-type": "application/json" }, body, duplex: "half" } as RequestInit);
     expect([res.status, res.headers.get("connection"), await res.json()]).toEqual([408, "close", { detail: "request body not received within 0.1 s" }]);
@@ -60,7 +60,7 @@ describe("HTTP surface", () => {
 
   test("an oversized body is refused by its Content-Length before a byte of it is read", async () => {
     using tree = makeHostTree();
-    using a = appFor(tree);
+    await using a = appFor(tree);
     let pulled = false;
     const body = new ReadableStream({ pull: () => void (pulled = true) }, { highWaterMark: 0 });
     const res = await a.app.request("/train", { method: "POST", headers: { "content-type": "application/json", "content-length": String(MAX_BODY_BYTES + 1) }, body, duplex: "half" } as RequestInit);
@@ -69,7 +69,7 @@ describe("HTTP surface", () => {
 
   test("a 422 names each bad field in arbo's pydantic shape", async () => {
     using tree = makeHostTree();
-    using a = appFor(tree);
+    await using a = appFor(tree);
     const res = await a.post(JSON.stringify(tree.validRequest({ repeats: 0, tier: "quality" })));
     expect(res.status).toBe(422);
     expect(await res.json()).toEqual({
@@ -81,14 +81,14 @@ describe("HTTP surface", () => {
 
   test("/healthz reports the trainer mode, auth mode and defaults in use", async () => {
     using tree = makeHostTree();
-    using a = appFor(tree);
+    await using a = appFor(tree);
     const res = await a.app.request("/healthz");
     expect(await res.json()).toMatchObject({ status: "ok", version: "test", active_job_id: null, trainer_mode: "real", simulated: false, auth_mode: "none" });
   });
 
   test("/gpu-status joins processes to devices and marks the TTS co-tenant on the 3090", async () => {
     using tree = makeHostTree();
-    using a = appFor(tree, fakeNvidiaSmi(tree.root, "two-gpus-tts").path);
+    await using a = appFor(tree, fakeNvidiaSmi(tree.root, "two-gpus-tts").path);
     const body = (await (await a.app.request("/gpu-status")).json()) as any;
     expect(body.tts_on_3090).toBe(true);
     expect(body.devices.map((d: any) => [d.index, d.processes.map((p: any) => p.role)])).toEqual([[0, ["cotenant"]], [1, []]]);
@@ -96,7 +96,7 @@ describe("HTTP surface", () => {
 
   test("/gpu-status answers 503 gpu_probe_failed with nvidia-smi's own words", async () => {
     using tree = makeHostTree();
-    using a = appFor(tree, fakeNvidiaSmi(tree.root, "driver-mismatch").path);
+    await using a = appFor(tree, fakeNvidiaSmi(tree.root, "driver-mismatch").path);
     const res = await a.app.request("/gpu-status");
     expect(res.status).toBe(503);
     expect(await res.json()).toEqual({ detail: "Failed to initialize NVML: Driver/library version mismatch", reason: "gpu_probe_failed" });
@@ -104,7 +104,7 @@ describe("HTTP surface", () => {
 
   test("of 50 simultaneous dispatches exactly one wins; the rest get 409 busy naming it", async () => {
     using tree = makeHostTree();
-    using a = appFor(tree);
+    await using a = appFor(tree);
     const responses = await Promise.all(
       Array.from({ length: 50 }, (_, i) => a.post(JSON.stringify(tree.validRequest({ output_name: `lora${i}` })))),
     );

@@ -13,7 +13,7 @@ describe("bearer auth on the HTTP surface", () => {
   test("the right token passes, one differing in its last character fails, and the second rotated token passes", async () => {
     using tree = makeHostTree();
     const gate = mustGate({ tokenFile: writeTokens(tree.root, ["# current", TOKEN_A, "", "# rotated in", TOKEN_B]) });
-    using a = appBehind(tree, gate);
+    await using a = appBehind(tree, gate);
     const statusWith = async (token: string) => (await a.app.request(`/train/${JOB}`, { headers: bearer(token) })).status;
     const lastCharChanged = `${TOKEN_A.slice(0, -1)}${TOKEN_A.endsWith("1") ? "2" : "1"}`;
     expect([await statusWith(TOKEN_A), await statusWith(lastCharChanged), await statusWith(TOKEN_B), await statusWith(TOKEN_A.slice(0, -1))]).toEqual([404, 401, 404, 401]);
@@ -21,7 +21,7 @@ describe("bearer auth on the HTTP surface", () => {
 
   test("a request without a token is 401 with a Bearer challenge before its body is read; with the token the body is read", async () => {
     using tree = makeHostTree();
-    using a = appBehind(tree, mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]) }));
+    await using a = appBehind(tree, mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]) }));
     const post = async (headers: Record<string, string>) => {
       let pulled = false;
       const body = new ReadableStream({
@@ -43,7 +43,7 @@ describe("bearer auth on the HTTP surface", () => {
 
   test("every route but /healthz answers 401 without a token, and /healthz says auth_mode token", async () => {
     using tree = makeHostTree();
-    using a = appBehind(tree, mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]) }));
+    await using a = appBehind(tree, mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]) }));
     const routes: Array<[string, string]> = [
       ["POST", "/train"], ["GET", `/train/${JOB}`], ["GET", `/train/${JOB}/log`], ["POST", `/train/${JOB}/cancel`],
       ["GET", "/gpu-status"], ["GET", "/metrics"], ["GET", "/nope"], ["DELETE", "/healthz"], ["GET", "/healthz/"], ["GET", "/train"],
@@ -60,15 +60,14 @@ describe("bearer auth on the HTTP surface", () => {
   test("GET /metrics is open only when auth.metrics_public is true", async () => {
     using tree = makeHostTree();
     const tokenFile = writeTokens(tree.root, [TOKEN_A]);
-    using closed = appBehind(tree, mustGate({ tokenFile }));
-    using open = appBehind(tree, mustGate({ tokenFile, metricsPublic: true }));
-    // No /metrics route exists yet: open means it gets past auth to the 404.
-    expect([(await closed.app.request("/metrics")).status, (await open.app.request("/metrics")).status, (await open.app.request("/gpu-status")).status]).toEqual([401, 404, 401]);
+    await using closed = appBehind(tree, mustGate({ tokenFile }));
+    await using open = appBehind(tree, mustGate({ tokenFile, metricsPublic: true }));
+    expect([(await closed.app.request("/metrics")).status, (await open.app.request("/metrics")).status, (await open.app.request("/gpu-status")).status]).toEqual([401, 200, 401]);
   });
 
   test("a Basic or malformed Authorization header is 401 invalid_token, and the scheme's case does not matter", async () => {
     using tree = makeHostTree();
-    using a = appBehind(tree, mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]) }));
+    await using a = appBehind(tree, mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]) }));
     const statusOf = async (authorization: string) => {
       const res = await a.app.request(`/train/${JOB}`, { headers: { authorization } });
       return [res.status, res.headers.get("www-authenticate")];
@@ -85,7 +84,7 @@ describe("bearer auth on the HTTP surface", () => {
     using tree = makeHostTree();
     const tokenFile = writeTokens(tree.root, [TOKEN_A]);
     const lines: string[] = [];
-    using a = appBehind(tree, mustGate({ tokenFile, log: createLogger("json", (l) => lines.push(l)) }));
+    await using a = appBehind(tree, mustGate({ tokenFile, log: createLogger("json", (l) => lines.push(l)) }));
     const statusWith = async (token: string) => (await a.app.request(`/train/${JOB}`, { headers: bearer(token) })).status;
     expect([await statusWith(TOKEN_A), await statusWith(TOKEN_B)]).toEqual([404, 401]);
     writeTokens(tree.root, [TOKEN_A, TOKEN_B]);
@@ -168,7 +167,7 @@ describe("when the worker may run without a token", () => {
     using tree = makeHostTree();
     const gate = mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]), listen: "0.0.0.0:8203", mode: "none" });
     expect(gate).toMatchObject({ mode: "none", tokens: null });
-    using a = appBehind(tree, gate);
+    await using a = appBehind(tree, gate);
     expect((await a.app.request(`/train/${JOB}`)).status).toBe(404);
     expect(await (await a.app.request("/healthz")).json()).toMatchObject({ auth_mode: "none" });
   });

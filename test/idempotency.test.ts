@@ -13,8 +13,7 @@ function harness() {
     tree,
     ...s,
     async [Symbol.asyncDispose]() {
-      for (const job of s.store.activeJobs()) await s.supervisor.cancel(job.id);
-      s[Symbol.dispose]();
+      await s[Symbol.asyncDispose]();
       tree[Symbol.dispose]();
     },
   };

@@ -29,7 +29,7 @@ describe("GET /train: recent jobs", () => {
   test("lists newest first, filters by status and pages with a cursor", async () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "exit-zero-without-file.sh");
-    using a = inProcessApp(tree, realModeConfig(tree, trainer), [trainer]);
+    await using a = inProcessApp(tree, realModeConfig(tree, trainer), [trainer]);
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
       ids.push((await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest({ output_name: `l${i}` })) })).body.worker_job_id);
@@ -57,7 +57,7 @@ describe("GET /train: recent jobs", () => {
 describe("GET /train/{id}/events", () => {
   test("streams snapshots of a running job, rising, throttled, and ends with its final state", async () => {
     using tree = makeHostTree();
-    using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0.005 }), SIMULATOR);
+    await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0.005 }), SIMULATOR);
     const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
     const started = Date.now();
     const events = await readEvents(await a.app.request(`/train/${id}/events`));
@@ -75,7 +75,7 @@ describe("GET /train/{id}/events", () => {
   test("a finished job answers its snapshot and end at once; ids resume after Last-Event-ID", async () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "exit-zero-without-file.sh");
-    using a = inProcessApp(tree, realModeConfig(tree, trainer), [trainer]);
+    await using a = inProcessApp(tree, realModeConfig(tree, trainer), [trainer]);
     const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
     await a.supervisor.settle();
     const events = await readEvents(await a.app.request(`/train/${id}/events`, { headers: { "Last-Event-ID": "41" } }));
@@ -89,7 +89,7 @@ describe("GET /train/{id}/events", () => {
 describe("GET /train/{id}/metrics", () => {
   test("gives the loss curve thinned to max_points, first and last step kept", async () => {
     using tree = makeHostTree();
-    using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
+    await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
     const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
     await a.supervisor.settle();
     const full = (await a.json(`/train/${id}/metrics`)).body;

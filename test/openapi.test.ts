@@ -35,7 +35,7 @@ function structuralErrors(doc: any): string[] {
 describe("GET /openapi.json", () => {
   test("is a structurally valid OpenAPI 3.1 document covering every route the app serves", async () => {
     using tree = makeHostTree();
-    using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
+    await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
     const doc = (await a.json("/openapi.json")).body;
     expect(structuralErrors(doc)).toEqual([]);
     const documented = new Set(Object.entries<any>(doc.paths).flatMap(([path, item]) => Object.keys(item).map((m) => `${m.toUpperCase()} ${path}`)));
@@ -56,7 +56,7 @@ describe("GET /openapi.json", () => {
 
   test("real answers of a simulated run match the documented response schemas", async () => {
     using tree = makeHostTree();
-    using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
+    await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
     const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
     const running = (await a.json(`/train/${id}`)).body;
     await a.supervisor.settle();

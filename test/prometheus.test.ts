@@ -10,7 +10,7 @@ setDefaultTimeout(60_000);
 describe("GET /metrics", () => {
   test("is valid Prometheus text with jobs, the active job, GPUs and HTTP traffic", async () => {
     using tree = makeHostTree();
-    using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0.02 }), SIMULATOR);
+    await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0.02 }), SIMULATOR);
     const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
     await waitFor(async () => (await a.json(`/train/${id}`)).body.step > 2, "a few steps");
     await a.app.request("/train/not-a-job");

@@ -25,7 +25,7 @@ describe("real sd-scripts logs replayed through the simulator", () => {
     test(`${log} ends ${expected.status}${expected.error_code ? `/${expected.error_code}` : ""} at its last steps: bar`, async () => {
       using tree = makeHostTree();
       const config = simulateModeConfig(tree, { replay_log: join(REAL_LOGS, log), replay_speed: 20_000 });
-      using s = supervisorFor(tree, config, SIMULATOR);
+      await using s = supervisorFor(tree, config, SIMULATOR);
       const dispatched = await s.supervisor.dispatch(tree.validRequest());
       if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
       await s.supervisor.settle();
@@ -40,7 +40,7 @@ describe("misbehaving simulated trainers", () => {
   for (const fail of ["ignore-sigterm,orphan@2", "ignore-sigterm,setsid-orphan@2"]) {
     test(`cancel leaves nothing of a "${fail}" tree in /proc`, async () => {
       using tree = makeHostTree();
-      using s = supervisorFor(tree, simulateModeConfig(tree, { seconds_per_step: 0.05, fail }), SIMULATOR);
+      await using s = supervisorFor(tree, simulateModeConfig(tree, { seconds_per_step: 0.05, fail }), SIMULATOR);
       const dispatched = await s.supervisor.dispatch(tree.validRequest());
       if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
       const id = dispatched.job.id;
@@ -58,7 +58,7 @@ describe("misbehaving simulated trainers", () => {
 
   test("an out-of-memory at step 3 fails as cuda_oom with exit code 1", async () => {
     using tree = makeHostTree();
-    using s = supervisorFor(tree, simulateModeConfig(tree, { seconds_per_step: 0, fail: "oom@3" }), SIMULATOR);
+    await using s = supervisorFor(tree, simulateModeConfig(tree, { seconds_per_step: 0, fail: "oom@3" }), SIMULATOR);
     const dispatched = await s.supervisor.dispatch(tree.validRequest());
     if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
     await s.supervisor.settle();

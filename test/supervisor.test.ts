@@ -13,7 +13,7 @@ setDefaultTimeout(30_000);
 async function runToEnd(trainer: string) {
   using tree = makeHostTree();
   const config = realModeConfig(tree, trainer);
-  using s = supervisorFor(tree, config, [trainer]);
+  await using s = supervisorFor(tree, config, [trainer]);
   const dispatched = await s.supervisor.dispatch(tree.validRequest());
   if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
   await s.supervisor.settle();
@@ -41,7 +41,7 @@ describe("supervisor outcomes", () => {
     test(`the real log ${log} with exit ${code} is classified ${errorCode}`, async () => {
       using tree = makeHostTree();
       const trainer = replayTrainer(tree, log, code);
-      using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+      await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
       const dispatched = await s.supervisor.dispatch(tree.validRequest());
       if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
       await s.supervisor.settle();
@@ -54,7 +54,7 @@ describe("supervisor outcomes", () => {
   test("the loss history keeps one point per step, the last redraw's loss winning, nan as null", async () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "five-steps.sh");
-    using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+    await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const dispatched = await s.supervisor.dispatch(tree.validRequest());
     if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
     await s.supervisor.settle();
@@ -66,7 +66,7 @@ describe("supervisor outcomes", () => {
     using tree = makeHostTree();
     const missing = join(tree.root, "no-such-accelerate");
     const config = realModeConfig(tree, join(TRAINERS, "exit-zero-without-file.sh"));
-    using s = supervisorFor(tree, config, [missing]);
+    await using s = supervisorFor(tree, config, [missing]);
     const dispatched = await s.supervisor.dispatch(tree.validRequest());
     if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
     await s.supervisor.settle();
@@ -80,7 +80,7 @@ describe("cancel", () => {
   test("cancel kills the whole tree, SIGTERM-ignoring grandchild included, and says force was needed", async () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "stubborn-tree.sh");
-    using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+    await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const dispatched = await s.supervisor.dispatch(tree.validRequest());
     if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
     const pgid = await waitFor(() => s.store.get(dispatched.job.id)!.pid, "the shim to start the trainer");
@@ -110,7 +110,7 @@ describe("cancel", () => {
   test("cancel on a terminal job is idempotent and changes nothing", async () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "exit-zero-without-file.sh");
-    using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+    await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const dispatched = await s.supervisor.dispatch(tree.validRequest());
     if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
     await s.supervisor.settle();

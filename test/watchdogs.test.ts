@@ -13,7 +13,7 @@ setDefaultTimeout(30_000);
 async function runWith(script: string, overrides: ConfigOverrides) {
   using tree = makeHostTree();
   const trainer = join(TRAINERS, script);
-  using s = supervisorFor(tree, realModeConfig(tree, trainer, overrides), [trainer]);
+  await using s = supervisorFor(tree, realModeConfig(tree, trainer, overrides), [trainer]);
   const dispatched = await s.supervisor.dispatch(tree.validRequest());
   if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
   await s.supervisor.settle();
@@ -41,7 +41,7 @@ describe("watchdogs", () => {
   test("contrast: a trainer that keeps talking outlives a short stall limit", async () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "nan-forever.sh");
-    using s = supervisorFor(tree, realModeConfig(tree, trainer, { watchdog: { stall_seconds: 0.5, nan_updates: 100_000 } }), [trainer]);
+    await using s = supervisorFor(tree, realModeConfig(tree, trainer, { watchdog: { stall_seconds: 0.5, nan_updates: 100_000 } }), [trainer]);
     const dispatched = await s.supervisor.dispatch(tree.validRequest());
     if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
     // 200 steps at 10 ms each is well past the 0.5 s stall limit, measured by the trainer's own output.
@@ -64,7 +64,7 @@ describe("leftovers outside the process group", () => {
   test("cancel also kills a grandchild that called setsid, found by the job marker in its environment", async () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "escaping-grandchild.sh");
-    using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+    await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const dispatched = await s.supervisor.dispatch(tree.validRequest());
     if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
     const id = dispatched.job.id;

@@ -5,6 +5,7 @@ import type { Logger } from "../log/logger.ts";
 import type { JobStore } from "../store/job-store.ts";
 import { ApiError } from "./api-error.ts";
 import { createHttpMetrics } from "./metrics/http-metrics.ts";
+import { statusPageRoutes } from "./status-page/index.ts";
 import { systemRoutes, type SystemRouteDeps } from "./system-routes.ts";
 import { trainRoutes, type TrainRouteDeps } from "./train-routes.ts";
 
@@ -23,6 +24,7 @@ const ROUTES: Array<[string, string[]]> = [
   ["/gpu-status", ["GET"]],
   ["/metrics", ["GET"]],
   ["/openapi.json", ["GET"]],
+  ["/", ["GET"]],
   ["/healthz", ["GET"]],
 ];
 
@@ -40,6 +42,7 @@ export function createApp(deps: AppDeps) {
   app.use("*", bearerAuth(deps.auth));
   app.route("/train", trainRoutes(deps));
   app.route("/", systemRoutes({ ...deps, httpMetrics }));
+  app.route("/", statusPageRoutes());
   for (const [path, methods] of ROUTES) {
     app.all(path, (c) => c.json({ detail: `method ${c.req.method} not allowed on ${path}; allowed: ${methods.join(", ")}` }, 405, { Allow: methods.join(", ") }));
   }

@@ -5,10 +5,11 @@ import type { AuthGate } from "./auth-setup.ts";
 const CHALLENGE = 'Bearer realm="lora-worker"';
 const BEARER = /^Bearer +([^ ]+) *$/i;
 
-// What answers without a token: liveness always, metrics only when the operator says so.
+// What answers without a token: liveness and the status page's HTML (its data calls need the
+// token) always, metrics only when the operator says so.
 export function isPublic(method: string, path: string, gate: AuthGate): boolean {
   if (method !== "GET" && method !== "HEAD") return false;
-  return path === "/healthz" || (path === "/metrics" && gate.metricsPublic);
+  return path === "/healthz" || path === "/" || (path === "/metrics" && gate.metricsPublic);
 }
 
 // Runs before any route, so a refused request is answered before its body is read.

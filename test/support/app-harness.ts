@@ -17,5 +17,5 @@ export function inProcessApp(tree: HostTree, config: Config, trainerCommand: str
     const res = await app.request(path, init);
     return { status: res.status, body: (await res.json()) as any };
   };
-  return { app, post, json, ...s, [Symbol.dispose]: s[Symbol.dispose] };
+  return { app, post, json, ...s };
 }

@@ -46,7 +46,7 @@ export function mustGate(o: GateOptions): AuthGate {
 
 // The app in process over a real supervisor and store, behind the given gate.
 export function appBehind(tree: HostTree, auth: AuthGate) {
-  const trainer = join(TRAINERS, "stubborn-tree.sh");
+  const trainer = join(TRAINERS, "exit-zero-without-file.sh");
   const config = realModeConfig(tree, trainer);
   const s = supervisorFor(tree, config, [trainer]);
   const gpu = createGpuProbe({ nvidiaSmi: FAKE_NVIDIA_SMI, timeoutMs: 2000, ttlMs: 0 });

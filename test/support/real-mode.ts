@@ -62,6 +62,11 @@ export function supervisorFor(tree: HostTree, config: Config, trainerCommand: st
     store,
     gpu,
     supervisor,
-    [Symbol.dispose]: () => store.close(),
+    // Nothing a test started may outlive it: cancel what still runs, let it settle, then close.
+    async [Symbol.asyncDispose]() {
+      for (const job of store.activeJobs()) await supervisor.cancel(job.id);
+      await supervisor.settle();
+      store.close();
+    },
   };
 }

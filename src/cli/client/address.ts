@@ -1,0 +1,111 @@
+import { accessSync, constants } from "node:fs";
+import { UsageError } from "../args.ts";
+import { listenHost } from "../../auth/loopback.ts";
+import { locateTokenSource, readTokenSource } from "../../auth/token-source.ts";
+
+const DEFAULT_URL = "http://127.0.0.1:8203";
+const URL_ENV = "LORA_WORKER_URL";
+const TOKEN_ENV = "LORA_WORKER_TOKEN";
+const CONFIG_ENV = "LORA_WORKER_CONFIG";
+const DEFAULT_CONFIG = "/etc/lora-worker/config.toml";
+const BEARER_TOKEN = /^[\x21-\x7e]+$/; // what an Authorization header can carry
+
+export interface Address {
+  url: string;
+  token: string | null;
+}
+
+export interface AddressFlags {
+  url?: string;
+  token?: string;
+  config?: string;
+}
+
+type Env = Record<string, string | undefined>;
+
+// Each piece: flag > environment > --config (or $LORA_WORKER_CONFIG) > the default config if readable > default.
+// The default config's token goes only to the URL that config names: an explicit --url elsewhere must not get it.
+export async function resolveAddress(flags: AddressFlags, env: Env): Promise<Address> {
+  const url = flags.url ?? nonEmpty(env[URL_ENV]);
+  const token = flags.token ?? nonEmpty(env[TOKEN_ENV]);
+  const explicitConfig = flags.config ?? nonEmpty(env[CONFIG_ENV]);
+  const configPath = explicitConfig ?? (isReadable(DEFAULT_CONFIG) ? DEFAULT_CONFIG : undefined);
+  if ((url !== undefined && token !== undefined) || configPath === undefined) {
+    return { url: checkedUrl(url ?? DEFAULT_URL), token: checkedToken(token ?? null) };
+  }
+  const worker = await workerAddress(configPath, env);
+  const resolved = checkedUrl(url ?? worker.url ?? portZero(configPath));
+  const mayUseConfigToken = explicitConfig !== undefined || (worker.url !== null && new URL(resolved).origin === new URL(worker.url).origin);
+  return { url: resolved, token: checkedToken(token ?? (mayUseConfigToken ? worker.readToken() : null)) };
+}
+
+interface WorkerAddress {
+  /** null when `listen` has port 0: only the running worker knows its port. */
+  url: string | null;
+  readToken(): string | null;
+}
+
+async function workerAddress(path: string, env: Env): Promise<WorkerAddress> {
+  const { loadConfig } = await import("../../config/load.ts");
+  // The loader refuses unknown LORA_WORKER_* names, and these two are the client's own.
+  const { [URL_ENV]: _url, [TOKEN_ENV]: _token, ...configEnv } = env;
+  const loaded = await loadConfig({ path, env: configEnv });
+  if (!loaded.ok) throw new UsageError(`cannot use the worker's config ${path}:\n${loaded.errors.map((e) => `  - ${e}`).join("\n")}`);
+  const { listen, auth } = loaded.value.config;
+  return {
+    url: urlOfListen(listen),
+    readToken: () => (auth.mode === "none" ? null : tokenOf(auth.token_file, env.CREDENTIALS_DIRECTORY)),
+  };
+}
+
+/** `listen` as a client dials it: a wildcard bind is reached on loopback. */
+export function urlOfListen(listen: string): string | null {
+  const port = listen.slice(listen.lastIndexOf(":") + 1);
+  if (Number(port) === 0) return null;
+  const host = listenHost(listen);
+  const dialed = host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host;
+  return `http://${dialed.includes(":") ? `[${dialed}]` : dialed}:${port}`;
+}
+
+// The first token of the worker's own source: what the worker accepts, read the way it reads it.
+function tokenOf(tokenFile: string, credentialsDirectory: string | undefined): string | null {
+  const located = locateTokenSource(tokenFile, credentialsDirectory);
+  if (!located.ok) throw new UsageError(`${located.error}; pass --token or ${TOKEN_ENV}`);
+  if (located.source === null) return null;
+  const read = readTokenSource(located.source);
+  if (!read.ok) throw new UsageError(`cannot take the worker's token: ${read.errors.join("; ")}; pass --token or ${TOKEN_ENV}`);
+  return read.tokens[0]!;
+}
+
+function portZero(configPath: string): never {
+  throw new UsageError(`listen in ${configPath} has port 0 (the worker picks a free port at start): pass --url or ${URL_ENV}`);
+}
+
+function checkedUrl(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`not a URL: ${JSON.stringify(raw)}`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError(`the worker's URL must be http or https, got ${JSON.stringify(raw)}`);
+  return url.href.replace(/\/+$/, "");
+}
+
+function checkedToken(token: string | null): string | null {
+  if (token !== null && !BEARER_TOKEN.test(token)) throw new UsageError("the token holds spaces or characters a bearer token cannot carry");
+  return token;
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === "" ? undefined : value;
+}
+
+function isReadable(path: string): boolean {
+  try {
+    accessSync(path, constants.R_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}

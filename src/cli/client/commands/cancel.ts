@@ -1,0 +1,21 @@
+import { UsageError } from "../../args.ts";
+import type { ClientCommand } from "../command.ts";
+import { EXIT } from "../exit-codes.ts";
+import { outcomeLines } from "../job-format.ts";
+
+export const cancel: ClientCommand = {
+  usage: "cancel ID [--json]",
+  help: `Cancels job ID: the worker stops the trainer's whole process group and answers once nothing of it is
+left (up to trainer.cancel_grace_seconds and a SIGKILL). On a job that already ended it changes nothing.
+Prints how the job ended; --json: the final job record.
+Exit: 0 once the worker answered (whatever the job's status).`,
+  values: [],
+  flags: ["json"],
+  async run({ client, out, options }) {
+    if (options.positional.length !== 1) throw new UsageError("cancel takes exactly one job ID");
+    const view = await client.cancel(options.positional[0]!);
+    if (options.flags.has("json")) out.write(`${JSON.stringify(view)}\n`);
+    else out.write(`job ${view.worker_job_id} ${view.status === "cancelled" ? "" : "had already ended, "}${outcomeLines(view).join("\n")}\n`);
+    return EXIT.ok;
+  },
+};

@@ -1,0 +1,20 @@
+import { UsageError } from "../../args.ts";
+import type { ClientCommand } from "../command.ts";
+import { EXIT } from "../exit-codes.ts";
+import { gpuTable } from "../gpu-table.ts";
+
+export const gpu: ClientCommand = {
+  usage: "gpu [--json]",
+  help: `Shows the worker's GPUs as nvidia-smi sees them: one row a device with a VRAM bar, its processes under
+it (a co-tenant such as a TTS server marked [co-tenant], the worker's own trainer [training]), then the
+co-tenants. --json: the /gpu-status answer.
+Exit: 0; 5 when the worker cannot read the GPUs (503 gpu_probe_failed, with what nvidia-smi said).`,
+  values: [],
+  flags: ["json"],
+  async run({ client, out, options }) {
+    if (options.positional.length > 0) throw new UsageError("gpu takes no arguments");
+    const status = await client.gpu();
+    out.write(options.flags.has("json") ? `${JSON.stringify(status)}\n` : gpuTable(status).map((l) => `${l}\n`).join(""));
+    return EXIT.ok;
+  },
+};

@@ -1,0 +1,34 @@
+import { UsageError } from "../../args.ts";
+import type { ClientCommand } from "../command.ts";
+import { EXIT } from "../exit-codes.ts";
+import { followJob } from "../follow.ts";
+import { followRenderer } from "../follow-renderer.ts";
+import { exitCodeOf, statusLines } from "../job-format.ts";
+import { isTerminal } from "../wire.ts";
+
+export const status: ClientCommand = {
+  usage: "status [ID] [--json] [--follow]",
+  help: `Shows job ID, or without ID the active job (or says that none is active; with --json, prints null).
+On a terminal an active job is drawn live until it ends; --follow does that anywhere (plain lines when not a
+terminal, one JSON record per line with --json). Otherwise one snapshot: labelled lines, or the record with --json.
+Exit: by the job's status: 0 succeeded, still running, or no active job; 1 failed; 3 cancelled.`,
+  values: [],
+  flags: ["json", "follow"],
+  async run({ client, out, options }) {
+    if (options.positional.length > 1) throw new UsageError("status takes at most one job ID");
+    const json = options.flags.has("json");
+    const id = options.positional[0] ?? (await client.health()).active_job_id;
+    if (!id) {
+      out.write(json ? "null\n" : "no job is active\n");
+      return EXIT.ok;
+    }
+    const view = await client.job(id);
+    const live = !isTerminal(view.status) && (options.flags.has("follow") || (out.isTTY && !json));
+    if (!live) {
+      out.write(json ? `${JSON.stringify(view)}\n` : statusLines(view).map((l) => `${l}\n`).join(""));
+      return exitCodeOf(view);
+    }
+    if (!json) out.write(statusLines(view).slice(0, 2).map((l) => `${l}\n`).join(""));
+    return exitCodeOf(await followJob(client, id, followRenderer(out, json)));
+  },
+};

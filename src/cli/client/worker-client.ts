@@ -1,0 +1,95 @@
+import type { Address } from "./address.ts";
+import { ClientError, describeRefusal } from "./client-error.ts";
+import type { Dispatched, GpuStatus, Health, JobPage, JobView } from "./wire.ts";
+
+const REQUEST_TIMEOUT_MS = 30_000;
+// Cancel answers once no process of the job is left: up to trainer.cancel_grace_seconds (max 600) and a SIGKILL.
+const CANCEL_TIMEOUT_MS = 660_000;
+
+export interface JobQuery {
+  status?: string;
+  limit: number;
+  cursor?: string;
+}
+
+export interface WorkerClient {
+  url: string;
+  submit(body: string, idempotencyKey?: string): Promise<Dispatched>;
+  job(id: string): Promise<JobView>;
+  jobs(query: JobQuery): Promise<JobPage>;
+  log(id: string, lines?: number): Promise<string>;
+  cancel(id: string): Promise<JobView>;
+  gpu(): Promise<GpuStatus>;
+  health(): Promise<Health>;
+  /** The open event stream; the caller reads and closes it (abort `signal`). */
+  events(id: string, lastEventId: string | null, signal: AbortSignal): Promise<Response>;
+}
+
+interface Call {
+  method?: "GET" | "POST";
+  headers?: Record<string, string>;
+  body?: string;
+  /** null: no deadline (an event stream stays open as long as the job runs). */
+  timeoutMs?: number | null;
+  signal?: AbortSignal;
+}
+
+export function createWorkerClient(address: Address): WorkerClient {
+  const auth: Record<string, string> = address.token === null ? {} : { authorization: `Bearer ${address.token}` };
+
+  async function call(path: string, c: Call = {}): Promise<Response> {
+    const signals = [c.timeoutMs === null ? null : AbortSignal.timeout(c.timeoutMs ?? REQUEST_TIMEOUT_MS), c.signal ?? null];
+    let res: Response;
+    try {
+      res = await fetch(address.url + path, {
+        method: c.method ?? "GET",
+        headers: { ...auth, ...c.headers },
+        body: c.body,
+        signal: AbortSignal.any(signals.filter((s) => s !== null)),
+        redirect: "error",
+      });
+    } catch (err) {
+      if (c.signal?.aborted) throw err;
+      throw unreachable(address.url, err);
+    }
+    if (!res.ok) throw await refusal(res, path);
+    return res;
+  }
+
+  const json = async <T>(path: string, c?: Call): Promise<T> => {
+    const res = await call(path, c);
+    try {
+      return (await res.json()) as T;
+    } catch (err) {
+      throw unreachable(address.url, err);
+    }
+  };
+  const job = (id: string) => `/train/${encodeURIComponent(id)}`;
+
+  return {
+    url: address.url,
+    submit: (body, key) =>
+      json("/train", { method: "POST", body, headers: { "content-type": "application/json", ...(key === undefined ? {} : { "idempotency-key": key }) } }),
+    job: (id) => json(job(id)),
+    jobs: ({ status, limit, cursor }) => json(`/train?${new URLSearchParams({ ...(status ? { status } : {}), limit: String(limit), ...(cursor ? { cursor } : {}) })}`),
+    log: async (id, lines) => (await call(`${job(id)}/log${lines === undefined ? "" : `?lines=${lines}`}`)).text(),
+    cancel: (id) => json(`${job(id)}/cancel`, { method: "POST", timeoutMs: CANCEL_TIMEOUT_MS }),
+    gpu: () => json("/gpu-status"),
+    health: () => json("/healthz"),
+    events: (id, lastEventId, signal) =>
+      call(`${job(id)}/events`, { signal, timeoutMs: null, headers: { accept: "text/event-stream", ...(lastEventId === null ? {} : { "last-event-id": lastEventId }) } }),
+  };
+}
+
+function unreachable(url: string, err: unknown): ClientError {
+  const e = err as { name?: string; code?: string; message?: string };
+  const why = e.name === "TimeoutError" ? "no answer in time" : (e.code ?? e.message ?? String(err));
+  return new ClientError("unreachable", `cannot reach the worker at ${url} (${why})`);
+}
+
+async function refusal(res: Response, path: string): Promise<ClientError> {
+  const body: unknown = await res.json().catch(() => null);
+  // A 404 from a job route means the job; from anywhere else, a route this worker does not have.
+  if (res.status === 404 && path.startsWith("/train/")) return new ClientError("no_such_job", `no such job: ${decodeURIComponent(path.split("/")[2]!)}`);
+  return new ClientError("refused", describeRefusal(res.status, body));
+}

@@ -1,0 +1,136 @@
+import { describe, expect, test } from "bun:test";
+import { urlOfListen } from "../src/cli/client/address.ts";
+import { ClientError } from "../src/cli/client/client-error.ts";
+import { jobEvents, type JobEvent } from "../src/cli/client/job-events.ts";
+import { LogView } from "../src/cli/client/log-view.ts";
+import { SseParser } from "../src/cli/client/sse-parser.ts";
+import type { Terminal } from "../src/cli/client/terminal.ts";
+import { createWorkerClient } from "../src/cli/client/worker-client.ts";
+
+const JOB = "3f1c2a4e-0000-4000-8000-000000000000";
+const FAST = { idleMs: 300, maxOutageMs: 2_000, firstRetryMs: 10, maxRetryMs: 50 };
+
+function captured(isTTY: boolean): Terminal & { text(): string } {
+  let text = "";
+  return { write: (t) => void (text += t), error: () => {}, isTTY, columns: 80, text: () => text };
+}
+
+const view = (step: number, status = "training") => ({ worker_job_id: JOB, status, step });
+const sse = (id: number, event: string, data: unknown) => `id: ${id}\nevent: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+
+async function collect(events: AsyncGenerator<JobEvent>): Promise<string[]> {
+  const seen: string[] = [];
+  for await (const e of events) seen.push(e.kind === "heartbeat" ? "heartbeat" : `${e.kind}:${e.view.step}`);
+  return seen;
+}
+
+describe("the SSE parser", () => {
+  test("frames events across arbitrary chunk boundaries, a CRLF split in two included", () => {
+    const stream = "id: 7\r\nevent: job\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\n: heartbeat\r\n\r\nretry: 900\nevent: end\rdata: x\r\r\n";
+    const whole = new SseParser().push(stream);
+    for (let cut = 1; cut < stream.length; cut++) {
+      const parser = new SseParser();
+      expect([...parser.push(stream.slice(0, cut)), ...parser.push(stream.slice(cut))]).toEqual(whole);
+    }
+    expect(whole).toEqual([
+      { kind: "event", event: "job", data: '{"a":\n1}', id: "7" },
+      { kind: "comment", text: "heartbeat" },
+      { kind: "retry", ms: 900 },
+      { kind: "event", event: "end", data: "x", id: "7" },
+    ]);
+  });
+});
+
+describe("the job event stream", () => {
+  test("reconnects after a dropped connection with Last-Event-ID and ends at the end event", async () => {
+    const lastIds: (string | null)[] = [];
+    using server = Bun.serve({
+      port: 0,
+      fetch(req) {
+        lastIds.push(req.headers.get("last-event-id"));
+        const body = lastIds.length === 1 ? sse(1, "job", view(1)) : sse(2, "job", view(2)) + sse(3, "end", view(3, "succeeded"));
+        return new Response(body, { headers: { "content-type": "text/event-stream" } });
+      },
+    });
+    const client = createWorkerClient({ url: server.url.href.replace(/\/$/, ""), token: null });
+    expect(await collect(jobEvents(client, JOB, FAST))).toEqual(["job:1", "job:2", "end:3"]);
+    expect(lastIds).toEqual([null, "1"]);
+  });
+
+  test("a connection silent for longer than three heartbeats is dropped and reopened, where heartbeats keep it", async () => {
+    let connections = 0;
+    using server = Bun.serve({
+      port: 0,
+      fetch() {
+        connections++;
+        const first = connections === 1;
+        const body = new ReadableStream({
+          async start(controller) {
+            controller.enqueue(new TextEncoder().encode(first ? sse(1, "job", view(1)) : ": heartbeat\n\n"));
+            if (!first) {
+              await Bun.sleep(FAST.idleMs / 2);
+              controller.enqueue(new TextEncoder().encode(`: heartbeat\n\n${sse(2, "end", view(2, "succeeded"))}`));
+              controller.close();
+            }
+          },
+        });
+        return new Response(body, { headers: { "content-type": "text/event-stream" } });
+      },
+    });
+    const client = createWorkerClient({ url: server.url.href.replace(/\/$/, ""), token: null });
+    expect(await collect(jobEvents(client, JOB, FAST))).toEqual(["job:1", "heartbeat", "heartbeat", "end:2"]);
+    expect(connections).toBe(2);
+  });
+
+  test("a refusal is not retried: a 404 ends the stream as no such job", async () => {
+    let connections = 0;
+    using server = Bun.serve({ port: 0, fetch: () => (connections++, Response.json({ detail: "no such job" }, { status: 404 })) });
+    const client = createWorkerClient({ url: server.url.href.replace(/\/$/, ""), token: null });
+    const error = await collect(jobEvents(client, JOB, FAST)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ClientError);
+    expect({ kind: (error as ClientError).kind, exitCode: (error as ClientError).exitCode, connections }).toEqual({ kind: "no_such_job", exitCode: 6, connections: 1 });
+  });
+});
+
+describe("logs -f's view of a log re-read as tails", () => {
+  const first = ["loading", "epoch 1/1", "steps:  10%| 40/400"];
+  const second = ["loading", "epoch 1/1", "steps:  50%| 200/400", "saving checkpoint: a.safetensors", "steps: 100%| 400/400"];
+
+  test("into a pipe, prints each new line once and a redrawn bar as one more line", () => {
+    const out = captured(false);
+    const logs = new LogView(out, 1000);
+    logs.update(`${first.join("\n")}\n`);
+    logs.update(`${second.join("\n")}\n`);
+    logs.update(`${second.join("\n")}\n`);
+    expect(out.text()).toBe(`${[...first, ...second.slice(2)].join("\n")}\n`);
+  });
+
+  test("on a terminal, redraws the open bar in place instead", () => {
+    const out = captured(true);
+    const logs = new LogView(out, 1000);
+    logs.update(`${first.join("\n")}\n`);
+    logs.update(`${second.join("\n")}\n`);
+    logs.close();
+    expect(out.text()).toBe("loading\nepoch 1/1\nsteps:  10%| 40/400\r\x1b[2Ksteps:  50%| 200/400\nsaving checkpoint: a.safetensors\nsteps: 100%| 400/400\n");
+  });
+
+  test("aligns a longer tail that reaches back before the first one, and says so when a tail no longer overlaps", () => {
+    const out = captured(false);
+    const logs = new LogView(out, 3);
+    logs.update("c\nd\n");
+    logs.update("a\nb\nc\nd\ne\n");
+    logs.update("x\ny\nz\n");
+    expect(out.text().split("\n")).toEqual(["c", "d", "e", "… (the log grew by more than 3 lines between two reads; lines were skipped)", "x", "y", "z", ""]);
+  });
+});
+
+test("a listen address is dialed on loopback when it binds every address, and not at all on port 0", () => {
+  expect(["0.0.0.0:8203", "[::]:8203", "127.0.0.1:9", "[::1]:9", "gpu-box.lan:8203", "127.0.0.1:0"].map(urlOfListen)).toEqual([
+    "http://127.0.0.1:8203",
+    "http://[::1]:8203",
+    "http://127.0.0.1:9",
+    "http://[::1]:9",
+    "http://gpu-box.lan:8203",
+    null,
+  ]);
+});
