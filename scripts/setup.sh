@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Everything a fresh machine with Node.js and npm needs: the pinned Bun, the locked dependencies and,
+# with --test-tools, the Debian packages the tests drive (systemd-analyze, curl, setpriv, chromium).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUN_VERSION=$(node -p 'require("./package.json").packageManager.split("@")[1]')
+if ! command -v bun >/dev/null 2>&1 || [ "$(bun --version)" != "$BUN_VERSION" ]; then
+  npm install -g "bun@${BUN_VERSION}"
+fi
+echo "bun $(bun --version)"
+
+if [ "${1:-}" = "--test-tools" ]; then
+  missing=()
+  command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+  command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+bun install --frozen-lockfile
