@@ -23,7 +23,7 @@ describe("/gpu-status over HTTP", () => {
     await using a = inProcessApp(tree, realModeConfig(tree, trainer, { gpu: { admission: "off" } }), [trainer], { nvidiaSmi: hung.path });
     const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
     let gpuAnswered = false;
-    const gpu = a.app.request("/gpu-status").then((r) => {
+    const gpu = Promise.resolve(a.app.request("/gpu-status")).then((r) => {
       gpuAnswered = true;
       return r.status;
     });

@@ -1,6 +1,8 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { LineSplitter } from "../src/progress/line-splitter.ts";
+import { applyLine, initialProgress } from "../src/progress/progress.ts";
 import { liveGroupMembers } from "../src/supervisor/process-group.ts";
 import { readProcStat } from "../src/supervisor/proc-stat.ts";
 import { makeHostTree } from "./support/host-tree.ts";
@@ -60,6 +62,25 @@ describe("supervisor outcomes", () => {
     await s.supervisor.settle();
     expect(s.store.lossHistory(dispatched.job.id)).toEqual([[1, 0.5], [2, 0.4], [3, 0.3], [4, null], [5, 0.2]]);
     expect(s.store.get(dispatched.job.id)).toMatchObject({ step: 5, total_steps: 5, loss: 0.2 });
+  });
+
+  test("the step on screen is the step reported: the last redraw counts before the next one starts", async () => {
+    using tree = makeHostTree();
+    const trainer = join(TRAINERS, "holds-last-bar.sh");
+    await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+    const dispatched = await s.supervisor.dispatch(tree.validRequest());
+    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+    const progress = await waitFor(() => {
+      const p = s.supervisor.progress(dispatched.job.id);
+      return p && p.step === 3 ? p : null;
+    }, "step 3, which no later \r ever closes");
+    expect(progress).toMatchObject({ step: 3, total_steps: 100, loss: 0.3 });
+  });
+
+  test("contrast: folding only the records a \\r or \\n has closed leaves the last redraw unread", () => {
+    const bars = [1, 2, 3].map((n) => `\rsteps:  ${n}%|#         | ${n}/100 [00:0${n}<01:40,  1.00s/it, avr_loss=0.${n}]`).join("");
+    const progress = new LineSplitter().push(bars).reduce(applyLine, initialProgress());
+    expect(progress.step).toBe(2);
   });
 
   test("a spawn that fails is recorded as spawn_failed and frees the slot", async () => {

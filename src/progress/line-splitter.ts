@@ -21,6 +21,11 @@ export class LineSplitter {
     return records;
   }
 
+  // The record still being written: tqdm ends a redraw only with the "\r" of the next one.
+  pending(): string {
+    return this.tail;
+  }
+
   flush(): string[] {
     const record = this.tail;
     this.tail = "";

@@ -1,6 +1,7 @@
 import { closeSync, openSync } from "node:fs";
 import type { Logger } from "../log/logger.ts";
 import { LineSplitter } from "../progress/line-splitter.ts";
+import { parseTqdmBar } from "../progress/tqdm-bar.ts";
 import { applyLine, initialProgress, type Progress } from "../progress/progress.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
 import type { JobRow, JobStore, LossPoint, StopReason } from "../store/job-store.ts";
@@ -121,6 +122,10 @@ function supervise(ctx: RunContext, trainer: Promise<ProcessIdentity | null>, ex
     }
     const before = progress;
     for (const line of splitter.push(text)) apply(line);
+    // A bar redraw is whole once its "]" is written; waiting for the next "\r" would report every
+    // step a step late (a whole step, at SDXL's pace). Applying it again later changes nothing.
+    const drawing = splitter.pending();
+    if (drawing.endsWith("]") && parseTqdmBar(drawing)?.trailing === "") apply(drawing);
     if (progress.nan_streak >= ctx.nanUpdates && before.nan_streak < ctx.nanUpdates) void stop("nan_loss");
     if (progress !== before && (progress.phase !== before.phase || Date.now() - persistedAt >= PERSIST_INTERVAL_MS)) persist();
     if (progress !== before || firstWords) ctx.changed();
