@@ -1,0 +1,92 @@
+// Issue 8 item 2: the worker's own CPU time (utime+stime of its pid in /proc/<pid>/stat, not the shim's nor the
+// trainer's) over wall time while a job trains, at a realistic pace (the simulator, 10 steps/s) and under a flood
+// (a trainer printing 5,000 tqdm redraws/s). Baselines, following the same log over the same window: a bare Bun
+// process that only watches and reads it (the runtime's floor), and `tail -f` (the floor of any follower).
+import { join } from "node:path";
+import { startBenchWorker, bunTrainer, type BenchWorker } from "./lib/bench-host.ts";
+import { trackPid } from "./lib/cleanup.ts";
+import { cpuMeter, rssBytes } from "./lib/proc.ts";
+import { runBench, verdict, type Row } from "./lib/report.ts";
+import { count, mib, ratio } from "./lib/stats.ts";
+
+const REALISTIC_WINDOW_S = 20;
+const FLOOD_WINDOW_S = 10;
+const FLOOD_RATE = 5000;
+const RSS_FLAT_GROWTH = 0.1;
+const BARE_FOLLOWER = join(import.meta.dir, "lib/bare-follower.ts");
+
+interface Window {
+  cpu: number;
+  bunCpu: number;
+  tailCpu: number;
+  rssStart: number;
+  rssEnd: number;
+  rssMax: number;
+  steps: number;
+  wallS: number;
+}
+
+// Watches a running job for `seconds` with nothing else talking to the worker.
+async function watchWindow(host: BenchWorker, id: string, seconds: number): Promise<Window> {
+  const logPath = `${host.tree.state}/jobs/${id}/train.log`;
+  const tail = Bun.spawn(["tail", "-n", "0", "-f", logPath], { stdout: "ignore", stderr: "ignore" });
+  const bun = Bun.spawn([process.execPath, BARE_FOLLOWER, logPath], { stdout: "ignore", stderr: "inherit" });
+  const untrack = [trackPid(tail.pid), trackPid(bun.pid)];
+  try {
+    await Bun.sleep(500); // the bare follower's own start-up is not following
+    const job = await host.job(id);
+    const worker = cpuMeter(host.pid);
+    const follower = cpuMeter(tail.pid);
+    const bunFollower = cpuMeter(bun.pid);
+    const rssStart = rssBytes(host.pid);
+    let rssMax = rssStart;
+    const end = performance.now() + seconds * 1000;
+    while (performance.now() < end) {
+      await Bun.sleep(Math.min(500, end - performance.now()));
+      rssMax = Math.max(rssMax, rssBytes(host.pid));
+    }
+    const own = worker();
+    const tailCpu = follower().share;
+    const bunCpu = bunFollower().share;
+    const rssEnd = rssBytes(host.pid);
+    const after = await host.job(id);
+    if (after.status !== "training") throw new Error(`the job left training during the window: ${JSON.stringify(after)}`);
+    return { cpu: own.share, bunCpu, tailCpu, rssStart, rssEnd, rssMax, steps: after.step - job.step, wallS: own.wallS };
+  } finally {
+    tail.kill("SIGKILL");
+    bun.kill("SIGKILL");
+    untrack.forEach((u) => u());
+  }
+}
+
+function rows(bench: string, label: string, w: Window, target: number): Row[] {
+  const flat = w.rssEnd <= w.rssStart * (1 + RSS_FLAT_GROWTH);
+  console.log(`${label}: worker ${(w.cpu * 100).toFixed(2)} % of a core over ${w.wallS.toFixed(1)} s, ${count(w.steps / w.wallS)} steps/s seen; bare Bun follower ${(w.bunCpu * 100).toFixed(2)} %; tail -f ${(w.tailCpu * 100).toFixed(2)} %; RSS ${mib(w.rssStart)} → ${mib(w.rssEnd)} (max ${mib(w.rssMax)})`);
+  return [
+    { bench, metric: `worker CPU, ${label}`, figure: `${(w.cpu * 100).toFixed(2)} % of a core`, baseline: `${(w.bunCpu * 100).toFixed(2)} % bare Bun follower, ${(w.tailCpu * 100).toFixed(2)} % tail -f`, ratio: ratio(w.cpu / w.bunCpu), target: `≤ ${target} %`, verdict: verdict(w.cpu * 100, "<=", target) },
+    { bench, metric: `worker RSS, ${label}`, figure: `${mib(w.rssStart)} → ${mib(w.rssEnd)}`, baseline: `max ${mib(w.rssMax)}`, ratio: ratio(w.rssEnd / w.rssStart), target: `flat (≤ +${RSS_FLAT_GROWTH * 100} %)`, verdict: flat ? "PASS" : "MISS" },
+  ];
+}
+
+async function realistic(): Promise<Window> {
+  await using host = await startBenchWorker({ tables: () => ({ trainer: { mode: "simulate", cancel_grace_seconds: 2 }, simulate: { seconds_per_step: 0.1 } }) });
+  const id = await host.startJob();
+  await host.waitForJob(id, (j) => j.step >= 1);
+  return await watchWindow(host, id, REALISTIC_WINDOW_S);
+}
+
+async function flood(): Promise<Window> {
+  await using host = await startBenchWorker({
+    tables: (tree) => ({ trainer: bunTrainer(tree, "tqdm-trainer.ts", ["--rate", String(FLOOD_RATE), "--seconds", "600"]) }),
+  });
+  const id = await host.startJob();
+  await host.waitForJob(id, (j) => j.step >= 1);
+  return await watchWindow(host, id, FLOOD_WINDOW_S);
+}
+
+export async function measure(): Promise<Row[]> {
+  const bench = "2 supervisor overhead";
+  return [...rows(bench, "10 steps/s", await realistic(), 0.5), ...rows(bench, `flood ${count(FLOOD_RATE)} lines/s`, await flood(), 5)];
+}
+
+if (import.meta.main) await runBench("2. supervisor CPU and memory", measure);
