@@ -96,12 +96,7 @@ describe("the compiled binary, simulated trainer", () => {
   test("a re-adopted job can still be cancelled, and nothing of it is left", async () => {
     using tree = makeHostTree();
     const config = tree.writeConfig(SIMULATE_TABLES(0.05));
-    let id: string;
-    {
-      await using worker = await startWorker(config, { command: [binary] });
-      id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
-      await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 1, "training to start");
-    }
+    const id = await trainThenKillWorker(config, tree);
     const trainerPid = jobRow(tree, id).pid;
     await using restarted = await startWorker(config, { command: [binary] });
     const cancelled = await restarted.json(`/train/${id}/cancel`, { method: "POST" });
@@ -125,12 +120,7 @@ describe("the compiled binary, simulated trainer", () => {
   test("a restart that finds neither shim nor trainer alive fails the job as worker_restarted", async () => {
     using tree = makeHostTree();
     const config = tree.writeConfig(SIMULATE_TABLES(0.05));
-    let id: string;
-    {
-      await using worker = await startWorker(config, { command: [binary] });
-      id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
-      await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 1, "training to start");
-    }
+    const id = await trainThenKillWorker(config, tree);
     const row = jobRow(tree, id);
     process.kill(row.shim_pid, "SIGKILL");
     process.kill(-row.pid, "SIGKILL");
@@ -139,6 +129,14 @@ describe("the compiled binary, simulated trainer", () => {
     expect((await restarted.json(`/train/${id}`)).body).toMatchObject({ status: "failed", error_code: "worker_restarted" });
   });
 });
+
+// Starts a worker, dispatches a train, and kills the worker with -9 once the trainer is stepping.
+async function trainThenKillWorker(config: string, tree: HostTree): Promise<string> {
+  await using worker = await startWorker(config, { command: [binary] });
+  const id: string = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+  await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 1, "training to start");
+  return id;
+}
 
 function jobRow(tree: HostTree, id: string): { pid: number; shim_pid: number } {
   using db = new Database(join(tree.state, "jobs.db"), { readonly: true });

@@ -1,7 +1,7 @@
 import { z } from "zod";
 
 // Response shapes, in zod so the OpenAPI document and the tests that check real answers share them.
-const Status = z.enum(["starting", "training", "succeeded", "failed", "cancelled"]);
+export const Status = z.enum(["starting", "training", "succeeded", "failed", "cancelled"]);
 const Phase = z.enum(["loading", "caching", "training", "saving", "done"]);
 
 export const JobView = z.strictObject({
