@@ -2,7 +2,6 @@ import { Database } from "bun:sqlite";
 import type { ProcessIdentity } from "../supervisor/proc-stat.ts";
 import { SCHEMA } from "./schema.sql.ts";
 
-export const ACTIVE_STATUSES = ["starting", "training"] as const;
 export type Status = "starting" | "training" | "succeeded" | "failed" | "cancelled";
 // Why the supervisor stopped a run, recorded before the first signal is sent.
 export type StopReason = "cancel" | "stalled" | "timeout" | "nan_loss";
