@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything a fresh machine with Node.js and npm needs: the pinned Bun, the locked dependencies and,
-# with --test-tools, the Debian packages the tests drive (systemd-analyze, curl, setpriv, chromium).
+# with --test-tools, the Debian packages the tests drive (systemd-analyze, curl, setpriv, script, pkill,
+# chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,8 @@ if [ "${1:-}" = "--test-tools" ]; then
   command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
   command -v curl >/dev/null 2>&1 || missing+=(curl)
   command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+  command -v script >/dev/null 2>&1 || missing+=(bsdutils)
+  command -v pkill >/dev/null 2>&1 || missing+=(procps)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}"
