@@ -5,6 +5,7 @@ import { tailLines } from "../supervisor/log-tail.ts";
 import { ApiError, noSuchJob } from "./api-error.ts";
 import { idempotencyKeyOf, refusalError } from "./dispatch-answer.ts";
 import { lossCurve } from "./downsample.ts";
+import { Status as StatusSchema } from "./openapi/schemas.ts";
 import { jobEvents } from "./job-events.ts";
 import { jobView } from "./job-view.ts";
 import { readJsonBody } from "./json-body.ts";
@@ -16,7 +17,7 @@ const DEFAULT_PAGE = 20;
 const MAX_PAGE = 100;
 const DEFAULT_CURVE_POINTS = 500;
 const MAX_CURVE_POINTS = 10_000;
-const STATUSES: Status[] = ["starting", "training", "succeeded", "failed", "cancelled"];
+const STATUSES: readonly Status[] = StatusSchema.options;
 
 export interface TrainRouteDeps {
   store: JobStore;

@@ -3,9 +3,9 @@ import { cotenantsOf } from "../../gpu/admission.ts";
 import type { GpuProbe, ProbeResult } from "../../gpu/index.ts";
 import type { JobStore } from "../../store/job-store.ts";
 import type { Supervisor } from "../../supervisor/supervisor.ts";
+import { Status } from "../openapi/schemas.ts";
 import type { Family } from "./exposition.ts";
 
-const STATUSES = ["starting", "training", "succeeded", "failed", "cancelled"];
 
 export interface WorkerMetricsDeps {
   store: JobStore;
@@ -28,7 +28,7 @@ export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
   });
   return [
     { name: "lora_worker_build_info", help: "Version and commit of this worker.", kind: "gauge", samples: [{ labels: { version: deps.version, commit: deps.commit }, value: 1 }] },
-    { name: "lora_worker_jobs", help: "Jobs in the database, by status.", kind: "gauge", samples: STATUSES.map((status) => ({ labels: { status }, value: counts[status] ?? 0 })) },
+    { name: "lora_worker_jobs", help: "Jobs in the database, by status.", kind: "gauge", samples: Status.options.map((status) => ({ labels: { status }, value: counts[status] ?? 0 })) },
     active("lora_worker_active_job_step", "Current step of the active job.", live?.step),
     active("lora_worker_active_job_total_steps", "Total steps of the active job.", live?.total_steps),
     active("lora_worker_active_job_loss", "Latest finite avr_loss of the active job.", live?.loss),

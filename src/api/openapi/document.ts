@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { TrainRequest } from "../../request/train-request.ts";
-import { Conflict, Dispatched, GpuStatus, Health, JobList, JobView, LossCurve, Problem, Unavailable, ValidationError } from "./schemas.ts";
+import { Conflict, Dispatched, Status, GpuStatus, Health, JobList, JobView, LossCurve, Problem, Unavailable, ValidationError } from "./schemas.ts";
 
 export const TRAIN_REQUEST_EXAMPLE = {
   dataset_dir: "/worktank/arbo/train/t-123/dataset",
@@ -53,7 +53,7 @@ export function openApiDocument(version: string) {
         get: {
           summary: "Recent jobs, newest first",
           parameters: [
-            { name: "status", in: "query", schema: { type: "string", enum: ["starting", "training", "succeeded", "failed", "cancelled"] } },
+            { name: "status", in: "query", schema: schema(Status) },
             { name: "limit", in: "query", schema: { type: "integer", minimum: 1, maximum: 100, default: 20 } },
             { name: "cursor", in: "query", schema: { type: "string" } },
           ],
