@@ -1,7 +1,8 @@
-import { accessSync, constants, statSync } from "node:fs";
+import { accessSync, constants } from "node:fs";
 import { dirname, join } from "node:path";
 import type { z } from "zod";
 import { TIER_NAMES, TIERS } from "../recipe/hyperparameters.ts";
+import { statOrNull } from "../fs/stat-or-null.ts";
 import { ConfigSchema, DEFAULTS, type Config } from "./schema.ts";
 import { CONFIG_KEYS, ENV_PREFIX, getPath, setPath, type ConfigKey } from "./keys.ts";
 
@@ -157,14 +158,6 @@ function checkPaths(view: PathView): string[] {
     errors.push(fileError("trainer.sd_scripts_dir", join(view.sd_scripts_dir, "sdxl_train_network.py")));
   }
   return errors.filter((e): e is string => e !== null);
-}
-
-function statOrNull(path: string) {
-  try {
-    return statSync(path);
-  } catch {
-    return null;
-  }
 }
 
 function directoryError(key: string, path: string): string | null {

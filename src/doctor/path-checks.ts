@@ -1,18 +1,10 @@
-import { statSync, type Stats } from "node:fs";
+import { statOrNull } from "../fs/stat-or-null.ts";
 import type { Config } from "../config/schema.ts";
 import { fail, fromProblems, ok, type CheckResult } from "./check-result.ts";
 import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
 
 /** SPEC §1: setgid so every file arbo or the worker creates there joins the handoff group; nothing for others. */
 export const HANDOFF_MODE = 0o2770;
-
-function statOrNull(path: string): Stats | null {
-  try {
-    return statSync(path);
-  } catch {
-    return null;
-  }
-}
 
 const octal = (mode: number) => (mode & 0o7777).toString(8).padStart(4, "0");
 

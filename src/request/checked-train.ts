@@ -1,5 +1,5 @@
-import { lstatSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { hasEntry, statOrNull } from "../fs/stat-or-null.ts";
 import type { Config, Device } from "../config/schema.ts";
 import { TIERS } from "../recipe/hyperparameters.ts";
 import { resolveInside, type Roots } from "./contained-path.ts";
@@ -57,7 +57,7 @@ export const modelRoots = (config: Config): Roots => ({ paths: config.model_root
 async function checkDataset(path: string, config: Config): Promise<Field<{ dir: string; count: number }>> {
   const inside = resolveInside(path, handoffRoot(config), false);
   if (!inside.ok) return fail("dataset_dir", inside.msg, inside.type);
-  if (!statOf(inside.real)?.isDirectory()) return fail("dataset_dir", `${path} is not a directory`, "not_a_directory");
+  if (!statOrNull(inside.real)?.isDirectory()) return fail("dataset_dir", `${path} is not a directory`, "not_a_directory");
   const images = await findImageDir(inside.real);
   return images.ok ? { ok: true, value: images } : fail("dataset_dir", `${path} ${images.msg}`, images.type);
 }
@@ -67,14 +67,14 @@ function checkBaseModel(path: string, config: Config): Field<string> {
   const inside = resolveInside(path, modelRoots(config), false);
   if (!inside.ok) return fail("base_model_path", inside.msg, inside.type);
   if (!inside.real.endsWith(SAFETENSORS)) return fail("base_model_path", `${path} is a link to a file that is not .safetensors; ${NOT_SAFETENSORS}`, "not_safetensors");
-  if (!statOf(inside.real)?.isFile()) return fail("base_model_path", `${path} is not a regular file`, "not_a_file");
+  if (!statOrNull(inside.real)?.isFile()) return fail("base_model_path", `${path} is not a regular file`, "not_a_file");
   return { ok: true, value: inside.real };
 }
 
 function checkOutputDir(path: string, config: Config): Field<string> {
   const inside = resolveInside(path, handoffRoot(config), true);
   if (!inside.ok) return fail("output_dir", inside.msg, inside.type);
-  const st = statOf(inside.real);
+  const st = statOrNull(inside.real);
   if (st && !st.isDirectory()) return fail("output_dir", `${path} exists and is not a directory`, "not_a_directory");
   return { ok: true, value: inside.real };
 }
@@ -95,19 +95,3 @@ function fail<T>(field: string, msg: string, type: string): Field<T> {
   return { ok: false, error: fieldError(field, msg, type) };
 }
 
-function hasEntry(path: string): boolean {
-  try {
-    lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function statOf(path: string) {
-  try {
-    return statSync(path);
-  } catch {
-    return null;
-  }
-}

@@ -1,4 +1,5 @@
-import { lstatSync, realpathSync } from "node:fs";
+import { realpathSync } from "node:fs";
+import { hasEntry } from "../fs/stat-or-null.ts";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
 
 export type Containment = { ok: true; real: string } | { ok: false; msg: string; type: string };
@@ -41,21 +42,12 @@ function resolveReal(path: string, allowMissing: boolean): Real {
     const code = (err as NodeJS.ErrnoException).code ?? "error";
     if (code !== "ENOENT") return { error: `cannot be resolved (${code})`, type: "path_unresolvable" };
   }
-  if (isEntry(path)) return { error: "is or passes through a symbolic link whose target does not exist", type: "path_dangling_link" };
+  if (hasEntry(path)) return { error: "is or passes through a symbolic link whose target does not exist", type: "path_dangling_link" };
   if (!allowMissing) return { error: "does not exist", type: "path_not_found" };
   const parent = dirname(path);
   if (parent === path) return { error: "does not exist", type: "path_not_found" };
   const parentReal = resolveReal(parent, true);
   return "error" in parentReal ? parentReal : { path: join(parentReal.path, basename(path)) };
-}
-
-function isEntry(path: string): boolean {
-  try {
-    lstatSync(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function realOrNull(path: string): string | null {
