@@ -1,15 +1,17 @@
 import type { Config } from "../config/schema.ts";
 import { cotenantsOf } from "../gpu/admission.ts";
 import type { GpuDevice } from "../gpu/index.ts";
-import { liveGroupMembers } from "../supervisor/process-group.ts";
+import { readProcStat } from "../supervisor/proc-stat.ts";
 
 type Role = "training" | "cotenant" | "other";
 
 // `tts_on_3090` is kept for arbo's client: a co-tenant on the device of the 24 GB class.
 const CLASS_OF_3090 = "24gb";
 
+// Only the few processes nvidia-smi lists are looked up: no scan of /proc on every request.
 export function gpuStatusView(devices: GpuDevice[], config: Config, trainerPgid: number | null) {
-  const ours = new Set(trainerPgid === null ? [] : liveGroupMembers(trainerPgid));
+  const pids = devices.flatMap((d) => d.processes.map((p) => p.pid));
+  const ours = new Set(trainerPgid === null ? [] : pids.filter((pid) => readProcStat(pid)?.pgrp === trainerPgid));
   const cotenants = devices.flatMap((d) => cotenantsOf(d, config.gpu.cotenant_patterns).filter((c) => !ours.has(c.pid)));
   const cotenantPids = new Set(cotenants.map((c) => c.pid));
   const roleOf = (pid: number): Role => (ours.has(pid) ? "training" : cotenantPids.has(pid) ? "cotenant" : "other");

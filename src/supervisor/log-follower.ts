@@ -25,7 +25,7 @@ export function followLog(path: string, onText: (text: string) => void): LogFoll
     pending = null;
     if (stopped) return;
     // The shim cut the log to its cap: what was dropped is gone, follow on from the new end.
-    if (fstatSync(fd).size < offset) offset = fstatSync(fd).size;
+    offset = Math.min(offset, fstatSync(fd).size);
     for (let n = readSync(fd, buf, 0, READ_CHUNK, offset); n > 0; n = readSync(fd, buf, 0, READ_CHUNK, offset)) {
       offset += n;
       const text = decoder.decode(buf.subarray(0, n), { stream: true });
