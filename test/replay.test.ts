@@ -4,7 +4,7 @@ import { liveGroupMembers } from "../src/supervisor/process-group.ts";
 import { readProcStat } from "../src/supervisor/proc-stat.ts";
 import { strayProcesses } from "../src/supervisor/stray-sweep.ts";
 import { makeHostTree } from "./support/host-tree.ts";
-import { REAL_LOGS, SIMULATOR, simulateModeConfig, supervisorFor } from "./support/real-mode.ts";
+import { dispatchOk, REAL_LOGS, simulateModeConfig, SIMULATOR, supervisorFor } from "./support/real-mode.ts";
 import { waitFor } from "./support/wait.ts";
 
 setDefaultTimeout(60_000);
@@ -26,10 +26,9 @@ describe("real sd-scripts logs replayed through the simulator", () => {
       using tree = makeHostTree();
       const config = simulateModeConfig(tree, { replay_log: join(REAL_LOGS, log), replay_speed: 20_000 });
       await using s = supervisorFor(tree, config, SIMULATOR);
-      const dispatched = await s.supervisor.dispatch(tree.validRequest());
-      if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+      const job = await dispatchOk(s.supervisor, tree.validRequest());
       await s.supervisor.settle();
-      const row = s.store.get(dispatched.job.id)!;
+      const row = s.store.get(job.id)!;
       expect({ status: row.status, error_code: row.error_code, step: row.step, total_steps: row.total_steps, loss: row.loss }).toEqual(expected as never);
       if (row.status === "succeeded") expect(row.lora_sha256).toMatch(/^[0-9a-f]{64}$/);
     });
@@ -41,9 +40,8 @@ describe("misbehaving simulated trainers", () => {
     test(`cancel leaves nothing of a "${fail}" tree in /proc`, async () => {
       using tree = makeHostTree();
       await using s = supervisorFor(tree, simulateModeConfig(tree, { seconds_per_step: 0.05, fail }), SIMULATOR);
-      const dispatched = await s.supervisor.dispatch(tree.validRequest());
-      if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
-      const id = dispatched.job.id;
+      const job = await dispatchOk(s.supervisor, tree.validRequest());
+      const id = job.id;
       await waitFor(() => (s.supervisor.progress(id)?.step ?? 0) >= 3, "the orphan to be spawned at step 2");
       const pgid = s.store.get(id)!.pid!;
       const members = [...liveGroupMembers(pgid), ...strayProcesses(id)];
@@ -59,9 +57,8 @@ describe("misbehaving simulated trainers", () => {
   test("an out-of-memory at step 3 fails as cuda_oom with exit code 1", async () => {
     using tree = makeHostTree();
     await using s = supervisorFor(tree, simulateModeConfig(tree, { seconds_per_step: 0, fail: "oom@3" }), SIMULATOR);
-    const dispatched = await s.supervisor.dispatch(tree.validRequest());
-    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+    const job = await dispatchOk(s.supervisor, tree.validRequest());
     await s.supervisor.settle();
-    expect(s.store.get(dispatched.job.id)).toMatchObject({ status: "failed", error_code: "cuda_oom", exit_code: 1, step: 2 });
+    expect(s.store.get(job.id)).toMatchObject({ status: "failed", error_code: "cuda_oom", exit_code: 1, step: 2 });
   });
 });

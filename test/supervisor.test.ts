@@ -6,7 +6,7 @@ import { applyLine, initialProgress } from "../src/progress/progress.ts";
 import { liveGroupMembers } from "../src/supervisor/process-group.ts";
 import { readProcStat } from "../src/supervisor/proc-stat.ts";
 import { makeHostTree } from "./support/host-tree.ts";
-import { TRAINERS, realModeConfig, replayTrainer, supervisorFor } from "./support/real-mode.ts";
+import { dispatchOk, realModeConfig, replayTrainer, supervisorFor, TRAINERS } from "./support/real-mode.ts";
 import { waitFor } from "./support/wait.ts";
 
 // Real processes on a shared 2-core machine: generous bounds, conditions waited on, never slept.
@@ -16,10 +16,9 @@ async function runToEnd(trainer: string) {
   using tree = makeHostTree();
   const config = realModeConfig(tree, trainer);
   await using s = supervisorFor(tree, config, [trainer]);
-  const dispatched = await s.supervisor.dispatch(tree.validRequest());
-  if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+  const job = await dispatchOk(s.supervisor, tree.validRequest());
   await s.supervisor.settle();
-  return s.store.get(dispatched.job.id)!;
+  return s.store.get(job.id)!;
 }
 
 describe("supervisor outcomes", () => {
@@ -44,10 +43,9 @@ describe("supervisor outcomes", () => {
       using tree = makeHostTree();
       const trainer = replayTrainer(tree, log, code);
       await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-      const dispatched = await s.supervisor.dispatch(tree.validRequest());
-      if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+      const job = await dispatchOk(s.supervisor, tree.validRequest());
       await s.supervisor.settle();
-      const row = s.store.get(dispatched.job.id)!;
+      const row = s.store.get(job.id)!;
       expect(row).toMatchObject({ status: "failed", error_code: errorCode, exit_code: code });
       expect(row.error).toContain(`exit code ${code}`);
     });
@@ -57,21 +55,19 @@ describe("supervisor outcomes", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "five-steps.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const dispatched = await s.supervisor.dispatch(tree.validRequest());
-    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+    const job = await dispatchOk(s.supervisor, tree.validRequest());
     await s.supervisor.settle();
-    expect(s.store.lossHistory(dispatched.job.id)).toEqual([[1, 0.5], [2, 0.4], [3, 0.3], [4, null], [5, 0.2]]);
-    expect(s.store.get(dispatched.job.id)).toMatchObject({ step: 5, total_steps: 5, loss: 0.2 });
+    expect(s.store.lossHistory(job.id)).toEqual([[1, 0.5], [2, 0.4], [3, 0.3], [4, null], [5, 0.2]]);
+    expect(s.store.get(job.id)).toMatchObject({ step: 5, total_steps: 5, loss: 0.2 });
   });
 
   test("the step on screen is the step reported: the last redraw counts before the next one starts", async () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "holds-last-bar.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const dispatched = await s.supervisor.dispatch(tree.validRequest());
-    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+    const job = await dispatchOk(s.supervisor, tree.validRequest());
     const progress = await waitFor(() => {
-      const p = s.supervisor.progress(dispatched.job.id);
+      const p = s.supervisor.progress(job.id);
       return p && p.step === 3 ? p : null;
     }, "step 3, which no later \r ever closes");
     expect(progress).toMatchObject({ step: 3, total_steps: 100, loss: 0.3 });
@@ -88,11 +84,10 @@ describe("supervisor outcomes", () => {
     const missing = join(tree.root, "no-such-accelerate");
     const config = realModeConfig(tree, join(TRAINERS, "exit-zero-without-file.sh"));
     await using s = supervisorFor(tree, config, [missing]);
-    const dispatched = await s.supervisor.dispatch(tree.validRequest());
-    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+    const job = await dispatchOk(s.supervisor, tree.validRequest());
     await s.supervisor.settle();
-    expect(s.store.get(dispatched.job.id)).toMatchObject({ status: "failed", error_code: "spawn_failed", pid: null });
-    expect(s.store.get(dispatched.job.id)!.error).toContain("no-such-accelerate");
+    expect(s.store.get(job.id)).toMatchObject({ status: "failed", error_code: "spawn_failed", pid: null });
+    expect(s.store.get(job.id)!.error).toContain("no-such-accelerate");
     expect(s.supervisor.activeJobId()).toBeNull();
   });
 });
@@ -102,13 +97,12 @@ describe("cancel", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "stubborn-tree.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const dispatched = await s.supervisor.dispatch(tree.validRequest());
-    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
-    const pgid = await waitFor(() => s.store.get(dispatched.job.id)!.pid, "the shim to start the trainer");
+    const job = await dispatchOk(s.supervisor, tree.validRequest());
+    const pgid = await waitFor(() => s.store.get(job.id)!.pid, "the shim to start the trainer");
     await waitFor(() => liveGroupMembers(pgid).length >= 3, "leader, child and grandchild to run");
     const members = liveGroupMembers(pgid);
 
-    const final = await s.supervisor.cancel(dispatched.job.id);
+    const final = await s.supervisor.cancel(job.id);
 
     expect(final).toMatchObject({ status: "cancelled", forced_kill: 1, error_code: null });
     expect(final!.cancel_requested_at).not.toBeNull();
@@ -132,11 +126,10 @@ describe("cancel", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "exit-zero-without-file.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const dispatched = await s.supervisor.dispatch(tree.validRequest());
-    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+    const job = await dispatchOk(s.supervisor, tree.validRequest());
     await s.supervisor.settle();
-    const before = s.store.get(dispatched.job.id);
-    expect(await s.supervisor.cancel(dispatched.job.id)).toEqual(before);
-    expect(await s.supervisor.cancel(dispatched.job.id)).toEqual(before);
+    const before = s.store.get(job.id);
+    expect(await s.supervisor.cancel(job.id)).toEqual(before);
+    expect(await s.supervisor.cancel(job.id)).toEqual(before);
   });
 });

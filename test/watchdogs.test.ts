@@ -5,7 +5,7 @@ import { strayProcesses } from "../src/supervisor/stray-sweep.ts";
 import { readProcStat } from "../src/supervisor/proc-stat.ts";
 import { terminateGroup } from "../src/supervisor/process-group.ts";
 import { makeHostTree } from "./support/host-tree.ts";
-import { TRAINERS, realModeConfig, supervisorFor, type ConfigOverrides } from "./support/real-mode.ts";
+import { type ConfigOverrides, dispatchOk, realModeConfig, supervisorFor, TRAINERS } from "./support/real-mode.ts";
 import { waitFor } from "./support/wait.ts";
 
 setDefaultTimeout(30_000);
@@ -14,10 +14,9 @@ async function runWith(script: string, overrides: ConfigOverrides) {
   using tree = makeHostTree();
   const trainer = join(TRAINERS, script);
   await using s = supervisorFor(tree, realModeConfig(tree, trainer, overrides), [trainer]);
-  const dispatched = await s.supervisor.dispatch(tree.validRequest());
-  if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+  const job = await dispatchOk(s.supervisor, tree.validRequest());
   await s.supervisor.settle();
-  const row = s.store.get(dispatched.job.id)!;
+  const row = s.store.get(job.id)!;
   return { row, log: readFileSync(row.log_path, "utf8"), logBytes: statSync(row.log_path).size };
 }
 
@@ -42,12 +41,11 @@ describe("watchdogs", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "nan-forever.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer, { watchdog: { stall_seconds: 0.5, nan_updates: 100_000 } }), [trainer]);
-    const dispatched = await s.supervisor.dispatch(tree.validRequest());
-    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
+    const job = await dispatchOk(s.supervisor, tree.validRequest());
     // 200 steps at 10 ms each is well past the 0.5 s stall limit, measured by the trainer's own output.
-    await waitFor(() => (s.supervisor.progress(dispatched.job.id)?.step ?? 0) >= 200, "200 steps");
-    expect(s.store.get(dispatched.job.id)).toMatchObject({ status: "training", stop_reason: null });
-    await s.supervisor.cancel(dispatched.job.id);
+    await waitFor(() => (s.supervisor.progress(job.id)?.step ?? 0) >= 200, "200 steps");
+    expect(s.store.get(job.id)).toMatchObject({ status: "training", stop_reason: null });
+    await s.supervisor.cancel(job.id);
   });
 
   test("a flooding trainer cannot grow its log past the cap; head and tail are kept", async () => {
@@ -65,9 +63,8 @@ describe("leftovers outside the process group", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "escaping-grandchild.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const dispatched = await s.supervisor.dispatch(tree.validRequest());
-    if (!dispatched.ok) throw new Error(JSON.stringify(dispatched));
-    const id = dispatched.job.id;
+    const job = await dispatchOk(s.supervisor, tree.validRequest());
+    const id = job.id;
     const escapee = await waitFor(() => Number(/escapee (\d+)/.exec(readFileSync(s.store.get(id)!.log_path, "utf8"))?.[1] ?? 0), "the escapee to start");
     expect(readProcStat(escapee)!.pgrp).not.toBe(s.store.get(id)!.pid);
 

@@ -3,7 +3,8 @@ import { join } from "node:path";
 import { ConfigSchema, type Config } from "../../src/config/schema.ts";
 import { silentLogger } from "../../src/log/logger.ts";
 import { openJobStore } from "../../src/store/job-store.ts";
-import { createSupervisor } from "../../src/supervisor/supervisor.ts";
+import type { JobRow } from "../../src/store/job-store.ts";
+import { createSupervisor, type Supervisor } from "../../src/supervisor/supervisor.ts";
 import { createGpuProbe } from "../../src/gpu/index.ts";
 import { FAKE_NVIDIA_SMI, MAIN, type HostTree } from "./host-tree.ts";
 
@@ -29,6 +30,13 @@ export function realModeConfig(tree: HostTree, accelerate: string, overrides: Co
     watchdog: overrides.watchdog ?? {},
     gpu: { nvidia_smi: FAKE_NVIDIA_SMI, ...overrides.gpu },
   });
+}
+
+// Dispatches a request the test expects to be accepted; anything else fails the test with the answer.
+export async function dispatchOk(supervisor: Supervisor, body: unknown): Promise<JobRow> {
+  const result = await supervisor.dispatch(body);
+  if (!result.ok) throw new Error(`dispatch refused: ${JSON.stringify(result)}`);
+  return result.job;
 }
 
 // Simulate mode as the worker runs it: the simulator is this program started from source.
