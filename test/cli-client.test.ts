@@ -4,7 +4,7 @@ import { ClientError } from "../src/cli/client/client-error.ts";
 import { jobEvents, type JobEvent } from "../src/cli/client/job-events.ts";
 import { LogView } from "../src/cli/client/log-view.ts";
 import { SseParser } from "../src/cli/client/sse-parser.ts";
-import type { Terminal } from "../src/cli/client/terminal.ts";
+import { createTerminal, type Terminal } from "../src/cli/client/terminal.ts";
 import { createWorkerClient } from "../src/cli/client/worker-client.ts";
 
 const JOB = "3f1c2a4e-0000-4000-8000-000000000000";
@@ -12,7 +12,8 @@ const FAST = { idleMs: 300, maxOutageMs: 2_000, firstRetryMs: 10, maxRetryMs: 50
 
 function captured(isTTY: boolean): Terminal & { text(): string } {
   let text = "";
-  return { write: (t) => void (text += t), error: () => {}, isTTY, columns: 80, text: () => text };
+  const out = createTerminal({ stdout: (t) => void (text += t), stderr: () => {} }, { stdoutIsTTY: isTTY, stderrIsTTY: false, columns: 80 });
+  return { ...out, text: () => text };
 }
 
 const view = (step: number, status = "training") => ({ worker_job_id: JOB, status, step });

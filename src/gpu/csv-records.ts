@@ -52,6 +52,7 @@ export function parseWithHeader<T>(
   return parseCsvRows(body, { fields, freeField }, toRow);
 }
 
-function nonEmptyLines(text: string): string[] {
+/** The lines of `text` that hold something besides whitespace. */
+export function nonEmptyLines(text: string): string[] {
   return text.split(/\r?\n/).filter((line) => line.trim() !== "");
 }

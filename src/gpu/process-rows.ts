@@ -1,4 +1,5 @@
-import type { CsvLayout, CsvRecord } from "./csv-records.ts";
+import { type CsvLayout, type CsvRecord, nonEmptyLines, parseCsvRows, type RowsResult, splitCsvLine } from "./csv-records.ts";
+import { rejoinRows } from "./process-lines.ts";
 import { parseQuantity, parseWholeNumber } from "./quantity.ts";
 import type { GpuProcess } from "./types.ts";
 
@@ -21,4 +22,14 @@ export function toProcessRow(record: CsvRecord): ProcessRow | undefined {
   const name = record["process_name"];
   if (pid === undefined || used_mib === undefined || !gpu_uuid || name === undefined) return undefined;
   return { gpu_uuid, pid, name, used_mib };
+}
+
+/** Rows of PROCESS_QUERY in `--format=csv,noheader`, a row spread over lines by a name's newlines rejoined. */
+export function parseProcessRows(text: string): RowsResult<ProcessRow> {
+  return parseCsvRows(rejoinRows(nonEmptyLines(text), isWholeRow), PROCESS_QUERY, toProcessRow);
+}
+
+function isWholeRow(line: string): boolean {
+  const record = splitCsvLine(line, PROCESS_QUERY);
+  return record !== undefined && toProcessRow(record) !== undefined;
 }

@@ -1,8 +1,8 @@
-import { type CsvLayout, type CsvRecord, parseHeaderless } from "./csv-records.ts";
+import { type CsvLayout, parseHeaderless, type RowsResult } from "./csv-records.ts";
 import { joinDevices } from "./device-list.ts";
 import { DEVICE_QUERY, toDeviceRow } from "./device-rows.ts";
 import { truncateLine } from "./output-lines.ts";
-import { PROCESS_QUERY, toProcessRow } from "./process-rows.ts";
+import { parseProcessRows, PROCESS_QUERY } from "./process-rows.ts";
 import { runNvidiaSmi } from "./run-nvidia-smi.ts";
 import type { ProbeResult } from "./types.ts";
 
@@ -17,8 +17,8 @@ type QueryResult<T> = { ok: true; rows: T[] } | { ok: false; detail: string };
 /** One probe: both queries at once, so a hung driver costs one timeout, not two, and the two views are simultaneous. */
 export async function readDevices(deps: ReadDevicesDeps): Promise<ProbeResult> {
   const [devices, processes] = await Promise.all([
-    query(deps, "--query-gpu", DEVICE_QUERY, toDeviceRow),
-    query(deps, "--query-compute-apps", PROCESS_QUERY, toProcessRow),
+    query(deps, "--query-gpu", DEVICE_QUERY, (text) => parseHeaderless(text, DEVICE_QUERY, toDeviceRow)),
+    query(deps, "--query-compute-apps", PROCESS_QUERY, parseProcessRows),
   ]);
   const probed_at = deps.now();
   if (!devices.ok) return { ok: false, detail: devices.detail, probed_at };
@@ -30,11 +30,11 @@ async function query<T>(
   deps: ReadDevicesDeps,
   flag: string,
   layout: CsvLayout,
-  toRow: (record: CsvRecord) => T | undefined,
+  parse: (text: string) => RowsResult<T>,
 ): Promise<QueryResult<T>> {
   const args = [`${flag}=${layout.fields.join(",")}`, "--format=csv,noheader,nounits"];
   const outcome = await runNvidiaSmi({ path: deps.nvidiaSmi, args, timeoutMs: deps.timeoutMs });
   if (!outcome.ok) return outcome;
-  const parsed = parseHeaderless(outcome.stdout, layout, toRow);
+  const parsed = parse(outcome.stdout);
   return parsed.ok ? parsed : { ok: false, detail: `unparseable nvidia-smi output: ${truncateLine(parsed.line.trim())}` };
 }

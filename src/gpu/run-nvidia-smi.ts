@@ -1,10 +1,15 @@
 /**
- * Runs nvidia-smi under a hard deadline. A wedged driver leaves nvidia-smi in uninterruptible sleep (state D), where
- * even SIGKILL waits on the kernel, so at the deadline the outcome is decided without waiting for the process to die.
+ * Runs nvidia-smi under a hard deadline and a cap on what it prints. A wedged driver leaves nvidia-smi in
+ * uninterruptible sleep (state D), where even SIGKILL waits on the kernel, so at the deadline or the cap the outcome
+ * is decided without waiting for the process to die.
  * nvidia-smi prints its own errors on stdout, so a failure's detail is the first line of stdout, then of stderr.
  */
 import type { Subprocess } from "bun";
+import { captureOutput, type Overflowed } from "./capped-output.ts";
 import { firstLine } from "./output-lines.ts";
+
+// Per stream. Real answers are a few KiB even for 16 GPUs with many processes; past this it is not nvidia-smi's CSV.
+export const MAX_OUTPUT_BYTES = 1024 * 1024;
 
 export type SmiOutcome = { ok: true; stdout: string } | { ok: false; detail: string };
 
@@ -32,14 +37,16 @@ export async function runNvidiaSmi(call: SmiCall): Promise<SmiOutcome> {
   const expired = new Promise<typeof TIMED_OUT>((resolve) => (timer = setTimeout(resolve, call.timeoutMs, TIMED_OUT)));
   const finished = await Promise.race([collect(child), expired]);
   clearTimeout(timer);
-  if (finished !== TIMED_OUT) return judge(finished);
-  killGroup(child);
-  return { ok: false, detail: `nvidia-smi timed out after ${call.timeoutMs} ms` };
+  if (finished === TIMED_OUT) return stop(child, `nvidia-smi timed out after ${call.timeoutMs} ms`);
+  if ("overflowed" in finished) {
+    return stop(child, `nvidia-smi printed more than ${MAX_OUTPUT_BYTES} bytes on ${finished.overflowed}; its output was not read further`);
+  }
+  return judge(finished);
 }
 
 function spawn(call: SmiCall): Child | { ok: false; detail: string } {
   try {
-    // Its own process group, so the deadline also kills whatever a wrapper script started (and holds the pipes).
+    // Its own process group, so a stop also kills whatever a wrapper script started (and holds the pipes).
     return Bun.spawn([call.path, ...call.args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", detached: true });
   } catch (error) {
     const code = error instanceof Error && "code" in error ? error.code : undefined;
@@ -48,10 +55,11 @@ function spawn(call: SmiCall): Child | { ok: false; detail: string } {
   }
 }
 
-async function collect(child: Child): Promise<Finished> {
-  const [stdout, stderr] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text()]);
+async function collect(child: Child): Promise<Finished | Overflowed> {
+  const output = await captureOutput({ stdout: child.stdout, stderr: child.stderr }, MAX_OUTPUT_BYTES);
+  if ("overflowed" in output) return output;
   await child.exited;
-  return { exitCode: child.exitCode, signal: child.signalCode, stdout, stderr };
+  return { exitCode: child.exitCode, signal: child.signalCode, ...output };
 }
 
 function judge(finished: Finished): SmiOutcome {
@@ -60,10 +68,12 @@ function judge(finished: Finished): SmiOutcome {
   return { ok: false, detail: firstLine(finished.stdout) ?? firstLine(finished.stderr) ?? silent };
 }
 
-function killGroup(child: Child): void {
+// The detail is decided before the signal is sent: the group may not die at once (state D), and need not.
+function stop(child: Child, detail: string): SmiOutcome {
   try {
     process.kill(-child.pid, "SIGKILL");
   } catch {
     child.kill("SIGKILL");
   }
+  return { ok: false, detail };
 }

@@ -1,4 +1,5 @@
 import { barLine, outcomeLines, progressLine } from "./job-format.ts";
+import { jsonText } from "./json-text.ts";
 import type { Terminal } from "./terminal.ts";
 import type { JobView } from "./wire.ts";
 
@@ -8,10 +9,8 @@ export interface FollowRenderer {
   finish(view: JobView): void;
 }
 
-const REDRAW = "\r\x1b[2K"; // back to column 0, clear the line
-
 export function followRenderer(out: Terminal, json: boolean): FollowRenderer {
-  if (json) return lines(out, (v) => JSON.stringify(v), () => []);
+  if (json) return lines(out, jsonText, () => []);
   if (!out.isTTY) return lines(out, progressLine, outcomeLines);
   return liveBar(out);
 }
@@ -37,7 +36,7 @@ function liveBar(out: Terminal): FollowRenderer {
   let last = "";
   const show = (view: JobView) => {
     const next = barLine(view, out.columns);
-    if (next !== last) out.write(REDRAW + next);
+    if (next !== last) out.redraw(next);
     last = next;
   };
   return {

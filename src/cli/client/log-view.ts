@@ -1,6 +1,4 @@
-import { printable, type Terminal } from "./terminal.ts";
-
-const REDRAW = "\r\x1b[2K";
+import type { Terminal } from "./terminal.ts";
 
 // `logs -f` re-reads the log's tail (the route has no offsets) and shows only what is new. The last line
 // shown is "open": it may be a tqdm bar that the next tail shows redrawn. On a terminal it is redrawn in
@@ -57,12 +55,13 @@ export class LogView {
 
   private write(line: string): void {
     if (!this.out.isTTY) return this.out.write(`${line}\n`);
-    this.out.write(`${this.lineOpen ? "\n" : ""}${printable(line)}`);
+    this.out.write(`${this.lineOpen ? "\n" : ""}${line}`);
     this.lineOpen = true;
   }
 
   private replaceOpen(line: string): void {
-    this.out.write(this.out.isTTY ? `${REDRAW}${printable(line)}` : `${line}\n`);
+    if (this.out.isTTY) this.out.redraw(line);
+    else this.out.write(`${line}\n`);
     this.shown[this.shown.length - 1] = line;
   }
 }

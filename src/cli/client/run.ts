@@ -11,7 +11,7 @@ import { status } from "./commands/status.ts";
 import { submit } from "./commands/submit.ts";
 import { EXIT, EXIT_CODES_HELP } from "./exit-codes.ts";
 import { parseOptions } from "./options.ts";
-import { DEFAULT_COLUMNS, type Terminal } from "./terminal.ts";
+import { createTerminal, DEFAULT_COLUMNS, type Terminal } from "./terminal.ts";
 import { createWorkerClient } from "./worker-client.ts";
 
 const CLIENT_COMMANDS: Readonly<Record<string, ClientCommand>> = { submit, status, jobs, logs, cancel, gpu };
@@ -55,21 +55,10 @@ export async function clientCommand(name: string, argv: string[], out: Terminal 
 }
 
 function processTerminal(): Terminal {
-  let lineOpen = false; // a live bar left without its newline
-  return {
-    write(text) {
-      if (text === "") return;
-      writeAll(STDOUT, text);
-      lineOpen = !text.endsWith("\n");
-    },
-    error(text) {
-      if (lineOpen) writeAll(STDOUT, "\n");
-      lineOpen = false;
-      writeAll(STDERR, text);
-    },
-    isTTY: process.stdout.isTTY === true,
-    columns: process.stdout.columns || DEFAULT_COLUMNS,
-  };
+  return createTerminal(
+    { stdout: (text) => writeAll(STDOUT, text), stderr: (text) => writeAll(STDERR, text) },
+    { stdoutIsTTY: process.stdout.isTTY === true, stderrIsTTY: process.stderr.isTTY === true, columns: process.stdout.columns || DEFAULT_COLUMNS },
+  );
 }
 
 const STDOUT = 1;

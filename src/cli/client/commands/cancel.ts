@@ -2,6 +2,7 @@ import { UsageError } from "../../args.ts";
 import type { ClientCommand } from "../command.ts";
 import { EXIT } from "../exit-codes.ts";
 import { outcomeLines } from "../job-format.ts";
+import { jsonText } from "../json-text.ts";
 
 export const cancel: ClientCommand = {
   usage: "cancel ID [--json]",
@@ -14,7 +15,7 @@ Exit: 0 once the worker answered (whatever the job's status).`,
   async run({ client, out, options }) {
     if (options.positional.length !== 1) throw new UsageError("cancel takes exactly one job ID");
     const view = await client.cancel(options.positional[0]!);
-    if (options.flags.has("json")) out.write(`${JSON.stringify(view)}\n`);
+    if (options.flags.has("json")) out.write(`${jsonText(view)}\n`);
     else out.write(`job ${view.worker_job_id} ${view.status === "cancelled" ? "" : "had already ended, "}${outcomeLines(view).join("\n")}\n`);
     return EXIT.ok;
   },

@@ -2,6 +2,7 @@ import { UsageError } from "../../args.ts";
 import type { ClientCommand } from "../command.ts";
 import { EXIT } from "../exit-codes.ts";
 import { gpuTable } from "../gpu-table.ts";
+import { jsonText } from "../json-text.ts";
 
 export const gpu: ClientCommand = {
   usage: "gpu [--json]",
@@ -14,7 +15,7 @@ Exit: 0; 5 when the worker cannot read the GPUs (503 gpu_probe_failed, with what
   async run({ client, out, options }) {
     if (options.positional.length > 0) throw new UsageError("gpu takes no arguments");
     const status = await client.gpu();
-    out.write(options.flags.has("json") ? `${JSON.stringify(status)}\n` : gpuTable(status).map((l) => `${l}\n`).join(""));
+    out.write(options.flags.has("json") ? `${jsonText(status)}\n` : gpuTable(status).map((l) => `${l}\n`).join(""));
     return EXIT.ok;
   },
 };

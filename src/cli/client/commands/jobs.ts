@@ -2,6 +2,7 @@ import { UsageError } from "../../args.ts";
 import type { ClientCommand } from "../command.ts";
 import { EXIT } from "../exit-codes.ts";
 import { jobLine } from "../job-format.ts";
+import { jsonText } from "../json-text.ts";
 import { positiveInt } from "../options.ts";
 import type { JobStatus } from "../wire.ts";
 
@@ -29,7 +30,7 @@ Exit: 0.`,
     let listed = 0;
     while (remaining > 0) {
       const page = await client.jobs({ status, limit: Math.min(remaining, PAGE_MAX), cursor });
-      for (const job of page.jobs) out.write(`${json ? JSON.stringify(job) : jobLine(job)}\n`);
+      for (const job of page.jobs) out.write(`${json ? jsonText(job) : jobLine(job)}\n`);
       listed += page.jobs.length;
       remaining -= page.jobs.length;
       if (page.next_cursor === null || page.jobs.length === 0) break;

@@ -14,7 +14,8 @@ export const logs: ClientCommand = {
   usage: "logs ID [-f|--follow] [--lines N]",
   help: `Prints the last N lines of the job's trainer log (default ${DEFAULT_LINES}, at most 5000; a tqdm bar as its
 last redraw). -f follows the log until the job ends: it re-reads the tail on each event of the job's event
-stream (and each heartbeat), printing only what is new.
+stream (and each heartbeat), printing only what is new. On a terminal the log's control characters are shown
+as cat -v shows them (ESC as ^[); a pipe gets the log's bytes unchanged.
 Exit: 0; with -f, by how the job ended: 0 succeeded, 1 failed, 3 cancelled.`,
   values: ["lines"],
   flags: ["follow"],

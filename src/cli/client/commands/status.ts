@@ -4,6 +4,7 @@ import { EXIT } from "../exit-codes.ts";
 import { followJob } from "../follow.ts";
 import { followRenderer } from "../follow-renderer.ts";
 import { exitCodeOf, statusLines } from "../job-format.ts";
+import { jsonText } from "../json-text.ts";
 import { isTerminal } from "../wire.ts";
 
 export const status: ClientCommand = {
@@ -25,7 +26,7 @@ Exit: by the job's status: 0 succeeded, still running, or no active job; 1 faile
     const view = await client.job(id);
     const live = !isTerminal(view.status) && (options.flags.has("follow") || (out.isTTY && !json));
     if (!live) {
-      out.write(json ? `${JSON.stringify(view)}\n` : statusLines(view).map((l) => `${l}\n`).join(""));
+      out.write(json ? `${jsonText(view)}\n` : statusLines(view).map((l) => `${l}\n`).join(""));
       return exitCodeOf(view);
     }
     if (!json) out.write(statusLines(view).slice(0, 2).map((l) => `${l}\n`).join(""));

@@ -4,6 +4,7 @@ import { EXIT } from "../exit-codes.ts";
 import { followJob } from "../follow.ts";
 import { followRenderer } from "../follow-renderer.ts";
 import { exitCodeOf } from "../job-format.ts";
+import { jsonText } from "../json-text.ts";
 
 export const submit: ClientCommand = {
   usage: "submit REQUEST.json [--follow] [--json] [--idempotency-key KEY]",
@@ -21,7 +22,7 @@ refuses the request (422 invalid, 409 busy or output exists, 503 GPU probe faile
     const json = options.flags.has("json");
     const dispatched = await client.submit(body, options.values["idempotency-key"]);
     if (!options.flags.has("follow")) {
-      out.write(`${json ? JSON.stringify(dispatched) : dispatched.worker_job_id}\n`);
+      out.write(`${json ? jsonText(dispatched) : dispatched.worker_job_id}\n`);
       return EXIT.ok;
     }
     if (!json) out.write(`job ${dispatched.worker_job_id} submitted\n`);
