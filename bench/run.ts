@@ -10,6 +10,7 @@ const SCRIPTS = [
   "supervisor-overhead.ts",
   "progress-freshness.ts",
   "log-tail.ts",
+  "follower-starvation.ts",
   "gpu-coalescing.ts",
   "startup-footprint.ts",
   "dispatch.ts",

@@ -33,7 +33,17 @@ function readTail(fd: number, lines: number): string {
   }
   const text = Buffer.concat(chunks).toString("utf8");
   // The first line is partial unless the read reached the start of the file.
-  return pos > 0 ? text.slice(text.indexOf("\n") + 1) : text;
+  return pos > 0 ? dropPartial(text) : text;
+}
+
+// Of a partial first line only the text before its first "\r" is cut: each redraw after it is whole, and the
+// last one is what a terminal shows of a tqdm line longer than the window.
+function dropPartial(text: string): string {
+  const end = text.indexOf("\n");
+  const first = end < 0 ? text : text.slice(0, end);
+  // A "\r" with nothing after it (a "\r\n" ending) starts no redraw.
+  const redraw = first.search(/\r[^\r]/);
+  return redraw < 0 ? text.slice(first.length + 1) : text.slice(redraw);
 }
 
 // What a terminal shows: of a tqdm line redrawn with "\r", only the last drawing.

@@ -1,0 +1,111 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { appendFileSync, mkdtempSync, readdirSync, readlinkSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { followLog, SLICE_BYTES } from "../src/supervisor/log-follower.ts";
+import { waitFor } from "./support/wait.ts";
+
+const MiB = 2 ** 20;
+const dir = mkdtempSync(join(tmpdir(), "log-follower-test-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+// tqdm's redraws, "█" included: a 3-byte character that read boundaries are bound to split.
+function redraws(bytes: number): string {
+  const one = (n: number) => `\rsteps:  42%|████▏     | ${n}/100000 [00:10<00:14, 4.02it/s, avr_loss=0.0${n % 997}]`;
+  const parts: string[] = [];
+  for (let n = 0, size = 0; size < bytes; n++) size += Buffer.byteLength(parts[parts.push(one(n)) - 1]!);
+  return `${parts.join("")}\n`;
+}
+
+function logFile(name: string, text: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+function collect(path: string) {
+  const chunks: string[] = [];
+  let chars = 0;
+  const follower = followLog(path, (text) => {
+    chunks.push(text);
+    chars += text.length;
+  });
+  return { follower, chunks, chars: () => chars, text: () => chunks.join("") };
+}
+
+// How many characters had been handed on when an HTTP request to a server in this process was answered.
+async function charsWhenAnswered(chars: () => number, startReading: () => void): Promise<number> {
+  using server = Bun.serve({ port: 0, fetch: () => new Response("ok") });
+  const answered = fetch(server.url).then(async (res) => (await res.text(), chars()));
+  startReading();
+  return await answered;
+}
+
+// This process's descriptors open on `path`.
+function fdsOn(path: string): number {
+  return readdirSync("/proc/self/fd").filter((fd) => {
+    try {
+      return readlinkSync(`/proc/self/fd/${fd}`) === path;
+    } catch {
+      return false;
+    }
+  }).length;
+}
+
+describe("followLog", () => {
+  const flood = redraws(48 * MiB);
+
+  test("an HTTP request is answered while a 48 MiB backlog is still being read, and every byte arrives once, in order", async () => {
+    const log = collect(logFile("paced.log", flood));
+    const atAnswer = await charsWhenAnswered(log.chars, log.follower.drain);
+    expect(atAnswer).toBeGreaterThan(0);
+    expect(atAnswer).toBeLessThan(flood.length / 2);
+    await waitFor(() => log.chars() === flood.length, "the whole backlog");
+    expect(log.text() === flood).toBe(true);
+    log.follower.stop();
+  });
+
+  test("contrast: reading the same backlog to EOF in one go answers the request only after the last byte", async () => {
+    const log = collect(logFile("unpaced.log", flood));
+    const atAnswer = await charsWhenAnswered(log.chars, log.follower.stop);
+    expect(atAnswer).toBe(flood.length);
+    expect(log.text() === flood).toBe(true);
+  });
+
+  test("stop() hands on everything written up to it in the same turn, where drain() hands on one slice", () => {
+    const text = redraws(4 * MiB);
+    const log = collect(logFile("stop.log", ""));
+    appendFileSync(join(dir, "stop.log"), text);
+    log.follower.drain();
+    const afterDrain = log.text();
+    log.follower.stop();
+    expect(Buffer.byteLength(afterDrain)).toBeLessThanOrEqual(SLICE_BYTES);
+    expect(afterDrain.length).toBeLessThan(text.length);
+    expect(log.text() === text).toBe(true);
+  });
+
+  test("appends are picked up without a drain call, and after the shim cuts the log the follower reads on from the new end", async () => {
+    const path = logFile("capped.log", "");
+    const log = collect(path);
+    appendFileSync(path, "before the cut\n");
+    await waitFor(() => log.text() === "before the cut\n", "the first line");
+    truncateSync(path, 0);
+    log.follower.drain();
+    appendFileSync(path, "after\n");
+    await waitFor(() => log.text().endsWith("after\n"), "the line written after the cut");
+    log.follower.stop();
+    expect(log.text()).toBe("before the cut\nafter\n");
+    // Contrast: a reader that kept its old offset would find nothing there.
+    expect(await Bun.file(path).slice("before the cut\n".length).text()).toBe("");
+  });
+
+  test("stop() closes the log even when the text handler throws on the last words", () => {
+    const path = logFile("throwing.log", "last words\n");
+    const follower = followLog(path, () => {
+      throw new Error("the database is full");
+    });
+    expect(fdsOn(path)).toBe(1);
+    expect(() => follower.stop()).toThrow("the database is full");
+    expect(fdsOn(path)).toBe(0);
+  });
+});
