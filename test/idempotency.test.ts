@@ -32,7 +32,7 @@ describe("idempotent dispatch", () => {
     await using h = harness();
     const first = await h.supervisor.dispatch(h.tree.validRequest());
     const other = await h.supervisor.dispatch(h.tree.validRequest({ seed: 7 }));
-    expect(other).toEqual({ ok: false, kind: "busy", activeId: first.ok ? first.job.id : "" });
+    expect(other).toEqual({ ok: false, kind: "busy", activeId: first.ok ? first.job.id : "", unsupervised: false });
   });
 
   test("the same Idempotency-Key returns the same job even after that job ended", async () => {

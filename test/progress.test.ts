@@ -36,8 +36,9 @@ function* decodeInChunks(bytes: Uint8Array, seed: number): Generator<string> {
   yield decoder.decode();
 }
 
+// A fold without an expected total takes the first one the log announces as the run's.
 function progress(fields: Partial<Progress>): Progress {
-  return { ...initialProgress(), ...fields };
+  return { ...initialProgress(), expected_total: fields.total_steps ?? null, ...fields };
 }
 
 const fixtureFinals: Record<string, Progress> = {

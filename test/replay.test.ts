@@ -2,7 +2,7 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
 import { liveGroupMembers } from "../src/supervisor/process-group.ts";
 import { readProcStat } from "../src/supervisor/proc-stat.ts";
-import { strayProcesses } from "../src/supervisor/stray-sweep.ts";
+import { markedProcessesOf as strayProcesses } from "../src/supervisor/marked-processes.ts";
 import { makeHostTree } from "./support/host-tree.ts";
 import { dispatchOk, REAL_LOGS, simulateModeConfig, SIMULATOR, supervisorFor } from "./support/real-mode.ts";
 import { waitFor } from "./support/wait.ts";

@@ -58,7 +58,7 @@ describe("supervisor outcomes", () => {
     const job = await dispatchOk(s.supervisor, tree.validRequest());
     await s.supervisor.settle();
     expect(s.store.lossHistory(job.id)).toEqual([[1, 0.5], [2, 0.4], [3, 0.3], [4, null], [5, 0.2]]);
-    expect(s.store.get(job.id)).toMatchObject({ step: 5, total_steps: 5, loss: 0.2 });
+    expect(s.store.get(job.id)).toMatchObject({ step: 5, total_steps: 400, loss: 0.2 });
   });
 
   test("the step on screen is the step reported: the last redraw counts before the next one starts", async () => {
@@ -70,7 +70,7 @@ describe("supervisor outcomes", () => {
       const p = s.supervisor.progress(job.id);
       return p && p.step === 3 ? p : null;
     }, "step 3, which no later \r ever closes");
-    expect(progress).toMatchObject({ step: 3, total_steps: 100, loss: 0.3 });
+    expect(progress).toMatchObject({ step: 3, total_steps: 400, loss: 0.3 });
   });
 
   test("contrast: folding only the records a \\r or \\n has closed leaves the last redraw unread", () => {

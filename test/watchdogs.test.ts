@@ -1,7 +1,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { strayProcesses } from "../src/supervisor/stray-sweep.ts";
+import { markedProcessesOf as strayProcesses } from "../src/supervisor/marked-processes.ts";
 import { readProcStat } from "../src/supervisor/proc-stat.ts";
 import { terminateGroup } from "../src/supervisor/process-group.ts";
 import { makeHostTree } from "./support/host-tree.ts";

@@ -26,7 +26,15 @@ export function refusalError(result: Exclude<DispatchResult, { ok: true }>): Api
       if (refusal.reason === "gpu_probe_failed") return new ApiError(503, { detail: refusal.detail, reason: refusal.reason });
       return new ApiError(409, { ...refusal }, { "Retry-After": VRAM_RETRY_AFTER_S });
     }
-    case "busy":
-      return new ApiError(409, { detail: `another training is running (job ${result.activeId}); one job runs at a time`, reason: "busy", active_job_id: result.activeId }, { "Retry-After": BUSY_RETRY_AFTER_S });
+    case "busy": {
+      const detail = result.unsupervised
+        ? `processes of job ${result.activeId} are running but this worker does not supervise them (they are being stopped); no training starts until they are gone`
+        : `another training is running (job ${result.activeId}); one job runs at a time`;
+      return new ApiError(409, { detail, reason: "busy", active_job_id: result.activeId }, { "Retry-After": BUSY_RETRY_AFTER_S });
+    }
+    case "state_unwritable":
+      return new ApiError(503, { detail: `${result.detail}; no training starts until the state dir takes writes again (see /healthz)`, reason: "state_unwritable" }, { "Retry-After": BUSY_RETRY_AFTER_S });
+    case "launch_failed":
+      return new ApiError(503, { detail: result.job.error ?? "the trainer could not be started", reason: "spawn_failed", worker_job_id: result.job.id });
   }
 }

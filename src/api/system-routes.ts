@@ -30,6 +30,12 @@ function gpuFact(last: ProbeResult | null) {
   return last.ok ? { probed: true, ok: true, devices: last.devices.length, probed_at: at } : { probed: true, ok: false, detail: last.detail, probed_at: at };
 }
 
+// A state dir that cannot take writes degrades the worker: runs go on from memory, new trains are refused.
+function stateFact(store: JobStore, path: string) {
+  const failure = store.writeFailure();
+  return failure === null ? { path, writable: true } : { path, writable: false, error: failure.error, since: failure.since };
+}
+
 export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics }) {
   const { loaded, supervisor, gpu } = deps;
   const { config } = loaded;
@@ -44,6 +50,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
         simulated: config.trainer.mode === "simulate",
         auth_mode: deps.auth.mode,
         gpu: gpuFact(gpu.last()),
+        state_dir: stateFact(deps.store, config.state_dir),
         gpu_admission: config.gpu.admission,
         listen: config.listen,
         config_file: loaded.file,

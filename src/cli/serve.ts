@@ -21,6 +21,8 @@ const EXIT_STATE = 73;
 // Far above MAX_BODY_BYTES on purpose: readJsonBody refuses past 64 KiB itself, with a detail and a closed
 // connection, where Bun's own limit would answer a bare 413.
 const TRANSPORT_BODY_LIMIT = 2 ** 30;
+// SIGTERM ends the worker within this even if closing the server hangs; trainings run on (KillMode=process).
+const STOP_DEADLINE_MS = 2000;
 
 export async function serveCommand(argv: string[]): Promise<void> {
   const { positional, options } = parseArgs(argv, ["config"]);
@@ -57,7 +59,9 @@ export async function serveCommand(argv: string[]): Promise<void> {
   warnIfOpen(auth, config, log);
   const stop = (signal: string) => {
     log.info("stopping", { signal, active_job_id: supervisor.activeJobId() });
-    void server.stop().then(() => {
+    setTimeout(() => process.exit(0), STOP_DEADLINE_MS);
+    // Event streams and keep-alive connections would hold a graceful stop open for as long as they last.
+    void server.stop(true).finally(() => {
       store.close();
       lock.release();
       process.exit(0);
@@ -65,6 +69,9 @@ export async function serveCommand(argv: string[]): Promise<void> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+  // The last line of defence: background work catches its own errors, and one that slips through is a bug
+  // to log, not a reason to leave running trainings unsupervised.
+  process.on("unhandledRejection", (err) => log.error("unhandled rejection", { error: String(err), stack: (err as Error)?.stack }));
 }
 
 // One worker per state dir, and never one serving from a damaged database.

@@ -12,6 +12,8 @@ export interface Progress {
   nan_streak: number;
   eta_s: number | null;
   seconds_per_step: number | null;
+  /** The run's own step count (the tier's max_train_steps); a bar or total that contradicts it is not progress. */
+  expected_total: number | null;
 }
 
 const PHASE_ORDER: readonly Phase[] = ["loading", "caching", "training", "saving", "done"];
@@ -24,16 +26,18 @@ const FINAL_SAVE = /^save trained model\b/;
 const CHECKPOINT_SAVE = /\bsaving checkpoint: /;
 const MODEL_SAVED = /(?:^|\s)model saved\.(?:\s|$)/;
 
-export function initialProgress(): Progress {
+// Without an expected total (a replayed recording), the first total the trainer announces becomes it.
+export function initialProgress(expectedTotal: number | null = null): Progress {
   return {
     phase: "loading",
     step: 0,
-    total_steps: null,
+    total_steps: expectedTotal,
     loss: null,
     last_loss_nan: false,
     nan_streak: 0,
     eta_s: null,
     seconds_per_step: null,
+    expected_total: expectedTotal,
   };
 }
 
@@ -50,6 +54,8 @@ function applyBar(p: Progress, bar: TqdmBar): Progress {
 }
 
 function applyStepsBar(p: Progress, bar: TqdmBar): Progress {
+  // A bar counting past its total, or another run's total, would write a loss point per redraw: not progress.
+  if (bar.n > bar.total || !fitsTotal(p, bar.total)) return p;
   const finished = bar.total > 0 && bar.n >= bar.total;
   return {
     ...p,
@@ -57,6 +63,7 @@ function applyStepsBar(p: Progress, bar: TqdmBar): Progress {
     phase: advance(p.phase, finished ? "saving" : "training"),
     step: bar.n,
     total_steps: bar.total,
+    expected_total: bar.total,
     eta_s: bar.n === 0 ? null : bar.remaining_s,
     seconds_per_step: bar.seconds_per_it,
   };
@@ -75,7 +82,7 @@ function applyLoss(p: Progress, step: number, raw: string | undefined): Partial<
 function applyMessage(p: Progress, text: string): Progress {
   if (text === "") return p;
   const total = TOTAL_STEPS.exec(text);
-  if (total !== null) return { ...p, total_steps: Number(total[1]) };
+  if (total !== null) return fitsTotal(p, Number(total[1])) ? { ...p, total_steps: Number(total[1]), expected_total: Number(total[1]) } : p;
   return { ...p, phase: advance(p.phase, messagePhase(p, text)) };
 }
 
@@ -85,6 +92,10 @@ function messagePhase(p: Progress, text: string): Phase {
   if (TRAINING_START.test(text)) return "training";
   if (CACHING.test(text)) return "caching";
   return p.phase;
+}
+
+function fitsTotal(p: Progress, total: number): boolean {
+  return p.expected_total === null || p.expected_total === total;
 }
 
 // Intermediate checkpoints are saved mid-run; only one written after the last step is the final save.

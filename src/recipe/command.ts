@@ -3,7 +3,7 @@ import type { Config } from "../config/schema.ts";
 import type { CheckedTrain } from "../request/checked-train.ts";
 import * as H from "./hyperparameters.ts";
 import { datasetToml } from "./dataset-toml.ts";
-import { JOB_MARKER_ENV } from "../supervisor/stray-sweep.ts";
+import { JOB_MARKER_ENV } from "../supervisor/marked-processes.ts";
 
 export const TRAIN_SCRIPT = "sdxl_train_network.py";
 

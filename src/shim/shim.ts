@@ -1,5 +1,5 @@
 import { closeSync, openSync } from "node:fs";
-import { exitPath, launchPath, readJsonOrNull, trainerPath, writeJsonAtomic, type LaunchFile } from "../supervisor/job-files.ts";
+import { exitPath, launchPath, readJsonOrNull, shimPath, trainerPath, writeJsonAtomic, type LaunchFile } from "../supervisor/job-files.ts";
 import { identify } from "../supervisor/proc-stat.ts";
 import { capLog } from "./log-cap.ts";
 
@@ -11,6 +11,8 @@ const CAP_CHECK_MS = 1000;
 
 export async function runShim(jobDir: string): Promise<number> {
   for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) process.on(signal, () => {});
+  // Before the trainer exists: a worker that restarts now finds the shim by this file, not by luck.
+  writeJsonAtomic(shimPath(jobDir), identify(process.pid));
   const launch = readJsonOrNull<LaunchFile>(launchPath(jobDir));
   if (!launch) {
     process.stderr.write(`lora-worker shim: no readable ${launchPath(jobDir)}\n`);

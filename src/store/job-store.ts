@@ -37,6 +37,7 @@ export interface JobRow {
   forced_kill: number;
   cancel_requested_at: string | null;
   stop_reason: StopReason | null;
+  stop_requested_at: string | null;
   log_path: string;
 }
 
@@ -79,6 +80,27 @@ export type JobStore = ReturnType<typeof openJobStore>;
 
 export class StoreUnusable extends Error {}
 
+// A write the state dir could not take (SQLITE_FULL, I/O error, read-only): the caller keeps what it meant
+// to write and tries again; the store remembers the failure until a write succeeds.
+export class StoreWriteFailed extends Error {}
+
+export interface WriteFailure {
+  error: string;
+  since: string;
+}
+
+// A job found alive in its job directory that the database does not know (the database was lost).
+export interface RecoveredJob {
+  id: string;
+  request: unknown;
+  requestHash: string;
+  idempotencyKey: string | null;
+  admissionWarning: string | null;
+  simulated: boolean;
+  createdAt: string;
+  logPath: string;
+}
+
 // Refuses a damaged database instead of serving from it; WAL with synchronous=FULL survives power loss.
 function openChecked(path: string): Database {
   const db = new Database(path, { create: true, strict: true });
@@ -89,6 +111,7 @@ function openChecked(path: string): Database {
     db.run("PRAGMA journal_mode = WAL");
     db.run("PRAGMA synchronous = FULL");
     db.run(SCHEMA);
+    migrate(db);
     return db;
   } catch (err) {
     db.close();
@@ -96,9 +119,29 @@ function openChecked(path: string): Database {
   }
 }
 
+// Columns added after the first release; CREATE TABLE IF NOT EXISTS leaves an older table as it was.
+const ADDED_COLUMNS: Array<[name: string, type: string]> = [["stop_requested_at", "TEXT"]];
+
+function migrate(db: Database): void {
+  const have = new Set(db.query<{ name: string }, []>("PRAGMA table_info(jobs)").all().map((c) => c.name));
+  for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) db.run(`ALTER TABLE jobs ADD COLUMN ${name} ${type}`);
+}
+
 // Every transition is an UPDATE guarded by the states it may leave; `changes` says if it happened.
 export function openJobStore(path: string) {
   const db = openChecked(path);
+  let failure: WriteFailure | null = null;
+  const write = <T>(fn: () => T): T => {
+    try {
+      const result = fn();
+      failure = null;
+      return result;
+    } catch (err) {
+      const error = (err as Error).message;
+      failure ??= { error, since: new Date().toISOString() };
+      throw new StoreWriteFailed(`the job database could not be written: ${error}`);
+    }
+  };
 
   const insert = db.prepare(
     `INSERT INTO jobs (id, status, phase, created_at, request, request_hash, idempotency_key, admission_warning, simulated, log_path)
@@ -108,22 +151,38 @@ export function openJobStore(path: string) {
   const activeQuery = db.prepare<{ id: string }, []>(`SELECT id FROM jobs WHERE ${ACTIVE_SQL} LIMIT 1`);
   const byId = db.prepare<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?");
   const insertPoint = db.prepare("INSERT OR REPLACE INTO loss_points (job_id, step, loss) VALUES (?, ?, ?)");
+  // Exactly one caller wins; the others learn who holds the slot.
+  const insertIdle = (job: NewJob): { inserted: true } | { inserted: false; activeId: string } => {
+    const tx = db.transaction(() => {
+      const res = insert.run({
+        id: job.id, now: job.now, request: JSON.stringify(job.request), request_hash: job.requestHash,
+        idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0, log_path: job.logPath,
+      });
+      return res.changes === 1 ? null : (activeQuery.get()?.id ?? "unknown");
+    });
+    const activeId = tx.immediate();
+    return activeId === null ? { inserted: true } : { inserted: false, activeId };
+  };
   const appendPoints = db.transaction((id: string, points: LossPoint[]) => {
     for (const [step, loss] of points) insertPoint.run(id, step, loss);
   });
 
   return {
-    // Exactly one caller wins; the others learn who holds the slot.
     insertIfIdle(job: NewJob): { inserted: true } | { inserted: false; activeId: string } {
-      const tx = db.transaction(() => {
-        const res = insert.run({
-          id: job.id, now: job.now, request: JSON.stringify(job.request), request_hash: job.requestHash,
-          idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0, log_path: job.logPath,
-        });
-        return res.changes === 1 ? null : (activeQuery.get()?.id ?? "unknown");
-      });
-      const activeId = tx.immediate();
-      return activeId === null ? { inserted: true } : { inserted: false, activeId };
+      return write(() => insertIdle(job));
+    },
+    // A job alive in its directory but missing from the database: recorded again, as it began.
+    insertRecovered(job: RecoveredJob): boolean {
+      return write(() =>
+        insertIdle({
+          id: job.id, request: job.request, requestHash: job.requestHash, idempotencyKey: job.idempotencyKey, admissionWarning: job.admissionWarning,
+          simulated: job.simulated, logPath: job.logPath, now: job.createdAt,
+        }).inserted,
+      );
+    },
+    /** Null while writes succeed; otherwise the first failure since the last write that worked. */
+    writeFailure(): WriteFailure | null {
+      return failure;
     },
     get(id: string): JobRow | null {
       return byId.get(id);
@@ -146,42 +205,46 @@ export function openJobStore(path: string) {
       return db.query<JobRow, []>(`SELECT * FROM jobs WHERE ${ACTIVE_SQL}`).all();
     },
     markSpawned(id: string, identity: ProcessIdentity, now: string): boolean {
-      return changed(
+      return write(() => changed(
         db.run(`UPDATE jobs SET pid=?, pid_start_ticks=?, boot_id=?, started_at=? WHERE id=? AND status='starting'`, [identity.pid, identity.startTicks, identity.bootId, now, id]),
-      );
+      ));
     },
     markShim(id: string, identity: ProcessIdentity): boolean {
-      return changed(
+      return write(() => changed(
         db.run(`UPDATE jobs SET shim_pid=?, shim_start_ticks=?, boot_id=? WHERE id=? AND ${ACTIVE_SQL}`, [identity.pid, identity.startTicks, identity.bootId, id]),
-      );
+      ));
     },
     markTraining(id: string): boolean {
-      return changed(db.run(`UPDATE jobs SET status='training' WHERE id=? AND status='starting'`, [id]));
+      return write(() => changed(db.run(`UPDATE jobs SET status='training' WHERE id=? AND status='starting'`, [id])));
     },
     saveProgress(id: string, p: ProgressFields): boolean {
-      return changed(db.run(`UPDATE jobs SET phase=?, step=?, total_steps=?, loss=?, eta_s=? WHERE id=? AND ${ACTIVE_SQL}`, [p.phase, p.step, p.total_steps, p.loss, p.eta_s, id]));
+      return write(() => changed(db.run(`UPDATE jobs SET phase=?, step=?, total_steps=?, loss=?, eta_s=? WHERE id=? AND ${ACTIVE_SQL}`, [p.phase, p.step, p.total_steps, p.loss, p.eta_s, id])));
     },
-    // The first reason wins: a cancel after a watchdog fired does not rewrite why the run stopped.
     appendLoss(id: string, points: LossPoint[]): void {
-      if (points.length > 0) appendPoints.immediate(id, points);
+      if (points.length > 0) write(() => appendPoints.immediate(id, points));
     },
     lossHistory(id: string): LossPoint[] {
       return db.query<{ step: number; loss: number | null }, [string]>("SELECT step, loss FROM loss_points WHERE job_id = ? ORDER BY step").all(id).map((r) => [r.step, r.loss]);
     },
+    // The first reason wins: a cancel after a watchdog fired does not rewrite why the run stopped, nor when.
     requestStop(id: string, reason: StopReason, now: string): boolean {
       const cancelAt = reason === "cancel" ? now : null;
-      return changed(
-        db.run(`UPDATE jobs SET stop_reason=COALESCE(stop_reason, ?), cancel_requested_at=COALESCE(cancel_requested_at, ?) WHERE id=? AND ${ACTIVE_SQL}`, [reason, cancelAt, id]),
-      );
+      return write(() => changed(
+        db.run(
+          `UPDATE jobs SET stop_reason=COALESCE(stop_reason, ?), stop_requested_at=COALESCE(stop_requested_at, ?), cancel_requested_at=COALESCE(cancel_requested_at, ?)
+           WHERE id=? AND ${ACTIVE_SQL}`,
+          [reason, now, cancelAt, id],
+        ),
+      ));
     },
     finish(id: string, o: Outcome, now: string): boolean {
-      return changed(
+      return write(() => changed(
         db.run(
           `UPDATE jobs SET status=?, exit_code=?, signal=?, forced_kill=?, error=?, error_code=?, lora_path=?, lora_sha256=?, lora_bytes=?, ended_at=?, eta_s=NULL
            WHERE id=? AND ${ACTIVE_SQL}`,
           [o.status, o.exit_code, o.signal, o.forced_kill ? 1 : 0, o.error, o.error_code, o.lora_path, o.lora_sha256, o.lora_bytes, now, id],
         ),
-      );
+      ));
     },
     close(): void {
       db.close();

@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   forced_kill INTEGER NOT NULL DEFAULT 0,
   cancel_requested_at TEXT,
   stop_reason TEXT,
+  stop_requested_at TEXT,
   log_path TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);

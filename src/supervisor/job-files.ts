@@ -2,8 +2,11 @@ import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ProcessIdentity } from "./proc-stat.ts";
 
-// The files a job directory holds, shared by the worker and the shim that outlives it:
+// The files a job directory holds, shared by the worker and the shim that outlives it; together they say
+// what the job is and what of it is alive even when the job database is lost:
+//   job.json      the record's origin: request and bookkeeping (written by the worker before the shim starts)
 //   launch.json   what to run (written by the worker before the shim starts)
+//   shim.json     the shim's identity (written by the shim before it starts the trainer)
 //   trainer.json  the trainer's identity (written by the shim once it runs)
 //   exit.json     how the trainer ended, or why it never started (written by the shim last)
 export interface LaunchFile {
@@ -14,11 +17,23 @@ export interface LaunchFile {
   logMaxBytes: number;
 }
 
+export interface JobFile {
+  id: string;
+  request: unknown;
+  request_hash: string;
+  idempotency_key: string | null;
+  admission_warning: string | null;
+  simulated: boolean;
+  created_at: string;
+}
+
 export type ExitFile =
   | { exit_code: number | null; signal: string | null; ended_at: string }
   | { spawn_error: string; ended_at: string };
 
+export const jobFilePath = (dir: string) => join(dir, "job.json");
 export const launchPath = (dir: string) => join(dir, "launch.json");
+export const shimPath = (dir: string) => join(dir, "shim.json");
 export const trainerPath = (dir: string) => join(dir, "trainer.json");
 export const exitPath = (dir: string) => join(dir, "exit.json");
 
@@ -38,5 +53,7 @@ export function readJsonOrNull<T>(path: string): T | null {
   }
 }
 
+export const readJobFile = (dir: string) => readJsonOrNull<JobFile>(jobFilePath(dir));
+export const readShim = (dir: string) => readJsonOrNull<ProcessIdentity>(shimPath(dir));
 export const readTrainer = (dir: string) => readJsonOrNull<ProcessIdentity>(trainerPath(dir));
 export const readExit = (dir: string) => readJsonOrNull<ExitFile>(exitPath(dir));

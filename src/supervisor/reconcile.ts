@@ -1,37 +1,119 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import type { Logger } from "../log/logger.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
 import { jobDirOf } from "./job-dir.ts";
-import { readExit } from "./job-files.ts";
-import { isSameProcess, readBootId } from "./proc-stat.ts";
+import { readExit, readJobFile, readShim, readTrainer } from "./job-files.ts";
+import { markedProcesses } from "./marked-processes.ts";
+import { identify, isSameProcess, readBootId, type ProcessIdentity } from "./proc-stat.ts";
+import type { Identities, PendingStop } from "./run.ts";
+import { sweepStrays } from "./stray-sweep.ts";
 
 export interface ReconcileDeps {
   store: JobStore;
+  stateDir: string;
   now: () => Date;
   log: Logger;
 }
 
-// At start-up no job may stay "training" with nothing behind it. A job whose shim or trainer is
-// the same process as recorded (pid, start time, boot), or whose exit the shim already recorded,
-// is adopted and ends as if the worker had never restarted; anything else is failed.
-export function reconcileOnStart(deps: ReconcileDeps, adopt: (row: JobRow) => void): void {
+export interface Adoption {
+  row: JobRow;
+  ids: Identities;
+  pendingStop: PendingStop | null;
+}
+
+// At start-up every process that carries the marker of a job of this state dir ends up supervised or gone,
+// and no job stays "training" with nothing behind it. A job with anything alive (its shim or trainer as
+// recorded, as its job files name them, or any process with its marker) is adopted and ends as if the
+// worker had never restarted; a job the database lost is recorded again from its job.json and adopted.
+export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption) => void): void {
   const bootId = readBootId();
+  const marked = markedProcesses();
+  const settled = new Set<string>();
   for (const job of deps.store.activeJobs()) {
-    const verdict = judge(job, bootId);
-    if (verdict === "adopt") {
-      deps.log.info("re-adopting job after restart", { job_id: job.id, pid: job.pid });
-      adopt(job);
+    settled.add(job.id);
+    const verdict = judge(job, bootId, marked.get(job.id) ?? []);
+    if (typeof verdict === "object") {
+      deps.log.info("re-adopting job after restart", { job_id: job.id, shim_pid: verdict.shim?.pid ?? null, pid: verdict.trainer?.pid ?? null });
+      adopt({ row: job, ids: verdict, pendingStop: pendingStopOf(job, deps.now) });
       continue;
     }
     const error = verdict === "host_rebooted" ? "the host rebooted while this job ran; its trainer is gone" : "the worker restarted while this job ran and its trainer was no longer running; its exit status was not recorded";
-    deps.store.finish(job.id, { status: "failed", error_code: verdict, error, exit_code: null, signal: null, forced_kill: false, lora_path: null, lora_sha256: null, lora_bytes: null }, deps.now().toISOString());
-    deps.log.warn("failed job after restart", { job_id: job.id, error_code: verdict });
+    try {
+      deps.store.finish(job.id, { status: "failed", error_code: verdict, error, exit_code: null, signal: null, forced_kill: false, lora_path: null, lora_sha256: null, lora_bytes: null }, deps.now().toISOString());
+      deps.log.warn("failed job after restart", { job_id: job.id, error_code: verdict });
+    } catch (err) {
+      // Left active, the job keeps new trains out until a restart with a writable state dir records it.
+      deps.log.error("could not record a job that ended while the worker was away", { job_id: job.id, error_code: verdict, error: (err as Error).message });
+    }
+  }
+  for (const [id, pids] of marked) {
+    const dir = join(deps.stateDir, "jobs", id);
+    // A job directory elsewhere is another worker's (another state_dir) and none of ours.
+    if (settled.has(id) || !existsSync(dir)) continue;
+    const recovered = recover(deps, id, dir, pids);
+    if (recovered) {
+      deps.log.warn("re-adopting a running job the job database did not know", { job_id: id, pids });
+      adopt(recovered);
+      continue;
+    }
+    deps.log.warn("stopping processes of a job whose record is final or missing", { job_id: id, pids });
+    void sweepStrays(id);
   }
 }
 
-function judge(job: JobRow, bootId: string | null): "adopt" | "host_rebooted" | "worker_restarted" {
-  if (readExit(jobDirOf(job)) !== null) return "adopt";
+function judge(job: JobRow, bootId: string | null, marked: number[]): Identities | "host_rebooted" | "worker_restarted" {
+  const dir = jobDirOf(job);
+  const ids = { shim: liveShim(job, dir, marked), trainer: liveTrainer(job, dir) };
+  if (readExit(dir) !== null || ids.shim || ids.trainer || marked.length > 0) return ids;
   if (job.boot_id !== null && job.boot_id !== bootId) return "host_rebooted";
-  const shim = { pid: job.shim_pid ?? -1, startTicks: job.shim_start_ticks, bootId: job.boot_id ?? bootId };
-  const trainer = { pid: job.pid ?? -1, startTicks: job.pid_start_ticks, bootId: job.boot_id };
-  return isSameProcess(shim) || isSameProcess(trainer) ? "adopt" : "worker_restarted";
+  return "worker_restarted";
+}
+
+// A job alive in a directory of this state dir with no record: recorded again as it began, if its job.json says how.
+function recover(deps: ReconcileDeps, id: string, dir: string, marked: number[]): Adoption | null {
+  const file = readJobFile(dir);
+  if (file === null || deps.store.get(id) !== null) return null;
+  const inserted = deps.store.insertRecovered({
+    id, request: file.request, requestHash: file.request_hash, idempotencyKey: file.idempotency_key, admissionWarning: file.admission_warning,
+    simulated: file.simulated, createdAt: file.created_at, logPath: join(dir, "train.log"),
+  });
+  if (!inserted) return null;
+  const row = deps.store.get(id)!;
+  const ids = { shim: liveShim(row, dir, marked), trainer: liveTrainer(row, dir) };
+  if (ids.shim) deps.store.markShim(id, ids.shim);
+  if (ids.trainer) deps.store.markSpawned(id, ids.trainer, deps.now().toISOString());
+  return { row: deps.store.get(id)!, ids, pendingStop: null };
+}
+
+function liveShim(job: JobRow, dir: string, marked: number[]): ProcessIdentity | null {
+  const recorded = { pid: job.shim_pid ?? -1, startTicks: job.shim_start_ticks, bootId: job.boot_id };
+  return alive(recorded) ?? alive(readShim(dir)) ?? shimAmong(marked, dir);
+}
+
+function liveTrainer(job: JobRow, dir: string): ProcessIdentity | null {
+  const recorded = { pid: job.pid ?? -1, startTicks: job.pid_start_ticks, bootId: job.boot_id };
+  return alive(recorded) ?? alive(readTrainer(dir));
+}
+
+function alive(identity: ProcessIdentity | null): ProcessIdentity | null {
+  return identity !== null && isSameProcess(identity) ? identity : null;
+}
+
+// A shim that had not yet written shim.json: known by its command line, "… shim <job dir>".
+function shimAmong(pids: number[], dir: string): ProcessIdentity | null {
+  const pid = pids.find((p) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0").slice(-3).join(" ").endsWith(`shim ${dir} `);
+    } catch {
+      return false;
+    }
+  });
+  return pid === undefined ? null : identify(pid);
+}
+
+function pendingStopOf(job: JobRow, now: () => Date): PendingStop | null {
+  if (job.stop_reason === null) return null;
+  const at = Date.parse(job.stop_requested_at ?? job.cancel_requested_at ?? "");
+  return { reason: job.stop_reason, recordedAt: Number.isNaN(at) ? now().getTime() : at };
 }

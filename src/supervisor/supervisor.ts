@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { judgeAdmission, type Admission, type Refusal } from "../gpu/admission.ts";
@@ -7,13 +7,15 @@ import type { GpuProbe } from "../gpu/index.ts";
 import type { Logger } from "../log/logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import { buildLaunch, type JobPaths } from "../recipe/command.ts";
+import { TIERS } from "../recipe/hyperparameters.ts";
 import { checkTrain, type CheckedTrain } from "../request/checked-train.ts";
 import { recheckPaths } from "../request/recheck.ts";
 import { TrainRequest as TrainRequestSchema, type TrainRequest } from "../request/train-request.ts";
 import type { DetailItem } from "../request/validation-error.ts";
-import type { JobRow, JobStore } from "../store/job-store.ts";
+import { StoreWriteFailed, type JobRow, type JobStore } from "../store/job-store.ts";
+import { markedProcesses } from "./marked-processes.ts";
 import { reconcileOnStart } from "./reconcile.ts";
-import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";
+import { adoptRun, LaunchFailed, startRun, type Run, type RunContext } from "./run.ts";
 
 export interface SupervisorDeps {
   store: JobStore;
@@ -31,7 +33,9 @@ export type DispatchResult =
   | { ok: false; kind: "idempotency_mismatch"; detail: string }
   | { ok: false; kind: "refused"; refusal: Refusal }
   | { ok: false; kind: "output_exists"; detail: string }
-  | { ok: false; kind: "busy"; activeId: string };
+  | { ok: false; kind: "busy"; activeId: string; unsupervised: boolean }
+  | { ok: false; kind: "state_unwritable"; detail: string }
+  | { ok: false; kind: "launch_failed"; job: JobRow };
 
 export type Supervisor = ReturnType<typeof createSupervisor>;
 
@@ -43,6 +47,7 @@ export function jobPaths(config: Config, id: string): JobPaths & { log: string }
 export function createSupervisor(deps: SupervisorDeps) {
   const { store, config, now, log } = deps;
   const runs = new Map<string, Run>();
+  const launches = new Set<string>();
   const watchers = new Map<string, Set<() => void>>();
   const notify = (id: string) => {
     for (const watcher of watchers.get(id) ?? []) watcher();
@@ -56,12 +61,20 @@ export function createSupervisor(deps: SupervisorDeps) {
       stallMs: config.watchdog.stall_seconds * 1000,
       deadline: startedAt + config.watchdog.tier_timeout_seconds[request.tier] * 1000,
       nanUpdates: config.watchdog.nan_updates,
+      // A replayed recording trains for its own number of steps, not the tier's.
+      expectedTotal: config.trainer.mode === "simulate" && config.simulate.replay_log !== "" ? null : TIERS[request.tier].maxTrainSteps,
       changed: () => notify(id),
     };
   };
   const track = (run: Run) => {
     runs.set(run.id, run);
     void run.finished.finally(() => runs.delete(run.id));
+  };
+
+  // A process of a job of this state dir that no run of ours follows: it may hold the GPU, so nothing starts.
+  const unsupervisedJob = (): string | null => {
+    for (const id of markedProcesses().keys()) if (!runs.has(id) && existsSync(jobPaths(config, id).dir)) return id;
+    return null;
   };
 
   // A fresh probe right before the spawn: a cached answer may predate the co-tenant's last model load.
@@ -78,18 +91,32 @@ export function createSupervisor(deps: SupervisorDeps) {
     return active ? { ok: true, job: active } : null;
   };
 
-  // Synchronous from the insert to the spawn: no cancel can slip in before the run is tracked.
-  const launch = (train: CheckedTrain, hash: string, key: string | null, admissionWarning: string | null): JobRow => {
+  // Synchronous from the check to the claim: no other dispatch can slip in between. The claimed row keeps the
+  // slot while the launch runs, and a cancel waits for the launch to be tracked.
+  const claim = (train: CheckedTrain, hash: string, key: string | null, admissionWarning: string | null): DispatchResult => {
     // The dataset may have changed since the request was checked: resolve every path once more.
     const changed = recheckPaths(train, config);
-    if (changed.length > 0) throw new PathsChanged(changed);
+    if (changed.length > 0) return { ok: false, kind: "invalid", detail: changed };
+    const stray = unsupervisedJob();
+    if (stray !== null) return { ok: false, kind: "busy", activeId: stray, unsupervised: true };
     const id = randomUUID();
     const paths = jobPaths(config, id);
-    const claim = store.insertIfIdle({
-      id, request: train.request, requestHash: hash, idempotencyKey: key, admissionWarning,
-      simulated: config.trainer.mode === "simulate", logPath: paths.log, now: now().toISOString(),
-    });
-    if (!claim.inserted) throw new BusyError(claim.activeId);
+    try {
+      const claimed = store.insertIfIdle({
+        id, request: train.request, requestHash: hash, idempotencyKey: key, admissionWarning,
+        simulated: config.trainer.mode === "simulate", logPath: paths.log, now: now().toISOString(),
+      });
+      if (!claimed.inserted) return { ok: false, kind: "busy", activeId: claimed.activeId, unsupervised: false };
+    } catch (err) {
+      if (err instanceof StoreWriteFailed) return { ok: false, kind: "state_unwritable", detail: err.message };
+      throw err;
+    }
+    return { ok: true, job: store.get(id)! };
+  };
+
+  const launch = async (row: JobRow, train: CheckedTrain): Promise<DispatchResult> => {
+    const { id } = row;
+    const paths = jobPaths(config, id);
     try {
       const plan = buildLaunch(train, config, paths, deps.trainerCommand);
       mkdirSync(join(paths.dir, "tmp"), { recursive: true, mode: 0o750 });
@@ -97,14 +124,33 @@ export function createSupervisor(deps: SupervisorDeps) {
       mkdirSync(train.outputDir, { recursive: true, mode: 0o770 });
       const ctx = contextFor(id, train.request, train.outputFile, Date.now());
       const launchFile = { argv: plan.argv, env: plan.env, cwd: plan.cwd, log: paths.log, logMaxBytes: config.trainer.log_max_bytes };
-      track(startRun(ctx, launchFile, deps.selfCommand));
+      const jobFile = {
+        id, request: train.request, request_hash: row.request_hash, idempotency_key: row.idempotency_key,
+        admission_warning: row.admission_warning, simulated: row.simulated === 1, created_at: row.created_at,
+      };
+      track(await startRun(ctx, launchFile, jobFile, deps.selfCommand));
       log.info("job started", { job_id: id, tier: train.request.tier, device_index: train.device.index, simulated: config.trainer.mode === "simulate" });
+      return { ok: true, job: store.get(id)! };
     } catch (err) {
       const error = `the trainer could not be started: ${(err as Error).message}`;
-      store.finish(id, { status: "failed", error_code: "spawn_failed", error, exit_code: null, signal: null, forced_kill: false, lora_path: null, lora_sha256: null, lora_bytes: null }, now().toISOString());
-      log.error("spawn failed", { job_id: id, error });
+      log.error("spawn failed", { job_id: id, error, shim_started: err instanceof LaunchFailed });
+      await recordSpawnFailure(id, error);
+      return { ok: false, kind: "launch_failed", job: store.get(id) ?? row };
     }
-    return store.get(id)!;
+  };
+
+  // The slot stays claimed until the failure is on record; a state dir that cannot take it is retried.
+  const recordSpawnFailure = async (id: string, error: string) => {
+    const outcome = { status: "failed", error_code: "spawn_failed", error, exit_code: null, signal: null, forced_kill: false, lora_path: null, lora_sha256: null, lora_bytes: null } as const;
+    for (;;) {
+      try {
+        store.finish(id, outcome, now().toISOString());
+        return;
+      } catch (err) {
+        if (!(err instanceof StoreWriteFailed)) throw err;
+        await Bun.sleep(1000);
+      }
+    }
   };
 
   return {
@@ -118,12 +164,15 @@ export function createSupervisor(deps: SupervisorDeps) {
       const hash = requestHash(checked.value.request);
       const admission = await admit(checked.value);
       if (!admission.admit) return { ok: false, kind: "refused", refusal: admission.refusal };
+      const again = replayOf(hash, idempotencyKey);
+      if (again) return again;
+      const claimed = claim(checked.value, hash, idempotencyKey, admission.warning);
+      if (!claimed.ok) return claimed;
+      launches.add(claimed.job.id);
       try {
-        return replayOf(hash, idempotencyKey) ?? { ok: true, job: launch(checked.value, hash, idempotencyKey, admission.warning) };
-      } catch (err) {
-        if (err instanceof BusyError) return { ok: false, kind: "busy", activeId: err.activeId };
-        if (err instanceof PathsChanged) return { ok: false, kind: "invalid", detail: err.detail };
-        throw err;
+        return await launch(claimed.job, checked.value);
+      } finally {
+        launches.delete(claimed.job.id);
       }
     },
 
@@ -131,8 +180,8 @@ export function createSupervisor(deps: SupervisorDeps) {
     async cancel(id: string): Promise<JobRow | null> {
       const row = store.get(id);
       if (!row) return null;
-      const run = runs.get(id);
-      if (!run) return row;
+      const run = runs.get(id) ?? (await launching(id));
+      if (!run) return store.get(id);
       await run.stop("cancel");
       await run.finished;
       return store.get(id);
@@ -165,13 +214,17 @@ export function createSupervisor(deps: SupervisorDeps) {
       return store.activeJobs()[0]?.id ?? null;
     },
 
-    // Re-adopts what survived a restart of the worker; fails what did not.
+    // Re-adopts what survived a restart of the worker (or the loss of its database); fails what did not.
     reconcile(): void {
-      reconcileOnStart({ store, now, log }, (row) => {
+      reconcileOnStart({ store, stateDir: config.state_dir, now, log }, ({ row, ids, pendingStop }) => {
         const request = JSON.parse(row.request) as TrainRequest;
         const outputFile = join(request.output_dir, `${request.output_name}.safetensors`);
         const ctx = contextFor(row.id, request, outputFile, Date.parse(row.started_at ?? row.created_at));
-        track(adoptRun(ctx, row));
+        try {
+          track(adoptRun(ctx, ids, pendingStop));
+        } catch (err) {
+          log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
+        }
       });
     },
 
@@ -180,22 +233,16 @@ export function createSupervisor(deps: SupervisorDeps) {
       await Promise.all([...runs.values()].map((r) => r.finished));
     },
   };
+
+  // A cancel that arrives while its job is being launched waits for the run (or the launch's failure).
+  async function launching(id: string): Promise<Run | undefined> {
+    while (launches.has(id) && !runs.has(id)) await Bun.sleep(5);
+    return runs.get(id);
+  }
 }
 
 // Field order does not make two bodies different requests.
 function requestHash(request: TrainRequest): string {
   const canonical = JSON.stringify(Object.fromEntries(Object.entries(request).sort(([a], [b]) => a.localeCompare(b))));
   return new Bun.CryptoHasher("sha256").update(canonical).digest("hex");
-}
-
-class PathsChanged extends Error {
-  constructor(readonly detail: DetailItem[]) {
-    super("request paths changed since they were checked");
-  }
-}
-
-class BusyError extends Error {
-  constructor(readonly activeId: string) {
-    super(`job ${activeId} is active`);
-  }
 }

@@ -72,7 +72,7 @@ export function openApiDocument(version: string) {
             413: problem("body too large or nested too deep"),
             415: problem("not application/json"),
             422: answer("invalid parameters", ValidationError),
-            503: answer("nvidia-smi could not be read", Unavailable),
+            503: answer("nvidia-smi could not be read, the state dir cannot take writes, or the trainer could not be started (the failed job is named)", Unavailable),
           },
         },
       },

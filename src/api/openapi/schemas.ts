@@ -47,7 +47,11 @@ export const Conflict = z.looseObject({
   free_mib: z.int().optional(),
   needed_mib: z.int().optional(),
 });
-export const Unavailable = z.strictObject({ detail: z.string(), reason: z.literal("gpu_probe_failed") });
+export const Unavailable = z.strictObject({
+  detail: z.string(),
+  reason: z.enum(["gpu_probe_failed", "state_unwritable", "spawn_failed"]),
+  worker_job_id: z.uuid().optional(),
+});
 export const Problem = z.strictObject({ detail: z.string() });
 
 const GpuProcess = z.strictObject({ pid: z.int(), name: z.string(), used_mib: z.int().nullable(), role: z.enum(["training", "cotenant", "other"]) });

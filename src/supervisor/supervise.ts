@@ -1,0 +1,137 @@
+import { LineSplitter } from "../progress/line-splitter.ts";
+import { parseTqdmBar } from "../progress/tqdm-bar.ts";
+import { applyLine, initialProgress } from "../progress/progress.ts";
+import { verifySafetensors } from "../safetensors/verify.ts";
+import type { LossPoint, StopReason } from "../store/job-store.ts";
+import type { ExitWatch } from "./exit-watch.ts";
+import { followLog } from "./log-follower.ts";
+import { tailLines } from "./log-tail.ts";
+import { decideOutcome } from "./outcome.ts";
+import { isSameProcess, type ProcessIdentity } from "./proc-stat.ts";
+import { liveGroupMembers, signalGroup, terminateGroup } from "./process-group.ts";
+import type { PendingStop, Run, RunContext } from "./run.ts";
+import { untilDone } from "./retry.ts";
+import { sweepStrays } from "./stray-sweep.ts";
+import { startWatchdog } from "./watchdog.ts";
+import { createWriteGuard, writeUntilDone } from "./write-guard.ts";
+
+// Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
+const PERSIST_INTERVAL_MS = 1000;
+const LOG_LINES_FOR_OUTCOME = 200;
+// The shim exits right after it records the trainer's end; one that lingers is swept with the rest.
+const SHIM_EXIT_WAIT_MS = 1000;
+
+export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer: Promise<ProcessIdentity | null>, exit: Promise<ExitWatch>, pending: PendingStop | null): Run {
+  const guard = createWriteGuard(ctx.log, ctx.id);
+  let progress = initialProgress(ctx.expectedTotal);
+  let persistedAt = 0;
+  let statusRecorded = false;
+  let pgid: number | null = null;
+  let stopping: Promise<unknown> = Promise.resolve();
+  let stopReason: StopReason | null = null;
+  let forcedKill = false;
+  const splitter = new LineSplitter();
+  let lossPoints: LossPoint[] = [];
+  void trainer.then((t) => {
+    pgid = t?.pid ?? null;
+  });
+
+  const persist = () => {
+    persistedAt = Date.now();
+    const saved = guard("progress", () => {
+      ctx.store.saveProgress(ctx.id, progress);
+      ctx.store.appendLoss(ctx.id, lossPoints);
+    });
+    if (saved) lossPoints = [];
+  };
+  const apply = (line: string) => {
+    const next = applyLine(progress, line);
+    const lossChanged = next.loss !== progress.loss || next.last_loss_nan !== progress.last_loss_nan;
+    if (next.step > 0 && (next.step !== progress.step || lossChanged)) lossPoints.push([next.step, next.last_loss_nan ? null : next.loss]);
+    progress = next;
+  };
+  // Without a known trainer (its shim gone before naming it), the job's marker finds what is left.
+  const killGroup = async (graceMs: number) => {
+    const identity = await trainer;
+    const forced = await untilDone(
+      async () => (identity ? (await terminateGroup(identity.pid, graceMs)).forced : (await sweepStrays(ctx.id)) > 0),
+      (err) => ctx.log.error("could not yet stop the job; retrying", { job_id: ctx.id, error: err.message }),
+    );
+    forcedKill ||= forced;
+  };
+  // Why is recorded before the first signal, so the exit reads as that and not as a crash. The reason is
+  // kept in memory too: a state dir that cannot take the write does not stop the stop.
+  const stop = (reason: StopReason, graceMs = ctx.graceMs) => {
+    stopReason ??= reason;
+    guard("stop reason", () => ctx.store.requestStop(ctx.id, reason, ctx.now().toISOString()));
+    ctx.log.info("stopping job", { job_id: ctx.id, reason });
+    stopping = stopping.then(() => killGroup(graceMs));
+    return stopping.then(() => undefined);
+  };
+  const watchdog = startWatchdog({ stallMs: ctx.stallMs, deadline: ctx.deadline }, (reason) => void stop(reason));
+  const onText = (text: string) => {
+    watchdog.touch();
+    const firstWords = !statusRecorded;
+    if (firstWords) statusRecorded = guard("status", () => ctx.store.markTraining(ctx.id));
+    const before = progress;
+    for (const line of splitter.push(text)) apply(line);
+    // A bar redraw is whole once its "]" is written; waiting for the next "\r" would report every
+    // step a step late (a whole step, at SDXL's pace). Applying it again later changes nothing.
+    const drawing = splitter.pending();
+    if (drawing.endsWith("]") && parseTqdmBar(drawing)?.trailing === "") apply(drawing);
+    if (progress.nan_streak >= ctx.nanUpdates && before.nan_streak < ctx.nanUpdates) void stop("nan_loss");
+    if (progress !== before && (progress.phase !== before.phase || Date.now() - persistedAt >= PERSIST_INTERVAL_MS)) persist();
+    if (progress !== before || firstWords) ctx.changed();
+  };
+  const follower = followLog(ctx.logPath, (text) => {
+    try {
+      onText(text);
+    } catch (err) {
+      ctx.log.error("could not take in trainer output", { job_id: ctx.id, error: (err as Error).message });
+    }
+  });
+  // A stop recorded by a worker that has since restarted: sent again, with what is left of its grace.
+  if (pending) {
+    stopReason = pending.reason;
+    void stop(pending.reason, Math.max(0, ctx.graceMs - (ctx.now().getTime() - pending.recordedAt)));
+  }
+
+  const end = async (ended: ExitWatch) => {
+    watchdog.stop();
+    // The leader's exit is not the tree's: wait out a kill in progress, then sweep what is left.
+    await stopping;
+    const identity = await trainer;
+    if (identity && liveGroupMembers(identity.pid).length > 0) forcedKill = (await terminateGroup(identity.pid, ctx.graceMs)).forced || forcedKill;
+    if (shim) await shimGone(shim);
+    await untilDone(() => sweepStrays(ctx.id), (err) => ctx.log.error("could not yet sweep the job's leftovers; retrying", { job_id: ctx.id, error: err.message }));
+    follower.stop();
+    for (const line of splitter.flush()) apply(line);
+    persist();
+    const outcome = decideOutcome({
+      ended,
+      stopReason: stopReason ?? ctx.store.get(ctx.id)?.stop_reason ?? null,
+      forcedKill,
+      lastLossNan: progress.last_loss_nan,
+      verdict: await verifySafetensors(ctx.outputFile),
+      outputFile: ctx.outputFile,
+      logTail: tailLines(ctx.logPath, LOG_LINES_FOR_OUTCOME),
+    });
+    await writeUntilDone(guard, "final record", () => {
+      ctx.store.appendLoss(ctx.id, lossPoints);
+      ctx.store.finish(ctx.id, outcome, ctx.now().toISOString());
+    });
+    ctx.changed();
+    ctx.log.info("job ended", { job_id: ctx.id, status: outcome.status, error_code: outcome.error_code, exit_code: outcome.exit_code, signal: outcome.signal });
+  };
+  const finished = exit.then(end).catch((err: Error) => {
+    ctx.log.error("supervision of the job ended in error", { job_id: ctx.id, error: err.message, stack: err.stack });
+  });
+
+  return { id: ctx.id, pgid: () => pgid, progress: () => progress, stop: (reason) => stop(reason), finished };
+}
+
+async function shimGone(shim: ProcessIdentity): Promise<void> {
+  const deadline = performance.now() + SHIM_EXIT_WAIT_MS;
+  while (isSameProcess(shim) && performance.now() < deadline) await Bun.sleep(10);
+  if (isSameProcess(shim)) signalGroup(shim.pid, "SIGKILL");
+}
