@@ -4,6 +4,7 @@ import { readFileSync, readdirSync } from "node:fs";
 export interface ProcStat {
   pid: number;
   state: string;
+  ppid: number;
   pgrp: number;
   startTicks: number;
 }
@@ -22,7 +23,7 @@ export function readProcStat(pid: number): ProcStat | null {
     return null;
   }
   const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-  return { pid, state: fields[0] ?? "?", pgrp: Number(fields[2]), startTicks: Number(fields[19]) };
+  return { pid, state: fields[0] ?? "?", ppid: Number(fields[1]), pgrp: Number(fields[2]), startTicks: Number(fields[19]) };
 }
 
 export function readBootId(): string | null {

@@ -5,7 +5,7 @@ import type { JobRow, JobStore } from "../store/job-store.ts";
 import { jobDirOf } from "./job-dir.ts";
 import { readExit, readJobFile, readShim, readTrainer } from "./job-files.ts";
 import { markedProcesses } from "./marked-processes.ts";
-import { identify, isSameProcess, readBootId, type ProcessIdentity } from "./proc-stat.ts";
+import { identify, isSameProcess, readBootId, readProcStat, type ProcessIdentity } from "./proc-stat.ts";
 import type { Identities, PendingStop } from "./run.ts";
 import { sweepStrays } from "./stray-sweep.ts";
 
@@ -35,6 +35,7 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
     const verdict = judge(job, bootId, marked.get(job.id) ?? []);
     if (typeof verdict === "object") {
       deps.log.info("re-adopting job after restart", { job_id: job.id, shim_pid: verdict.shim?.pid ?? null, pid: verdict.trainer?.pid ?? null });
+      recordIdentities(deps, job.id, verdict);
       adopt({ row: job, ids: verdict, pendingStop: pendingStopOf(job, deps.now) });
       continue;
     }
@@ -64,7 +65,8 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
 
 function judge(job: JobRow, bootId: string | null, marked: number[]): Identities | "host_rebooted" | "worker_restarted" {
   const dir = jobDirOf(job);
-  const ids = { shim: liveShim(job, dir, marked), trainer: liveTrainer(job, dir) };
+  const shim = liveShim(job, dir, marked);
+  const ids = { shim, trainer: liveTrainer(job, dir, marked, shim) };
   if (readExit(dir) !== null || ids.shim || ids.trainer || marked.length > 0) return ids;
   if (job.boot_id !== null && job.boot_id !== bootId) return "host_rebooted";
   return "worker_restarted";
@@ -80,10 +82,21 @@ function recover(deps: ReconcileDeps, id: string, dir: string, marked: number[])
   });
   if (!inserted) return null;
   const row = deps.store.get(id)!;
-  const ids = { shim: liveShim(row, dir, marked), trainer: liveTrainer(row, dir) };
-  if (ids.shim) deps.store.markShim(id, ids.shim);
-  if (ids.trainer) deps.store.markSpawned(id, ids.trainer, deps.now().toISOString());
+  const shim = liveShim(row, dir, marked);
+  const ids = { shim, trainer: liveTrainer(row, dir, marked, shim) };
+  recordIdentities(deps, id, ids);
   return { row: deps.store.get(id)!, ids, pendingStop: null };
+}
+
+// Found by files or marker, the processes go on record, as the launch would have put them (guarded: a recorded
+// identity is not overwritten, the trainer's only while the job is "starting").
+function recordIdentities(deps: ReconcileDeps, id: string, ids: Identities): void {
+  try {
+    if (ids.shim && deps.store.get(id)?.shim_pid === null) deps.store.markShim(id, ids.shim);
+    if (ids.trainer && deps.store.get(id)?.pid === null) deps.store.markSpawned(id, ids.trainer, deps.now().toISOString());
+  } catch (err) {
+    deps.log.error("could not record the processes of a re-adopted job", { job_id: id, error: (err as Error).message });
+  }
 }
 
 function liveShim(job: JobRow, dir: string, marked: number[]): ProcessIdentity | null {
@@ -91,9 +104,18 @@ function liveShim(job: JobRow, dir: string, marked: number[]): ProcessIdentity |
   return alive(recorded) ?? alive(readShim(dir)) ?? shimAmong(marked, dir);
 }
 
-function liveTrainer(job: JobRow, dir: string): ProcessIdentity | null {
+function liveTrainer(job: JobRow, dir: string, marked: number[], shim: ProcessIdentity | null): ProcessIdentity | null {
   const recorded = { pid: job.pid ?? -1, startTicks: job.pid_start_ticks, bootId: job.boot_id };
-  return alive(recorded) ?? alive(readTrainer(dir));
+  return alive(recorded) ?? alive(readTrainer(dir)) ?? childOf(shim, marked);
+}
+
+// The trainer is the shim's one child, leader of its own process group.
+function childOf(shim: ProcessIdentity | null, pids: number[]): ProcessIdentity | null {
+  const pid = shim === null ? undefined : pids.find((p) => {
+    const stat = readProcStat(p);
+    return stat !== null && stat.ppid === shim.pid && stat.pgrp === p;
+  });
+  return pid === undefined ? null : identify(pid);
 }
 
 function alive(identity: ProcessIdentity | null): ProcessIdentity | null {
