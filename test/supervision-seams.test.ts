@@ -3,7 +3,7 @@ import { readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { readProcStat } from "../src/supervisor/proc-stat.ts";
 import { ensureBinary } from "./support/binary.ts";
-import { FAKE_NVIDIA_SMI, makeHostTree, simulateConfig, type HostTree } from "./support/host-tree.ts";
+import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { killAll, markedInTree, rewriteJob, storedJob } from "./support/crash-state.ts";
 import { waitFor } from "./support/wait.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";

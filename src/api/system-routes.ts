@@ -31,8 +31,8 @@ function gpuFact(last: ProbeResult | null) {
 }
 
 // A state dir that cannot take writes degrades the worker: runs go on from memory, new trains are refused.
-function stateFact(store: JobStore, path: string) {
-  const failure = store.writeFailure();
+function stateFact(supervisor: Supervisor, path: string) {
+  const failure = supervisor.stateFailure();
   return failure === null ? { path, writable: true } : { path, writable: false, error: failure.error, since: failure.since };
 }
 
@@ -50,7 +50,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
         simulated: config.trainer.mode === "simulate",
         auth_mode: deps.auth.mode,
         gpu: gpuFact(gpu.last()),
-        state_dir: stateFact(deps.store, config.state_dir),
+        state_dir: stateFact(supervisor, config.state_dir),
         gpu_admission: config.gpu.admission,
         listen: config.listen,
         config_file: loaded.file,

@@ -8,6 +8,7 @@ import { capLog } from "./log-cap.ts";
 // worker that spawned it is gone. It ignores the signals a restart or a terminal might send, so
 // only the trainer's end ends it. The trainer gets its own session and process group.
 const CAP_CHECK_MS = 1000;
+const WRITE_RETRY_MS = 1000;
 
 export async function runShim(jobDir: string): Promise<number> {
   for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) process.on(signal, () => {});
@@ -18,25 +19,48 @@ export async function runShim(jobDir: string): Promise<number> {
     process.stderr.write(`lora-worker shim: no readable ${launchPath(jobDir)}\n`);
     return 2;
   }
-  const proc = spawnTrainer(jobDir, launch);
-  if (!proc) return 1;
-  writeJsonAtomic(trainerPath(jobDir), identify(proc.pid));
-  const cap = setInterval(() => capLog(launch.log, launch.logMaxBytes), CAP_CHECK_MS);
+  const proc = spawnTrainer(launch);
+  if ("spawn_error" in proc) {
+    await writeWhenPossible(exitPath(jobDir), { ...proc, ended_at: new Date().toISOString() });
+    return 1;
+  }
+  await writeWhenPossible(trainerPath(jobDir), identify(proc.pid));
+  const cap = setInterval(() => cut(launch), CAP_CHECK_MS);
   await proc.exited;
   clearInterval(cap);
-  capLog(launch.log, launch.logMaxBytes);
+  cut(launch);
   const signal = proc.signalCode === null ? null : String(proc.signalCode);
-  writeJsonAtomic(exitPath(jobDir), { exit_code: proc.exitCode, signal, ended_at: new Date().toISOString() });
+  await writeWhenPossible(exitPath(jobDir), { exit_code: proc.exitCode, signal, ended_at: new Date().toISOString() });
   return 0;
 }
 
-function spawnTrainer(jobDir: string, launch: LaunchFile) {
+// What the shim records exists nowhere else: a state dir that cannot take it now (full, say) is waited out.
+async function writeWhenPossible(path: string, value: unknown): Promise<void> {
+  for (;;) {
+    try {
+      writeJsonAtomic(path, value);
+      return;
+    } catch {
+      await Bun.sleep(WRITE_RETRY_MS);
+    }
+  }
+}
+
+// A cut that fails (the disk is full) is tried again at the next check; the log only grows meanwhile.
+function cut(launch: LaunchFile): void {
+  try {
+    capLog(launch.log, launch.logMaxBytes);
+  } catch {
+    // retried in CAP_CHECK_MS
+  }
+}
+
+function spawnTrainer(launch: LaunchFile) {
   const fd = openSync(launch.log, "a", 0o640);
   try {
     return Bun.spawn(launch.argv, { cwd: launch.cwd, env: launch.env, stdio: ["ignore", fd, fd], detached: true });
   } catch (err) {
-    writeJsonAtomic(exitPath(jobDir), { spawn_error: (err as Error).message, ended_at: new Date().toISOString() });
-    return null;
+    return { spawn_error: (err as Error).message };
   } finally {
     closeSync(fd);
   }

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ProcessIdentity } from "./proc-stat.ts";
 
@@ -40,8 +40,13 @@ export const exitPath = (dir: string) => join(dir, "exit.json");
 // Readers never see half a file: write beside, then rename.
 export function writeJsonAtomic(path: string, value: unknown): void {
   const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, JSON.stringify(value), { mode: 0o640 });
-  renameSync(tmp, path);
+  try {
+    writeFileSync(tmp, JSON.stringify(value), { mode: 0o640 });
+    renameSync(tmp, path);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw err;
+  }
 }
 
 export function readJsonOrNull<T>(path: string): T | null {

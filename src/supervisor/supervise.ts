@@ -117,6 +117,7 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
       logTail: tailLines(ctx.logPath, LOG_LINES_FOR_OUTCOME),
     });
     await writeUntilDone(guard, "final record", () => {
+      ctx.store.saveProgress(ctx.id, progress);
       ctx.store.appendLoss(ctx.id, lossPoints);
       ctx.store.finish(ctx.id, outcome, ctx.now().toISOString());
     });

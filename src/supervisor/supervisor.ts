@@ -13,6 +13,7 @@ import { recheckPaths } from "../request/recheck.ts";
 import { TrainRequest as TrainRequestSchema, type TrainRequest } from "../request/train-request.ts";
 import type { DetailItem } from "../request/validation-error.ts";
 import { StoreWriteFailed, type JobRow, type JobStore } from "../store/job-store.ts";
+import { createStateHealth } from "../store/state-health.ts";
 import { markedProcesses } from "./marked-processes.ts";
 import { reconcileOnStart } from "./reconcile.ts";
 import { adoptRun, LaunchFailed, startRun, type Run, type RunContext } from "./run.ts";
@@ -48,6 +49,7 @@ export function createSupervisor(deps: SupervisorDeps) {
   const { store, config, now, log } = deps;
   const runs = new Map<string, Run>();
   const launches = new Set<string>();
+  const stateHealth = createStateHealth(store, config.state_dir, now);
   const watchers = new Map<string, Set<() => void>>();
   const notify = (id: string) => {
     for (const watcher of watchers.get(id) ?? []) watcher();
@@ -97,6 +99,8 @@ export function createSupervisor(deps: SupervisorDeps) {
     // The dataset may have changed since the request was checked: resolve every path once more.
     const changed = recheckPaths(train, config);
     if (changed.length > 0) return { ok: false, kind: "invalid", detail: changed };
+    const full = stateHealth.full();
+    if (full !== null) return { ok: false, kind: "state_unwritable", detail: full.error };
     const stray = unsupervisedJob();
     if (stray !== null) return { ok: false, kind: "busy", activeId: stray, unsupervised: true };
     const id = randomUUID();
@@ -195,6 +199,11 @@ export function createSupervisor(deps: SupervisorDeps) {
         set.delete(watcher);
         if (set.size === 0) watchers.delete(id);
       };
+    },
+
+    /** Why the state dir cannot take writes now, or null. */
+    stateFailure() {
+      return stateHealth.failure();
     },
 
     isRunning(id: string): boolean {

@@ -1,0 +1,125 @@
+import { Database } from "bun:sqlite";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
+import { ensureBinary } from "./support/binary.ts";
+import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
+import { killJobAtEnd } from "./support/job-processes.ts";
+import { parseExposition } from "./support/prometheus-format.ts";
+import { fillUntilFull, mountTmpfs, tmpfsUnavailable } from "./support/small-tmpfs.ts";
+import { waitFor } from "./support/wait.ts";
+import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+
+// Item 5 of issue 11: a state dir that cannot take writes (a real tmpfs, filled to the last page) degrades the
+// worker instead of ending it. Real compiled binary, real simulated trainer, real SQLite in WAL mode.
+setDefaultTimeout(120_000);
+
+const TMPFS_BYTES = 16 * 1024 * 1024;
+const unavailable = tmpfsUnavailable();
+if (unavailable !== null) console.warn(`state-dir-full tests skipped: ${unavailable}`);
+
+let binary: string;
+beforeAll(() => {
+  binary = ensureBinary();
+}, 120_000);
+
+async function stateWritable(worker: WorkerProcess): Promise<number | undefined> {
+  const res = await worker.request("/metrics");
+  expect(res.status).toBe(200);
+  return parseExposition(await res.text()).samples.find((s) => s.name === "lora_worker_state_writable")?.value;
+}
+
+const stateDir = async (worker: WorkerProcess) => (await worker.json("/healthz")).body.state_dir;
+
+function jobRows(state: string): number {
+  using db = new Database(join(state, "jobs.db"), { readonly: true });
+  return db.query<{ n: number }, []>("SELECT count(*) AS n FROM jobs").get()!.n;
+}
+
+const jobDirs = (state: string) => (existsSync(join(state, "jobs")) ? readdirSync(join(state, "jobs")) : []);
+
+describe.skipIf(unavailable !== null)("a state dir that fills up", () => {
+  test("a full state dir during a training degrades the worker, which lives on and writes the final record once it can", async () => {
+    using tree = makeHostTree();
+    await using _tmpfs = await mountTmpfs(tree.state, TMPFS_BYTES);
+    const config = tree.writeConfig(SIMULATE_TABLES(0.05));
+    await using worker = await startWorker(config, { command: [binary] });
+    let diedWith: number | null = null;
+    void worker.proc.exited.then((code) => (diedWith = code));
+
+    // Contrast: before the disk fills, the same surfaces say the state dir is fine.
+    expect(await stateDir(worker)).toEqual({ path: tree.state, writable: true });
+    expect(await stateWritable(worker)).toBe(1);
+
+    const posted = await worker.postTrain(tree.validRequest());
+    expect(posted.status).toBe(200);
+    const id: string = posted.body.worker_job_id;
+    using _job = killJobAtEnd(() => id);
+    await waitFor(async () => (await worker.json(`/train/${id}`)).body.step >= 5, "the training to be under way", 60_000);
+
+    const filledAt = new Date();
+    using filler = fillUntilFull(tree.state);
+    const degraded = await waitFor(async () => {
+      const fact = await stateDir(worker);
+      return fact.writable === false ? fact : null;
+    }, "/healthz to report the state dir unwritable", 30_000);
+    expect(degraded).toEqual({ path: tree.state, writable: false, error: expect.stringMatching(/full|disk/i), since: expect.any(String) });
+    expect(Date.parse(degraded.since)).toBeGreaterThanOrEqual(filledAt.getTime() - 1000);
+    expect(await stateWritable(worker)).toBe(0);
+    // No final record can land while the disk is full: the job is still followed, and answered, from memory.
+    const meanwhile = await worker.json(`/train/${id}`);
+    expect(meanwhile.status).toBe(200);
+    expect(["starting", "training"]).toContain(meanwhile.body.status);
+    expect(diedWith).toBeNull();
+    expect(worker.proc.exitCode).toBeNull();
+
+    filler.remove();
+    const final = await waitFor(async () => {
+      const job = (await worker.json(`/train/${id}`)).body;
+      return ["succeeded", "failed", "cancelled"].includes(job.status) ? job : null;
+    }, "the job's final record", 90_000);
+    expect(final.ended_at).toEqual(expect.any(String));
+    // The progress the worker kept in memory while nothing could be written reaches the final record.
+    expect(final.step).toBeGreaterThanOrEqual(5);
+    await waitFor(async () => (await stateDir(worker)).writable === true, "/healthz to report the state dir writable again");
+    expect(await stateDir(worker)).toEqual({ path: tree.state, writable: true });
+    expect(await stateWritable(worker)).toBe(1);
+    expect((await worker.json("/healthz")).body.active_job_id).toBeNull();
+    expect(diedWith).toBeNull();
+    expect(worker.proc.exitCode).toBeNull();
+  });
+
+  test("POST /train on a full state dir is refused 503 state_unwritable and leaves no row and no job dir", async () => {
+    using tree = makeHostTree();
+    await using _tmpfs = await mountTmpfs(tree.state, TMPFS_BYTES);
+    const config = tree.writeConfig(SIMULATE_TABLES(0.05));
+    await using worker = await startWorker(config, { command: [binary] });
+    let accepted: string | null = null;
+    using _job = killJobAtEnd(() => accepted);
+    const request = tree.validRequest();
+
+    using filler = fillUntilFull(tree.state);
+    filler.topUp();
+    const refused = await worker.postTrain(request);
+    expect(refused.status).toBe(503);
+    expect(refused.body).toEqual({ reason: "state_unwritable", detail: expect.stringMatching(/full|disk/i) });
+    expect(jobRows(tree.state)).toBe(0);
+    expect(jobDirs(tree.state)).toEqual([]);
+    expect(await stateDir(worker)).toMatchObject({ path: tree.state, writable: false });
+    expect(await stateWritable(worker)).toBe(0);
+
+    // Contrast: the very same request, once the space is free again, starts a training.
+    filler.remove();
+    const posted = await worker.postTrain(request);
+    expect(posted.status).toBe(200);
+    accepted = posted.body.worker_job_id;
+    expect(jobRows(tree.state)).toBe(1);
+    expect(jobDirs(tree.state)).toEqual([accepted!]);
+    expect(await stateDir(worker)).toEqual({ path: tree.state, writable: true });
+    expect(await stateWritable(worker)).toBe(1);
+
+    const cancelled = await worker.json(`/train/${accepted}/cancel`, { method: "POST" });
+    expect(cancelled.body.status).toBe("cancelled");
+    expect(worker.proc.exitCode).toBeNull();
+  });
+});
