@@ -46,15 +46,20 @@ function followUntilEnd(stream: SSEStreamingApi, supervisor: Supervisor, id: str
       unwatch();
       resolve();
     };
+    // A write to a stream whose client left, or a read the database refused, ends this stream, not the worker.
     const flush = async () => {
       timer = null;
       lastSent = Date.now();
-      if (!ended && (await tick())) finish();
+      try {
+        if (!ended && (await tick())) finish();
+      } catch {
+        finish();
+      }
     };
     const unwatch = supervisor.watch(id, () => {
       if (timer === null && !ended) timer = setTimeout(flush, Math.max(0, EVENT_MIN_INTERVAL_MS - (Date.now() - lastSent)));
     });
-    const heartbeat = setInterval(() => void stream.write(": heartbeat\n\n"), HEARTBEAT_MS);
+    const heartbeat = setInterval(() => void stream.write(": heartbeat\n\n").catch(finish), HEARTBEAT_MS);
     stream.onAbort(finish);
     // The job may have ended between the first snapshot and the subscription.
     if (!supervisor.isRunning(id)) void flush();
