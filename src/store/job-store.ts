@@ -89,17 +89,6 @@ export interface WriteFailure {
   since: string;
 }
 
-// A job found alive in its job directory that the database does not know (the database was lost).
-export interface RecoveredJob {
-  id: string;
-  request: unknown;
-  requestHash: string;
-  idempotencyKey: string | null;
-  admissionWarning: string | null;
-  simulated: boolean;
-  createdAt: string;
-  logPath: string;
-}
 
 // Refuses a damaged database instead of serving from it; WAL with synchronous=FULL survives power loss.
 function openChecked(path: string): Database {
@@ -172,13 +161,8 @@ export function openJobStore(path: string) {
       return write(() => insertIdle(job));
     },
     // A job alive in its directory but missing from the database: recorded again, as it began.
-    insertRecovered(job: RecoveredJob): boolean {
-      return write(() =>
-        insertIdle({
-          id: job.id, request: job.request, requestHash: job.requestHash, idempotencyKey: job.idempotencyKey, admissionWarning: job.admissionWarning,
-          simulated: job.simulated, logPath: job.logPath, now: job.createdAt,
-        }).inserted,
-      );
+    insertRecovered(job: NewJob): boolean {
+      return write(() => insertIdle(job).inserted);
     },
     /** Null while writes succeed; otherwise the first failure since the last write that worked. */
     writeFailure(): WriteFailure | null {
