@@ -1,4 +1,4 @@
-// `bun run bench`: every benchmark of issue 8, one after another, each in its own process, then one table.
+// `bun run bench`: every benchmark (issue 8's, then issue 12's), one after another, each in its own process, then one table.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,6 +14,7 @@ const SCRIPTS = [
   "gpu-coalescing.ts",
   "startup-footprint.ts",
   "dispatch.ts",
+  "lora-finite-scan.ts",
 ];
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");

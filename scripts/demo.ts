@@ -3,6 +3,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { safetensorsParts } from "../src/safetensors/write.ts";
 
 const REPO = join(import.meta.dir, "..");
 const SECONDS_PER_STEP = 0.02;
@@ -17,7 +18,7 @@ mkdirSync(dataset, { recursive: true });
 mkdirSync(join(root, "models"));
 mkdirSync(join(root, "state"));
 for (let i = 0; i < 4; i++) writeFileSync(join(dataset, `img${i}.png`), PNG);
-writeFileSync(join(root, "models", "sdxl-base.safetensors"), "placeholder base model for the simulator");
+writeFileSync(join(root, "models", "sdxl-base.safetensors"), Buffer.concat(sdxlPlaceholder()));
 const configPath = join(root, "config.toml");
 writeFileSync(
   configPath,
@@ -115,4 +116,11 @@ function bar(step: number, total: number | null): string {
   const width = 30;
   const filled = total ? Math.round((step / total) * width) : 0;
   return `[${"#".repeat(filled)}${".".repeat(width - filled)}]`;
+}
+
+// The worker reads a base model's header and refuses anything but an SDXL checkpoint; the simulator loads
+// nothing. So: one tiny tensor under each of the four prefixes an SDXL checkpoint has.
+function sdxlPlaceholder(): Uint8Array[] {
+  const names = ["model.diffusion_model.out.2.bias", "conditioner.embedders.0.transformer.text_model.final_layer_norm.weight", "conditioner.embedders.1.model.logit_scale", "first_stage_model.quant_conv.bias"];
+  return safetensorsParts(names.map((name) => ({ name, dtype: "F16" as const, shape: [2], data: new Uint8Array(4) })), { "modelspec.architecture": "lora-worker demo placeholder" });
 }

@@ -72,6 +72,7 @@ describe("verifySafetensors", () => {
       sha256: sha256(bytes),
       tensorCount: 3,
       metadata,
+      nonFinite: { tensors: 0, names: [] },
     });
   });
 
@@ -80,7 +81,7 @@ describe("verifySafetensors", () => {
     const data = Uint8Array.from({ length: floats * 4 }, (_, index) => index % 251);
     const bytes = encodeFile(withTensors({ big: { dtype: "F32", shape: [floats], data_offsets: [0, floats * 4] } }), data);
     const verdict = await verifySafetensors(await writeBytes(bytes));
-    expect(verdict).toEqual({ ok: true, bytes: bytes.byteLength, sha256: sha256(bytes), tensorCount: 1, metadata });
+    expect(verdict).toEqual({ ok: true, bytes: bytes.byteLength, sha256: sha256(bytes), tensorCount: 1, metadata, nonFinite: { tensors: 0, names: [] } });
   });
 
   test("tensors listed out of offset order still tile the data area", async () => {

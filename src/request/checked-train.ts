@@ -2,6 +2,7 @@ import { join } from "node:path";
 import { hasEntry, statOrNull } from "../fs/stat-or-null.ts";
 import type { Config, Device } from "../config/schema.ts";
 import { TIERS } from "../recipe/hyperparameters.ts";
+import { checkBaseModelHeader } from "./base-model.ts";
 import { resolveInside, type Roots } from "./contained-path.ts";
 import { findImageDir } from "./dataset-images.ts";
 import { TrainRequest } from "./train-request.ts";
@@ -62,13 +63,15 @@ async function checkDataset(path: string, config: Config): Promise<Field<{ dir: 
   return images.ok ? { ok: true, value: images } : fail("dataset_dir", `${path} ${images.msg}`, images.type);
 }
 
-function checkBaseModel(path: string, config: Config): Field<string> {
+async function checkBaseModel(path: string, config: Config): Promise<Field<string>> {
   if (!path.endsWith(SAFETENSORS)) return fail("base_model_path", NOT_SAFETENSORS, "not_safetensors");
   const inside = resolveInside(path, modelRoots(config), false);
   if (!inside.ok) return fail("base_model_path", inside.msg, inside.type);
   if (!inside.real.endsWith(SAFETENSORS)) return fail("base_model_path", `${path} is a link to a file that is not .safetensors; ${NOT_SAFETENSORS}`, "not_safetensors");
-  if (!statOrNull(inside.real)?.isFile()) return fail("base_model_path", `${path} is not a regular file`, "not_a_file");
-  return { ok: true, value: inside.real };
+  const st = statOrNull(inside.real);
+  if (!st?.isFile()) return fail("base_model_path", `${path} is not a regular file`, "not_a_file");
+  const header = await checkBaseModelHeader(path, inside.real, st.size);
+  return header.ok ? { ok: true, value: inside.real } : fail("base_model_path", header.msg, header.type);
 }
 
 function checkOutputDir(path: string, config: Config): Field<string> {

@@ -3,6 +3,7 @@
 
 export interface TensorEntry {
   name: string;
+  dtype: string;
   begin: number;
   end: number;
 }
@@ -98,7 +99,7 @@ function readTensor(name: string, value: unknown): TensorEntry {
       `tensor '${name}' spans ${end - begin} bytes but ${dtype} ${JSON.stringify(shape)} needs ${needed}`,
     );
   }
-  return { name, begin, end };
+  return { name, dtype: dtype as string, begin, end };
 }
 
 function isIndexList(value: unknown): value is number[] {

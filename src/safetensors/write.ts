@@ -3,7 +3,7 @@
 // padded with spaces so the data area starts 8-byte aligned; then the tensors back to back to EOF.
 import { rename, rm } from "node:fs/promises";
 
-export type Dtype = "F16" | "F32" | "BF16";
+export type Dtype = "F16" | "BF16" | "F32" | "F64";
 
 export interface Tensor {
   name: string;
@@ -12,7 +12,7 @@ export interface Tensor {
   data: Uint8Array;
 }
 
-const DTYPE_BYTES: Readonly<Record<Dtype, number>> = { F16: 2, BF16: 2, F32: 4 };
+const DTYPE_BYTES: Readonly<Record<Dtype, number>> = { F16: 2, BF16: 2, F32: 4, F64: 8 };
 const LENGTH_PREFIX_BYTES = 8;
 const ALIGNMENT = 8;
 
@@ -21,18 +21,23 @@ export async function writeSafetensors(
   tensors: Tensor[],
   metadata: Record<string, string>,
 ): Promise<void> {
-  const header = encodeHeader(tensors, metadata);
-  const prefix = new Uint8Array(LENGTH_PREFIX_BYTES);
-  new DataView(prefix.buffer).setBigUint64(0, BigInt(header.byteLength), true);
   // A reader polling for the file never sees it half written.
   const partial = `${path}.tmp-${process.pid}`;
   try {
-    await Bun.write(partial, new Blob([prefix, header, ...tensors.map((tensor) => tensor.data)]));
+    await Bun.write(partial, new Blob(safetensorsParts(tensors, metadata)));
     await rename(partial, path);
   } catch (error) {
     await rm(partial, { force: true });
     throw error;
   }
+}
+
+// The file's bytes in order, without copying the tensors' data: length prefix, header, then each tensor.
+export function safetensorsParts(tensors: Tensor[], metadata: Record<string, string>): Uint8Array[] {
+  const header = encodeHeader(tensors, metadata);
+  const prefix = new Uint8Array(LENGTH_PREFIX_BYTES);
+  new DataView(prefix.buffer).setBigUint64(0, BigInt(header.byteLength), true);
+  return [prefix, header, ...tensors.map((tensor) => tensor.data)];
 }
 
 function encodeHeader(tensors: Tensor[], metadata: Record<string, string>): Uint8Array {

@@ -1,6 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { CHECKPOINT_KEYS, writeCheckpoint } from "./checkpoints.ts";
 
 export const REPO = join(import.meta.dir, "../..");
 export const MAIN = join(REPO, "src/main.ts");
@@ -27,8 +28,7 @@ export function makeHostTree(images = 3): HostTree {
   const dataset = join(handoff, "job1", "dataset");
   for (const dir of [handoff, models, state, dataset]) mkdirSync(dir, { recursive: true });
   for (let i = 0; i < images; i++) writeFileSync(join(dataset, `img${i}.png`), "png");
-  const model = join(models, "sdxl.safetensors");
-  writeFileSync(model, "model");
+  const model = writeCheckpoint(join(models, "sdxl.safetensors"), CHECKPOINT_KEYS.sdxl);
   const configPath = join(root, "config.toml");
   const tree: HostTree = {
     root, handoff, models, state, dataset, model, configPath,
