@@ -7,6 +7,7 @@ import { createGpuProbe } from "../gpu/index.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
 import { acquireInstanceLock, LockHeld } from "../store/instance-lock.ts";
 import { openJobStore, StoreUnusable } from "../store/job-store.ts";
+import { ownMemoryEvents } from "../supervisor/oom-kills.ts";
 import { createSupervisor } from "../supervisor/supervisor.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
@@ -34,7 +35,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   mkdirSync(join(config.state_dir, "jobs"), { recursive: true, mode: 0o750 });
   const { lock, store } = claimStateOrExit(config.state_dir);
   const gpu = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: config.gpu.cache_ttl_ms });
-  const supervisor = createSupervisor({ store, gpu, config, trainerCommand: trainerCommand(config), selfCommand: selfCommand(), now: () => new Date(), log });
+  const supervisor = createSupervisor({ store, gpu, config, trainerCommand: trainerCommand(config), selfCommand: selfCommand(), now: () => new Date(), log, memoryEvents: ownMemoryEvents() });
   supervisor.reconcile();
   // One probe at start-up so the log and /healthz say at once whether nvidia-smi answers.
   void gpu.read().then((r) => (r.ok ? log.info("gpu probe", { devices: r.devices.length }) : log.warn("gpu probe failed", { detail: r.detail })));

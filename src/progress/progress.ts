@@ -14,6 +14,8 @@ export interface Progress {
   seconds_per_step: number | null;
   /** The run's own step count (the tier's max_train_steps); a bar or total that contradicts it is not progress. */
   expected_total: number | null;
+  /** The first total the trainer printed that contradicts expected_total: an anomaly to report, not progress. */
+  contradicting_total: number | null;
 }
 
 const PHASE_ORDER: readonly Phase[] = ["loading", "caching", "training", "saving", "done"];
@@ -38,6 +40,7 @@ export function initialProgress(expectedTotal: number | null = null): Progress {
     eta_s: null,
     seconds_per_step: null,
     expected_total: expectedTotal,
+    contradicting_total: null,
   };
 }
 
@@ -55,7 +58,8 @@ function applyBar(p: Progress, bar: TqdmBar): Progress {
 
 function applyStepsBar(p: Progress, bar: TqdmBar): Progress {
   // A bar counting past its total, or another run's total, would write a loss point per redraw: not progress.
-  if (bar.n > bar.total || !fitsTotal(p, bar.total)) return p;
+  if (!fitsTotal(p, bar.total)) return contradicted(p, bar.total);
+  if (bar.n > bar.total) return p;
   const finished = bar.total > 0 && bar.n >= bar.total;
   return {
     ...p,
@@ -82,7 +86,7 @@ function applyLoss(p: Progress, step: number, raw: string | undefined): Partial<
 function applyMessage(p: Progress, text: string): Progress {
   if (text === "") return p;
   const total = TOTAL_STEPS.exec(text);
-  if (total !== null) return fitsTotal(p, Number(total[1])) ? { ...p, total_steps: Number(total[1]), expected_total: Number(total[1]) } : p;
+  if (total !== null) return fitsTotal(p, Number(total[1])) ? { ...p, total_steps: Number(total[1]), expected_total: Number(total[1]) } : contradicted(p, Number(total[1]));
   return { ...p, phase: advance(p.phase, messagePhase(p, text)) };
 }
 
@@ -92,6 +96,10 @@ function messagePhase(p: Progress, text: string): Phase {
   if (TRAINING_START.test(text)) return "training";
   if (CACHING.test(text)) return "caching";
   return p.phase;
+}
+
+function contradicted(p: Progress, total: number): Progress {
+  return p.contradicting_total === null ? { ...p, contradicting_total: total } : p;
 }
 
 function fitsTotal(p: Progress, total: number): boolean {

@@ -50,6 +50,8 @@ export interface NewJob {
   simulated: boolean;
   logPath: string;
   now: string;
+  /** The run's step count, known before the trainer says it (the tier's); null for a replayed recording. */
+  totalSteps: number | null;
 }
 
 export interface Outcome {
@@ -133,8 +135,8 @@ export function openJobStore(path: string) {
   };
 
   const insert = db.prepare(
-    `INSERT INTO jobs (id, status, phase, created_at, request, request_hash, idempotency_key, admission_warning, simulated, log_path)
-     SELECT $id, 'starting', 'loading', $now, $request, $request_hash, $idempotency_key, $admission_warning, $simulated, $log_path
+    `INSERT INTO jobs (id, status, phase, total_steps, created_at, request, request_hash, idempotency_key, admission_warning, simulated, log_path)
+     SELECT $id, 'starting', 'loading', $total_steps, $now, $request, $request_hash, $idempotency_key, $admission_warning, $simulated, $log_path
      WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE ${ACTIVE_SQL})`,
   );
   const activeQuery = db.prepare<{ id: string }, []>(`SELECT id FROM jobs WHERE ${ACTIVE_SQL} LIMIT 1`);
@@ -144,7 +146,7 @@ export function openJobStore(path: string) {
   const insertIdle = (job: NewJob): { inserted: true } | { inserted: false; activeId: string } => {
     const tx = db.transaction(() => {
       const res = insert.run({
-        id: job.id, now: job.now, request: JSON.stringify(job.request), request_hash: job.requestHash,
+        id: job.id, now: job.now, total_steps: job.totalSteps, request: JSON.stringify(job.request), request_hash: job.requestHash,
         idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0, log_path: job.logPath,
       });
       return res.changes === 1 ? null : (activeQuery.get()?.id ?? "unknown");

@@ -1,6 +1,7 @@
 import type { SafetensorsVerdict } from "../safetensors/verify.ts";
 import type { Outcome, StopReason } from "../store/job-store.ts";
 import type { ExitWatch } from "./exit-watch.ts";
+import { decisiveLine, SIGNATURES, withoutLauncherFrames } from "./failure-signatures.ts";
 
 export interface ExitFacts {
   ended: ExitWatch;
@@ -10,24 +11,16 @@ export interface ExitFacts {
   verdict: SafetensorsVerdict;
   outputFile: string;
   logTail: string[];
+  /** How much the cgroup's oom_kill counter rose during the run; null where the host cannot say. */
+  oomKills: number | null;
 }
 
 interface Failure {
   code: string;
   what: string;
+  /** The log line that decided the code, when one did. */
+  line?: string;
 }
-
-interface Signature extends Failure {
-  pattern: RegExp;
-}
-
-// Ordered: the first signature found in the log names the failure.
-const SIGNATURES: Signature[] = [
-  { code: "cuda_oom", pattern: /CUDA out of memory|torch\.(cuda\.)?OutOfMemoryError/, what: "the GPU ran out of memory (CUDA out of memory)" },
-  { code: "disk_full", pattern: /No space left on device/, what: "the disk filled up (No space left on device)" },
-  { code: "dataset_empty", pattern: /No data found\./, what: "sd-scripts found no training data (No data found.)" },
-  { code: "base_model_invalid", pattern: /is neither a valid local path nor a valid repo id|Error while deserializing header|HeaderTooLarge|invalid load key/, what: "the base model could not be loaded" },
-];
 
 const STOPPED: Record<Exclude<StopReason, "cancel">, string> = {
   stalled: "the trainer printed nothing for longer than watchdog.stall_seconds and was stopped",
@@ -42,27 +35,50 @@ export function decideOutcome(facts: ExitFacts): Outcome {
   const exit = "exit_code" in ended ? { exit_code: ended.exit_code, signal: ended.signal } : { exit_code: null, signal: null };
   const base = { ...exit, forced_kill: facts.forcedKill, lora_path: null, lora_sha256: null, lora_bytes: null };
   const v = facts.verdict;
-  if (exit.exit_code === 0 && v.ok) {
+  if (exit.exit_code === 0 && v.ok && v.nonFinite.tensors === 0) {
     return { ...base, status: "succeeded", error: null, error_code: null, lora_path: facts.outputFile, lora_sha256: v.sha256, lora_bytes: v.bytes };
   }
   if (facts.stopReason === "cancel") return { ...base, status: "cancelled", error: null, error_code: null };
   const failure = classify(facts, exit.exit_code, exit.signal);
-  return { ...base, status: "failed", error_code: failure.code, error: `${failure.what}; ${exitText(ended)}.${tailText(facts.logTail)}` };
+  const lead = failure.line ? `${failure.line}\n` : "";
+  return { ...base, status: "failed", error_code: failure.code, error: `${lead}${failure.what}; ${exitText(ended)}.${tailText(facts.logTail)}` };
 }
 
 function classify(facts: ExitFacts, exitCode: number | null, signal: string | null): Failure {
   const { ended, verdict } = facts;
   if ("spawn_error" in ended) return { code: "spawn_failed", what: `the trainer could not be started: ${ended.spawn_error}` };
   if (facts.stopReason !== null && facts.stopReason !== "cancel") return { code: facts.stopReason, what: STOPPED[facts.stopReason] };
-  const log = facts.logTail.join("\n");
-  const found = SIGNATURES.find((s) => s.pattern.test(log));
-  if (found) return found;
+  const found = SIGNATURES.find((s) => s.pattern.test(facts.logTail.join("\n")));
+  if (found?.code === "host_oom_killed") return killedFromOutside(facts, decisiveLine(facts.logTail, found.pattern) ?? undefined);
+  if (found) return { code: found.code, what: found.what, line: decisiveLine(facts.logTail, found.pattern) ?? undefined };
   if (facts.lastLossNan) return { code: "nan_loss", what: "the trainer stopped while its loss was nan" };
-  if (signal === "SIGKILL") return { code: "host_oom_killed", what: "the trainer was killed by SIGKILL from outside the worker (most likely the kernel's OOM killer)" };
-  if (exitCode === 0 && !verdict.ok && verdict.reason === "missing") return { code: "output_missing", what: `the trainer exited 0 but wrote no ${facts.outputFile}` };
-  if (exitCode === 0 && !verdict.ok) return { code: "output_invalid", what: `the trainer exited 0 but ${facts.outputFile} is not a valid safetensors file: ${verdict.detail}` };
+  if (signal === "SIGKILL" || (exitCode !== 0 && (facts.oomKills ?? 0) > 0)) return killedFromOutside(facts);
+  if (exitCode === 0) return unusableOutput(verdict, facts.outputFile);
   if ("lost" in ended) return { code: "worker_restarted", what: "the trainer ended while its shim was gone, so its exit status was not recorded" };
   return { code: "trainer_crashed", what: "the trainer stopped with an error" };
+}
+
+// An exit 0 is a success only with a LoRA that is whole and finite.
+function unusableOutput(verdict: SafetensorsVerdict, file: string): Failure {
+  if (verdict.ok) {
+    const { tensors, names } = verdict.nonFinite;
+    return { code: "nan_loss", what: `the trainer exited 0 but ${tensors} tensor(s) of ${file} hold NaN or Inf (${names.join(", ")}); the LoRA is unusable` };
+  }
+  if (verdict.reason === "missing") return { code: "output_missing", what: `the trainer exited 0 but wrote no ${file}` };
+  return { code: "output_invalid", what: `the trainer exited 0 but ${file} is not a valid safetensors file: ${verdict.detail}` };
+}
+
+// The strongest evidence decides, and the error says which: the cgroup's OOM counter is proof; a SIGKILL
+// alone is not, and with a counter that did not rise it was something else.
+function killedFromOutside(facts: ExitFacts, line?: string): Failure {
+  const { oomKills } = facts;
+  if (oomKills !== null && oomKills > 0) {
+    return { code: "host_oom_killed", line, what: `the kernel's OOM killer killed the trainer (proof: the oom_kill counter of the worker's cgroup rose by ${oomKills} during the run)` };
+  }
+  if (oomKills === 0) {
+    return { code: "trainer_crashed", line, what: "the trainer was killed by SIGKILL from outside the worker, not by the OOM killer (the oom_kill counter of the worker's cgroup did not rise)" };
+  }
+  return { code: "host_oom_killed", line, what: "the trainer was killed by SIGKILL from outside the worker, most likely by the kernel's OOM killer (evidence: the SIGKILL alone; this host has no cgroup v2 memory.events to prove it)" };
 }
 
 function exitText(ended: ExitWatch): string {
@@ -72,6 +88,6 @@ function exitText(ended: ExitWatch): string {
 }
 
 function tailText(tail: string[]): string {
-  const last = tail.filter((l) => l.trim() !== "").slice(-TAIL_IN_ERROR);
+  const last = withoutLauncherFrames(tail).filter((l) => l.trim() !== "").slice(-TAIL_IN_ERROR);
   return last.length > 0 ? ` Last log lines:\n${last.join("\n")}` : "";
 }

@@ -27,6 +27,8 @@ export interface RunContext {
   nanUpdates: number;
   /** The tier's max_train_steps; null when the run's own announcement decides (a replayed recording). */
   expectedTotal: number | null;
+  /** The cgroup v2 memory.events whose oom_kill counter covers the trainer; null where there is none. */
+  memoryEvents: string | null;
   /** Called after every change a watcher could see: progress, status, the end. */
   changed: () => void;
 }

@@ -6,6 +6,7 @@ import type { LossPoint, StopReason } from "../store/job-store.ts";
 import type { ExitWatch } from "./exit-watch.ts";
 import { followLog } from "./log-follower.ts";
 import { tailLines } from "./log-tail.ts";
+import { readOomKills } from "./oom-kills.ts";
 import { decideOutcome } from "./outcome.ts";
 import { isSameProcess, type ProcessIdentity } from "./proc-stat.ts";
 import { liveGroupMembers, signalGroup, terminateGroup } from "./process-group.ts";
@@ -23,6 +24,7 @@ const SHIM_EXIT_WAIT_MS = 1000;
 
 export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer: Promise<ProcessIdentity | null>, exit: Promise<ExitWatch>, pending: PendingStop | null): Run {
   const guard = createWriteGuard(ctx.log, ctx.id);
+  const oomKillsAtStart = readOomKills(ctx.memoryEvents);
   let progress = initialProgress(ctx.expectedTotal);
   let persistedAt = 0;
   let statusRecorded = false;
@@ -46,6 +48,9 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
   };
   const apply = (line: string) => {
     const next = applyLine(progress, line);
+    if (next.contradicting_total !== null && progress.contradicting_total === null) {
+      ctx.log.warn("the trainer printed a step total that contradicts the run's; kept in the log, not taken as progress", { job_id: ctx.id, printed: next.contradicting_total, expected: progress.expected_total });
+    }
     const lossChanged = next.loss !== progress.loss || next.last_loss_nan !== progress.last_loss_nan;
     if (next.step > 0 && (next.step !== progress.step || lossChanged)) lossPoints.push([next.step, next.last_loss_nan ? null : next.loss]);
     progress = next;
@@ -115,6 +120,7 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
       verdict: await verifySafetensors(ctx.outputFile),
       outputFile: ctx.outputFile,
       logTail: tailLines(ctx.logPath, LOG_LINES_FOR_OUTCOME),
+      oomKills: oomKillsAtStart === null ? null : (readOomKills(ctx.memoryEvents) ?? oomKillsAtStart) - oomKillsAtStart,
     });
     await writeUntilDone(guard, "final record", () => {
       ctx.store.saveProgress(ctx.id, progress);

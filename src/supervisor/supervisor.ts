@@ -26,6 +26,8 @@ export interface SupervisorDeps {
   selfCommand: string[];
   now: () => Date;
   log: Logger;
+  /** Where the kernel counts OOM kills of the trainer's cgroup (cgroup v2), if anywhere. */
+  memoryEvents?: string | null;
 }
 
 export type DispatchResult =
@@ -63,11 +65,13 @@ export function createSupervisor(deps: SupervisorDeps) {
       stallMs: config.watchdog.stall_seconds * 1000,
       deadline: startedAt + config.watchdog.tier_timeout_seconds[request.tier] * 1000,
       nanUpdates: config.watchdog.nan_updates,
-      // A replayed recording trains for its own number of steps, not the tier's.
-      expectedTotal: config.trainer.mode === "simulate" && config.simulate.replay_log !== "" ? null : TIERS[request.tier].maxTrainSteps,
+      memoryEvents: deps.memoryEvents ?? null,
+      expectedTotal: expectedTotal(request),
       changed: () => notify(id),
     };
   };
+  // A replayed recording trains for its own number of steps, not the tier's.
+  const expectedTotal = (request: TrainRequest) => (config.trainer.mode === "simulate" && config.simulate.replay_log !== "" ? null : TIERS[request.tier].maxTrainSteps);
   const track = (run: Run) => {
     runs.set(run.id, run);
     void run.finished.finally(() => runs.delete(run.id));
@@ -108,7 +112,7 @@ export function createSupervisor(deps: SupervisorDeps) {
     try {
       const claimed = store.insertIfIdle({
         id, request: train.request, requestHash: hash, idempotencyKey: key, admissionWarning,
-        simulated: config.trainer.mode === "simulate", logPath: paths.log, now: now().toISOString(),
+        simulated: config.trainer.mode === "simulate", logPath: paths.log, now: now().toISOString(), totalSteps: expectedTotal(train.request),
       });
       if (!claimed.inserted) return { ok: false, kind: "busy", activeId: claimed.activeId, unsupervised: false };
     } catch (err) {

@@ -4,7 +4,7 @@ import { ConfigSchema, type Config } from "../../src/config/schema.ts";
 import { silentLogger } from "../../src/log/logger.ts";
 import { openJobStore } from "../../src/store/job-store.ts";
 import type { JobRow } from "../../src/store/job-store.ts";
-import { createSupervisor, type Supervisor } from "../../src/supervisor/supervisor.ts";
+import { createSupervisor, type Supervisor, type SupervisorDeps } from "../../src/supervisor/supervisor.ts";
 import { createGpuProbe } from "../../src/gpu/index.ts";
 import { FAKE_NVIDIA_SMI, MAIN, type HostTree } from "./host-tree.ts";
 
@@ -62,10 +62,10 @@ export function replayTrainer(tree: HostTree, log: string, exitCode: number): st
   return path;
 }
 
-export function supervisorFor(tree: HostTree, config: Config, trainerCommand: string[]) {
+export function supervisorFor(tree: HostTree, config: Config, trainerCommand: string[], deps: Pick<SupervisorDeps, "memoryEvents"> = {}) {
   const store = openJobStore(join(tree.state, "jobs.db"));
   const gpu = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: config.gpu.cache_ttl_ms });
-  const supervisor = createSupervisor({ store, gpu, config, trainerCommand, selfCommand: [process.execPath, MAIN], now: () => new Date(), log: silentLogger });
+  const supervisor = createSupervisor({ store, gpu, config, trainerCommand, selfCommand: [process.execPath, MAIN], now: () => new Date(), log: silentLogger, ...deps });
   return {
     store,
     gpu,

@@ -1,0 +1,23 @@
+import { readFileSync } from "node:fs";
+
+// cgroup v2 counts the kernel OOM killer's kills in a cgroup's memory.events ("oom_kill N"). The trainer runs in
+// the worker's own cgroup (the unit's: KillMode=process keeps it there), so a count that rises during a run is
+// proof that the OOM killer struck it. Null where there is no cgroup v2 view: then there is no such proof.
+export function ownMemoryEvents(): string | null {
+  try {
+    const line = readFileSync("/proc/self/cgroup", "utf8").split("\n").find((l) => l.startsWith("0::"));
+    return line === undefined ? null : `/sys/fs/cgroup${line.slice(3).replace(/\/$/, "")}/memory.events`;
+  } catch {
+    return null;
+  }
+}
+
+export function readOomKills(memoryEvents: string | null): number | null {
+  if (memoryEvents === null) return null;
+  try {
+    const match = /^oom_kill (\d+)$/m.exec(readFileSync(memoryEvents, "utf8"));
+    return match ? Number(match[1]) : null;
+  } catch {
+    return null;
+  }
+}
