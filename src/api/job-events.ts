@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { streamSSE, type SSEStreamingApi } from "hono/streaming";
+import { isActive } from "../job.ts";
 import type { JobRow } from "../store/job-store.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 
@@ -21,13 +22,13 @@ export function jobEvents(c: Context, deps: JobEventsDeps) {
     // Sends the current state; says whether the job is over (then the caller sends "end").
     const tick = async () => {
       const { row, view } = deps.snapshot();
-      const over = row.status !== "starting" && row.status !== "training";
+      const over = !isActive(row.status);
       if (!over) await send("job", view);
       return over;
     };
     const first = deps.snapshot();
     await send("job", first.view);
-    if (first.row.status === "starting" || first.row.status === "training") await followUntilEnd(stream, deps.supervisor, first.row.id, tick);
+    if (isActive(first.row.status)) await followUntilEnd(stream, deps.supervisor, first.row.id, tick);
     if (!stream.aborted) await send("end", deps.snapshot().view);
   });
 }

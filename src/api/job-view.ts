@@ -1,10 +1,11 @@
+import { isActive } from "../job.ts";
 import type { Progress } from "../progress/progress.ts";
 import type { JobRow } from "../store/job-store.ts";
 
 // The wire shape of SPEC §3; optional fields appear only when they carry a value.
 export function jobView(row: JobRow, live: Progress | null) {
   const progress = live ?? { phase: row.phase, step: row.step, total_steps: row.total_steps, loss: row.loss, eta_s: row.eta_s };
-  const terminal = row.status !== "starting" && row.status !== "training";
+  const terminal = !isActive(row.status);
   return {
     worker_job_id: row.id,
     status: row.status,

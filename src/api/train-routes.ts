@@ -1,5 +1,6 @@
 import { Hono } from "hono";
-import type { JobRow, JobStore, Status } from "../store/job-store.ts";
+import type { JobStatus as Status } from "../job.ts";
+import type { JobRow, JobStore } from "../store/job-store.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import { tailLines } from "../supervisor/log-tail.ts";
 import { ApiError, noSuchJob } from "./api-error.ts";

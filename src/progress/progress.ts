@@ -1,7 +1,9 @@
 // Training progress folded from sd-scripts' log records (see line-splitter.ts for the framing).
 import { parseTqdmBar, type TqdmBar } from "./tqdm-bar.ts";
 
-export type Phase = "loading" | "caching" | "training" | "saving" | "done";
+import { Phase } from "../job.ts";
+
+export type { Phase } from "../job.ts";
 
 export interface Progress {
   phase: Phase;
@@ -18,7 +20,7 @@ export interface Progress {
   contradicting_total: number | null;
 }
 
-const PHASE_ORDER: readonly Phase[] = ["loading", "caching", "training", "saving", "done"];
+const PHASE_ORDER: readonly Phase[] = Phase.options;
 
 const TRAINING_BAR = "steps";
 const TOTAL_STEPS = /total optimization steps\b[^:]*:\s*(\d+)/;

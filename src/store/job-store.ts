@@ -1,14 +1,12 @@
 import { Database } from "bun:sqlite";
+import { ACTIVE_STATUSES, type JobStatus, type Outcome, type StopReason } from "../job.ts";
 import type { ProcessIdentity } from "../supervisor/proc-stat.ts";
 import { SCHEMA } from "./schema.sql.ts";
 
-export type Status = "starting" | "training" | "succeeded" | "failed" | "cancelled";
-// Why the supervisor stopped a run, recorded before the first signal is sent.
-export type StopReason = "cancel" | "stalled" | "timeout" | "nan_loss";
 
 export interface JobRow {
   id: string;
-  status: Status;
+  status: JobStatus;
   phase: string;
   step: number;
   total_steps: number | null;
@@ -54,18 +52,6 @@ export interface NewJob {
   totalSteps: number | null;
 }
 
-export interface Outcome {
-  status: "succeeded" | "failed" | "cancelled";
-  exit_code: number | null;
-  signal: string | null;
-  forced_kill: boolean;
-  error: string | null;
-  error_code: string | null;
-  lora_path: string | null;
-  lora_sha256: string | null;
-  lora_bytes: number | null;
-}
-
 export type LossPoint = [step: number, loss: number | null];
 
 export interface ProgressFields {
@@ -76,7 +62,7 @@ export interface ProgressFields {
   eta_s: number | null;
 }
 
-const ACTIVE_SQL = `status IN ('starting','training')`;
+const ACTIVE_SQL = `status IN (${ACTIVE_STATUSES.map((s) => `'${s}'`).join(",")})`;
 
 export type JobStore = ReturnType<typeof openJobStore>;
 
@@ -174,7 +160,7 @@ export function openJobStore(path: string) {
       return byId.get(id);
     },
     // Newest first, keyset-paged on (created_at, id) so a page never shifts under inserts.
-    list(status: Status | null, limit: number, after: { createdAt: string; id: string } | null): JobRow[] {
+    list(status: JobStatus | null, limit: number, after: { createdAt: string; id: string } | null): JobRow[] {
       const where = [status === null ? "1" : "status = $status", after === null ? "1" : "(created_at, id) < ($created_at, $id)"].join(" AND ");
       return db
         .query<JobRow, Record<string, string | number>>(`SELECT * FROM jobs WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $limit`)

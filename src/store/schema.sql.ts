@@ -1,8 +1,10 @@
+import { JobStatus } from "../job.ts";
+
 // Lifecycle state (status, phase) is kept apart from outcome (exit_code, signal, error_code).
 export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS jobs (
   id TEXT PRIMARY KEY,
-  status TEXT NOT NULL CHECK (status IN ('starting','training','succeeded','failed','cancelled')),
+  status TEXT NOT NULL CHECK (status IN (${JobStatus.options.map((s) => `'${s}'`).join(",")})),
   phase TEXT NOT NULL,
   step INTEGER NOT NULL DEFAULT 0,
   total_steps INTEGER,

@@ -1,7 +1,9 @@
+import type { ErrorCode } from "../job.ts";
+
 // What sd-scripts, torch and accelerate print when a run fails, in the order SPEC §4 lists them: the first
 // signature found in the log names the failure, and the line it matched leads the job's `error`.
 export interface Signature {
-  code: string;
+  code: ErrorCode;
   pattern: RegExp;
   what: string;
 }

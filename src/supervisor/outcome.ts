@@ -1,5 +1,5 @@
 import type { SafetensorsVerdict } from "../safetensors/verify.ts";
-import type { Outcome, StopReason } from "../store/job-store.ts";
+import type { ErrorCode, Outcome, StopReason } from "../job.ts";
 import type { ExitWatch } from "./exit-watch.ts";
 import { decisiveLine, SIGNATURES, withoutLauncherFrames } from "./failure-signatures.ts";
 
@@ -16,7 +16,7 @@ export interface ExitFacts {
 }
 
 interface Failure {
-  code: string;
+  code: ErrorCode;
   what: string;
   /** The log line that decided the code, when one did. */
   line?: string;

@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { failedOutcome } from "../job.ts";
 import type { Logger } from "../log/logger.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
 import { jobDirOf } from "./job-dir.ts";
@@ -41,7 +42,7 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
     }
     const error = verdict === "host_rebooted" ? "the host rebooted while this job ran; its trainer is gone" : "the worker restarted while this job ran and its trainer was no longer running; its exit status was not recorded";
     try {
-      deps.store.finish(job.id, { status: "failed", error_code: verdict, error, exit_code: null, signal: null, forced_kill: false, lora_path: null, lora_sha256: null, lora_bytes: null }, deps.now().toISOString());
+      deps.store.finish(job.id, failedOutcome(verdict, error), deps.now().toISOString());
       deps.log.warn("failed job after restart", { job_id: job.id, error_code: verdict });
     } catch (err) {
       // Left active, the job keeps new trains out until a restart with a writable state dir records it.

@@ -1,7 +1,8 @@
 import { closeSync, openSync } from "node:fs";
 import type { Logger } from "../log/logger.ts";
 import type { Progress } from "../progress/progress.ts";
-import type { JobStore, StopReason } from "../store/job-store.ts";
+import type { StopReason } from "../job.ts";
+import type { JobStore } from "../store/job-store.ts";
 import { watchExit } from "./exit-watch.ts";
 import { jobFilePath, launchPath, readTrainer, writeJsonAtomic, type JobFile, type LaunchFile } from "./job-files.ts";
 import { JOB_MARKER_ENV } from "./marked-processes.ts";

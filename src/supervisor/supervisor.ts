@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
+import { failedOutcome } from "../job.ts";
 import { judgeAdmission, type Admission, type Refusal } from "../gpu/admission.ts";
 import type { GpuProbe } from "../gpu/index.ts";
 import type { Logger } from "../log/logger.ts";
@@ -149,7 +150,7 @@ export function createSupervisor(deps: SupervisorDeps) {
 
   // The slot stays claimed until the failure is on record; a state dir that cannot take it is retried.
   const recordSpawnFailure = async (id: string, error: string) => {
-    const outcome = { status: "failed", error_code: "spawn_failed", error, exit_code: null, signal: null, forced_kill: false, lora_path: null, lora_sha256: null, lora_bytes: null } as const;
+    const outcome = failedOutcome("spawn_failed", error);
     for (;;) {
       try {
         store.finish(id, outcome, now().toISOString());

@@ -1,4 +1,4 @@
-import type { StopReason } from "../store/job-store.ts";
+import type { StopReason } from "../job.ts";
 
 const CHECK_MS = 1000;
 

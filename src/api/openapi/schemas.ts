@@ -1,8 +1,8 @@
 import { z } from "zod";
+import { ErrorCode, JobStatus as Status, Phase } from "../../job.ts";
 
 // Response shapes, in zod so the OpenAPI document and the tests that check real answers share them.
-export const Status = z.enum(["starting", "training", "succeeded", "failed", "cancelled"]);
-const Phase = z.enum(["loading", "caching", "training", "saving", "done"]);
+export { JobStatus as Status } from "../../job.ts";
 
 export const JobView = z.strictObject({
   worker_job_id: z.uuid(),
@@ -16,7 +16,7 @@ export const JobView = z.strictObject({
   lora_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
   lora_bytes: z.int().optional(),
   error: z.string().optional(),
-  error_code: z.string().optional(),
+  error_code: ErrorCode.optional(),
   created_at: z.iso.datetime(),
   started_at: z.iso.datetime().optional(),
   ended_at: z.iso.datetime().optional(),

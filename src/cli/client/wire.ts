@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type * as S from "../../api/openapi/schemas.ts";
+import { isActive } from "../../job.ts";
 
 // The worker's answers as the client reads them: the same zod schemas the OpenAPI document is built from.
 export type JobStatus = z.infer<typeof S.Status>;
@@ -12,5 +13,5 @@ export type GpuProcessView = GpuDeviceView["processes"][number];
 export type Health = z.infer<typeof S.Health>;
 
 export function isTerminal(status: JobStatus): boolean {
-  return status === "succeeded" || status === "failed" || status === "cancelled";
+  return !isActive(status);
 }

@@ -1,3 +1,4 @@
+import { JobStatus as JobStatusEnum } from "../../../job.ts";
 import { UsageError } from "../../args.ts";
 import type { ClientCommand } from "../command.ts";
 import { EXIT } from "../exit-codes.ts";
@@ -6,7 +7,7 @@ import { jsonText } from "../json-text.ts";
 import { positiveInt } from "../options.ts";
 import type { JobStatus } from "../wire.ts";
 
-const STATUSES: readonly JobStatus[] = ["starting", "training", "succeeded", "failed", "cancelled"];
+const STATUSES: readonly JobStatus[] = JobStatusEnum.options;
 const DEFAULT_LIMIT = 20;
 const PAGE_MAX = 100; // the worker's bound on one page
 

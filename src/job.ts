@@ -1,0 +1,44 @@
+import { z } from "zod";
+
+// The job's own vocabulary, in one place: the SQL CHECK, the OpenAPI document, the CLI and the metrics derive
+// from these. Lifecycle state (status, phase) is kept apart from outcome (error code, stop reason), as Nomad does.
+export const JobStatus = z.enum(["starting", "training", "succeeded", "failed", "cancelled"]);
+export type JobStatus = z.infer<typeof JobStatus>;
+
+export const ACTIVE_STATUSES = ["starting", "training"] as const satisfies readonly JobStatus[];
+export type TerminalStatus = Exclude<JobStatus, (typeof ACTIVE_STATUSES)[number]>;
+
+export function isActive(status: JobStatus): boolean {
+  return (ACTIVE_STATUSES as readonly JobStatus[]).includes(status);
+}
+
+// In the order a run goes through them; a phase never moves backwards.
+export const Phase = z.enum(["loading", "caching", "training", "saving", "done"]);
+export type Phase = z.infer<typeof Phase>;
+
+export const ErrorCode = z.enum([
+  "cuda_oom", "host_oom_killed", "nan_loss", "dataset_empty", "base_model_invalid", "stalled", "timeout", "output_missing",
+  "output_invalid", "disk_full", "worker_restarted", "host_rebooted", "spawn_failed", "trainer_crashed",
+]);
+export type ErrorCode = z.infer<typeof ErrorCode>;
+
+// Why the supervisor stopped a run, recorded before the first signal is sent.
+export const StopReason = z.enum(["cancel", "stalled", "timeout", "nan_loss"]);
+export type StopReason = z.infer<typeof StopReason>;
+
+export interface Outcome {
+  status: TerminalStatus;
+  exit_code: number | null;
+  signal: string | null;
+  forced_kill: boolean;
+  error: string | null;
+  error_code: ErrorCode | null;
+  lora_path: string | null;
+  lora_sha256: string | null;
+  lora_bytes: number | null;
+}
+
+// A failure the trainer's exit did not decide (it never started, or its end was not seen).
+export function failedOutcome(code: ErrorCode, error: string): Outcome {
+  return { status: "failed", error_code: code, error, exit_code: null, signal: null, forced_kill: false, lora_path: null, lora_sha256: null, lora_bytes: null };
+}
