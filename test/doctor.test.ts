@@ -1,15 +1,18 @@
 import { describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeDoctorHost, type DoctorHost } from "./support/doctor-host.ts";
+import { BITSANDBYTES_REPORT, CUDA_REPORT, TORCH_REPORT, writeFakePython } from "./support/fake-python.ts";
 import { AS_ROOT, STAND_IN } from "./support/install-root.ts";
 import { startWorker } from "./support/worker-process.ts";
 
 const TIMEOUT_MS = 30_000;
-const CHECKS = ["config", "service account", "accelerate", "sd-scripts", "handoff root", "model root", "state dir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
+const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "handoff root", "model root", "state dir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
 
 const checkName = (line: string) => /^(?:OK|WARN|FAIL) +([^:]+?)(?: \/\S+)?:/.exec(line)?.[1];
 const failLines = (lines: string[]) => lines.filter((l) => l.startsWith("FAIL"));
+// What the trainer's interpreter prints when bitsandbytes does not import (fixtures/real/SOURCES.md).
+const BITSANDBYTES_TRACEBACK = readFileSync(join(import.meta.dir, "fixtures/real/bitsandbytes-import-error-1.txt"), "utf8");
 
 interface Missing {
   what: string;
@@ -25,6 +28,24 @@ const MISSING: Missing[] = [
   { what: "a config key doctor does not know", breakIt: (h) => void writeFileSync(h.writeConfig(), "bogus = 1\n", { flag: "a" }), check: "config", says: () => "bogus: unknown key" },
   { what: "the service user", breakIt: () => {}, args: ["--user", "lw-no-such-user"], check: "service account", says: () => "user lw-no-such-user does not exist" },
   { what: "accelerate the service user may run", breakIt: (h) => chmodSync(h.venv, 0o700), check: "accelerate", says: (h) => `${h.accelerate} does not run as nobody` },
+  {
+    what: "a bitsandbytes that imports",
+    breakIt: (h) => void writeFakePython(h.python, { reports: [TORCH_REPORT, CUDA_REPORT], stderr: BITSANDBYTES_TRACEBACK, exit: 1 }),
+    check: "bitsandbytes",
+    says: (h) => `${h.python} as nobody did not import bitsandbytes: exit 1, RuntimeError: CUDA Setup failed despite GPU being available.`,
+  },
+  {
+    what: "a torch that can use CUDA",
+    breakIt: (h) => void writeFakePython(h.python, { reports: [{ stage: "torch", version: "2.5.1+cpu" }, { ...CUDA_REPORT, available: false, cuda: null, devices: [] }] }),
+    check: "cuda",
+    says: () => "torch.cuda.is_available() is False (a torch built without CUDA)",
+  },
+  {
+    what: "every configured device in torch's view",
+    breakIt: (h) => void writeFakePython(h.python, { reports: [TORCH_REPORT, { ...CUDA_REPORT, devices: CUDA_REPORT.devices.slice(0, 1) }, BITSANDBYTES_REPORT] }),
+    check: "cuda",
+    says: () => "device 1 (RTX A6000) not seen by torch (it sees: 0 NVIDIA GeForce RTX 3090)",
+  },
   { what: "sdxl_train_network.py", breakIt: (h) => rmSync(h.trainScript), check: "sd-scripts", says: (h) => `${h.trainScript} does not exist` },
   { what: "the handoff root", breakIt: (h) => rmSync(h.handoff, { recursive: true }), check: "handoff root", says: (h) => `${h.handoff} does not exist` },
   { what: "the handoff root's setgid bit", breakIt: (h) => chmodSync(h.handoff, 0o770), check: "handoff root", says: () => "setgid bit missing" },
@@ -60,7 +81,8 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
     using host = makeDoctorHost();
     const { code, lines } = await host.doctor();
     expect(lines.slice(0, -1).map(checkName)).toEqual(CHECKS);
-    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 11 OK"]);
+    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 14 OK"]);
+    expect(lines).toContain("OK   cuda: torch sees 2 CUDA device(s): 0 NVIDIA GeForce RTX 3090, 1 NVIDIA RTX A6000 (torch built for CUDA 12.4)");
     expect(code).toBe(0);
   }, TIMEOUT_MS);
 
@@ -76,15 +98,14 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
     }, TIMEOUT_MS);
   }
 
-  test("in simulate mode accelerate and sd-scripts are skipped with a WARN saying why, and the exit code stays 0", async () => {
+  test("in simulate mode accelerate, the trainer's Python and sd-scripts are skipped with a WARN saying why, and the exit code stays 0", async () => {
     using host = makeDoctorHost();
     rmSync(host.venv, { recursive: true });
     rmSync(host.trainScript);
     host.writeConfig({ mode: "simulate" });
     const { code, lines } = await host.doctor();
     const skipped = 'trainer.mode is "simulate": not checked, no real training runs';
-    expect(lines).toContain(`WARN accelerate: ${skipped}`);
-    expect(lines).toContain(`WARN sd-scripts: ${skipped}`);
+    for (const check of ["accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts"]) expect(lines).toContain(`WARN ${check}: ${skipped}`);
     expect(failLines(lines)).toEqual([]);
     expect(code).toBe(0);
   }, TIMEOUT_MS);

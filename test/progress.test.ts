@@ -42,6 +42,22 @@ function progress(fields: Partial<Progress>): Progress {
 }
 
 const fixtureFinals: Record<string, Progress> = {
+  // Failure output with no steps bar: nothing of it is progress.
+  "sdscripts-cuda-error-oom-1.log": progress({}),
+  "sdscripts-cublas-alloc-1.log": progress({}),
+  "sdscripts-illegal-access-1.log": progress({}),
+  "sdscripts-sigkill-1.log": progress({}),
+  "sdscripts-sd15-in-sdxl-1.log": progress({}),
+  "sdscripts-ignored-exception-1.log": progress({ phase: "done", step: 1500, total_steps: 1500, eta_s: 0, seconds_per_step: 1 / 1.23 }),
+  "sdscripts-raw-redraws-1.log": progress({
+    phase: "training",
+    step: 205,
+    total_steps: 3280,
+    last_loss_nan: true,
+    nan_streak: 5,
+    eta_s: 1 * 3600 + 1 * 60 + 47,
+    seconds_per_step: 1.21,
+  }),
   "sdscripts-accelerate-1.log": progress({}),
   "sdscripts-nodata-2.log": progress({}),
   "sdscripts-rich-1.log": progress({ phase: "training" }),

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { closeSync, openSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { verifySafetensors } from "../src/safetensors/verify.ts";
 import { parseRecordedLog } from "../src/simulator/recorded-log.ts";
+import { judgeEnding } from "../src/simulator/replay-ending.ts";
 
 const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
 const FIXTURES = join(import.meta.dir, "fixtures", "real");
@@ -44,7 +45,11 @@ function replayArgv(dir: string, extra: string[] = []): string[] {
 }
 
 function replayKnobs(fixture: string, speed: string): Record<string, string> {
-  return { LORA_WORKER_SIMULATE_REPLAY_LOG: join(FIXTURES, fixture), LORA_WORKER_SIMULATE_REPLAY_SPEED: speed };
+  return knobsFor(join(FIXTURES, fixture), speed);
+}
+
+function knobsFor(log: string, speed: string): Record<string, string> {
+  return { LORA_WORKER_SIMULATE_REPLAY_LOG: log, LORA_WORKER_SIMULATE_REPLAY_SPEED: speed };
 }
 
 // stdout and stderr share one file, as in the worker's job log.
@@ -57,6 +62,13 @@ function startReplay(dir: string, knobs: Record<string, string>, extra: string[]
   } finally {
     closeSync(log);
   }
+}
+
+// stdout and stderr apart, as the trainer's two streams.
+async function replayStreams(dir: string, knobs: Record<string, string>) {
+  const proc = Bun.spawn([process.execPath, ENTRY, ...replayArgv(dir)], { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: knobs });
+  const [stdout, stderr] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { exitCode: proc.exitCode, stdout, stderr };
 }
 
 async function replay(dir: string, knobs: Record<string, string>, extra: string[] = []): Promise<Replayed> {
@@ -76,7 +88,7 @@ async function exitsWithin(proc: { exited: Promise<number> }, ms: number): Promi
 
 // The last `steps:` bar of a recorded log, as tqdm drew it (up to its closing bracket).
 async function lastStepsBar(fixture: string): Promise<string | null> {
-  const line = (await Bun.file(join(FIXTURES, fixture)).text()).split("\n").findLast((text) => text.startsWith("steps:"));
+  const line = (await Bun.file(join(FIXTURES, fixture)).text()).split(/[\r\n]/).findLast((text) => text.startsWith("steps:"));
   return line === undefined ? null : line.slice(0, line.indexOf("]") + 1);
 }
 
@@ -89,13 +101,15 @@ const FIXTURE_ENDINGS: ReadonlyArray<{ fixture: string; how: string; trainerExit
   { fixture: "sdscripts-accelerate-1.log", how: "python could not open the script", trainerExit: 2, saves: false },
   { fixture: "sdscripts-rich-1.log", how: "stops before training", trainerExit: 1, saves: false },
   { fixture: "sdscripts-epochs-rich-nan-1.log", how: "stops at step 205/3280", trainerExit: 1, saves: false },
+  { fixture: "sdscripts-ignored-exception-1.log", how: "model saved., then an exception Python ignored at shutdown", trainerExit: 0, saves: true },
+  { fixture: "sdscripts-raw-redraws-1.log", how: "five raw redraws on one line, stopping at 205/3280", trainerExit: 1, saves: false },
 ];
 
 describe("replaying a recorded sd-scripts log", () => {
   const scratches: Scratch[] = [];
   const runs = new Map<string, Promise<Replayed>>();
 
-  // The seven replays run side by side; each test below reads its own.
+  // The replays run side by side; each test below reads its own.
   beforeAll(async () => {
     for (const { fixture } of FIXTURE_ENDINGS) {
       const space = await scratch();
@@ -115,7 +129,7 @@ describe("replaying a recorded sd-scripts log", () => {
       const run = await runs.get(fixture)!;
       const recorded = await Bun.file(join(FIXTURES, fixture)).text();
       expect(run.exitCode).toBe(exitCode);
-      expect(run.log.replaceAll("\r", "")).toStartWith(recorded);
+      expect(run.log.replaceAll("\r", "")).toStartWith(recorded.replaceAll("\r", ""));
       const bar = await lastStepsBar(fixture);
       if (bar !== null) expect(run.log).toContain(`\r${bar}`);
       expect(await Bun.file(run.lora).exists()).toBe(saves);
@@ -139,34 +153,90 @@ describe("replaying a recorded sd-scripts log", () => {
 
   test("bars go to stderr and every other line to stdout", async () => {
     await using space = await scratch();
-    const proc = Bun.spawn([process.execPath, ENTRY, ...replayArgv(space.dir)], {
-      stdin: "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-      env: replayKnobs("sdscripts-success-1.log", FAST),
-    });
-    const [stdout, stderr] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-    expect(proc.exitCode).toBe(0);
+    const { exitCode, stdout, stderr } = await replayStreams(space.dir, replayKnobs("sdscripts-success-1.log", FAST));
+    expect(exitCode).toBe(0);
     expect(stdout).not.toContain("steps:");
     expect(stdout).toStartWith("saving checkpoint: /kaggle/working/");
     expect(stderr.split("\n").filter((line) => line !== "").every((line) => line.startsWith("\rsteps: "))).toBe(true);
     expect(stderr.match(/\rsteps: /g)).toHaveLength(21);
   }, TIMEOUT_MS);
+
+  test("an exception Python ignored after model saved. leaves the run a success; the same traceback without its header is a crash", async () => {
+    const ignored = await runs.get("sdscripts-ignored-exception-1.log")!;
+    expect(ignored.exitCode).toBe(0);
+    expect(ignored.log).toContain("\nmodel saved.\nException ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f4972feac10>\n");
+    expect(await verifySafetensors(ignored.lora)).toMatchObject({ ok: true, metadata: { lora_worker_simulated: "true", ss_steps: "1500" } });
+
+    await using space = await scratch();
+    const recorded = await Bun.file(join(FIXTURES, "sdscripts-ignored-exception-1.log")).text();
+    const uncaught = join(space.dir, "uncaught.log");
+    await writeFile(uncaught, recorded.replace(/^Exception ignored in: .*\n/m, ""));
+    const crashed = await replay(space.dir, knobsFor(uncaught, FAST));
+    expect(crashed.exitCode).toBe(1);
+    expect(crashed.log).toEndWith("' returned non-zero exit status 1.\n");
+    expect(await Bun.file(crashed.lora).exists()).toBe(false);
+  }, TIMEOUT_MS);
+
+  test("every redraw on a raw log's one physical line is drawn as its own \\r frame; the terminal's view of that line is one frame", async () => {
+    const recorded = await Bun.file(join(FIXTURES, "sdscripts-raw-redraws-1.log")).text();
+    await using rawSpace = await scratch();
+    await using viewSpace = await scratch();
+    const terminalView = join(viewSpace.dir, "terminal-view.log");
+    await writeFile(terminalView, recorded.slice(recorded.lastIndexOf("\r") + 1));
+    const [raw, viewed] = await Promise.all([
+      replayStreams(rawSpace.dir, replayKnobs("sdscripts-raw-redraws-1.log", FAST)),
+      replayStreams(viewSpace.dir, knobsFor(terminalView, FAST)),
+    ]);
+    expect(raw.stderr).toStartWith(recorded);
+    expect(raw.stderr.match(/\rsteps: /g)).toHaveLength(5);
+    expect(viewed.stderr.match(/\rsteps: /g)).toHaveLength(1);
+    expect([raw.exitCode, viewed.exitCode]).toEqual([1, 1]);
+  }, TIMEOUT_MS);
 });
 
 describe("reading a recorded log", () => {
-  test("a raw line with every redraw reads as a terminal shows it, from its last \\r, and a CRLF ending is no redraw", () => {
+  test("a raw line reads as one line per redraw, only the last ending it, and a CRLF ending is no redraw", () => {
     const raw = "\rsteps:   0%|          | 0/2 [00:00<?, ?it/s]\rsteps:  50%|█████     | 1/2 [01:02<01:02, 62.00s/it, avr_loss=0.1]\r\nepoch 2/2\r\n";
     const lines = parseRecordedLog(raw);
-    expect(lines.map((line) => line.text)).toEqual(["steps:  50%|█████     | 1/2 [01:02<01:02, 62.00s/it, avr_loss=0.1]", "epoch 2/2"]);
-    expect(lines[0]!.bar).toMatchObject({ description: "steps", n: 1, total: 2, elapsedSeconds: 62, after: "" });
-    expect(lines[1]!.bar).toBeNull();
+    expect(lines.map(({ text, newline, redraw }) => ({ text, newline, redraw }))).toEqual([
+      { text: "steps:   0%|          | 0/2 [00:00<?, ?it/s]", newline: false, redraw: true },
+      { text: "steps:  50%|█████     | 1/2 [01:02<01:02, 62.00s/it, avr_loss=0.1]", newline: true, redraw: true },
+      { text: "epoch 2/2", newline: true, redraw: false },
+    ]);
+    expect(lines.map((line) => line.bar?.n ?? null)).toEqual([0, 1, null]);
+    expect(lines[1]!.bar).toMatchObject({ description: "steps", n: 1, total: 2, elapsedSeconds: 62, after: "" });
   });
 
   test("tqdm's elapsed time reads as MM:SS and, from an hour on, H:MM:SS", () => {
     const [short, long] = parseRecordedLog("steps:   1%|▏         | 41/3280 [00:50<1:06:54,  1.24s/it]\nsteps:  50%|█████     | 1640/3280 [1:06:54<1:06:54,  1.24s/it]");
     expect([short!.bar?.elapsedSeconds, long!.bar?.elapsedSeconds, long!.newline]).toEqual([50, 4014, false]);
   });
+});
+
+// Python programs that print a traceback after a run's last words; the interpreter's own exit status
+// is the truth a replay's ending must match.
+const PYTHON = Bun.which("python3");
+const AFTER_THE_RUN: ReadonlyArray<{ what: string; program: string }> = [
+  { what: "an exception in __del__ at interpreter shutdown", program: "class Loader:\n    def __del__(self):\n        raise AttributeError('python_exit_status')\nloader = Loader()\n" },
+  {
+    what: "a chained exception that ends a thread",
+    program: "import threading\ndef run():\n    try:\n        raise KeyError('first')\n    except KeyError:\n        raise RuntimeError('second')\nthread = threading.Thread(target=run)\nthread.start()\nthread.join()\n",
+  },
+  { what: "an uncaught exception", program: "raise RuntimeError('CUDA error: out of memory')\n" },
+];
+
+describe.skipIf(PYTHON === null)("judging a recorded run's end against what Python did", () => {
+  for (const { what, program } of AFTER_THE_RUN) {
+    test(`${what} after model saved. ends the replay as it ended Python`, async () => {
+      const recorded = await Bun.file(join(FIXTURES, "sdscripts-ignored-exception-1.log")).text();
+      const lastWords = recorded.slice(0, recorded.indexOf("model saved.\n") + "model saved.\n".length);
+      const python = Bun.spawnSync([PYTHON!, "-c", program], { stdout: "pipe", stderr: "pipe" });
+      const traceback = python.stderr.toString();
+      expect(traceback).toContain("Traceback (most recent call last):");
+      const ending = judgeEnding(parseRecordedLog(lastWords + traceback));
+      expect(ending).toEqual(python.exitCode === 0 ? { kind: "save" } : { kind: "exit", code: python.exitCode });
+    });
+  }
 });
 
 describe("the pace and the knobs of a replay", () => {

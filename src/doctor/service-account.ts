@@ -1,3 +1,4 @@
+import { boundedRun, type RunResult } from "./bounded-run.ts";
 import { fail, ok, warn, type CheckResult } from "./check-result.ts";
 
 /** The identity the unit runs the worker as (`User=`, `Group=`); ids are null when the name does not resolve. */
@@ -10,16 +11,9 @@ export interface ServiceAccount {
   switchedBy: "setpriv" | "self" | "none";
 }
 
-export interface RunResult {
-  exitCode: number | null;
-  output: string;
-  timedOut: boolean;
-}
-
 export type RunAs = (argv: string[], opts?: { env?: Record<string, string>; timeoutMs?: number }) => Promise<RunResult>;
 
 const DEFAULT_RUN_TIMEOUT_MS = 10_000;
-const EXIT_NOT_RUNNABLE = 127; // the shell's "could not execute", as setpriv reports it too
 const BASE_PATH = "/usr/local/bin:/usr/bin:/bin";
 
 // getent, not /etc/passwd: the service user may come from LDAP or sssd.
@@ -44,20 +38,7 @@ export function createRunAs(account: ServiceAccount): RunAs {
   const prefix = account.switchedBy === "setpriv"
     ? ["setpriv", `--reuid=${account.uid}`, `--regid=${account.gid}`, "--init-groups", "--"]
     : [];
-  return async (argv, opts = {}) => {
-    try {
-      const proc = Bun.spawn([...prefix, ...argv], {
-        env: { PATH: BASE_PATH, LANG: "C.UTF-8", ...opts.env },
-        stdout: "pipe",
-        stderr: "pipe",
-        timeout: opts.timeoutMs ?? DEFAULT_RUN_TIMEOUT_MS,
-      });
-      const [exitCode, out, err] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
-      return { exitCode: proc.signalCode ? null : exitCode, output: (err + out).trim(), timedOut: proc.signalCode !== null };
-    } catch (error) {
-      return { exitCode: EXIT_NOT_RUNNABLE, output: (error as Error).message, timedOut: false };
-    }
-  };
+  return (argv, opts = {}) => boundedRun([...prefix, ...argv], { PATH: BASE_PATH, LANG: "C.UTF-8", ...opts.env }, opts.timeoutMs ?? DEFAULT_RUN_TIMEOUT_MS);
 }
 
 /** `test EXPR` as the service account: true when the expression holds for it. */

@@ -4,7 +4,7 @@ import { fail, ok, warn, type CheckResult } from "./check-result.ts";
 import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
 
 const ACCELERATE_TIMEOUT_MS = 60_000;
-const SIMULATE_SKIP = 'trainer.mode is "simulate": not checked, no real training runs';
+export const SIMULATE_SKIP = 'trainer.mode is "simulate": not checked, no real training runs';
 
 /** Runs `accelerate --help` as the service user: proves the venv's interpreter and packages load for it. */
 export async function checkAccelerate(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {

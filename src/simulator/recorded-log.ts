@@ -1,14 +1,17 @@
 // A recorded sd-scripts log, line by line, with tqdm's status lines picked out. A log copied from a
 // terminal keeps only the last redraw of each bar line, at times with stdout text glued after it (the
-// bar was still open when the text was printed); a raw log keeps every redraw, "\r" before each, and
-// is read as a terminal shows it: each line from its last "\r" on.
+// bar was still open when the text was printed); a raw log keeps every redraw on one physical line,
+// "\r" before each, and each redraw is read as a line of its own, so that a replay draws them all.
 import { readFile } from "node:fs/promises";
 
 export interface RecordedLine {
   // The line without its newline.
   text: string;
-  // False only for a last line that the log leaves unterminated.
+  // False for a redraw that a later "\r" on the same physical line overwrites, and for a last line
+  // that the log leaves unterminated.
   newline: boolean;
+  // True when a "\r" on the same physical line came before it: it is drawn over what was there.
+  redraw: boolean;
   bar: RecordedBar | null;
 }
 
@@ -45,8 +48,8 @@ export function parseRecordedLog(text: string): RecordedLine[] {
   if (text === "") return [];
   const texts = text.split("\n");
   const unterminated = texts.pop()!;
-  const lines = texts.map((line) => recordedLine(line, true));
-  if (unterminated !== "") lines.push(recordedLine(unterminated, false));
+  const lines = texts.flatMap((line) => recordedLines(line, true));
+  if (unterminated !== "") lines.push(...recordedLines(unterminated, false));
   return lines;
 }
 
@@ -55,10 +58,12 @@ export function lastStepsBar(lines: RecordedLine[]): RecordedBar | null {
   return lines.findLast((line) => line.bar?.description === "steps")?.bar ?? null;
 }
 
-function recordedLine(raw: string, newline: boolean): RecordedLine {
-  const line = raw.replace(CRLF_CR, "");
-  const text = line.slice(line.lastIndexOf("\r") + 1);
-  return { text, newline, bar: parseBar(text) };
+// One physical line: every non-empty "\r"-separated piece of it, only the last ending the line.
+function recordedLines(raw: string, newline: boolean): RecordedLine[] {
+  const pieces = raw.replace(CRLF_CR, "").split("\r");
+  const drawn = pieces.flatMap((text, index) => (text === "" ? [] : [{ text, redraw: index > 0 }]));
+  if (drawn.length === 0) return [{ text: "", newline, redraw: false, bar: null }];
+  return drawn.map(({ text, redraw }, index) => ({ text, newline: newline && index === drawn.length - 1, redraw, bar: parseBar(text) }));
 }
 
 function parseBar(line: string): RecordedBar | null {

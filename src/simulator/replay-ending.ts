@@ -1,5 +1,7 @@
 // How a recorded run must have ended, judged from its log: the first rule whose evidence the log
-// holds decides between an exit code of the trainer and saving the LoRA.
+// holds decides between an exit code of the trainer and saving the LoRA. Exceptions Python reported
+// and went on past (ignored-exceptions.ts) are no evidence: the run did not end on them.
+import { withoutIgnoredExceptions } from "./ignored-exceptions.ts";
 import { lastStepsBar, type RecordedLine } from "./recorded-log.ts";
 
 export type Ending = { kind: "exit"; code: number } | { kind: "save" };
@@ -35,7 +37,8 @@ const RULES: readonly Rule[] = [
 const STOPPED = exit(EXCEPTION_EXIT);
 
 export function judgeEnding(lines: RecordedLine[]): Ending {
-  return RULES.find((rule) => rule.evidence(lines))?.ending ?? STOPPED;
+  const fatal = withoutIgnoredExceptions(lines);
+  return RULES.find((rule) => rule.evidence(fatal))?.ending ?? STOPPED;
 }
 
 function trainedToTheEnd(lines: RecordedLine[]): boolean {

@@ -1,8 +1,9 @@
 // Replaying a recorded sd-scripts log instead of simulating a run, in a live run's framing: plain
 // lines on stdout; each tqdm line on stderr as the redraw it records, "\r" + the meter and no newline
-// of its own, then the log's "\n" (on stdout when stdout text was glued after the bar). `steps:`
-// bars keep the log's own pace, tqdm's elapsed time divided by the speed; other lines print at once.
-// Then the run ends as its log says it must have (replay-ending.ts).
+// of its own, then the log's "\n" (on stdout when stdout text was glued after the bar). A raw log's
+// redraws that share one physical line are drawn one by one. `steps:` bars keep the log's own pace,
+// tqdm's elapsed time divided by the speed; other lines print at once. Then the run ends as its log
+// says it must have (replay-ending.ts).
 import type { FailurePlan } from "./failure-plan.ts";
 import { print, type Io } from "./io.ts";
 import type { Log } from "./logger.ts";
@@ -40,10 +41,10 @@ async function play(replay: Replay): Promise<void> {
   const { io, lines, speed } = replay;
   const start = io.now();
   let step = 0;
-  for (const { text, newline, bar } of lines) {
+  for (const { text, newline, redraw, bar } of lines) {
     const end = newline ? "\n" : "";
     if (bar === null) {
-      io.stdout(`${text}${end}`);
+      io.stdout(`${redraw ? "\r" : ""}${text}${end}`);
       continue;
     }
     if (bar.description === "steps") {

@@ -2,6 +2,7 @@ import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } f
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fakeNvidiaSmi } from "./fake-nvidia-smi.ts";
+import { writeFakePython } from "./fake-python.ts";
 import { MAIN } from "./host-tree.ts";
 import { STAND_IN } from "./install-root.ts";
 import { freePort, makeDeviceNode, writeExecutable } from "./scratch-files.ts";
@@ -14,6 +15,8 @@ export interface DoctorHost extends Disposable {
   state: string;
   venv: string;
   accelerate: string;
+  /** The venv's interpreter: answers doctor's probe as torch on both cards and bitsandbytes would. */
+  python: string;
   trainScript: string;
   uvm: string;
   token: string;
@@ -34,6 +37,7 @@ export function makeDoctorHost(): DoctorHost {
   const venv = mkdir(at("venv"), 0o755);
   mkdir(at("venv/bin"), 0o755);
   const accelerate = writeExecutable(at("venv/bin/accelerate"), "#!/bin/sh\necho 'usage: accelerate <command> [<args>]'\n");
+  const python = writeFakePython(at("venv/bin/python"));
   mkdir(at("sd-scripts"), 0o755);
   const trainScript = at("sd-scripts/sdxl_train_network.py");
   writeFileSync(trainScript, "# sd-scripts\n", { mode: 0o644 });
@@ -46,7 +50,7 @@ export function makeDoctorHost(): DoctorHost {
   const configPath = at("config.toml");
 
   const host: DoctorHost = {
-    dir, handoff, models, state, venv, accelerate, trainScript, uvm, token, port,
+    dir, handoff, models, state, venv, accelerate, python, trainScript, uvm, token, port,
     writeConfig({ mode = "real", scenario, extra = "" } = {}) {
       const smi = fakeNvidiaSmi(dir, scenario).path;
       writeFileSync(configPath, [
