@@ -28,7 +28,7 @@ function harness(scenario: string, admission: string) {
 describe("VRAM admission", () => {
   test("a train on a card a co-tenant holds is refused as cotenant_active with the numbers, and nothing is spawned", async () => {
     await using h = harness("busy-cards", "enforce");
-    const result = await h.supervisor.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
+    const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
     expect(result).toEqual({
       ok: false,
       kind: "refused",
@@ -47,7 +47,7 @@ describe("VRAM admission", () => {
 
   test("a quality train on a card full of something else is refused as insufficient_vram", async () => {
     await using h = harness("busy-cards", "enforce");
-    const result = await h.supervisor.dispatch(h.tree.validRequest({ tier: "quality", device_index: 1 }));
+    const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "quality", device_index: 1 }));
     expect(result).toMatchObject({ ok: false, kind: "refused", refusal: { reason: "insufficient_vram", free_mib: 19136, needed_mib: 36000, cotenants: [] } });
   });
 
@@ -55,20 +55,20 @@ describe("VRAM admission", () => {
     await using h = harness("busy-cards", "enforce");
     await h.gpu.read();
     const before = h.nvidiaSmi.invocations().length;
-    await h.supervisor.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
+    await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
     expect(h.nvidiaSmi.invocations().length).toBe(before + 2);
   });
 
   test("contrast: on idle cards the same train is admitted and runs", async () => {
     await using h = harness("two-gpus-tts", "enforce");
-    const result = await h.supervisor.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
+    const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
     expect(result).toMatchObject({ ok: true, job: { admission_warning: null } });
     await h.supervisor.settle();
   });
 
   test("under warn the job runs and its record says it was admitted against advice", async () => {
     await using h = harness("busy-cards", "warn");
-    const result = await h.supervisor.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
+    const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
     if (!result.ok) throw new Error(JSON.stringify(result));
     expect(result.job.admission_warning).toStartWith('admitted against advice: tier "fast" needs 14000 MiB');
     await h.supervisor.settle();
@@ -76,13 +76,13 @@ describe("VRAM admission", () => {
 
   test("a failing nvidia-smi refuses under enforce with its own words", async () => {
     await using h = harness("no-driver", "enforce");
-    const result = await h.supervisor.dispatch(h.tree.validRequest());
+    const result = await h.dispatcher.dispatch(h.tree.validRequest());
     expect(result).toMatchObject({ ok: false, kind: "refused", refusal: { reason: "gpu_probe_failed", detail: expect.stringContaining("couldn't communicate with the NVIDIA driver") } });
   });
 
   test("under off nvidia-smi is not consulted at all", async () => {
     await using h = harness("no-driver", "off");
-    const result = await h.supervisor.dispatch(h.tree.validRequest());
+    const result = await h.dispatcher.dispatch(h.tree.validRequest());
     expect(result.ok).toBe(true);
     expect(h.nvidiaSmi.invocations()).toEqual([]);
     await h.supervisor.settle();

@@ -9,7 +9,7 @@ import { dispatchOk, realModeConfig, REAL_LOGS, replayTrainer, supervisorFor } f
 // prints it and exits as the real run did, under the real supervisor.
 async function outcomeOf(tree: HostTree, trainer: string, memoryEvents: string | null = null) {
   await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer], { memoryEvents });
-  const job = await dispatchOk(s.supervisor, tree.validRequest());
+  const job = await dispatchOk(s.dispatcher, tree.validRequest());
   await s.supervisor.settle();
   return s.store.get(job.id)!;
 }
@@ -127,7 +127,7 @@ describe("total_steps", () => {
     writeFileSync(trainer, "#!/bin/sh\nsleep 30\n");
     chmodSync(trainer, 0o755);
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.supervisor, tree.validRequest({ tier: "balanced" }));
+    const job = await dispatchOk(s.dispatcher, tree.validRequest({ tier: "balanced" }));
     expect(job.total_steps).toBe(1500);
     expect(s.supervisor.progress(job.id)?.total_steps).toBe(1500);
   });

@@ -22,31 +22,31 @@ function harness() {
 describe("idempotent dispatch", () => {
   test("the same body while its job runs returns the same job instead of 409 busy", async () => {
     await using h = harness();
-    const first = await h.supervisor.dispatch(h.tree.validRequest());
-    const retry = await h.supervisor.dispatch({ ...h.tree.validRequest() });
+    const first = await h.dispatcher.dispatch(h.tree.validRequest());
+    const retry = await h.dispatcher.dispatch({ ...h.tree.validRequest() });
     expect(first.ok && retry.ok && retry.job.id === first.job.id).toBe(true);
     expect(h.store.activeJobs().length).toBe(1);
   });
 
   test("contrast: a different body while a job runs is refused as busy", async () => {
     await using h = harness();
-    const first = await h.supervisor.dispatch(h.tree.validRequest());
-    const other = await h.supervisor.dispatch(h.tree.validRequest({ seed: 7 }));
+    const first = await h.dispatcher.dispatch(h.tree.validRequest());
+    const other = await h.dispatcher.dispatch(h.tree.validRequest({ seed: 7 }));
     expect(other).toEqual({ ok: false, kind: "busy", activeId: first.ok ? first.job.id : "", unsupervised: false });
   });
 
   test("the same Idempotency-Key returns the same job even after that job ended", async () => {
     await using h = harness();
-    const first = await h.supervisor.dispatch(h.tree.validRequest(), "key-1");
+    const first = await h.dispatcher.dispatch(h.tree.validRequest(), "key-1");
     if (!first.ok) throw new Error(JSON.stringify(first));
     await h.supervisor.cancel(first.job.id);
-    const retry = await h.supervisor.dispatch(h.tree.validRequest(), "key-1");
+    const retry = await h.dispatcher.dispatch(h.tree.validRequest(), "key-1");
     expect(retry).toMatchObject({ ok: true, job: { id: first.job.id, status: "cancelled" } });
   });
 
   test("concurrent retries with one key start one job", async () => {
     await using h = harness();
-    const results = await Promise.all(Array.from({ length: 20 }, () => h.supervisor.dispatch(h.tree.validRequest(), "key-2")));
+    const results = await Promise.all(Array.from({ length: 20 }, () => h.dispatcher.dispatch(h.tree.validRequest(), "key-2")));
     const ids = new Set(results.map((r) => (r.ok ? r.job.id : r.kind)));
     expect(ids.size).toBe(1);
     expect([...ids][0]).toMatch(/^[0-9a-f-]{36}$/);
@@ -54,8 +54,8 @@ describe("idempotent dispatch", () => {
 
   test("an Idempotency-Key reused with a different body is refused", async () => {
     await using h = harness();
-    await h.supervisor.dispatch(h.tree.validRequest(), "key-3");
-    const reuse = await h.supervisor.dispatch(h.tree.validRequest({ seed: 9 }), "key-3");
+    await h.dispatcher.dispatch(h.tree.validRequest(), "key-3");
+    const reuse = await h.dispatcher.dispatch(h.tree.validRequest({ seed: 9 }), "key-3");
     expect(reuse).toMatchObject({ ok: false, kind: "idempotency_mismatch" });
   });
 });

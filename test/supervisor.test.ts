@@ -16,7 +16,7 @@ async function runToEnd(trainer: string) {
   using tree = makeHostTree();
   const config = realModeConfig(tree, trainer);
   await using s = supervisorFor(tree, config, [trainer]);
-  const job = await dispatchOk(s.supervisor, tree.validRequest());
+  const job = await dispatchOk(s.dispatcher, tree.validRequest());
   await s.supervisor.settle();
   return s.store.get(job.id)!;
 }
@@ -43,7 +43,7 @@ describe("supervisor outcomes", () => {
       using tree = makeHostTree();
       const trainer = replayTrainer(tree, log, code);
       await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-      const job = await dispatchOk(s.supervisor, tree.validRequest());
+      const job = await dispatchOk(s.dispatcher, tree.validRequest());
       await s.supervisor.settle();
       const row = s.store.get(job.id)!;
       expect(row).toMatchObject({ status: "failed", error_code: errorCode, exit_code: code });
@@ -55,7 +55,7 @@ describe("supervisor outcomes", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "five-steps.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.supervisor, tree.validRequest());
+    const job = await dispatchOk(s.dispatcher, tree.validRequest());
     await s.supervisor.settle();
     expect(s.store.lossHistory(job.id)).toEqual([[1, 0.5], [2, 0.4], [3, 0.3], [4, null], [5, 0.2]]);
     expect(s.store.get(job.id)).toMatchObject({ step: 5, total_steps: 400, loss: 0.2 });
@@ -65,7 +65,7 @@ describe("supervisor outcomes", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "holds-last-bar.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.supervisor, tree.validRequest());
+    const job = await dispatchOk(s.dispatcher, tree.validRequest());
     const progress = await waitFor(() => {
       const p = s.supervisor.progress(job.id);
       return p && p.step === 3 ? p : null;
@@ -84,7 +84,7 @@ describe("supervisor outcomes", () => {
     const missing = join(tree.root, "no-such-accelerate");
     const config = realModeConfig(tree, join(TRAINERS, "exit-zero-without-file.sh"));
     await using s = supervisorFor(tree, config, [missing]);
-    const job = await dispatchOk(s.supervisor, tree.validRequest());
+    const job = await dispatchOk(s.dispatcher, tree.validRequest());
     await s.supervisor.settle();
     expect(s.store.get(job.id)).toMatchObject({ status: "failed", error_code: "spawn_failed", pid: null });
     expect(s.store.get(job.id)!.error).toContain("no-such-accelerate");
@@ -97,7 +97,7 @@ describe("cancel", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "stubborn-tree.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.supervisor, tree.validRequest());
+    const job = await dispatchOk(s.dispatcher, tree.validRequest());
     const pgid = await waitFor(() => s.store.get(job.id)!.pid, "the shim to start the trainer");
     await waitFor(() => liveGroupMembers(pgid).length >= 3, "leader, child and grandchild to run");
     const members = liveGroupMembers(pgid);
@@ -126,7 +126,7 @@ describe("cancel", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "exit-zero-without-file.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.supervisor, tree.validRequest());
+    const job = await dispatchOk(s.dispatcher, tree.validRequest());
     await s.supervisor.settle();
     const before = s.store.get(job.id);
     expect(await s.supervisor.cancel(job.id)).toEqual(before);

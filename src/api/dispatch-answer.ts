@@ -1,4 +1,4 @@
-import type { DispatchResult } from "../supervisor/supervisor.ts";
+import type { DispatchResult } from "../dispatch/dispatch.ts";
 import { ApiError } from "./api-error.ts";
 
 const BUSY_RETRY_AFTER_S = "30";

@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import type { Dispatcher } from "../dispatch/dispatch.ts";
 import type { JobStatus as Status } from "../job.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
@@ -22,13 +23,14 @@ const STATUSES: readonly Status[] = StatusSchema.options;
 
 export interface TrainRouteDeps {
   store: JobStore;
+  dispatcher: Dispatcher;
   supervisor: Supervisor;
   /** Lifts the server's idle timeout for a request whose answer is bounded by its own deadline. */
   keepOpen?: (req: Request) => void;
   bodyDeadlineMs?: number;
 }
 
-export function trainRoutes({ store, supervisor, keepOpen, bodyDeadlineMs }: TrainRouteDeps) {
+export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadlineMs }: TrainRouteDeps) {
   const viewOf = (row: JobRow) => ({ row, view: jobView(row, supervisor.progress(row.id)) });
   const find = (id: string) => {
     const row = JOB_ID.test(id) ? store.get(id) : null;
@@ -39,7 +41,7 @@ export function trainRoutes({ store, supervisor, keepOpen, bodyDeadlineMs }: Tra
   return new Hono()
     .post("/", async (c) => {
       const key = idempotencyKeyOf(c.req.header("idempotency-key"));
-      const result = await supervisor.dispatch(await readJsonBody(c.req.raw, bodyDeadlineMs), key);
+      const result = await dispatcher.dispatch(await readJsonBody(c.req.raw, bodyDeadlineMs), key);
       if (!result.ok) throw refusalError(result);
       return c.json({ worker_job_id: result.job.id, status: result.job.status });
     })

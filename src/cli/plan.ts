@@ -1,6 +1,6 @@
 import { buildLaunch } from "../recipe/command.ts";
 import { checkTrain } from "../request/checked-train.ts";
-import { jobPaths } from "../supervisor/supervisor.ts";
+import { jobPaths } from "../supervisor/job-files.ts";
 import { UsageError, parseArgs } from "./args.ts";
 import { loadConfigOrExit } from "./load-or-exit.ts";
 import { trainerCommand } from "./trainer-command.ts";
@@ -18,7 +18,7 @@ export async function planCommand(argv: string[]): Promise<number> {
     process.stdout.write(`${JSON.stringify(checked.kind === "invalid" ? { detail: checked.detail } : { detail: checked.detail, reason: checked.kind }, null, 2)}\n`);
     return 1;
   }
-  const plan = buildLaunch(checked.value, loaded.config, jobPaths(loaded.config, PLAN_JOB_ID), trainerCommand(loaded.config));
+  const plan = buildLaunch(checked.value, loaded.config, jobPaths(loaded.config.state_dir, PLAN_JOB_ID), trainerCommand(loaded.config));
   process.stdout.write(`${JSON.stringify(plan, null, 2)}\n`);
   return 0;
 }

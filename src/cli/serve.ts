@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { createApp } from "../api/app.ts";
 import { setUpAuth, type AuthGate } from "../auth/auth-setup.ts";
 import type { Config } from "../config/schema.ts";
+import { createDispatcher } from "../dispatch/dispatch.ts";
 import { createGpuProbe } from "../gpu/index.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
 import { acquireInstanceLock, LockHeld } from "../store/instance-lock.ts";
@@ -35,12 +36,14 @@ export async function serveCommand(argv: string[]): Promise<void> {
   mkdirSync(join(config.state_dir, "jobs"), { recursive: true, mode: 0o750 });
   const { lock, store } = claimStateOrExit(config.state_dir);
   const gpu = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: config.gpu.cache_ttl_ms });
-  const supervisor = createSupervisor({ store, gpu, config, trainerCommand: trainerCommand(config), selfCommand: selfCommand(), now: () => new Date(), log, memoryEvents: ownMemoryEvents() });
+  const now = () => new Date();
+  const supervisor = createSupervisor({ store, config, selfCommand: selfCommand(), now, log, memoryEvents: ownMemoryEvents() });
   supervisor.reconcile();
+  const dispatcher = createDispatcher({ store, gpu, config, supervisor, trainerCommand: trainerCommand(config), now, log });
   // One probe at start-up so the log and /healthz say at once whether nvidia-smi answers.
   void gpu.read().then((r) => (r.ok ? log.info("gpu probe", { devices: r.devices.length }) : log.warn("gpu probe failed", { detail: r.detail })));
   let keepOpen: (req: Request) => void = () => {};
-  const app = createApp({ loaded, supervisor, gpu, store, log, auth, keepOpen: (req) => keepOpen(req), version: BUILD.version, startedAt: Date.now() });
+  const app = createApp({ loaded, supervisor, dispatcher, gpu, store, log, auth, keepOpen: (req) => keepOpen(req), version: BUILD.version, startedAt: Date.now() });
   const [hostname, port] = splitListen(config.listen);
   const server = Bun.serve({ hostname, port, fetch: app.fetch, maxRequestBodySize: TRANSPORT_BODY_LIMIT, idleTimeout: IDLE_TIMEOUT_S });
   keepOpen = (req) => server.timeout(req, 0);

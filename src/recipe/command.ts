@@ -3,6 +3,7 @@ import type { Config } from "../config/schema.ts";
 import type { CheckedTrain } from "../request/checked-train.ts";
 import * as H from "./hyperparameters.ts";
 import { datasetToml } from "./dataset-toml.ts";
+import type { JobPaths } from "../supervisor/job-files.ts";
 import { JOB_MARKER_ENV } from "../supervisor/marked-processes.ts";
 
 export const TRAIN_SCRIPT = "sdxl_train_network.py";
@@ -12,13 +13,6 @@ export interface LaunchPlan {
   env: Record<string, string>;
   cwd: string;
   dataset_toml: string;
-}
-
-export interface JobPaths {
-  id: string;
-  dir: string;
-  datasetConfig: string;
-  hfHome: string;
 }
 
 // Without --num_processes 1 accelerate goes multi-GPU when two GPUs are visible.

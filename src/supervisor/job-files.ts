@@ -4,11 +4,28 @@ import type { ProcessIdentity } from "./proc-stat.ts";
 
 // The files a job directory holds, shared by the worker and the shim that outlives it; together they say
 // what the job is and what of it is alive even when the job database is lost:
+//   train.log     the trainer's stdout and stderr (appended by the trainer, cut to a cap by the shim)
+//   dataset.toml  the generated dataset config the trainer reads
+//   tmp/          the trainer's TMPDIR
 //   job.json      the record's origin: request and bookkeeping (written by the worker before the shim starts)
 //   launch.json   what to run (written by the worker before the shim starts)
 //   shim.json     the shim's identity (written by the shim before it starts the trainer)
 //   trainer.json  the trainer's identity (written by the shim once it runs)
 //   exit.json     how the trainer ended, or why it never started (written by the shim last)
+export interface JobPaths {
+  id: string;
+  dir: string;
+  log: string;
+  datasetConfig: string;
+  hfHome: string;
+}
+
+// Every job lives in <state_dir>/jobs/<id>/; the Hugging Face cache is shared by all of them.
+export function jobPaths(stateDir: string, id: string): JobPaths {
+  const dir = join(stateDir, "jobs", id);
+  return { id, dir, log: join(dir, "train.log"), datasetConfig: join(dir, "dataset.toml"), hfHome: join(stateDir, "hf-home") };
+}
+
 export interface LaunchFile {
   argv: string[];
   env: Record<string, string>;

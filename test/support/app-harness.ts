@@ -11,7 +11,7 @@ export function inProcessApp(tree: HostTree, config: Config, trainerCommand: str
   const s = supervisorFor(tree, config, trainerCommand);
   const gpu = createGpuProbe({ nvidiaSmi: opts.nvidiaSmi ?? config.gpu.nvidia_smi, timeoutMs: 2000, ttlMs: 0 });
   const loaded = { config, file: null, defaultsInUse: [], envOverrides: [] };
-  const app = createApp({ loaded, supervisor: s.supervisor, gpu, store: s.store, log: silentLogger, auth: openGate(), bodyDeadlineMs: opts.bodyDeadlineMs, version: "test", startedAt: Date.now() });
+  const app = createApp({ loaded, supervisor: s.supervisor, dispatcher: s.dispatcher, gpu, store: s.store, log: silentLogger, auth: openGate(), bodyDeadlineMs: opts.bodyDeadlineMs, version: "test", startedAt: Date.now() });
   const post = (body: string, type = "application/json") => app.request("/train", { method: "POST", headers: { "content-type": type }, body });
   const json = async (path: string, init?: RequestInit) => {
     const res = await app.request(path, init);

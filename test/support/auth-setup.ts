@@ -51,6 +51,6 @@ export function appBehind(tree: HostTree, auth: AuthGate) {
   const s = supervisorFor(tree, config, [trainer]);
   const gpu = createGpuProbe({ nvidiaSmi: FAKE_NVIDIA_SMI, timeoutMs: 2000, ttlMs: 0 });
   const loaded = { config, file: null, defaultsInUse: [], envOverrides: [] };
-  const app = createApp({ loaded, supervisor: s.supervisor, gpu, store: s.store, log: silentLogger, auth, version: "test", startedAt: Date.now() });
+  const app = createApp({ loaded, supervisor: s.supervisor, dispatcher: s.dispatcher, gpu, store: s.store, log: silentLogger, auth, version: "test", startedAt: Date.now() });
   return { app, ...s };
 }

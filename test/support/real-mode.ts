@@ -4,7 +4,8 @@ import { ConfigSchema, type Config } from "../../src/config/schema.ts";
 import { silentLogger } from "../../src/log/logger.ts";
 import { openJobStore } from "../../src/store/job-store.ts";
 import type { JobRow } from "../../src/store/job-store.ts";
-import { createSupervisor, type Supervisor, type SupervisorDeps } from "../../src/supervisor/supervisor.ts";
+import { createDispatcher, type Dispatcher } from "../../src/dispatch/dispatch.ts";
+import { createSupervisor, type SupervisorDeps } from "../../src/supervisor/supervisor.ts";
 import { createGpuProbe } from "../../src/gpu/index.ts";
 import { FAKE_NVIDIA_SMI, MAIN, type HostTree } from "./host-tree.ts";
 
@@ -33,8 +34,8 @@ export function realModeConfig(tree: HostTree, accelerate: string, overrides: Co
 }
 
 // Dispatches a request the test expects to be accepted; anything else fails the test with the answer.
-export async function dispatchOk(supervisor: Supervisor, body: unknown): Promise<JobRow> {
-  const result = await supervisor.dispatch(body);
+export async function dispatchOk(dispatcher: Dispatcher, body: unknown): Promise<JobRow> {
+  const result = await dispatcher.dispatch(body);
   if (!result.ok) throw new Error(`dispatch refused: ${JSON.stringify(result)}`);
   return result.job;
 }
@@ -65,11 +66,14 @@ export function replayTrainer(tree: HostTree, log: string, exitCode: number): st
 export function supervisorFor(tree: HostTree, config: Config, trainerCommand: string[], deps: Pick<SupervisorDeps, "memoryEvents"> = {}) {
   const store = openJobStore(join(tree.state, "jobs.db"));
   const gpu = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: config.gpu.cache_ttl_ms });
-  const supervisor = createSupervisor({ store, gpu, config, trainerCommand, selfCommand: [process.execPath, MAIN], now: () => new Date(), log: silentLogger, ...deps });
+  const now = () => new Date();
+  const supervisor = createSupervisor({ store, config, selfCommand: [process.execPath, MAIN], now, log: silentLogger, ...deps });
+  const dispatcher = createDispatcher({ store, gpu, config, supervisor, trainerCommand, now, log: silentLogger });
   return {
     store,
     gpu,
     supervisor,
+    dispatcher,
     // Nothing a test started may outlive it: cancel what still runs, let it settle, then close.
     async [Symbol.asyncDispose]() {
       for (const job of store.activeJobs()) await supervisor.cancel(job.id);
