@@ -7,7 +7,7 @@ import type { CheckResult } from "../src/doctor/check-result.ts";
 import type { DoctorDeps } from "../src/doctor/doctor.ts";
 import { checkTrainerPython } from "../src/doctor/python-checks.ts";
 import { createRunAs, resolveServiceAccount } from "../src/doctor/service-account.ts";
-import { liveGroupMembers } from "../src/supervisor/process-group.ts";
+import { liveGroupMembers } from "../src/os/terminate.ts";
 import { TORCH_REPORT, writeFakePython, writeHangingPython } from "./support/fake-python.ts";
 import { writeExecutable } from "./support/scratch-files.ts";
 import { waitFor } from "./support/wait.ts";

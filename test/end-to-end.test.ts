@@ -2,7 +2,7 @@ import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { liveGroupMembers } from "../src/supervisor/process-group.ts";
+import { liveGroupMembers } from "../src/os/terminate.ts";
 import { ensureBinary } from "./support/binary.ts";
 import { SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { waitFor } from "./support/wait.ts";

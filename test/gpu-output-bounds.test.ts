@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { createGpuProbe } from "../src/gpu/index.ts";
 import { parseProcessRows } from "../src/gpu/process-rows.ts";
 import { MAX_OUTPUT_BYTES } from "../src/gpu/run-nvidia-smi.ts";
-import { liveGroupMembers, signalGroup } from "../src/supervisor/process-group.ts";
+import { liveGroupMembers, signalGroup } from "../src/os/terminate.ts";
 import { waitFor } from "./support/wait.ts";
 import { endlessNvidiaSmi, RTX_3090_ROW, RTX_3090_UUID, writtenNvidiaSmi } from "./support/written-nvidia-smi.ts";
 

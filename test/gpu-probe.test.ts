@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createGpuProbe } from "../src/gpu/index.ts";
-import { liveGroupMembers } from "../src/supervisor/process-group.ts";
+import { liveGroupMembers } from "../src/os/terminate.ts";
 import { GPU_SCENARIOS, fakeNvidiaSmi, type FakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
 import { waitFor } from "./support/wait.ts";
 

@@ -5,8 +5,8 @@ import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { verifySafetensors } from "../src/safetensors/verify.ts";
-import { listPids, readProcStat } from "../src/supervisor/proc-stat.ts";
-import { liveGroupMembers, signalGroup } from "../src/supervisor/process-group.ts";
+import { listPids, readProcStat } from "../src/os/proc.ts";
+import { liveGroupMembers, signalGroup } from "../src/os/terminate.ts";
 
 const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
 const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { readProcStat } from "../src/supervisor/proc-stat.ts";
+import { readProcStat } from "../src/os/proc.ts";
 import { ensureBinary } from "./support/binary.ts";
 import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { killAll, markedInTree, rewriteJob, storedJob } from "./support/crash-state.ts";

@@ -1,6 +1,6 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { bearerAuth } from "../auth/bearer-auth.ts";
+import { bearerAuth } from "./bearer-auth.ts";
 import type { Logger } from "../log/logger.ts";
 import type { JobStore } from "../store/job-store.ts";
 import { ApiError } from "./api-error.ts";

@@ -1,7 +1,7 @@
 import type { Config } from "../config/schema.ts";
 import { cotenantsOf } from "../gpu/admission.ts";
 import type { GpuDevice } from "../gpu/index.ts";
-import { readProcStat } from "../supervisor/proc-stat.ts";
+import { readProcStat } from "../os/proc.ts";
 
 type Role = "training" | "cotenant" | "other";
 

@@ -1,8 +1,8 @@
 import { accessSync, constants } from "node:fs";
 import { dirname, join } from "node:path";
 import type { z } from "zod";
-import { TIER_NAMES, TIERS } from "../recipe/hyperparameters.ts";
-import { statOrNull } from "../fs/stat-or-null.ts";
+import { TIER_NAMES, TIERS } from "../tiers.ts";
+import { statOrNull } from "../fs.ts";
 import { ConfigSchema, DEFAULTS, type Config } from "./schema.ts";
 import { CONFIG_KEYS, ENV_PREFIX, getPath, setPath, type ConfigKey } from "./keys.ts";
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { DeviceClass } from "../tiers.ts";
 
 // Defaults are the reference host of SPEC §1; every one is reported when in use.
 export const DEFAULTS = {
@@ -25,8 +26,6 @@ const absolutePath = z
   .min(1)
   .refine((p) => p.startsWith("/"), { message: "must be an absolute path" });
 
-export const DeviceClass = z.enum(["24gb", "48gb"]);
-export type DeviceClass = z.infer<typeof DeviceClass>;
 
 const Device = z.strictObject({
   index: z.int().min(0).max(63),

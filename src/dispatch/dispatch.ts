@@ -6,7 +6,7 @@ import { judgeAdmission, type Admission, type Refusal } from "../gpu/admission.t
 import type { GpuProbe } from "../gpu/index.ts";
 import type { Logger } from "../log/logger.ts";
 import { buildLaunch } from "../recipe/command.ts";
-import { TIERS } from "../recipe/hyperparameters.ts";
+import { TIERS } from "../tiers.ts";
 import { checkTrain, type CheckedTrain } from "../request/checked-train.ts";
 import { recheckPaths } from "../request/recheck.ts";
 import { TrainRequest as TrainRequestSchema, type TrainRequest } from "../request/train-request.ts";

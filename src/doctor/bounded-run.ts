@@ -2,7 +2,7 @@
 // at the deadline, the whole group is SIGKILLed, so nothing it started outlives the check. Output is
 // read as it comes, and the result never waits on a pipe that a straggler holds open or on a process
 // the kernel cannot kill (a driver call in state D): past the deadline it returns what was printed.
-import { signalGroup } from "../supervisor/process-group.ts";
+import { signalGroup } from "../os/terminate.ts";
 
 export interface RunResult {
   /** null when the process was killed, or did not end by the deadline. */

@@ -1,4 +1,4 @@
-import { statOrNull } from "../fs/stat-or-null.ts";
+import { statOrNull } from "../fs.ts";
 import type { Config } from "../config/schema.ts";
 import { fail, fromProblems, ok, type CheckResult } from "./check-result.ts";
 import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";

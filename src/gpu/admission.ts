@@ -1,5 +1,5 @@
 import type { Config, Device } from "../config/schema.ts";
-import type { TierName } from "../recipe/hyperparameters.ts";
+import type { TierName } from "../tiers.ts";
 import type { GpuDevice, ProbeResult } from "./types.ts";
 
 export interface Cotenant {

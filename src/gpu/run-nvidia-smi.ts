@@ -6,6 +6,7 @@
  */
 import type { Subprocess } from "bun";
 import { captureOutput, type Overflowed } from "./capped-output.ts";
+import { signalGroup } from "../os/terminate.ts";
 import { firstLine } from "./output-lines.ts";
 
 // Per stream. Real answers are a few KiB even for 16 GPUs with many processes; past this it is not nvidia-smi's CSV.
@@ -70,10 +71,6 @@ function judge(finished: Finished): SmiOutcome {
 
 // The detail is decided before the signal is sent: the group may not die at once (state D), and need not.
 function stop(child: Child, detail: string): SmiOutcome {
-  try {
-    process.kill(-child.pid, "SIGKILL");
-  } catch {
-    child.kill("SIGKILL");
-  }
+  if (!signalGroup(child.pid, "SIGKILL")) child.kill("SIGKILL");
   return { ok: false, detail };
 }

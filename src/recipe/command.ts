@@ -1,10 +1,11 @@
 import { dirname, join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import type { CheckedTrain } from "../request/checked-train.ts";
+import { TIERS } from "../tiers.ts";
 import * as H from "./hyperparameters.ts";
 import { datasetToml } from "./dataset-toml.ts";
 import type { JobPaths } from "../supervisor/job-files.ts";
-import { JOB_MARKER_ENV } from "../supervisor/marked-processes.ts";
+import { JOB_MARKER_ENV } from "../os/marker.ts";
 
 export const TRAIN_SCRIPT = "sdxl_train_network.py";
 
@@ -38,7 +39,7 @@ export function buildLaunch(train: CheckedTrain, config: Config, paths: JobPaths
 
 function scriptFlags(train: CheckedTrain, paths: JobPaths): string[] {
   const { request } = train;
-  const tier = H.TIERS[request.tier];
+  const tier = TIERS[request.tier];
   const valued: Array<[string, string | number]> = [
     ["pretrained_model_name_or_path", train.baseModel],
     ["dataset_config", paths.datasetConfig],

@@ -1,4 +1,5 @@
-import { BATCH_SIZE, CAPTION_EXTENSION, TIERS } from "./hyperparameters.ts";
+import { BATCH_SIZE, TIERS } from "../tiers.ts";
+import { CAPTION_EXTENSION } from "./hyperparameters.ts";
 import type { CheckedTrain } from "../request/checked-train.ts";
 
 // Only the keys sd-scripts' config schema knows; Bun's TOML writer escapes every string.

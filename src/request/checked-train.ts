@@ -1,7 +1,7 @@
 import { join } from "node:path";
-import { hasEntry, statOrNull } from "../fs/stat-or-null.ts";
+import { hasEntry, statOrNull } from "../fs.ts";
 import type { Config, Device } from "../config/schema.ts";
-import { TIERS } from "../recipe/hyperparameters.ts";
+import { TIERS } from "../tiers.ts";
 import { checkBaseModelHeader } from "./base-model.ts";
 import { resolveInside, type Roots } from "./contained-path.ts";
 import { findImageDir } from "./dataset-images.ts";

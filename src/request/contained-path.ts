@@ -1,5 +1,5 @@
 import { realpathSync } from "node:fs";
-import { hasEntry } from "../fs/stat-or-null.ts";
+import { hasEntry } from "../fs.ts";
 import { basename, dirname, join, relative, resolve, sep } from "node:path";
 
 export type Containment = { ok: true; real: string } | { ok: false; msg: string; type: string };

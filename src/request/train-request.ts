@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { TIER_NAMES } from "../recipe/hyperparameters.ts";
+import { TIER_NAMES } from "../tiers.ts";
 import { requestPath } from "./request-path.ts";
 
 export const TrainRequest = z.strictObject({

@@ -1,6 +1,6 @@
 import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { identify, isSameProcess, type ProcessIdentity } from "../supervisor/proc-stat.ts";
+import { identify, isSameProcess, type ProcessIdentity } from "../os/proc.ts";
 
 export class LockHeld extends Error {}
 

@@ -1,6 +1,6 @@
 import { Database } from "bun:sqlite";
 import { ACTIVE_STATUSES, type JobStatus, type Outcome, type StopReason } from "../job.ts";
-import type { ProcessIdentity } from "../supervisor/proc-stat.ts";
+import type { ProcessIdentity } from "../os/proc.ts";
 import { SCHEMA } from "./schema.sql.ts";
 
 

@@ -1,6 +1,6 @@
-import { existsSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { readJsonOrNull } from "../fs.ts";
 import { join } from "node:path";
-import type { ProcessIdentity } from "./proc-stat.ts";
+import type { ProcessIdentity } from "../os/proc.ts";
 
 // The files a job directory holds, shared by the worker and the shim that outlives it; together they say
 // what the job is and what of it is alive even when the job database is lost:
@@ -53,27 +53,6 @@ export const launchPath = (dir: string) => join(dir, "launch.json");
 export const shimPath = (dir: string) => join(dir, "shim.json");
 export const trainerPath = (dir: string) => join(dir, "trainer.json");
 export const exitPath = (dir: string) => join(dir, "exit.json");
-
-// Readers never see half a file: write beside, then rename.
-export function writeJsonAtomic(path: string, value: unknown): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  try {
-    writeFileSync(tmp, JSON.stringify(value), { mode: 0o640 });
-    renameSync(tmp, path);
-  } catch (err) {
-    rmSync(tmp, { force: true });
-    throw err;
-  }
-}
-
-export function readJsonOrNull<T>(path: string): T | null {
-  if (!existsSync(path)) return null;
-  try {
-    return JSON.parse(readFileSync(path, "utf8")) as T;
-  } catch {
-    return null;
-  }
-}
 
 export const readJobFile = (dir: string) => readJsonOrNull<JobFile>(jobFilePath(dir));
 export const readShim = (dir: string) => readJsonOrNull<ProcessIdentity>(shimPath(dir));

@@ -1,14 +1,13 @@
 import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { failedOutcome } from "../job.ts";
 import type { Logger } from "../log/logger.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
-import { jobDirOf } from "./job-dir.ts";
 import { readExit, readJobFile, readShim, readTrainer } from "./job-files.ts";
-import { markedProcesses } from "./marked-processes.ts";
-import { identify, isSameProcess, readBootId, readProcStat, type ProcessIdentity } from "./proc-stat.ts";
+import { markedProcesses } from "../os/marker.ts";
+import { identify, isSameProcess, readBootId, readProcStat, type ProcessIdentity } from "../os/proc.ts";
 import type { Identities, PendingStop } from "./run.ts";
-import { sweepStrays } from "./stray-sweep.ts";
+import { sweepStrays } from "../os/terminate.ts";
 
 export interface ReconcileDeps {
   store: JobStore;
@@ -65,7 +64,8 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
 }
 
 function judge(job: JobRow, bootId: string | null, marked: number[]): Identities | "host_rebooted" | "worker_restarted" {
-  const dir = jobDirOf(job);
+  // The job directory is where its log lives; the record keeps the log's path.
+  const dir = dirname(job.log_path);
   const shim = liveShim(job, dir, marked);
   const ids = { shim, trainer: liveTrainer(job, dir, marked, shim) };
   if (readExit(dir) !== null || ids.shim || ids.trainer || marked.length > 0) return ids;

@@ -4,12 +4,12 @@ import type { Progress } from "../progress/progress.ts";
 import type { StopReason } from "../job.ts";
 import type { JobStore } from "../store/job-store.ts";
 import { watchExit } from "./exit-watch.ts";
-import { jobFilePath, launchPath, readTrainer, writeJsonAtomic, type JobFile, type LaunchFile } from "./job-files.ts";
-import { JOB_MARKER_ENV } from "./marked-processes.ts";
-import { identify, isSameProcess, type ProcessIdentity } from "./proc-stat.ts";
-import { signalGroup, terminateGroup, waitGroupGone } from "./process-group.ts";
+import { writeJsonAtomic } from "../fs.ts";
+import { jobFilePath, launchPath, readTrainer, type JobFile, type LaunchFile } from "./job-files.ts";
+import { JOB_MARKER_ENV } from "../os/marker.ts";
+import { identify, isSameProcess, type ProcessIdentity } from "../os/proc.ts";
+import { signalGroup, sweepStrays, terminateGroup, waitGroupGone } from "../os/terminate.ts";
 import { untilDone } from "./retry.ts";
-import { sweepStrays } from "./stray-sweep.ts";
 import { supervise } from "./supervise.ts";
 
 const TRAINER_START_TIMEOUT_MS = 15_000;

@@ -9,11 +9,10 @@ import { followLog } from "./log-follower.ts";
 import { tailLines } from "./log-tail.ts";
 import { readOomKills } from "./oom-kills.ts";
 import { decideOutcome } from "./outcome.ts";
-import { isSameProcess, type ProcessIdentity } from "./proc-stat.ts";
-import { liveGroupMembers, signalGroup, terminateGroup } from "./process-group.ts";
+import { isSameProcess, type ProcessIdentity } from "../os/proc.ts";
+import { liveGroupMembers, signalGroup, sweepStrays, terminateGroup } from "../os/terminate.ts";
 import type { PendingStop, Run, RunContext } from "./run.ts";
 import { untilDone } from "./retry.ts";
-import { sweepStrays } from "./stray-sweep.ts";
 import { startWatchdog } from "./watchdog.ts";
 import { createWriteGuard, writeUntilDone } from "./write-guard.ts";
 

@@ -8,7 +8,7 @@ import type { TrainRequest } from "../request/train-request.ts";
 import { StoreWriteFailed, type JobRow, type JobStore } from "../store/job-store.ts";
 import { createStateHealth } from "../store/state-health.ts";
 import { jobPaths, type LaunchFile } from "./job-files.ts";
-import { markedProcesses } from "./marked-processes.ts";
+import { markedProcesses } from "../os/marker.ts";
 import { reconcileOnStart } from "./reconcile.ts";
 import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";
 

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
-import { ApiError } from "../api/api-error.ts";
-import type { AuthGate } from "./auth-setup.ts";
+import { ApiError } from "./api-error.ts";
+import type { AuthGate } from "../auth/auth-setup.ts";
 
 const CHALLENGE = 'Bearer realm="lora-worker"';
 const BEARER = /^Bearer +([^ ]+) *$/i;

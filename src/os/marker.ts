@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { listPids, readProcStat } from "./proc-stat.ts";
+import { listPids, readProcStat } from "./proc.ts";
 
 // Every process a job starts carries this marker in its environment: the shim, the trainer and whatever
 // they start, even what setsid()s out of the job's process group. A process is tied to a job by it and

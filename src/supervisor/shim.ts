@@ -1,6 +1,7 @@
 import { closeSync, openSync } from "node:fs";
-import { exitPath, launchPath, readJsonOrNull, shimPath, trainerPath, writeJsonAtomic, type LaunchFile } from "../supervisor/job-files.ts";
-import { identify } from "../supervisor/proc-stat.ts";
+import { readJsonOrNull, writeJsonAtomic } from "../fs.ts";
+import { exitPath, launchPath, shimPath, trainerPath, type LaunchFile } from "./job-files.ts";
+import { identify } from "../os/proc.ts";
 import { capLog } from "./log-cap.ts";
 
 // One shim per job, like containerd's: it starts the trainer, outlives any restart of the worker,

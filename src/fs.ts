@@ -1,0 +1,41 @@
+import { existsSync, lstatSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
+
+// A path that cannot be stat'ed (missing, unreadable, a loop) is simply absent to the callers here.
+export function statOrNull(path: string): Stats | null {
+  try {
+    return statSync(path);
+  } catch {
+    return null;
+  }
+}
+
+// True when the name itself exists, even as a dangling symbolic link.
+export function hasEntry(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// Readers never see half a file: write beside, then rename.
+export function writeJsonAtomic(path: string, value: unknown): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  try {
+    writeFileSync(tmp, JSON.stringify(value), { mode: 0o640 });
+    renameSync(tmp, path);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw err;
+  }
+}
+
+export function readJsonOrNull<T>(path: string): T | null {
+  if (!existsSync(path)) return null;
+  try {
+    return JSON.parse(readFileSync(path, "utf8")) as T;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,63 @@
+import { describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { REPO } from "./support/host-tree.ts";
+
+const SRC = join(REPO, "src");
+
+// src/'s top-level folders form floors: main.ts is the top, the root's other files the bottom, and following
+// imports from one folder to another never comes back round.
+function floorOf(file: string): string {
+  const [first, ...rest] = relative(SRC, file).split("/");
+  if (rest.length > 0) return first!;
+  return first === "main.ts" ? "(main)" : "(root)";
+}
+
+function folderGraph(): Map<string, Set<string>> {
+  const graph = new Map<string, Set<string>>();
+  const files = readdirSync(SRC, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".ts")).map((f) => join(SRC, f));
+  for (const file of files) {
+    for (const [, spec] of readFileSync(file, "utf8").matchAll(/from "(\.[^"]+)"/g)) {
+      const [from, to] = [floorOf(file), floorOf(resolve(dirname(file), spec!))];
+      if (from !== to) graph.set(from, (graph.get(from) ?? new Set()).add(to));
+    }
+  }
+  return graph;
+}
+
+function findCycle(graph: Map<string, Set<string>>): string[] | null {
+  const done = new Set<string>();
+  const path: string[] = [];
+  const visit = (node: string): string[] | null => {
+    if (path.includes(node)) return [...path.slice(path.indexOf(node)), node];
+    if (done.has(node)) return null;
+    path.push(node);
+    for (const next of graph.get(node) ?? []) {
+      const cycle = visit(next);
+      if (cycle) return cycle;
+    }
+    path.pop();
+    done.add(node);
+    return null;
+  };
+  for (const node of graph.keys()) {
+    const cycle = visit(node);
+    if (cycle) return cycle;
+  }
+  return null;
+}
+
+describe("the folders of src/ form floors", () => {
+  test("no two top-level folders import each other, directly or round a loop", () => {
+    const graph = folderGraph();
+    // Contrast: the graph is the real one (the HTTP layer reaches the dispatcher, which reaches the supervisor).
+    expect(graph.get("api")).toContain("dispatch");
+    expect(graph.get("dispatch")).toContain("supervisor");
+    expect(findCycle(graph)).toBeNull();
+  });
+
+  test("contrast: a loop through three folders is found", () => {
+    const graph = new Map([["a", new Set(["b"])], ["b", new Set(["c"])], ["c", new Set(["a"])]]);
+    expect(findCycle(graph)).toEqual(["a", "b", "c", "a"]);
+  });
+});
