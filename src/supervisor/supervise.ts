@@ -1,9 +1,6 @@
-import { LineSplitter } from "../progress/line-splitter.ts";
-import { parseTqdmBar } from "../progress/tqdm-bar.ts";
-import { applyLine, initialProgress } from "../progress/progress.ts";
+import { createTracker } from "../progress/tracker.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
 import type { StopReason } from "../job.ts";
-import type { LossPoint } from "../store/job-store.ts";
 import type { ExitWatch } from "./exit-watch.ts";
 import { followLog } from "./log-follower.ts";
 import { tailLines } from "./log-tail.ts";
@@ -25,35 +22,25 @@ const SHIM_EXIT_WAIT_MS = 1000;
 export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer: Promise<ProcessIdentity | null>, exit: Promise<ExitWatch>, pending: PendingStop | null): Run {
   const guard = createWriteGuard(ctx.log, ctx.id);
   const oomKillsAtStart = readOomKills(ctx.memoryEvents);
-  let progress = initialProgress(ctx.expectedTotal);
-  let persistedAt = 0;
+  const tracker = createTracker({ expectedTotal: ctx.expectedTotal, nanUpdates: ctx.nanUpdates, persistEveryMs: PERSIST_INTERVAL_MS });
   let statusRecorded = false;
   let pgid: number | null = null;
   let stopping: Promise<unknown> = Promise.resolve();
   let stopReason: StopReason | null = null;
   let forcedKill = false;
-  const splitter = new LineSplitter();
-  let lossPoints: LossPoint[] = [];
   void trainer.then((t) => {
     pgid = t?.pid ?? null;
   });
 
   const persist = () => {
-    persistedAt = Date.now();
-    const saved = guard("progress", () => {
-      ctx.store.saveProgress(ctx.id, progress);
-      ctx.store.appendLoss(ctx.id, lossPoints);
-    });
-    if (saved) lossPoints = [];
-  };
-  const apply = (line: string) => {
-    const next = applyLine(progress, line);
-    if (next.contradicting_total !== null && progress.contradicting_total === null) {
-      ctx.log.warn("the trainer printed a step total that contradicts the run's; kept in the log, not taken as progress", { job_id: ctx.id, printed: next.contradicting_total, expected: progress.expected_total });
-    }
-    const lossChanged = next.loss !== progress.loss || next.last_loss_nan !== progress.last_loss_nan;
-    if (next.step > 0 && (next.step !== progress.step || lossChanged)) lossPoints.push([next.step, next.last_loss_nan ? null : next.loss]);
-    progress = next;
+    const progress = tracker.progress();
+    const points = tracker.pendingLoss();
+    tracker.persisted(
+      guard("progress", () => {
+        ctx.store.saveProgress(ctx.id, progress);
+        ctx.store.appendLoss(ctx.id, points);
+      }),
+    );
   };
   // Without a known trainer (its shim gone before naming it), the job's marker finds what is left.
   const killGroup = async (graceMs: number) => {
@@ -78,15 +65,14 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
     watchdog.touch();
     const firstWords = !statusRecorded;
     if (firstWords) statusRecorded = guard("status", () => ctx.store.markTraining(ctx.id));
-    const before = progress;
-    for (const line of splitter.push(text)) apply(line);
-    // A bar redraw is whole once its "]" is written; waiting for the next "\r" would report every
-    // step a step late (a whole step, at SDXL's pace). Applying it again later changes nothing.
-    const drawing = splitter.pending();
-    if (drawing.endsWith("]") && parseTqdmBar(drawing)?.trailing === "") apply(drawing);
-    if (progress.nan_streak >= ctx.nanUpdates && before.nan_streak < ctx.nanUpdates) void stop("nan_loss");
-    if (progress !== before && (progress.phase !== before.phase || Date.now() - persistedAt >= PERSIST_INTERVAL_MS)) persist();
-    if (progress !== before || firstWords) ctx.changed();
+    const update = tracker.push(text);
+    if (update.contradiction !== null) {
+      const expected = tracker.progress().expected_total;
+      ctx.log.warn("the trainer printed a step total that contradicts the run's; kept in the log, not taken as progress", { job_id: ctx.id, printed: update.contradiction, expected });
+    }
+    if (update.nanTripped) void stop("nan_loss");
+    if (update.persistDue) persist();
+    if (update.changed || firstWords) ctx.changed();
   };
   const follower = followLog(ctx.logPath, (text) => {
     try {
@@ -110,21 +96,21 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
     if (shim) await shimGone(shim);
     await untilDone(() => sweepStrays(ctx.id), (err) => ctx.log.error("could not yet sweep the job's leftovers; retrying", { job_id: ctx.id, error: err.message }));
     follower.stop();
-    for (const line of splitter.flush()) apply(line);
+    tracker.flush();
     persist();
     const outcome = decideOutcome({
       ended,
       stopReason: stopReason ?? ctx.store.get(ctx.id)?.stop_reason ?? null,
       forcedKill,
-      lastLossNan: progress.last_loss_nan,
+      lastLossNan: tracker.progress().last_loss_nan,
       verdict: await verifySafetensors(ctx.outputFile),
       outputFile: ctx.outputFile,
       logTail: tailLines(ctx.logPath, LOG_LINES_FOR_OUTCOME),
       oomKills: oomKillsAtStart === null ? null : (readOomKills(ctx.memoryEvents) ?? oomKillsAtStart) - oomKillsAtStart,
     });
     await writeUntilDone(guard, "final record", () => {
-      ctx.store.saveProgress(ctx.id, progress);
-      ctx.store.appendLoss(ctx.id, lossPoints);
+      ctx.store.saveProgress(ctx.id, tracker.progress());
+      ctx.store.appendLoss(ctx.id, tracker.pendingLoss());
       ctx.store.finish(ctx.id, outcome, ctx.now().toISOString());
     });
     ctx.changed();
@@ -134,7 +120,7 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
     ctx.log.error("supervision of the job ended in error", { job_id: ctx.id, error: err.message, stack: err.stack });
   });
 
-  return { id: ctx.id, pgid: () => pgid, progress: () => progress, stop: (reason) => stop(reason), finished };
+  return { id: ctx.id, pgid: () => pgid, progress: () => tracker.progress(), stop: (reason) => stop(reason), finished };
 }
 
 async function shimGone(shim: ProcessIdentity): Promise<void> {

@@ -1,0 +1,72 @@
+import type { LossPoint } from "../store/job-store.ts";
+import { LineSplitter } from "./line-splitter.ts";
+import { applyLine, initialProgress, type Progress } from "./progress.ts";
+import { parseTqdmBar } from "./tqdm-bar.ts";
+
+// One run's progress from the trainer's raw output: the line framing, the "a redraw is whole at ]" rule, one loss
+// point per step, and when the durable record is due. Pure: no process and no store; the supervisor wires it.
+export interface TrackerOptions {
+  expectedTotal: number | null;
+  /** Consecutive nan readings that stop the run. */
+  nanUpdates: number;
+  /** The durable row is refreshed at most this often (and at once on a new phase). */
+  persistEveryMs: number;
+  now?: () => number;
+}
+
+/** What one chunk of output changed. */
+export interface Update {
+  changed: boolean;
+  persistDue: boolean;
+  /** The nan streak reached its limit with this chunk (once per run). */
+  nanTripped: boolean;
+  /** A total the trainer printed that contradicts the run's, seen for the first time. */
+  contradiction: number | null;
+}
+
+export function createTracker(options: TrackerOptions) {
+  const now = options.now ?? Date.now;
+  const splitter = new LineSplitter();
+  let progress = initialProgress(options.expectedTotal);
+  let lossPoints: LossPoint[] = [];
+  let persistedAt = Number.NEGATIVE_INFINITY;
+
+  const apply = (line: string) => {
+    const next = applyLine(progress, line);
+    const lossChanged = next.loss !== progress.loss || next.last_loss_nan !== progress.last_loss_nan;
+    if (next.step > 0 && (next.step !== progress.step || lossChanged)) lossPoints.push([next.step, next.last_loss_nan ? null : next.loss]);
+    progress = next;
+  };
+
+  return {
+    push(text: string): Update {
+      const before = progress;
+      for (const line of splitter.push(text)) apply(line);
+      // A bar redraw is whole once its "]" is written; waiting for the next "\r" would report every step a step
+      // late (a whole step, at SDXL's pace). Applying it again later changes nothing.
+      const drawing = splitter.pending();
+      if (drawing.endsWith("]") && parseTqdmBar(drawing)?.trailing === "") apply(drawing);
+      const changed = progress !== before;
+      return {
+        changed,
+        persistDue: changed && (progress.phase !== before.phase || now() - persistedAt >= options.persistEveryMs),
+        nanTripped: progress.nan_streak >= options.nanUpdates && before.nan_streak < options.nanUpdates,
+        contradiction: before.contradicting_total === null ? progress.contradicting_total : null,
+      };
+    },
+    /** The output has ended: what is still unterminated counts too. */
+    flush(): void {
+      for (const line of splitter.flush()) apply(line);
+    },
+    progress: (): Progress => progress,
+    /** Loss points not yet on record. */
+    pendingLoss: (): LossPoint[] => lossPoints,
+    /** A write was attempted now; the points it carried are on record only if it succeeded. */
+    persisted(saved: boolean): void {
+      persistedAt = now();
+      if (saved) lossPoints = [];
+    },
+  };
+}
+
+export type Tracker = ReturnType<typeof createTracker>;

@@ -1,0 +1,72 @@
+import { describe, expect, test } from "bun:test";
+import { createTracker } from "../src/progress/tracker.ts";
+
+const bar = (n: number, total: number, loss?: string) => `\rsteps:  ${Math.floor((100 * n) / total)}%|#         | ${n}/${total} [00:0${n % 10}<01:40,  1.00s/it${loss === undefined ? "" : `, avr_loss=${loss}`}]`;
+
+// A clock the test moves by hand: the persist cadence is decided by it alone.
+function tracker(expectedTotal: number | null = 400, nanUpdates = 3) {
+  let t = 0;
+  const tr = createTracker({ expectedTotal, nanUpdates, persistEveryMs: 1000, now: () => t });
+  return { tr, advance: (ms: number) => (t += ms) };
+}
+
+describe("the progress tracker, with no process", () => {
+  test("a redraw counts as soon as its ] is written, not at the next \\r", () => {
+    const { tr } = tracker();
+    expect(tr.push(bar(1, 400, "0.5")).changed).toBe(true);
+    expect(tr.progress()).toMatchObject({ step: 1, loss: 0.5 });
+  });
+
+  test("contrast: a redraw cut before its ] is not progress yet", () => {
+    const { tr } = tracker();
+    expect(tr.push(bar(1, 400, "0.5").slice(0, -5)).changed).toBe(false);
+    expect(tr.progress().step).toBe(0);
+  });
+
+  test("one loss point per step, the last redraw of a step winning, nan as null", () => {
+    const { tr } = tracker();
+    tr.push(bar(1, 400) + bar(1, 400, "0.5") + bar(2, 400, "0.4") + bar(3, 400, "nan") + bar(3, 400, "nan"));
+    tr.flush();
+    const byStep = new Map(tr.pendingLoss());
+    expect([...byStep]).toEqual([[1, 0.5], [2, 0.4], [3, null]]);
+  });
+
+  test("a bar past its total or of another total adds no point", () => {
+    const { tr } = tracker();
+    tr.push(bar(400, 400, "0.1") + bar(401, 400, "0.2") + bar(5, 1000, "0.3"));
+    expect(tr.pendingLoss()).toEqual([[400, 0.1]]);
+  });
+
+  const cadence: Array<[string, (t: ReturnType<typeof tracker>) => boolean]> = [
+    ["the first change is due at once", ({ tr }) => tr.push(bar(1, 400, "0.5")).persistDue],
+    ["a change within the interval after a write is not due", ({ tr }) => (tr.push(bar(1, 400)), tr.persisted(true), tr.push(bar(2, 400)).persistDue)],
+    ["a change after the interval is due", ({ tr, advance }) => (tr.push(bar(1, 400)), tr.persisted(true), advance(1000), tr.push(bar(2, 400)).persistDue)],
+    ["a new phase is due within the interval", ({ tr }) => (tr.push(bar(1, 400)), tr.persisted(true), tr.push("model saved.\n").persistDue)],
+    ["output that changes nothing is never due", ({ tr, advance }) => (advance(5000), tr.push("some warning\n").persistDue)],
+  ];
+  for (const [name, run] of cadence) {
+    test(`persist cadence: ${name}`, () => {
+      expect(run(tracker())).toBe(!name.includes("not due") && !name.includes("never"));
+    });
+  }
+
+  test("points stay pending until a write that carried them succeeds", () => {
+    const { tr } = tracker();
+    tr.push(bar(1, 400, "0.5"));
+    tr.persisted(false);
+    expect(tr.pendingLoss()).toEqual([[1, 0.5]]);
+    tr.persisted(true);
+    expect(tr.pendingLoss()).toEqual([]);
+  });
+
+  test("the nan limit trips once, on the update that reaches it", () => {
+    const { tr } = tracker(400, 3);
+    const trips = [bar(1, 400, "nan"), bar(2, 400, "nan"), bar(3, 400, "nan"), bar(4, 400, "nan")].map((b) => tr.push(b).nanTripped);
+    expect(trips).toEqual([false, false, true, false]);
+  });
+
+  test("a contradicting total is reported once", () => {
+    const { tr } = tracker();
+    expect([tr.push(bar(1, 1000)).contradiction, tr.push(bar(2, 1000)).contradiction]).toEqual([1000, null]);
+  });
+});
