@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LineSplitter } from "../src/progress/line-splitter.ts";
 import { applyLine, initialProgress } from "../src/progress/progress.ts";
-import { followLog, type LogFollower } from "../src/supervisor/log-follower.ts";
+import { followLog, type LogFollower } from "../src/supervisor/job-log.ts";
 import { trackPid, trackScratch } from "./lib/cleanup.ts";
 import { followToEof } from "./lib/eof-follower.ts";
 import { runLoad } from "./lib/load-client.ts";

@@ -3,7 +3,7 @@ import type { Dispatcher } from "../dispatch/dispatch.ts";
 import type { JobStatus as Status } from "../job.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
-import { tailLines } from "../supervisor/log-tail.ts";
+import { tailLines } from "../supervisor/job-log.ts";
 import { ApiError, noSuchJob } from "./api-error.ts";
 import { idempotencyKeyOf, refusalError } from "./dispatch-answer.ts";
 import { lossCurve } from "./downsample.ts";

@@ -1,6 +1,6 @@
 import { buildLaunch } from "../recipe/command.ts";
 import { checkTrain } from "../request/checked-train.ts";
-import { jobPaths } from "../supervisor/job-files.ts";
+import { jobPaths } from "../supervisor/job-dir.ts";
 import { UsageError, parseArgs } from "./args.ts";
 import { loadConfigOrExit } from "./load-or-exit.ts";
 import { trainerCommand } from "./trainer-command.ts";

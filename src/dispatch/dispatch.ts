@@ -12,7 +12,7 @@ import { recheckPaths } from "../request/recheck.ts";
 import { TrainRequest as TrainRequestSchema, type TrainRequest } from "../request/train-request.ts";
 import type { DetailItem } from "../request/validation-error.ts";
 import { StoreWriteFailed, type JobRow, type JobStore } from "../store/job-store.ts";
-import { jobPaths } from "../supervisor/job-files.ts";
+import { jobPaths } from "../supervisor/job-dir.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 
 export interface DispatcherDeps {

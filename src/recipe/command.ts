@@ -4,7 +4,7 @@ import type { CheckedTrain } from "../request/checked-train.ts";
 import { TIERS } from "../tiers.ts";
 import * as H from "./hyperparameters.ts";
 import { datasetToml } from "./dataset-toml.ts";
-import type { JobPaths } from "../supervisor/job-files.ts";
+import type { JobPaths } from "../supervisor/job-dir.ts";
 import { JOB_MARKER_ENV } from "../os/marker.ts";
 
 export const TRAIN_SCRIPT = "sdxl_train_network.py";

@@ -1,6 +1,6 @@
 import type { SafetensorsVerdict } from "../safetensors/verify.ts";
 import type { ErrorCode, Outcome, StopReason } from "../job.ts";
-import type { ExitWatch } from "./exit-watch.ts";
+import type { ExitWatch } from "./job-dir.ts";
 import { decisiveLine, SIGNATURES, withoutLauncherFrames } from "./failure-signatures.ts";
 
 export interface ExitFacts {

@@ -3,7 +3,7 @@ import { dirname, join } from "node:path";
 import { failedOutcome } from "../job.ts";
 import type { Logger } from "../log/logger.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
-import { readExit, readJobFile, readShim, readTrainer } from "./job-files.ts";
+import { readExit, readJobFile, readShim, readTrainer } from "./job-dir.ts";
 import { markedProcesses } from "../os/marker.ts";
 import { identify, isSameProcess, readBootId, readProcStat, type ProcessIdentity } from "../os/proc.ts";
 import type { Identities, PendingStop } from "./run.ts";

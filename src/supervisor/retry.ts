@@ -1,3 +1,5 @@
+import type { Logger } from "../log/logger.ts";
+
 const RETRY_MS = 250;
 
 // Work that must happen (stopping a job's processes) is retried while the host says no (no descriptor
@@ -11,4 +13,31 @@ export async function untilDone<T>(work: () => Promise<T>, onFirstFailure: (err:
       await Bun.sleep(RETRY_MS);
     }
   }
+}
+
+const WRITE_RETRY_MS = 1000;
+
+export type WriteGuard = (what: string, write: () => unknown) => boolean;
+
+// Background work records through this: a write the state dir cannot take is reported false, never thrown
+// (thrown from a callback it would end the worker and leave the run unsupervised). Logged once per streak.
+export function createWriteGuard(log: Logger, jobId: string): WriteGuard {
+  let failing = false;
+  return (what, write) => {
+    try {
+      write();
+    } catch (err) {
+      if (!failing) log.error("could not record the job; keeping it in memory and retrying", { job_id: jobId, what, error: (err as Error).message });
+      failing = true;
+      return false;
+    }
+    if (failing) log.info("recording the job again", { job_id: jobId, what });
+    failing = false;
+    return true;
+  };
+}
+
+// The final record must land: it is retried until the state dir takes it.
+export async function writeUntilDone(guard: WriteGuard, what: string, write: () => unknown): Promise<void> {
+  while (!guard(what, write)) await Bun.sleep(WRITE_RETRY_MS);
 }

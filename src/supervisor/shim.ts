@@ -1,8 +1,8 @@
 import { closeSync, openSync } from "node:fs";
 import { readJsonOrNull, writeJsonAtomic } from "../fs.ts";
-import { exitPath, launchPath, shimPath, trainerPath, type LaunchFile } from "./job-files.ts";
+import { exitPath, launchPath, shimPath, trainerPath, type LaunchFile } from "./job-dir.ts";
 import { identify } from "../os/proc.ts";
-import { capLog } from "./log-cap.ts";
+import { capLog } from "./job-log.ts";
 
 // One shim per job, like containerd's: it starts the trainer, outlives any restart of the worker,
 // and records the trainer's exit status in exit.json, which nothing else could learn once the

@@ -7,7 +7,7 @@ import type { Progress } from "../progress/progress.ts";
 import type { TrainRequest } from "../request/train-request.ts";
 import { StoreWriteFailed, type JobRow, type JobStore } from "../store/job-store.ts";
 import { createStateHealth } from "../store/state-health.ts";
-import { jobPaths, type LaunchFile } from "./job-files.ts";
+import { jobPaths, type LaunchFile } from "./job-dir.ts";
 import { markedProcesses } from "../os/marker.ts";
 import { reconcileOnStart } from "./reconcile.ts";
 import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";

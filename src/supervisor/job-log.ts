@@ -1,0 +1,159 @@
+import { closeSync, fstatSync, ftruncateSync, openSync, readSync, watch, writeSync, type FSWatcher } from "node:fs";
+
+// train.log, from the worker's side: followed as the trainer appends (in slices that yield to the HTTP server),
+// tailed for GET /train/{id}/log and the outcome, and cut to a cap by the shim.
+
+const READ_CHUNK = 64 * 1024;
+// Read and handed on per event-loop turn: ~2 ms of parsing at ~30 MiB/s, so HTTP handlers never wait on a backlog.
+export const SLICE_BYTES = 64 * 1024;
+// inotify wakes us at once; the batch delay folds a flood of writes into one read.
+const BATCH_DELAY_MS = 25;
+// A safety net for filesystems where inotify says nothing (NFS, some overlays).
+const FALLBACK_POLL_MS = 1000;
+
+export interface LogFollower {
+  /** Reads what is there, one slice a turn, yielding to the event loop between slices. */
+  drain(): void;
+  /** Reads synchronously to EOF, so the caller has every byte written before the stop, then closes. */
+  stop(): void;
+}
+
+// Follows a file the trainer appends to; the trainer never writes into a pipe of ours.
+export function followLog(path: string, onText: (text: string) => void): LogFollower {
+  const fd = openSync(path, "r");
+  const decoder = new TextDecoder("utf-8");
+  const buf = Buffer.alloc(READ_CHUNK);
+  let offset = 0;
+  let pending: Timer | null = null;
+  let slicing: ReturnType<typeof setImmediate> | null = null;
+  let stopped = false;
+
+  // Reads at most `budget` bytes; true when it reached EOF.
+  const read = (budget: number): boolean => {
+    // The shim cut the log to its cap: what was dropped is gone, follow on from the new end.
+    offset = Math.min(offset, fstatSync(fd).size);
+    for (let left = budget; left > 0; ) {
+      const n = readSync(fd, buf, 0, Math.min(READ_CHUNK, left), offset);
+      if (n === 0) return true;
+      offset += n;
+      left -= n;
+      const text = decoder.decode(buf.subarray(0, n), { stream: true });
+      if (text !== "") onText(text);
+    }
+    return false;
+  };
+  // setImmediate, not setTimeout(0): it runs right after the I/O poll, so sockets get their turn without a
+  // timer's 1 ms clamp slowing a backlog down.
+  const slice = () => {
+    slicing = null;
+    if (!stopped && !read(SLICE_BYTES)) slicing = setImmediate(slice);
+  };
+  const drain = () => {
+    if (pending) clearTimeout(pending);
+    pending = null;
+    // A slice in flight carries on to EOF, and so covers whatever woke us.
+    if (!slicing) slice();
+  };
+  const schedule = () => {
+    pending ??= setTimeout(drain, BATCH_DELAY_MS);
+  };
+  const watcher: FSWatcher = watch(path, schedule);
+  const poll = setInterval(schedule, FALLBACK_POLL_MS);
+
+  return {
+    drain,
+    stop() {
+      if (stopped) return;
+      if (pending) clearTimeout(pending);
+      if (slicing) clearImmediate(slicing);
+      try {
+        // The trainer has exited: its last words decide the outcome, so read them all now.
+        read(Number.POSITIVE_INFINITY);
+        const rest = decoder.decode();
+        if (rest !== "") onText(rest);
+      } finally {
+        // A throwing onText must not leak the fd and the inotify watch.
+        stopped = true;
+        watcher.close();
+        clearInterval(poll);
+        closeSync(fd);
+      }
+    },
+  };
+}
+
+export const MAX_TAIL_BYTES = 4 * 1024 * 1024;
+
+// Reads backwards from the end, so the cost follows the lines asked for, not the log's size.
+export function tailLines(path: string, lines: number): string[] {
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch {
+    return [];
+  }
+  try {
+    return screenLines(readTail(fd, lines)).slice(-lines);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function readTail(fd: number, lines: number): string {
+  const size = fstatSync(fd).size;
+  const chunks: Buffer[] = [];
+  let pos = size;
+  let newlines = 0;
+  while (pos > 0 && newlines <= lines && size - pos < MAX_TAIL_BYTES) {
+    const len = Math.min(READ_CHUNK, pos);
+    pos -= len;
+    const buf = Buffer.alloc(len);
+    readSync(fd, buf, 0, len, pos);
+    chunks.unshift(buf);
+    for (const byte of buf) if (byte === 10) newlines++;
+  }
+  const text = Buffer.concat(chunks).toString("utf8");
+  // The first line is partial unless the read reached the start of the file.
+  return pos > 0 ? dropPartial(text) : text;
+}
+
+// Of a partial first line only the text before its first "\r" is cut: each redraw after it is whole, and the
+// last one is what a terminal shows of a tqdm line longer than the window.
+function dropPartial(text: string): string {
+  const end = text.indexOf("\n");
+  const first = end < 0 ? text : text.slice(0, end);
+  // A "\r" with nothing after it (a "\r\n" ending) starts no redraw.
+  const redraw = first.search(/\r[^\r]/);
+  return redraw < 0 ? text.slice(first.length + 1) : text.slice(redraw);
+}
+
+// What a terminal shows: of a tqdm line redrawn with "\r", only the last drawing.
+function screenLines(text: string): string[] {
+  const lines = text.split("\n").map((line) => {
+    const parts = line.split("\r").filter((p) => p !== "");
+    return parts.at(-1) ?? "";
+  });
+  if (lines.at(-1) === "") lines.pop();
+  return lines;
+}
+
+// The trainer appends to its log with O_APPEND, so the log can be cut under it: its next write
+// still lands at the new end. A cut keeps the first and the last quarter of the cap.
+export function capLog(path: string, maxBytes: number): number {
+  const fd = openSync(path, "r+");
+  try {
+    const size = fstatSync(fd).size;
+    if (size <= maxBytes) return 0;
+    const keep = Math.floor(maxBytes / 4);
+    const tail = Buffer.alloc(keep);
+    const got = readSync(fd, tail, 0, keep, size - keep);
+    const dropped = size - 2 * keep;
+    const marker = Buffer.from(`\n[lora-worker: ${dropped} bytes of trainer output dropped here to keep this log under ${maxBytes} bytes]\n`);
+    const rest = Buffer.concat([marker, tail.subarray(0, got)]);
+    ftruncateSync(fd, keep);
+    writeSync(fd, rest, 0, rest.length, keep);
+    return dropped;
+  } finally {
+    closeSync(fd);
+  }
+}
