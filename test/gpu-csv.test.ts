@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { parseHeaderless, parseWithHeader, splitCsvLine } from "../src/gpu/csv-records.ts";
-import { joinDevices } from "../src/gpu/device-list.ts";
-import { DEVICE_QUERY, readDeviceNumbers, toDeviceRow } from "../src/gpu/device-rows.ts";
-import { PROCESS_QUERY, toProcessRow } from "../src/gpu/process-rows.ts";
-import { parseQuantity } from "../src/gpu/quantity.ts";
+import { parseHeaderless, parseWithHeader, splitCsvLine } from "../src/gpu/nvidia-csv.ts";
+import { joinDevices } from "../src/gpu/probe.ts";
+import { DEVICE_QUERY, readDeviceNumbers, toDeviceRow } from "../src/gpu/nvidia-csv.ts";
+import { PROCESS_QUERY, toProcessRow } from "../src/gpu/nvidia-csv.ts";
+import { parseQuantity } from "../src/gpu/nvidia-csv.ts";
 
 const REAL = "/work/shared/fixtures/real";
 const real = (name: string) => Bun.file(join(REAL, name)).text();

@@ -1,6 +1,5 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { JOB_VIEW_EXAMPLE, TRAIN_REQUEST_EXAMPLE } from "../src/api/openapi/document.ts";
-import { GpuStatus, Health, JobList, JobView, LossCurve } from "../src/api/openapi/schemas.ts";
+import { GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, TRAIN_REQUEST_EXAMPLE } from "../src/api/openapi.ts";
 import { TrainRequest } from "../src/request/train-request.ts";
 import { inProcessApp } from "./support/app-harness.ts";
 import { makeHostTree } from "./support/host-tree.ts";

@@ -12,7 +12,7 @@ import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
 // kept (overwritten on each run) where a person can look at them.
 setDefaultTimeout(60_000);
 
-const PAGE_HTML = readFileSync(join(REPO, "src/api/status-page/page.html"), "utf8");
+const PAGE_HTML = readFileSync(join(REPO, "src/api/status-page.html"), "utf8");
 const SCREENSHOTS = join(tmpdir(), "lora-worker-status-page");
 const TTS = "python3 /opt/tts/server.py";
 const HOSTILE_NAME = "<img src=x onerror=window.__pwned=1>";

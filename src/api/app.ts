@@ -1,11 +1,13 @@
 import { Hono, type MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { bearerAuth } from "./bearer-auth.ts";
+import { METHOD_NAME_ALL } from "hono/router";
+import type { RouterRoute } from "hono/types";
 import type { Logger } from "../log/logger.ts";
 import type { JobStore } from "../store/job-store.ts";
-import { ApiError } from "./api-error.ts";
-import { createHttpMetrics } from "./metrics/http-metrics.ts";
-import { statusPageRoutes } from "./status-page/index.ts";
+import { bearerAuth } from "./auth.ts";
+import { ApiError } from "./errors.ts";
+import { createHttpMetrics } from "./metrics.ts";
+import { statusPageRoutes } from "./status-page.ts";
 import { systemRoutes, type SystemRouteDeps } from "./system-routes.ts";
 import { trainRoutes, type TrainRouteDeps } from "./train-routes.ts";
 
@@ -14,25 +16,20 @@ export interface AppDeps extends SystemRouteDeps, TrainRouteDeps {
   log: Logger;
 }
 
-const ROUTES: Array<[string, string[]]> = [
-  ["/train", ["GET", "POST"]],
-  ["/train/:id", ["GET"]],
-  ["/train/:id/log", ["GET"]],
-  ["/train/:id/events", ["GET"]],
-  ["/train/:id/metrics", ["GET"]],
-  ["/train/:id/cancel", ["POST"]],
-  ["/gpu-status", ["GET"]],
-  ["/metrics", ["GET"]],
-  ["/openapi.json", ["GET"]],
-  ["/", ["GET"]],
-  ["/healthz", ["GET"]],
-];
-
 // A refused request's body is never read (a 401 comes before it): close rather than let the server drain it.
 const closeIfBodyUnread: MiddlewareHandler = async (c, next) => {
   await next();
   if (c.req.raw.body !== null && !c.req.raw.bodyUsed) c.header("Connection", "close");
 };
+
+// Each route's path with the methods it answers, sorted for Allow, from Hono's own table (middleware is mounted for ALL).
+function methodsByPath(routes: readonly RouterRoute[]): Map<string, string[]> {
+  const table = new Map<string, Set<string>>();
+  for (const { method, path } of routes) {
+    if (method !== METHOD_NAME_ALL) table.set(path, (table.get(path) ?? new Set()).add(method));
+  }
+  return new Map([...table].map(([path, methods]) => [path, [...methods].sort()]));
+}
 
 export function createApp(deps: AppDeps) {
   const app = new Hono();
@@ -43,7 +40,7 @@ export function createApp(deps: AppDeps) {
   app.route("/train", trainRoutes(deps));
   app.route("/", systemRoutes({ ...deps, httpMetrics }));
   app.route("/", statusPageRoutes());
-  for (const [path, methods] of ROUTES) {
+  for (const [path, methods] of methodsByPath(app.routes)) {
     app.all(path, (c) => c.json({ detail: `method ${c.req.method} not allowed on ${path}; allowed: ${methods.join(", ")}` }, 405, { Allow: methods.join(", ") }));
   }
   app.notFound((c) => c.json({ detail: "not found" }, 404));

@@ -1,16 +1,14 @@
 import { Hono } from "hono";
 import type { AuthGate } from "../auth/auth-setup.ts";
 import type { LoadedConfig } from "../config/load.ts";
-import type { GpuProbe, ProbeResult } from "../gpu/index.ts";
+import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
-import { ApiError } from "./api-error.ts";
-import { gpuStatusView } from "./gpu-status-view.ts";
-import { render } from "./metrics/exposition.ts";
-import { openApiDocument } from "./openapi/document.ts";
-import type { HttpMetrics } from "./metrics/http-metrics.ts";
-import { gpuFamilies, jobFamilies } from "./metrics/worker-metrics.ts";
 import type { JobStore } from "../store/job-store.ts";
 import { BUILD } from "../version.ts";
+import { ApiError } from "./errors.ts";
+import { gpuFamilies, jobFamilies, render, type HttpMetrics } from "./metrics.ts";
+import { openApiDocument } from "./openapi.ts";
+import { gpuStatusView } from "./views.ts";
 
 export interface SystemRouteDeps {
   loaded: LoadedConfig;

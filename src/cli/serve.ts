@@ -4,7 +4,7 @@ import { createApp } from "../api/app.ts";
 import { setUpAuth, type AuthGate } from "../auth/auth-setup.ts";
 import type { Config } from "../config/schema.ts";
 import { createDispatcher } from "../dispatch/dispatch.ts";
-import { createGpuProbe } from "../gpu/index.ts";
+import { createGpuProbe } from "../gpu/probe.ts";
 import { createLogger, type Logger } from "../log/logger.ts";
 import { acquireInstanceLock, LockHeld } from "../store/instance-lock.ts";
 import { openJobStore, StoreUnusable } from "../store/job-store.ts";

@@ -3,7 +3,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { judgeAdmission, type Admission, type Refusal } from "../gpu/admission.ts";
-import type { GpuProbe } from "../gpu/index.ts";
+import type { GpuProbe } from "../gpu/probe.ts";
 import type { Logger } from "../log/logger.ts";
 import { buildLaunch } from "../recipe/command.ts";
 import { TIERS } from "../tiers.ts";

@@ -1,7 +1,7 @@
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
-import { createGpuProbe } from "../gpu/index.ts";
+import { createGpuProbe } from "../gpu/probe.ts";
 import { fail, ok, warn, type CheckResult } from "./check-result.ts";
 
 export async function checkNvidiaSmi(config: Config): Promise<CheckResult> {

@@ -1,6 +1,6 @@
 import type { Config, Device } from "../config/schema.ts";
 import type { TierName } from "../tiers.ts";
-import type { GpuDevice, ProbeResult } from "./types.ts";
+import type { GpuDevice, ProbeResult } from "./probe.ts";
 
 export interface Cotenant {
   device_index: number;

@@ -2,16 +2,14 @@ import { createTracker } from "../progress/tracker.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
 import type { StopReason } from "../job.ts";
 import type { ExitWatch } from "./job-dir.ts";
-import { followLog } from "./job-log.ts";
-import { tailLines } from "./job-log.ts";
+import { followLog, tailLines } from "./job-log.ts";
 import { readOomKills } from "./oom-kills.ts";
 import { decideOutcome } from "./outcome.ts";
 import { isSameProcess, type ProcessIdentity } from "../os/proc.ts";
 import { liveGroupMembers, signalGroup, sweepStrays, terminateGroup } from "../os/terminate.ts";
 import type { PendingStop, Run, RunContext } from "./run.ts";
-import { untilDone } from "./retry.ts";
+import { createWriteGuard, untilDone, writeUntilDone } from "./retry.ts";
 import { startWatchdog } from "./watchdog.ts";
-import { createWriteGuard, writeUntilDone } from "./retry.ts";
 
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
 const PERSIST_INTERVAL_MS = 1000;

@@ -1,6 +1,6 @@
 import type { Config } from "../../src/config/schema.ts";
 import { createApp } from "../../src/api/app.ts";
-import { createGpuProbe } from "../../src/gpu/index.ts";
+import { createGpuProbe } from "../../src/gpu/probe.ts";
 import { silentLogger } from "../../src/log/logger.ts";
 import { openGate } from "./auth-setup.ts";
 import type { HostTree } from "./host-tree.ts";

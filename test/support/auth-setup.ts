@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { createApp } from "../../src/api/app.ts";
 import { setUpAuth, type AuthGate } from "../../src/auth/auth-setup.ts";
 import { ConfigSchema } from "../../src/config/schema.ts";
-import { createGpuProbe } from "../../src/gpu/index.ts";
+import { createGpuProbe } from "../../src/gpu/probe.ts";
 import { silentLogger, type Logger } from "../../src/log/logger.ts";
 import { FAKE_NVIDIA_SMI, type HostTree } from "./host-tree.ts";
 import { TRAINERS, realModeConfig, supervisorFor } from "./real-mode.ts";

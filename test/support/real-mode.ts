@@ -6,7 +6,7 @@ import { openJobStore } from "../../src/store/job-store.ts";
 import type { JobRow } from "../../src/store/job-store.ts";
 import { createDispatcher, type Dispatcher } from "../../src/dispatch/dispatch.ts";
 import { createSupervisor, type SupervisorDeps } from "../../src/supervisor/supervisor.ts";
-import { createGpuProbe } from "../../src/gpu/index.ts";
+import { createGpuProbe } from "../../src/gpu/probe.ts";
 import { FAKE_NVIDIA_SMI, MAIN, type HostTree } from "./host-tree.ts";
 
 export const TRAINERS = join(import.meta.dir, "../fixtures/trainers");

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type * as S from "../../api/openapi/schemas.ts";
+import type * as S from "../../api/openapi.ts";
 import { isActive } from "../../job.ts";
 
 // The worker's answers as the client reads them: the same zod schemas the OpenAPI document is built from.

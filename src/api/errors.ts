@@ -1,9 +1,21 @@
 import type { DispatchResult } from "../dispatch/dispatch.ts";
-import { ApiError } from "./api-error.ts";
 
 const BUSY_RETRY_AFTER_S = "30";
 const VRAM_RETRY_AFTER_S = "60";
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+// The one error type that becomes an HTTP answer; everything else is a logged 500.
+export class ApiError extends Error {
+  constructor(
+    readonly status: 400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 422 | 503,
+    readonly body: Record<string, unknown>,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(typeof body.detail === "string" ? body.detail : `HTTP ${status}`);
+  }
+}
+
+export const noSuchJob = () => new ApiError(404, { detail: "no such job" });
 
 // A header value used as a database key: printable ASCII, bounded, or a 422 naming the header.
 export function idempotencyKeyOf(raw: string | undefined): string | null {

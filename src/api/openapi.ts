@@ -1,6 +1,88 @@
 import { z } from "zod";
-import { TrainRequest } from "../../request/train-request.ts";
-import { Conflict, Dispatched, Status, GpuStatus, Health, JobList, JobView, LossCurve, Problem, Unavailable, ValidationError } from "./schemas.ts";
+import { ErrorCode, JobStatus as Status, Phase } from "../job.ts";
+import { TrainRequest } from "../request/train-request.ts";
+import { CurveQuery, ListQuery, LogQuery } from "./queries.ts";
+
+// Response shapes, in zod so the OpenAPI document and the tests that check real answers share them.
+export { JobStatus as Status } from "../job.ts";
+
+export const JobView = z.strictObject({
+  worker_job_id: z.uuid(),
+  status: Status,
+  phase: Phase,
+  step: z.int().min(0),
+  total_steps: z.int().min(0).nullable(),
+  loss: z.number().nullable(),
+  eta_s: z.number().nullable(),
+  lora_path: z.string().optional(),
+  lora_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  lora_bytes: z.int().optional(),
+  error: z.string().optional(),
+  error_code: ErrorCode.optional(),
+  created_at: z.iso.datetime(),
+  started_at: z.iso.datetime().optional(),
+  ended_at: z.iso.datetime().optional(),
+  simulated: z.boolean(),
+  exit_code: z.int().optional(),
+  signal: z.string().optional(),
+  admission_warning: z.string().optional(),
+  forced_kill: z.boolean(),
+  request: z.record(z.string(), z.unknown()),
+});
+
+export const Dispatched = z.strictObject({ worker_job_id: z.uuid(), status: Status });
+export const JobList = z.strictObject({ jobs: z.array(JobView), next_cursor: z.string().nullable() });
+export const LossCurve = z.strictObject({
+  worker_job_id: z.uuid(),
+  points: z.array(z.tuple([z.int(), z.number()])),
+  total_points: z.int(),
+  nan_points: z.int(),
+});
+
+export const ValidationError = z.strictObject({
+  detail: z.array(z.strictObject({ loc: z.array(z.union([z.string(), z.int()])), msg: z.string(), type: z.string() })),
+});
+export const Conflict = z.looseObject({
+  detail: z.string(),
+  reason: z.enum(["busy", "output_exists", "insufficient_vram", "cotenant_active"]),
+  active_job_id: z.uuid().optional(),
+  free_mib: z.int().optional(),
+  needed_mib: z.int().optional(),
+});
+export const Unavailable = z.strictObject({
+  detail: z.string(),
+  reason: z.enum(["gpu_probe_failed", "state_unwritable", "spawn_failed"]),
+  worker_job_id: z.uuid().optional(),
+});
+export const Problem = z.strictObject({ detail: z.string() });
+
+const GpuProcess = z.strictObject({ pid: z.int(), name: z.string(), used_mib: z.int().nullable(), role: z.enum(["training", "cotenant", "other"]) });
+const Cotenant = z.strictObject({ device_index: z.int(), pid: z.int(), name: z.string(), used_mib: z.int().nullable() });
+export const GpuStatus = z.strictObject({
+  devices: z.array(
+    z.strictObject({
+      index: z.int(),
+      name: z.string(),
+      uuid: z.string(),
+      memory_total_mib: z.int().nullable(),
+      memory_used_mib: z.int().nullable(),
+      memory_free_mib: z.int().nullable(),
+      utilization_pct: z.number().nullable(),
+      processes: z.array(GpuProcess),
+    }),
+  ),
+  cotenants: z.array(Cotenant),
+  tts_on_3090: z.boolean(),
+});
+
+export const Health = z.looseObject({
+  status: z.literal("ok"),
+  version: z.string(),
+  active_job_id: z.uuid().nullable(),
+  trainer_mode: z.enum(["real", "simulate"]),
+  simulated: z.boolean(),
+  auth_mode: z.string(),
+});
 
 export const TRAIN_REQUEST_EXAMPLE = {
   dataset_dir: "/worktank/arbo/train/t-123/dataset",
@@ -38,6 +120,12 @@ const json = (s: z.ZodType, example?: unknown) => ({ "application/json": { schem
 const answer = (description: string, s: z.ZodType, example?: unknown) => ({ description, content: json(s, example) });
 const problem = (description: string) => answer(description, Problem);
 const jobId = { name: "id", in: "path", required: true, schema: { type: "string", format: "uuid" } };
+// zod writes a default first; the document has always listed it last.
+const queryParameters = (query: z.ZodObject) =>
+  Object.entries(query.shape).map(([name, field]) => {
+    const { default: fallback, ...rest } = schema(field as z.ZodType);
+    return { name, in: "query", schema: fallback === undefined ? rest : { ...rest, default: fallback } };
+  });
 const notFound = problem("no such job");
 const unauthorized = problem("missing or wrong bearer token");
 
@@ -52,11 +140,7 @@ export function openApiDocument(version: string) {
       "/train": {
         get: {
           summary: "Recent jobs, newest first",
-          parameters: [
-            { name: "status", in: "query", schema: schema(Status) },
-            { name: "limit", in: "query", schema: { type: "integer", minimum: 1, maximum: 100, default: 20 } },
-            { name: "cursor", in: "query", schema: { type: "string" } },
-          ],
+          parameters: queryParameters(ListQuery),
           responses: { 200: answer("a page of jobs", JobList), 401: unauthorized, 422: answer("a bad query parameter", ValidationError) },
         },
         post: {
@@ -80,7 +164,7 @@ export function openApiDocument(version: string) {
       "/train/{id}/log": {
         get: {
           summary: "Tail of the run log",
-          parameters: [jobId, { name: "lines", in: "query", schema: { type: "integer", minimum: 1, maximum: 5000, default: 200 } }],
+          parameters: [jobId, ...queryParameters(LogQuery)],
           responses: { 200: { description: "the last lines", content: { "text/plain": { schema: { type: "string" } } } }, 401: unauthorized, 404: notFound, 422: answer("bad lines", ValidationError) },
         },
       },
@@ -94,7 +178,7 @@ export function openApiDocument(version: string) {
       "/train/{id}/metrics": {
         get: {
           summary: "Loss curve, thinned to max_points",
-          parameters: [jobId, { name: "max_points", in: "query", schema: { type: "integer", minimum: 3, maximum: 10000, default: 500 } }],
+          parameters: [jobId, ...queryParameters(CurveQuery)],
           responses: { 200: answer("(step, loss) points", LossCurve), 401: unauthorized, 404: notFound, 422: answer("bad max_points", ValidationError) },
         },
       },

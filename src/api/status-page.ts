@@ -1,5 +1,23 @@
+import { Hono } from "hono";
+import page from "./status-page.html" with { type: "text" };
+
+// bun-types declares every *.html import an HTMLBundle; with { type: "text" } Bun hands over the file's text.
+const PAGE = page as unknown as string;
+
+const HEADERS = {
+  "Content-Security-Policy": contentSecurityPolicy(PAGE),
+  "X-Content-Type-Options": "nosniff",
+  "Referrer-Policy": "no-referrer",
+  "Cache-Control": "no-cache",
+};
+
+/** `GET /`: the status page, one self-contained document; every call it makes goes through the API's own auth. */
+export function statusPageRoutes() {
+  return new Hono().get("/", (c) => c.html(PAGE, 200, HEADERS));
+}
+
 // The page's only script and stylesheet are inline: allow exactly those bytes by hash, and nothing else.
-export function contentSecurityPolicy(html: string): string {
+function contentSecurityPolicy(html: string): string {
   return [
     "default-src 'none'",
     `script-src ${hashesOf(html, "script")}`,

@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import { ApiError } from "./api-error.ts";
+import { ApiError } from "./errors.ts";
 import type { AuthGate } from "../auth/auth-setup.ts";
 
 const CHALLENGE = 'Bearer realm="lora-worker"';

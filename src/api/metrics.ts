@@ -1,0 +1,155 @@
+import type { MiddlewareHandler } from "hono";
+import type { Config } from "../config/schema.ts";
+import { cotenantsOf } from "../gpu/admission.ts";
+import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
+import { JobStatus } from "../job.ts";
+import type { JobStore } from "../store/job-store.ts";
+import type { Supervisor } from "../supervisor/supervisor.ts";
+
+// Prometheus text exposition (format 0.0.4): "# HELP", "# TYPE", then `name{label="value"} number` lines.
+// Label values escape backslash, double quote and newline; HELP text escapes backslash and newline.
+type Labels = Record<string, string | number>;
+type Kind = "gauge" | "counter" | "histogram";
+
+interface Family {
+  name: string;
+  help: string;
+  kind: Kind;
+  samples: Array<{ suffix?: string; labels?: Labels; value: number }>;
+}
+
+const escapeLabel = (v: string) => v.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n");
+const escapeHelp = (v: string) => v.replaceAll("\\", "\\\\").replaceAll("\n", "\\n");
+
+function formatValue(v: number): string {
+  if (Number.isNaN(v)) return "NaN";
+  if (v === Infinity) return "+Inf";
+  if (v === -Infinity) return "-Inf";
+  return String(v);
+}
+
+function formatLabels(labels: Labels | undefined): string {
+  const entries = Object.entries(labels ?? {});
+  return entries.length === 0 ? "" : `{${entries.map(([k, v]) => `${k}="${escapeLabel(String(v))}"`).join(",")}}`;
+}
+
+export function render(families: Family[]): string {
+  return families
+    .map((f) => {
+      const head = `# HELP ${f.name} ${escapeHelp(f.help)}\n# TYPE ${f.name} ${f.kind}\n`;
+      return head + f.samples.map((s) => `${f.name}${s.suffix ?? ""}${formatLabels(s.labels)} ${formatValue(s.value)}\n`).join("");
+    })
+    .join("");
+}
+
+// Upper bounds in seconds: loopback answers live in the first few; cancel and gpu-status in the last.
+const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+interface RouteStats {
+  counts: number[];
+  sum: number;
+  total: number;
+}
+
+// Requests and latency by route pattern (never by raw path: job ids would explode the series).
+export function createHttpMetrics() {
+  const requests = new Map<string, number>();
+  const latency = new Map<string, RouteStats>();
+
+  const observe = (method: string, route: string, status: number, seconds: number) => {
+    const key = JSON.stringify([method, route, String(status)]);
+    requests.set(key, (requests.get(key) ?? 0) + 1);
+    const stats = latency.get(route) ?? { counts: BUCKETS.map(() => 0), sum: 0, total: 0 };
+    BUCKETS.forEach((le, i) => {
+      if (seconds <= le) stats.counts[i]! += 1;
+    });
+    stats.sum += seconds;
+    stats.total += 1;
+    latency.set(route, stats);
+  };
+
+  const middleware: MiddlewareHandler = async (c, next) => {
+    const started = performance.now();
+    await next();
+    const route = c.req.routePath && c.req.routePath !== "*" && c.req.routePath !== "/*" ? c.req.routePath : "unmatched";
+    observe(c.req.method, route, c.res.status, (performance.now() - started) / 1000);
+  };
+
+  const families = (): Family[] => [
+    {
+      name: "lora_worker_http_requests_total",
+      help: "HTTP requests answered, by method, route pattern and status.",
+      kind: "counter",
+      samples: [...requests].map(([key, value]) => {
+        const [method, route, status] = JSON.parse(key) as [string, string, string];
+        return { labels: { method, route, status }, value };
+      }),
+    },
+    {
+      name: "lora_worker_http_request_duration_seconds",
+      help: "Time to answer an HTTP request, by route pattern.",
+      kind: "histogram",
+      samples: [...latency].flatMap(([route, s]) => [
+        ...BUCKETS.map((le, i) => ({ suffix: "_bucket", labels: { route, le: String(le) }, value: s.counts[i]! })),
+        { suffix: "_bucket", labels: { route, le: "+Inf" }, value: s.total },
+        { suffix: "_sum", labels: { route }, value: s.sum },
+        { suffix: "_count", labels: { route }, value: s.total },
+      ]),
+    },
+  ];
+
+  return { middleware, families };
+}
+
+export type HttpMetrics = ReturnType<typeof createHttpMetrics>;
+
+interface WorkerMetricsDeps {
+  store: JobStore;
+  supervisor: Supervisor;
+  gpu: GpuProbe;
+  config: Config;
+  version: string;
+  commit: string;
+}
+
+export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
+  const counts = deps.store.countByStatus();
+  const activeId = deps.supervisor.activeJobId();
+  const live = activeId === null ? null : deps.supervisor.progress(activeId);
+  const active = (name: string, help: string, value: number | null | undefined): Family => ({
+    name,
+    help,
+    kind: "gauge",
+    samples: activeId === null || value === null || value === undefined ? [] : [{ labels: { job_id: activeId }, value }],
+  });
+  return [
+    { name: "lora_worker_build_info", help: "Version and commit of this worker.", kind: "gauge", samples: [{ labels: { version: deps.version, commit: deps.commit }, value: 1 }] },
+    { name: "lora_worker_state_writable", help: "1 while the job database takes writes; 0 while the state dir cannot (new trains are refused).", kind: "gauge", samples: [{ value: deps.supervisor.stateFailure() === null ? 1 : 0 }] },
+    { name: "lora_worker_jobs", help: "Jobs in the database, by status.", kind: "gauge", samples: JobStatus.options.map((status) => ({ labels: { status }, value: counts[status] ?? 0 })) },
+    active("lora_worker_active_job_step", "Current step of the active job.", live?.step),
+    active("lora_worker_active_job_total_steps", "Total steps of the active job.", live?.total_steps),
+    active("lora_worker_active_job_loss", "Latest finite avr_loss of the active job.", live?.loss),
+    active("lora_worker_active_job_eta_seconds", "Estimated seconds left for the active job.", live?.eta_s),
+  ];
+}
+
+export function gpuFamilies(probe: ProbeResult, deps: WorkerMetricsDeps): Family[] {
+  const devices = probe.ok ? probe.devices : [];
+  const perDevice = (name: string, help: string, pick: (d: (typeof devices)[number]) => number | null): Family => ({
+    name,
+    help,
+    kind: "gauge",
+    samples: devices.flatMap((d) => {
+      const value = pick(d);
+      return value === null ? [] : [{ labels: { index: d.index, name: d.name }, value }];
+    }),
+  });
+  return [
+    { name: "lora_worker_gpu_probe_ok", help: "1 when the latest nvidia-smi probe succeeded.", kind: "gauge", samples: [{ value: probe.ok ? 1 : 0 }] },
+    { name: "lora_worker_gpu_probe_runs_total", help: "nvidia-smi probe runs started.", kind: "counter", samples: [{ value: deps.gpu.runs() }] },
+    { name: "lora_worker_gpu_probe_failures_total", help: "nvidia-smi probe runs that failed.", kind: "counter", samples: [{ value: deps.gpu.failures() }] },
+    perDevice("lora_worker_gpu_memory_used_mib", "VRAM in use per device.", (d) => d.memory_used_mib),
+    perDevice("lora_worker_gpu_memory_free_mib", "VRAM free per device.", (d) => d.memory_free_mib),
+    perDevice("lora_worker_gpu_cotenant_present", "1 when a co-tenant process holds the device.", (d) => (cotenantsOf(d, deps.config.gpu.cotenant_patterns).length > 0 ? 1 : 0)),
+  ];
+}

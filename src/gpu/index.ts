@@ -1,2 +1,0 @@
-export { createGpuProbe, type GpuProbeDeps } from "./gpu-probe.ts";
-export type { GpuDevice, GpuProbe, GpuProcess, ProbeResult } from "./types.ts";
