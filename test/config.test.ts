@@ -53,6 +53,33 @@ describe("config", () => {
     expect(errors).toContain('LORA_WORKER_GPU_PROBE_TIMEOUT_MS: expected a number, got "soon"');
   });
 
+  test("simulate.fail takes exactly the failure grammar the simulated trainer parses, and names the bad item", async () => {
+    using tree = makeHostTree();
+    const load = (keys: string) => loadConfig({ path: tree.writeConfig(`[trainer]\nmode = "simulate"\n[simulate]\n${keys}\n`), env: {} });
+    const accepted = ["", "oom@3", "nan@5,hang@7", "exit@2:0,exit@3:255", "ignore-sigterm,orphan@2,setsid-orphan@10"];
+    for (const fail of accepted) {
+      const loaded = { ok: true, value: { config: { simulate: { fail } } } };
+      expect(await load(`fail = ${JSON.stringify(fail)}`)).toMatchObject(loaded);
+    }
+    const forms = "oom@N, nan@N, exit@N:CODE, hang@N, orphan@N, setsid-orphan@N, ignore-sigterm";
+    const refusals: Array<[string, string]> = [
+      ["boom@1", `"boom@1" is not one of ${forms}`],
+      ["oom@3,", `"" is not one of ${forms}`],
+      ["oom@0", 'step in "oom@0" must be at least 1'],
+      ["nan@05", 'numbers in "nan@05" must not have leading zeros'],
+      ["exit@2:256", 'exit code in "exit@2:256" must be 0-255'],
+    ];
+    for (const [fail, why] of refusals) {
+      const errors = [`simulate.fail: must be "" or a comma-separated list of failures: ${why}`];
+      expect(await load(`fail = ${JSON.stringify(fail)}`)).toEqual({ ok: false, errors });
+    }
+    const replay = `replay_log = "/recorded/run.log"\nfail = "ignore-sigterm,setsid-orphan@2,oom@3"`;
+    const only = "fail may hold only ignore-sigterm, orphan@N and setsid-orphan@N, as the recorded log decides how the run ends";
+    const clash = `simulate.fail: oom@3 cannot join replay_log: with replay_log, ${only}`;
+    expect(await load(replay)).toEqual({ ok: false, errors: [clash] });
+    expect((await load(replay.replace(",oom@3", ""))).ok).toBe(true);
+  });
+
   test("the operator CLI's LORA_WORKER_URL and LORA_WORKER_TOKEN are not mistaken for overrides", async () => {
     using tree = makeHostTree();
     const result = await loadConfig({ path: tree.writeConfig('[trainer]\nmode = "simulate"\n'), env: { LORA_WORKER_URL: "http://127.0.0.1:8203", LORA_WORKER_TOKEN: "x".repeat(32) } });

@@ -4,8 +4,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { verifySafetensors } from "../src/safetensors/verify.ts";
-import { parseRecordedLog } from "../src/simulator/recorded-log.ts";
-import { judgeEnding } from "../src/simulator/replay-ending.ts";
+import { judgeEnding, parseRecordedLog } from "../src/simulator/recorded-log.ts";
 
 const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
 const FIXTURES = join(import.meta.dir, "fixtures", "real");

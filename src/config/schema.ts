@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseFailurePlan, replayClash } from "../simulator/knobs.ts";
 import { DeviceClass } from "../tiers.ts";
 
 // Defaults are the reference host of SPEC §1; every one is reported when in use.
@@ -12,14 +13,6 @@ export const DEFAULTS = {
   nvidia_smi: "nvidia-smi",
   token_file: "/etc/lora-worker/token",
 } as const;
-
-// The simulator's own grammar: steps from 1, exit codes 0-255; a replayed log decides its own end,
-// so with replay_log only the misbehaviours that do not end the run may be combined.
-const STEP = String.raw`[1-9]\d*`;
-const CODE = String.raw`(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)`;
-const FAILURE = `(?:(?:oom|nan|hang|orphan|setsid-orphan)@${STEP}|exit@${STEP}:${CODE}|ignore-sigterm)`;
-export const SIMULATE_FAIL = new RegExp(`^(?:${FAILURE}(?:,${FAILURE})*)?$`);
-const REPLAY_COMPATIBLE = /^(?:ignore-sigterm|(?:setsid-)?orphan@\d+)$/;
 
 const absolutePath = z
   .string()
@@ -90,14 +83,25 @@ export const ConfigSchema = z.strictObject({
   simulate: z
     .strictObject({
       seconds_per_step: z.number().min(0).max(60).default(0.5),
-      fail: z.string().regex(SIMULATE_FAIL, {
-        message: 'must be "" or a comma-separated list of oom@N, nan@N, hang@N, exit@N:CODE, ignore-sigterm, orphan@N, setsid-orphan@N',
-      }).default(""),
+      // The simulator's own parser: the config refuses exactly what the simulated trainer would.
+      fail: z
+        .string()
+        .superRefine((fail, ctx) => {
+          const plan = parseFailurePlan(fail);
+          if (plan.ok) return;
+          ctx.addIssue({ code: "custom", message: `must be "" or a comma-separated list of failures: ${plan.error}` });
+        })
+        .default(""),
       replay_log: z.string().refine((p) => p === "" || p.startsWith("/"), "must be empty or an absolute path").default(""),
       replay_speed: z.number().positive().max(1e6).default(1),
     })
-    .refine((sim) => sim.replay_log === "" || sim.fail.split(",").every((f) => f === "" || REPLAY_COMPATIBLE.test(f)), {
-      message: "with replay_log, fail may hold only ignore-sigterm, orphan@N and setsid-orphan@N: the recorded log decides how the run ends",
+    .superRefine((sim, ctx) => {
+      const plan = parseFailurePlan(sim.fail);
+      const clash = sim.replay_log === "" || !plan.ok ? null : replayClash(plan.value);
+      if (clash === null) return;
+      const only = "ignore-sigterm, orphan@N and setsid-orphan@N, as the recorded log decides how the run ends";
+      const message = `${clash} cannot join replay_log: with replay_log, fail may hold only ${only}`;
+      ctx.addIssue({ code: "custom", path: ["fail"], message });
     })
     .prefault({}),
   gpu: z

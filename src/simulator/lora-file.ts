@@ -3,10 +3,9 @@
 import { mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { writeSafetensors, type Tensor } from "../safetensors/write.ts";
-import { DEFAULT_NETWORK_DIM, type TrainingPlan } from "./network-setup.ts";
-import { pyFloatStr } from "./python-format.ts";
-import type { ScriptArgs } from "./script-argv.ts";
-import { seededRandom } from "./seeded-random.ts";
+import { DEFAULT_NETWORK_DIM, type ScriptArgs } from "./argv.ts";
+import { pyFloatStr } from "./python.ts";
+import { seededRandom, type TrainingPlan } from "./training-loop.ts";
 
 export interface LoraRun {
   args: ScriptArgs;
@@ -41,10 +40,14 @@ function loraTensors(run: LoraRun): Tensor[] {
   const { seed, network_alpha: alpha } = run.args;
   const random = seededRandom(seed);
   const rank = run.args.network_dim ?? DEFAULT_NETWORK_DIM;
-  const tensors = MODULES.flatMap(([module, inputs, outputs]): Tensor[] => [
-    { name: `${module}.alpha`, dtype: "F16", shape: [], data: halfFloats(1, () => alpha) },
-    { name: `${module}.lora_down.weight`, dtype: "F16", shape: [rank, inputs], data: halfFloats(rank * inputs, () => (random() * 2 - 1) / Math.sqrt(inputs)) },
-    { name: `${module}.lora_up.weight`, dtype: "F16", shape: [outputs, rank], data: halfFloats(outputs * rank, () => (random() * 2 - 1) * UP_SCALE) },
+  const tensor = (name: string, shape: number[], value: () => number): Tensor => {
+    const data = halfFloats(shape.reduce((count, size) => count * size, 1), value);
+    return { name, dtype: "F16", shape, data };
+  };
+  const tensors = MODULES.flatMap(([module, inputs, outputs]) => [
+    tensor(`${module}.alpha`, [], () => alpha),
+    tensor(`${module}.lora_down.weight`, [rank, inputs], () => (random() * 2 - 1) / Math.sqrt(inputs)),
+    tensor(`${module}.lora_up.weight`, [outputs, rank], () => (random() * 2 - 1) * UP_SCALE),
   ]);
   return tensors.toSorted((a, b) => (a.name < b.name ? -1 : 1));
 }
@@ -57,9 +60,11 @@ function halfFloats(count: number, value: () => number): Uint8Array {
 }
 
 // sd-scripts stores every value as Python's str() of it.
-function loraMetadata({ args, plan, resolution: [width, height], steps, startedAt, finishedAt }: LoraRun): Record<string, string> {
+function loraMetadata(run: LoraRun): Record<string, string> {
+  const { args, plan, resolution: [width, height], steps } = run;
+  const pyStr = (value: string | number | null) => (value === null ? "None" : String(value));
   return {
-    ss_training_started_at: pyFloatStr(startedAt),
+    ss_training_started_at: pyFloatStr(run.startedAt),
     ss_output_name: pyStr(args.output_name),
     ss_learning_rate: pyFloatStr(args.learning_rate),
     ss_num_train_images: String(plan.trainImages),
@@ -75,14 +80,10 @@ function loraMetadata({ args, plan, resolution: [width, height], steps, startedA
     ss_seed: String(args.seed),
     ss_optimizer: args.optimizer_type,
     ss_resolution: `(${width}, ${height})`,
-    ss_training_finished_at: pyFloatStr(finishedAt),
+    ss_training_finished_at: pyFloatStr(run.finishedAt),
     ss_steps: String(steps),
     ss_epoch: String(plan.epochs),
     "modelspec.architecture": "stable-diffusion-xl-v1-base/lora",
     lora_worker_simulated: "true",
   };
-}
-
-function pyStr(value: string | number | null): string {
-  return value === null ? "None" : String(value);
 }

@@ -1,17 +1,14 @@
-// Replaying a recorded sd-scripts log instead of simulating a run, in a live run's framing: plain
-// lines on stdout; each tqdm line on stderr as the redraw it records, "\r" + the meter and no newline
-// of its own, then the log's "\n" (on stdout when stdout text was glued after the bar). A raw log's
-// redraws that share one physical line are drawn one by one. `steps:` bars keep the log's own pace,
-// tqdm's elapsed time divided by the speed; other lines print at once. Then the run ends as its log
-// says it must have (replay-ending.ts).
-import type { FailurePlan } from "./failure-plan.ts";
-import { print, type Io } from "./io.ts";
-import type { Log } from "./logger.ts";
+// Replaying a recorded sd-scripts log instead of simulating a run, in a live run's framing: plain lines
+// on stdout; each tqdm line on stderr as the redraw it records, "\r" + the meter and no newline of its
+// own, then the log's "\n" (on stdout when stdout text was glued after the bar). `steps:` bars keep the
+// log's own pace, tqdm's elapsed time divided by the speed; other lines print at once. Then the run ends
+// as its log says it must have (recorded-log.ts judgeEnding).
+import type { ScriptArgs } from "./argv.ts";
+import { print, type Io, type Log } from "./io.ts";
+import type { FailurePlan } from "./knobs.ts";
 import { finalLoraPath, writeLoraFile } from "./lora-file.ts";
-import { lastStepsBar, type RecordedLine } from "./recorded-log.ts";
-import { recordedPlan } from "./recorded-plan.ts";
-import { judgeEnding } from "./replay-ending.ts";
-import type { ScriptArgs } from "./script-argv.ts";
+import { judgeEnding, lastStepsBar, type RecordedLine } from "./recorded-log.ts";
+import type { TrainingPlan } from "./training-loop.ts";
 
 export interface Replay {
   io: Io;
@@ -26,6 +23,13 @@ export interface Replay {
 const MODEL_SAVED = "model saved.";
 // SDXL's native size: a recorded log does not say what resolution its dataset had.
 const RESOLUTION: [number, number] = [1024, 1024];
+// The `running training / 学習開始` block, for the metadata of the LoRA a replay saves.
+const STATED = {
+  trainImages: /^\s*num train images \* repeats .*: (\d+)$/,
+  batchesPerEpoch: /^\s*num batches per epoch .*: (\d+)$/,
+  epochs: /^\s*num epochs .*: (\d+)$/,
+  batchSize: /^\s*batch size per device .*: (\d+)$/,
+};
 
 // Resolves to the exit code the Python process would have had.
 export async function replayRun(replay: Replay): Promise<number> {
@@ -38,7 +42,7 @@ export async function replayRun(replay: Replay): Promise<number> {
 }
 
 async function play(replay: Replay): Promise<void> {
-  const { io, lines, speed } = replay;
+  const { io, lines, speed, failures } = replay;
   const start = io.now();
   let step = 0;
   for (const { text, newline, redraw, bar } of lines) {
@@ -49,20 +53,17 @@ async function play(replay: Replay): Promise<void> {
     }
     if (bar.description === "steps") {
       if (bar.elapsedSeconds !== null) await io.sleep(Math.max(0, start + bar.elapsedSeconds / speed - io.now()));
-      spawnStraysDue(replay, step, bar.n);
+      // Strays planned for the steps the log has just gone past.
+      for (const strike of failures.strikes) {
+        if (strike.kind === "orphan" && strike.step > step && strike.step <= bar.n) {
+          io.spawnStray({ escapeGroup: strike.escapeGroup, ignoreSigterm: failures.ignoreSigterm });
+        }
+      }
       step = Math.max(step, bar.n);
     }
     io.stderr(`\r${bar.meter}`);
     if (bar.after === "") io.stderr(end);
     else io.stdout(`${bar.after}${end}`);
-  }
-}
-
-// Strays planned for the steps the log has just gone past.
-function spawnStraysDue({ io, failures }: Replay, after: number, upTo: number): void {
-  for (const failure of failures.strikes) {
-    if (failure.kind !== "orphan" || failure.step <= after || failure.step > upTo) continue;
-    io.spawnStray({ escapeGroup: failure.escapeGroup, ignoreSigterm: failures.ignoreSigterm });
   }
 }
 
@@ -72,6 +73,22 @@ async function save({ io, log, args, outputDir, lines }: Replay, startedAt: numb
   const path = finalLoraPath(outputDir, args.output_name);
   const steps = lastStepsBar(lines)?.n ?? 0;
   if (!announced) print(io, `saving checkpoint: ${path}`);
-  await writeLoraFile(path, { args, plan: recordedPlan(lines, steps), resolution: RESOLUTION, steps, startedAt, finishedAt: io.wallClock() });
+  const plan = recordedPlan(lines, steps);
+  await writeLoraFile(path, { args, plan, resolution: RESOLUTION, steps, startedAt, finishedAt: io.wallClock() });
   if (!announced) log("INFO", MODEL_SAVED);
+}
+
+// Whatever the log leaves out follows from the step count.
+function recordedPlan(lines: RecordedLine[], totalSteps: number): TrainingPlan {
+  const stated = (pattern: RegExp, fallback: number) => {
+    const match = lines.map((line) => pattern.exec(line.text)).find((found) => found !== null);
+    return Number(match?.[1] ?? fallback);
+  };
+  return {
+    trainImages: stated(STATED.trainImages, 0),
+    batchesPerEpoch: stated(STATED.batchesPerEpoch, totalSteps),
+    epochs: stated(STATED.epochs, 1),
+    batchSizes: [stated(STATED.batchSize, 1)],
+    totalSteps,
+  };
 }

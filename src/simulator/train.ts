@@ -1,22 +1,15 @@
-// sdxl_train_network.py as a process: its flags, then NetworkTrainer.train() in sd-scripts'
-// order, or a recorded log replayed in its place. Resolves to the exit code the Python process
-// would have had.
-import { basename, dirname, resolve } from "node:path";
-import { ARGPARSE_ERROR_EXIT } from "./argparse.ts";
-import { cacheInputs } from "./caching.ts";
-import { reportDatasets } from "./dataset-report.ts";
-import { batchesPerEpoch, loadDatasets, type Dataset } from "./dataset.ts";
-import { print, type Io } from "./io.ts";
+// sdxl_train_network.py as a process: its flags, then NetworkTrainer.train() in sd-scripts' order, or a
+// recorded log replayed in its place. Resolves to the exit code the Python process would have had.
+import { basename, resolve } from "node:path";
+import { ARGPARSE_ERROR_EXIT, parseScriptArgs, SCRIPT_NAME, type ScriptArgs } from "./argv.ts";
+import { createLog, print, type Io, type Log } from "./io.ts";
 import type { Knobs } from "./knobs.ts";
-import { createLog, type Log } from "./logger.ts";
 import { finalLoraPath, writeLoraFile } from "./lora-file.ts";
-import { loadModel } from "./model-loading.ts";
-import { announceNetwork, announceTraining, type TrainingPlan } from "./network-setup.ts";
-import * as errors from "./python-errors.ts";
+import { cantOpenFile, traceback } from "./python.ts";
 import type { RecordedLine } from "./recorded-log.ts";
 import { replayRun } from "./replay.ts";
-import { parseScriptArgs, SCRIPT_NAME, type ScriptArgs } from "./script-argv.ts";
-import { runTrainingLoop } from "./training-loop.ts";
+import { announceTraining, cacheInputs, loadDatasets, loadModel, type Dataset } from "./stages.ts";
+import { runTrainingLoop, type TrainingPlan } from "./training-loop.ts";
 
 export interface TrainerLaunch {
   io: Io;
@@ -27,94 +20,75 @@ export interface TrainerLaunch {
   scriptArgs: string[];
 }
 
-interface Training {
-  io: Io;
-  log: Log;
-  knobs: Knobs;
-  args: ScriptArgs;
-  scriptDir: string;
-  paths: { modelPath: string; configPath: string; outputDir: string };
-}
-
 // Python's own exit status for a script it cannot open.
 const CANNOT_OPEN_EXIT = 2;
-const NO_DATA_MESSAGE =
+const NO_DATA =
   "No data found. Please verify arguments (train_data_dir must be the parent of folders with images) / 画像がありません。" +
   "引数指定を確認してください（train_data_dirには画像があるフォルダではなく、画像があるフォルダの親フォルダを指定する必要があります）";
-const TEXT_ENCODER_CACHE_ASSERTION =
-  "network for Text Encoder cannot be trained with caching Text Encoder outputs / Text Encoderの出力をキャッシュしながらText Encoderのネットワークを学習することはできません";
+const TEXT_ENCODER_CACHED =
+  "AssertionError: network for Text Encoder cannot be trained with caching Text Encoder outputs / " +
+  "Text Encoderの出力をキャッシュしながらText Encoderのネットワークを学習することはできません";
+// What sd-scripts hits first when a path flag it needs was never given.
+const PATH_NOT_GIVEN = "TypeError: stat: path should be string, bytes, os.PathLike or integer, not NoneType";
 
 export async function runTrainer({ io, knobs, replay, script, scriptArgs }: TrainerLaunch): Promise<number> {
   if (basename(script) !== SCRIPT_NAME) {
-    io.stderr(errors.cantOpenFile(resolve(script)));
+    io.stderr(cantOpenFile(resolve(script)));
     return CANNOT_OPEN_EXIT;
   }
   const parsed = parseScriptArgs(scriptArgs, () => Math.floor(Math.random() * 2 ** 32));
   if (!parsed.ok) {
-    io.stderr(parsed.stderr);
+    io.stderr(parsed.error);
     return ARGPARSE_ERROR_EXIT;
   }
-  const { args } = parsed;
-  const scriptDir = dirname(resolve(script));
-  const { pretrained_model_name_or_path: modelPath, dataset_config: configPath, output_dir: outputDir } = args;
+  const args = parsed.value;
+  const { dataset_config: configPath, pretrained_model_name_or_path: modelPath, output_dir: outputDir } = args;
   if (configPath === null || modelPath === null || outputDir === null) {
-    const flag = configPath === null ? "dataset_config" : modelPath === null ? "pretrained_model_name_or_path" : "output_dir";
-    io.stderr(errors.noneArgumentTraceback(scriptDir, flag));
+    io.stderr(traceback(PATH_NOT_GIVEN));
     return 1;
   }
   const log = createLog(io, args.console_log_simple);
   if (replay !== null) return replayRun({ io, log, args, outputDir, ...replay, failures: knobs.failures });
-  return train({ io, log, knobs, args, scriptDir, paths: { modelPath, configPath, outputDir } });
+  return train(io, log, knobs, args, { configPath, modelPath, outputDir });
 }
 
-async function train(training: Training): Promise<number> {
-  const { io, log, knobs, args, scriptDir } = training;
-  const { modelPath, configPath, outputDir } = training.paths;
+type Paths = { configPath: string; modelPath: string; outputDir: string };
+
+async function train(io: Io, log: Log, knobs: Knobs, args: ScriptArgs, paths: Paths): Promise<number> {
   const startedAt = io.wallClock();
-  const datasets = await prepareDatasets(training, configPath);
-  if (typeof datasets === "number") return datasets;
-  if (args.cache_text_encoder_outputs && !args.network_train_unet_only) {
-    io.stderr(errors.assertionTraceback(scriptDir, TEXT_ENCODER_CACHE_ASSERTION));
+  log("INFO", `Loading dataset config from ${paths.configPath}`);
+  const datasets = await loadDatasets(paths.configPath);
+  if (!datasets.ok) {
+    io.stderr(traceback(datasets.error));
     return 1;
   }
-  const seconds = knobs.secondsPerStep;
-  const { mixed_precision: mixedPrecision, sdpa } = args;
-  if (!(await loadModel({ io, log, modelPath, mixedPrecision, sdpa, scriptDir, seconds }))) return 1;
-  await cacheInputs({ io, log, datasets, latents: args.cache_latents, textEncoderOutputs: args.cache_text_encoder_outputs, seconds });
-  announceNetwork(io, log, args);
-  const plan = trainingPlan(datasets, args.max_train_steps);
-  announceTraining(io, log, plan, mixedPrecision);
-  const { failures, secondsPerStep } = knobs;
-  const outcome = await runTrainingLoop({ io, log, plan, seed: args.seed, secondsPerStep, failures, scriptDir });
+  // sd-scripts returns normally when it finds no images.
+  if (datasets.value.every((dataset) => dataset.trainImages === 0)) {
+    log("ERROR", NO_DATA);
+    return 0;
+  }
+  if (args.cache_text_encoder_outputs && !args.network_train_unet_only) {
+    io.stderr(traceback(TEXT_ENCODER_CACHED));
+    return 1;
+  }
+  if (!(await loadModel(io, log, paths.modelPath, knobs.secondsPerStep))) return 1;
+  await cacheInputs(io, log, datasets.value, args, knobs.secondsPerStep);
+  const plan = trainingPlan(datasets.value, args.max_train_steps);
+  announceTraining(io, plan);
+  const outcome = await runTrainingLoop(io, plan, args.seed, knobs);
   if (!outcome.finished) return outcome.exitCode;
-  const path = finalLoraPath(outputDir, args.output_name);
+  const path = finalLoraPath(paths.outputDir, args.output_name);
   print(io, `\nsaving checkpoint: ${path}`);
-  const resolution = datasets[0]!.resolution;
-  await writeLoraFile(path, { args, plan, resolution, steps: outcome.steps, startedAt, finishedAt: io.wallClock() });
+  const run = { args, plan, resolution: datasets.value[0]!.resolution, steps: outcome.steps, startedAt };
+  await writeLoraFile(path, { ...run, finishedAt: io.wallClock() });
   log("INFO", "model saved.");
   outcome.bar.close();
   return 0;
 }
 
-// The datasets to train on, or the exit code when there are none: sd-scripts exits 0 on no data.
-async function prepareDatasets({ io, log, knobs, scriptDir }: Training, configPath: string): Promise<Dataset[] | number> {
-  log("INFO", `Loading dataset config from ${configPath}`);
-  const loaded = await loadDatasets(configPath);
-  if (!loaded.ok) {
-    if (loaded.log !== null) log("ERROR", loaded.log);
-    io.stderr(errors.datasetConfigTraceback(scriptDir, loaded.exception));
-    return 1;
-  }
-  await reportDatasets(io, log, loaded.datasets, knobs.secondsPerStep);
-  if (loaded.datasets.every((dataset) => dataset.trainImages === 0)) {
-    log("ERROR", NO_DATA_MESSAGE);
-    return 0;
-  }
-  return loaded.datasets;
-}
-
+// One bucket per dataset (the simulator does not look inside images), so every batch is full but the last.
 function trainingPlan(datasets: Dataset[], totalSteps: number): TrainingPlan {
-  const batches = batchesPerEpoch(datasets);
+  const batches = datasets.reduce((sum, dataset) => sum + Math.ceil(dataset.trainImages / dataset.batchSize), 0);
   return {
     trainImages: datasets.reduce((sum, dataset) => sum + dataset.trainImages, 0),
     batchesPerEpoch: batches,

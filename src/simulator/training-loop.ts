@@ -1,21 +1,16 @@
-// sd-scripts' training loop as seen from outside: `epoch e/E` on stdout at each epoch start, a
-// `steps:` tqdm bar on stderr redrawn at every step with avr_loss, and any planned failures.
-import type { FailurePlan, StepFailure } from "./failure-plan.ts";
+// sd-scripts' training loop as seen from outside: `epoch e/E` on stdout at each epoch start, a `steps:`
+// tqdm bar on stderr redrawn at every step with avr_loss, and the failures the plan asks for.
 import { print, type Io } from "./io.ts";
-import type { Log } from "./logger.ts";
-import { LossRecorder, lossCurve } from "./loss-curve.ts";
-import type { TrainingPlan } from "./network-setup.ts";
-import { ProgressBar } from "./progress-bar.ts";
-import { cudaOomTraceback } from "./python-errors.ts";
+import type { FailurePlan, Knobs, StepFailure } from "./knobs.ts";
+import { CUDA_OOM, traceback } from "./python.ts";
+import { ProgressBar } from "./tqdm.ts";
 
-export interface Loop {
-  io: Io;
-  log: Log;
-  plan: TrainingPlan;
-  seed: number;
-  secondsPerStep: number;
-  failures: FailurePlan;
-  scriptDir: string;
+export interface TrainingPlan {
+  trainImages: number;
+  batchesPerEpoch: number;
+  epochs: number;
+  batchSizes: number[];
+  totalSteps: number;
 }
 
 // A finished loop leaves its bar open: sd-scripts never closes it, so it closes when Python exits.
@@ -23,37 +18,58 @@ export type LoopOutcome = { finished: true; bar: ProgressBar; steps: number } | 
 
 // Keeps the event loop alive while a hang is simulated.
 const HANG_TICK_MS = 60_000;
+// An SDXL LoRA's loss: a mean that falls early and then flattens, each step scattered 0.35x-1.65x around it.
+const LOSS_FLOOR = 0.075;
+const LOSS_EARLY_EXCESS = 0.045;
+const LOSS_DECAY_PER_RUN = 3;
 
-export async function runTrainingLoop(loop: Loop): Promise<LoopOutcome> {
-  const { io, log, plan, failures } = loop;
+export async function runTrainingLoop(io: Io, plan: TrainingPlan, seed: number, knobs: Knobs): Promise<LoopOutcome> {
+  const { failures } = knobs;
   const bar = new ProgressBar(io, "steps", plan.totalSteps);
-  const loss = lossCurve(loop.seed, plan.totalSteps);
-  const recorder = new LossRecorder();
-  const nanFrom = Math.min(...failures.strikes.map((failure) => (failure.kind === "nan" ? failure.step : Number.POSITIVE_INFINITY)));
+  const random = seededRandom(seed);
+  // sd-scripts' LossRecorder: epoch 1 averages every loss so far, later epochs a window one epoch long
+  // (the loss at the same step is replaced); a NaN never leaves the running total.
+  const window: number[] = [];
+  let total = 0;
+  const nanFrom = Math.min(...failures.strikes.map((strike) => (strike.kind === "nan" ? strike.step : Infinity)));
   let globalStep = 0;
   for (let epoch = 0; epoch < plan.epochs; epoch += 1) {
     print(io, `\nepoch ${epoch + 1}/${plan.epochs}\n`);
-    log("INFO", `epoch is incremented. current_epoch: ${epoch}, epoch: ${epoch + 1}`);
     for (let step = 0; step < plan.batchesPerEpoch && globalStep < plan.totalSteps; step += 1) {
       for (const failure of failures.strikes.filter((strike) => strike.step === globalStep + 1)) {
-        const exitCode = await strike(loop, failure, bar);
+        const exitCode = await strike(io, failures, failure, bar);
         if (exitCode !== null) return { finished: false, exitCode };
       }
-      await io.sleep(loop.secondsPerStep);
+      await io.sleep(knobs.secondsPerStep);
       bar.update();
       globalStep += 1;
-      recorder.add(epoch, step, globalStep >= nanFrom ? Number.NaN : loss(globalStep));
-      bar.setPostfix({ avr_loss: recorder.movingAverage });
+      const decay = Math.exp((-LOSS_DECAY_PER_RUN * globalStep) / Math.max(1, plan.totalSteps));
+      const loss = (LOSS_FLOOR + LOSS_EARLY_EXCESS * decay) * (0.35 + 1.3 * random());
+      const value = globalStep >= nanFrom ? Number.NaN : loss;
+      total = total - (window[step] ?? 0) + value;
+      window[step] = value;
+      bar.setPostfix({ avr_loss: total / window.length });
     }
   }
   return { finished: true, bar, steps: globalStep };
 }
 
+// mulberry32: a tiny 32-bit PRNG, so the same --seed always gives the same losses and weights.
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let mixed = Math.imul(state ^ (state >>> 15), state | 1);
+    mixed ^= mixed + Math.imul(mixed ^ (mixed >>> 7), mixed | 61);
+    return ((mixed ^ (mixed >>> 14)) >>> 0) / 2 ** 32;
+  };
+}
+
 // The trainer's exit code for a failure that ends the run, or null for one that lets it go on.
-async function strike(loop: Loop, failure: StepFailure, bar: ProgressBar): Promise<number | null> {
+async function strike(io: Io, failures: FailurePlan, failure: StepFailure, bar: ProgressBar): Promise<number | null> {
   switch (failure.kind) {
     case "oom":
-      loop.io.stderr(cudaOomTraceback(loop.scriptDir));
+      io.stderr(traceback(CUDA_OOM));
       bar.close();
       return 1;
     case "exit":
@@ -62,7 +78,7 @@ async function strike(loop: Loop, failure: StepFailure, bar: ProgressBar): Promi
       setInterval(() => {}, HANG_TICK_MS);
       return new Promise<never>(() => {});
     case "orphan":
-      loop.io.spawnStray({ escapeGroup: failure.escapeGroup, ignoreSigterm: loop.failures.ignoreSigterm });
+      io.spawnStray({ escapeGroup: failure.escapeGroup, ignoreSigterm: failures.ignoreSigterm });
       return null;
     case "nan":
       return null;

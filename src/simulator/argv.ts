@@ -1,0 +1,144 @@
+// The flags of `accelerate launch` and of sd-scripts' sdxl_train_network.py that the worker passes, read
+// as Python's argparse reads them (`--flag value` or `--flag=value`, switches, int/float/choices), but
+// strictly: an unknown or abbreviated flag is an argparse error (`usage: ...`, `<prog>: error: ...`,
+// exit 2), so a flag the worker misspells fails here as it would in sd-scripts (INV-T7).
+import { pyStrRepr } from "./python.ts";
+
+export type ScriptArgs = ReturnType<typeof scriptArgs>;
+// On failure, what argparse writes to stderr before it exits ARGPARSE_ERROR_EXIT.
+export type ArgvParse<T> = { ok: true; value: T } | { ok: false; error: string };
+
+// A flag is a switch, takes a value of a type, or takes one of its choices (None: the default).
+type Spec = "switch" | "str" | "int" | "float" | "int_or_float" | readonly (string | null)[];
+type Values = Map<string, string | number | true>;
+
+export const ARGPARSE_ERROR_EXIT = 2;
+export const SCRIPT_NAME = "sdxl_train_network.py";
+// networks.lora falls back to rank 4 when --network_dim is absent.
+export const DEFAULT_NETWORK_DIM = 4;
+const LAUNCH_PROG = "accelerate <command> [<args>] launch";
+
+const LAUNCH_OPTIONS: Record<string, Spec> = {
+  num_processes: "int",
+  num_machines: "int",
+  mixed_precision: ["no", "fp16", "bf16", "fp8"],
+  dynamo_backend: "str",
+  num_cpu_threads_per_process: "int",
+};
+
+const SCRIPT_OPTIONS: Record<string, Spec> = {
+  console_log_simple: "switch", pretrained_model_name_or_path: "str", dataset_config: "str", output_dir: "str",
+  output_name: "str", save_model_as: [null, "ckpt", "pt", "safetensors"],
+  save_precision: [null, "float", "fp16", "bf16"],
+  network_module: "str", network_dim: "int", network_alpha: "float", network_train_unet_only: "switch",
+  learning_rate: "float", unet_lr: "float", optimizer_type: "str", lr_scheduler: "str", lr_warmup_steps: "int_or_float",
+  max_train_steps: "int", seed: "int", mixed_precision: ["no", "fp16", "bf16"], gradient_checkpointing: "switch",
+  sdpa: "switch", cache_latents: "switch", cache_latents_to_disk: "switch", cache_text_encoder_outputs: "switch",
+  min_snr_gamma: "float", noise_offset: "float", max_data_loader_n_workers: "int",
+  persistent_data_loader_workers: "switch", caption_extension: "str",
+};
+
+// The launch flags, then the script and everything after it, untouched (argparse.REMAINDER).
+export function parseLaunch(args: string[]): ArgvParse<{ script: string; scriptArgs: string[] }> {
+  const parsed = parseOptions(args, LAUNCH_OPTIONS, true);
+  const fail = (message: string) => argparseError(`${LAUNCH_PROG} [options] training_script ...`, LAUNCH_PROG, message);
+  if (!parsed.ok) return fail(parsed.error);
+  const [script, ...scriptArgs] = parsed.value.rest;
+  if (script === undefined) return fail("the following arguments are required: training_script, training_script_args");
+  return { ok: true, value: { script, scriptArgs } };
+}
+
+// `randomSeed` stands in for sd-scripts' random.randint(0, 2**32) when --seed is absent.
+export function parseScriptArgs(args: string[], randomSeed: () => number): ArgvParse<ScriptArgs> {
+  const parsed = parseOptions(args, SCRIPT_OPTIONS, false);
+  if (!parsed.ok) return argparseError(`${SCRIPT_NAME} [options]`, SCRIPT_NAME, parsed.error);
+  return { ok: true, value: scriptArgs(parsed.value.values, randomSeed) };
+}
+
+// sd-scripts' argparse namespace, with its defaults, as far as the simulator reads it.
+function scriptArgs(values: Values, randomSeed: () => number) {
+  const text = (name: string) => (values.has(name) ? String(values.get(name)) : null);
+  const number = (name: string) => (values.has(name) ? Number(values.get(name)) : null);
+  const flag = (name: string) => values.get(name) === true;
+  return {
+    pretrained_model_name_or_path: text("pretrained_model_name_or_path"),
+    dataset_config: text("dataset_config"),
+    output_dir: text("output_dir"),
+    output_name: text("output_name"),
+    network_module: text("network_module"),
+    network_dim: number("network_dim"),
+    network_alpha: number("network_alpha") ?? 1,
+    network_train_unet_only: flag("network_train_unet_only"),
+    learning_rate: number("learning_rate") ?? 2e-6,
+    optimizer_type: text("optimizer_type") ?? "",
+    lr_scheduler: text("lr_scheduler") ?? "constant",
+    max_train_steps: number("max_train_steps") ?? 1600,
+    seed: number("seed") ?? randomSeed(),
+    mixed_precision: text("mixed_precision") ?? "no",
+    cache_latents: flag("cache_latents"),
+    cache_text_encoder_outputs: flag("cache_text_encoder_outputs"),
+    console_log_simple: flag("console_log_simple"),
+  };
+}
+
+// With `stopAtPositional`, parsing ends at the first non-flag and `rest` holds it and all after it;
+// otherwise every non-flag is an unrecognized argument.
+function parseOptions(args: string[], specs: Record<string, Spec>, stopAtPositional: boolean) {
+  const values: Values = new Map();
+  const unrecognized: string[] = [];
+  let rest: string[] = [];
+  for (let index = 0; index < args.length; index += 1) {
+    const arg = args[index]!;
+    if (!arg.startsWith("-") && stopAtPositional) {
+      rest = args.slice(index);
+      break;
+    }
+    const equals = arg.indexOf("=");
+    const [flag, inline] = equals < 0 ? [arg, undefined] : [arg.slice(0, equals), arg.slice(equals + 1)];
+    const name = flag.slice(2);
+    const spec = flag.startsWith("--") && Object.hasOwn(specs, name) ? specs[name]! : null;
+    if (spec === null) unrecognized.push(arg);
+    else if (spec === "switch") {
+      if (inline !== undefined) return failure(`argument ${flag}: ignored explicit argument ${pyStrRepr(inline)}`);
+      values.set(name, true);
+    } else {
+      const raw = inline ?? takeValue(args[index + 1]);
+      if (raw === undefined) return failure(`argument ${flag}: expected one argument`);
+      if (inline === undefined) index += 1;
+      const value = convert(raw, spec);
+      if (value === undefined) return failure(`argument ${flag}: ${invalid(raw, spec)}`);
+      values.set(name, value);
+    }
+  }
+  if (unrecognized.length > 0) return failure(`unrecognized arguments: ${unrecognized.join(" ")}`);
+  return { ok: true as const, value: { values, rest } };
+}
+
+// argparse reads a following "-x" as the next flag unless it looks like a negative number.
+function takeValue(next: string | undefined): string | undefined {
+  if (next === undefined || (next.startsWith("-") && !/^-\d+$|^-\d*\.\d+$/.test(next))) return undefined;
+  return next;
+}
+
+// Python's int() and float() for the plain decimal forms the worker writes; undefined when refused.
+function convert(raw: string, spec: Exclude<Spec, "switch">): string | number | undefined {
+  if (typeof spec !== "string") return spec.includes(raw) ? raw : undefined;
+  if (spec === "str") return raw;
+  if (/^[+-]?\d+$/.test(raw)) return Number(raw);
+  if (spec !== "int" && /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(raw)) return Number(raw);
+  return undefined;
+}
+
+function invalid(raw: string, spec: Exclude<Spec, "switch">): string {
+  if (typeof spec === "string") return `invalid ${spec} value: ${pyStrRepr(raw)}`;
+  const allowed = spec.map((choice) => (choice === null ? "None" : pyStrRepr(choice))).join(", ");
+  return `invalid choice: ${pyStrRepr(raw)} (choose from ${allowed})`;
+}
+
+function failure(error: string): { ok: false; error: string } {
+  return { ok: false, error };
+}
+
+function argparseError(usage: string, prog: string, message: string): { ok: false; error: string } {
+  return failure(`usage: ${usage}\n${prog}: error: ${message}\n`);
+}
