@@ -2,7 +2,7 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigSchema, type Config } from "../src/config/schema.ts";
-import { checkTrain } from "../src/request/checked-train.ts";
+import { checkTrain } from "../src/request/check.ts";
 import { inProcessApp } from "./support/app-harness.ts";
 import { CHECKPOINT_KEYS, checkpointBytes, writeCheckpoint } from "./support/checkpoints.ts";
 import { makeHostTree, type HostTree } from "./support/host-tree.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { ConfigSchema, type Config } from "../src/config/schema.ts";
-import { checkTrain } from "../src/request/checked-train.ts";
+import { checkTrain } from "../src/request/check.ts";
 import { HOSTILE_CATALOG } from "./fixtures/hostile/catalog.ts";
 import { makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { caseBody } from "./support/hostile-request.ts";

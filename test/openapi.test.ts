@@ -1,6 +1,6 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, TRAIN_REQUEST_EXAMPLE } from "../src/api/openapi.ts";
-import { TrainRequest } from "../src/request/train-request.ts";
+import { TrainRequest } from "../src/request/schema.ts";
 import { inProcessApp } from "./support/app-harness.ts";
 import { makeHostTree } from "./support/host-tree.ts";
 import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";

@@ -2,8 +2,8 @@ import { describe, expect, test } from "bun:test";
 import { mkdirSync, readdirSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigSchema, type Config } from "../src/config/schema.ts";
-import { checkTrain } from "../src/request/checked-train.ts";
-import { recheckPaths } from "../src/request/recheck.ts";
+import { checkTrain } from "../src/request/check.ts";
+import { recheckPaths } from "../src/request/check.ts";
 import { makeHostTree, type HostTree } from "./support/host-tree.ts";
 
 function configFor(tree: HostTree): Config {

@@ -1,4 +1,4 @@
-import { fieldPathError } from "../request/validation-error.ts";
+import { fieldPathError } from "../request/schema.ts";
 import { ApiError } from "./errors.ts";
 
 export const MAX_BODY_BYTES = 64 * 1024;

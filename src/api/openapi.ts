@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ErrorCode, JobStatus as Status, Phase } from "../job.ts";
-import { TrainRequest } from "../request/train-request.ts";
+import { TrainRequest } from "../request/schema.ts";
 import { CurveQuery, ListQuery, LogQuery } from "./queries.ts";
 
 // Response shapes, in zod so the OpenAPI document and the tests that check real answers share them.

@@ -1,5 +1,5 @@
 import { buildLaunch } from "../recipe/command.ts";
-import { checkTrain } from "../request/checked-train.ts";
+import { checkTrain } from "../request/check.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
 import { UsageError, parseArgs } from "./args.ts";
 import { loadConfigOrExit } from "./load-or-exit.ts";

@@ -1,6 +1,6 @@
 import { dirname, join } from "node:path";
 import type { Config } from "../config/schema.ts";
-import type { CheckedTrain } from "../request/checked-train.ts";
+import type { CheckedTrain } from "../request/check.ts";
 import { TIERS } from "../tiers.ts";
 import * as H from "./hyperparameters.ts";
 import { datasetToml } from "./dataset-toml.ts";

@@ -1,6 +1,6 @@
 import { BATCH_SIZE, TIERS } from "../tiers.ts";
 import { CAPTION_EXTENSION } from "./hyperparameters.ts";
-import type { CheckedTrain } from "../request/checked-train.ts";
+import type { CheckedTrain } from "../request/check.ts";
 
 // Only the keys sd-scripts' config schema knows; Bun's TOML writer escapes every string.
 export function datasetToml(train: CheckedTrain): string {

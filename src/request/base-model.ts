@@ -1,6 +1,63 @@
 import { readHeaderFile } from "../safetensors/header-file.ts";
 import { checkLayout } from "../safetensors/layout.ts";
-import { describeNonSdxl, SDXL_PARTS } from "./checkpoint-kind.ts";
+
+// What sd-scripts' SDXL trainer can load, told apart by tensor names alone. Confirmed in kohya-ss/sd-scripts
+// (commit 06e8980, library/sdxl_model_util.py, load_models_from_sdxl_checkpoint): one original-format checkpoint is split by
+// key prefix: `model.diffusion_model.` into the U-Net, `conditioner.embedders.0.transformer.` into CLIP-L,
+// `conditioner.embedders.1.model.` into OpenCLIP bigG (convert_sdxl_text_encoder_2_checkpoint), and what is
+// left goes to library/model_util.py's convert_ldm_vae_checkpoint, which takes the `first_stage_model.` keys.
+// A part with no keys fails minutes later in _load_state_dict_on_device ("Error(s) in loading state_dict").
+export const SDXL_PARTS: ReadonlyArray<{ prefix: string; part: string }> = [
+  { prefix: "model.diffusion_model.", part: "U-Net" },
+  { prefix: "conditioner.embedders.0.transformer.", part: "CLIP-L text encoder" },
+  { prefix: "conditioner.embedders.1.model.", part: "OpenCLIP bigG text encoder" },
+  { prefix: "first_stage_model.", part: "VAE" },
+];
+
+const VAE_ALONE = ["encoder.", "decoder.", "quant_conv.", "post_quant_conv."];
+
+interface Shape {
+  is: (names: readonly string[]) => boolean;
+  found: string;
+}
+
+// Ordered: the first that fits names the file. Each says what was found and which SDXL part is absent.
+const KNOWN_SHAPES: readonly Shape[] = [
+  { is: some((n) => n.startsWith("lora_unet_") || n.startsWith("lora_te")), found: "is a LoRA, not a checkpoint: lora_unet_ and lora_te keys" },
+  { is: some((n) => n.includes("double_blocks.")), found: "is a FLUX model: double_blocks. keys, no conditioner." },
+  { is: some((n) => n.startsWith("cond_stage_model.transformer.")), found: "is an SD 1.x checkpoint: cond_stage_model.transformer. keys, no conditioner." },
+  { is: some((n) => n.startsWith("cond_stage_model.model.")), found: "is an SD 2.x checkpoint: cond_stage_model.model. keys, no conditioner." },
+  {
+    is: some((n) => n.startsWith("conditioner.embedders.0.model.")),
+    found: "is an SDXL refiner checkpoint: conditioner.embedders.0.model. keys (OpenCLIP bigG alone), no conditioner.embedders.0.transformer. (CLIP-L)",
+  },
+  {
+    is: some((n) => n.startsWith("down_blocks.") || n.startsWith("mid_block.") || n.startsWith("up_blocks.")),
+    found: "is a diffusers-format file: down_blocks., mid_block. and up_blocks. keys, no model.diffusion_model. or first_stage_model.",
+  },
+  { is: (names) => names.every((n) => VAE_ALONE.some((p) => n.startsWith(p))), found: "is a VAE on its own: encoder. and decoder. keys, no model.diffusion_model." },
+  {
+    is: (names) => has(names, "model.diffusion_model.") && !has(names, "conditioner.") && !has(names, "first_stage_model."),
+    found: "is a U-Net on its own: model.diffusion_model. keys, no conditioner. or first_stage_model.",
+  },
+];
+
+// null: every SDXL part is there. Otherwise what the file is, as a phrase that follows its path.
+export function describeNonSdxl(names: readonly string[]): string | null {
+  const missing = SDXL_PARTS.filter(({ prefix }) => !has(names, prefix));
+  if (missing.length === 0) return null;
+  const known = KNOWN_SHAPES.find((shape) => shape.is(names));
+  if (known) return known.found;
+  return `is not an SDXL checkpoint: no ${missing.map(({ prefix, part }) => `${prefix} (${part})`).join(", no ")}`;
+}
+
+function has(names: readonly string[], prefix: string): boolean {
+  return names.some((n) => n.startsWith(prefix));
+}
+
+function some(test: (name: string) => boolean): (names: readonly string[]) => boolean {
+  return (names) => names.some(test);
+}
 
 export type BaseModelCheck = { ok: true } | { ok: false; msg: string; type: string };
 

@@ -4,7 +4,7 @@ import type { Config } from "../config/schema.ts";
 import { failedOutcome } from "../job.ts";
 import type { Logger } from "../log/logger.ts";
 import type { Progress } from "../progress/progress.ts";
-import type { TrainRequest } from "../request/train-request.ts";
+import type { TrainRequest } from "../request/schema.ts";
 import { StoreWriteFailed, type JobRow, type JobStore } from "../store/job-store.ts";
 import { createStateHealth } from "../store/state-health.ts";
 import { jobPaths, type LaunchFile } from "./job-dir.ts";

@@ -4,9 +4,63 @@ import type { Config, Device } from "../config/schema.ts";
 import { TIERS } from "../tiers.ts";
 import { checkBaseModelHeader } from "./base-model.ts";
 import { resolveInside, type Roots } from "./contained-path.ts";
-import { findImageDir } from "./dataset-images.ts";
-import { TrainRequest } from "./train-request.ts";
-import { detailFromIssues, fieldError, type DetailItem } from "./validation-error.ts";
+import { detailFromIssues, type DetailItem, fieldError, TrainRequest } from "./schema.ts";
+import { readdir } from "node:fs/promises";
+
+export const IMAGE_EXTENSIONS = [".png", ".jpg", ".jpeg", ".webp"];
+const KOHYA_FOLDER = /^\d+_\S.*$/;
+
+export type ImageDir = { ok: true; dir: string; count: number } | { ok: false; msg: string; type: string };
+
+// Images directly in the dataset dir, or in exactly one kohya folder `<repeats>_<trigger> <class>`.
+export async function findImageDir(datasetDir: string): Promise<ImageDir> {
+  const entries = await readdir(datasetDir, { withFileTypes: true }).catch(unreadable);
+  if (!Array.isArray(entries)) return entries;
+  const direct = entries.filter((e) => e.isFile() && isImage(e.name)).length;
+  if (direct > 0) return { ok: true, dir: datasetDir, count: direct };
+  const folders = entries.filter((e) => e.isDirectory() && KOHYA_FOLDER.test(e.name));
+  if (folders.length > 1) {
+    return { ok: false, msg: `holds ${folders.length} kohya folders (${folders.map((f) => f.name).join(", ")}); exactly one is supported`, type: "dataset_ambiguous" };
+  }
+  const [folder] = folders;
+  if (folder) {
+    const dir = join(datasetDir, folder.name);
+    const inner = await readdir(dir, { withFileTypes: true }).catch(unreadable);
+    if (!Array.isArray(inner)) return inner;
+    const count = inner.filter((e) => e.isFile() && isImage(e.name)).length;
+    if (count > 0) return { ok: true, dir, count };
+  }
+  return {
+    ok: false,
+    msg: `holds no image (${IMAGE_EXTENSIONS.join(" ")}) directly or in one kohya folder "<repeats>_<trigger> <class>"`,
+    type: "dataset_empty",
+  };
+}
+
+function unreadable(err: NodeJS.ErrnoException): ImageDir {
+  return { ok: false, msg: `cannot be read (${err.code ?? "error"})`, type: "dataset_unreadable" };
+}
+
+function isImage(name: string): boolean {
+  const lower = name.toLowerCase();
+  return IMAGE_EXTENSIONS.some((ext) => lower.endsWith(ext));
+}
+
+// For the moment just before spawning: every real path the check resolved still resolves to itself inside
+// its root, so a link swapped in since the request was checked is caught (time of check vs time of use).
+export function recheckPaths(train: CheckedTrain, config: Config): DetailItem[] {
+  const { request } = train;
+  const checks: Array<[string, string, string, Roots, boolean]> = [
+    ["dataset_dir", request.dataset_dir, train.imageDir, handoffRoot(config), false],
+    ["base_model_path", request.base_model_path, train.baseModel, modelRoots(config), false],
+    ["output_dir", request.output_dir, train.outputDir, handoffRoot(config), true],
+  ];
+  return checks.flatMap(([field, sent, real, roots, allowMissing]) => {
+    const again = resolveInside(real, roots, allowMissing);
+    if (again.ok && again.real === real) return [];
+    return [fieldError(field, `${sent} changed on disk after it was checked; send the request again`, "path_changed")];
+  });
+}
 
 // A request that passed every rule, with the resolved paths the trainer will be given.
 export interface CheckedTrain {
@@ -97,4 +151,3 @@ function checkDevice(request: TrainRequest, config: Config): Field<Device> {
 function fail<T>(field: string, msg: string, type: string): Field<T> {
   return { ok: false, error: fieldError(field, msg, type) };
 }
-
