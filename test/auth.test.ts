@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { isLoopbackListen } from "../src/auth/loopback.ts";
 import { createLogger } from "../src/log/logger.ts";
 import { TOKEN_A, TOKEN_B, appBehind, gateFor, mustGate, writeTokens } from "./support/auth-setup.ts";
 import { makeHostTree } from "./support/host-tree.ts";
+import { isLoopbackListen } from "./support/listen.ts";
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const JOB = "3f1c2a4e-0000-4000-8000-000000000000";

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { jsonText } from "../src/cli/client/json-text.ts";
+import { jsonText } from "../src/cli/client/format.ts";
 import { createTerminal } from "../src/cli/client/terminal.ts";
 import { ensureBinary } from "./support/binary.ts";
 import { runCli } from "./support/cli-process.ts";

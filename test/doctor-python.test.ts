@@ -3,10 +3,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { ConfigSchema } from "../src/config/schema.ts";
-import type { CheckResult } from "../src/doctor/check-result.ts";
-import type { DoctorDeps } from "../src/doctor/doctor.ts";
-import { checkTrainerPython } from "../src/doctor/python-checks.ts";
+import type { CheckResult, DoctorDeps } from "../src/doctor/doctor.ts";
 import { createRunAs, resolveServiceAccount } from "../src/doctor/service-account.ts";
+import { checkTrainerPython } from "../src/doctor/trainer-checks.ts";
 import { liveGroupMembers } from "../src/os/terminate.ts";
 import { TORCH_REPORT, writeFakePython, writeHangingPython } from "./support/fake-python.ts";
 import { writeExecutable } from "./support/scratch-files.ts";

@@ -1,12 +1,13 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { parseHeaderless, parseWithHeader, splitCsvLine } from "../src/gpu/nvidia-csv.ts";
+import { parseHeaderless, splitCsvLine } from "../src/gpu/nvidia-csv.ts";
 import { joinDevices } from "../src/gpu/probe.ts";
 import { DEVICE_QUERY, readDeviceNumbers, toDeviceRow } from "../src/gpu/nvidia-csv.ts";
 import { PROCESS_QUERY, toProcessRow } from "../src/gpu/nvidia-csv.ts";
 import { parseQuantity } from "../src/gpu/nvidia-csv.ts";
+import { parseWithHeader } from "./support/nvidia-csv.ts";
 
-const REAL = "/work/shared/fixtures/real";
+const REAL = join(import.meta.dir, "fixtures/real");
 const real = (name: string) => Bun.file(join(REAL, name)).text();
 const MASKED_UUID = "GPU-00000000-0000-0000-0000-000000000000";
 

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { verifySafetensors } from "../src/safetensors/verify.ts";
 import { judgeEnding, parseRecordedLog } from "../src/simulator/recorded-log.ts";
+import { within } from "./support/wait.ts";
 
 const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
 const FIXTURES = join(import.meta.dir, "fixtures", "real");
@@ -74,15 +75,6 @@ async function replay(dir: string, knobs: Record<string, string>, extra: string[
   const { proc, logPath } = startReplay(dir, knobs, extra);
   await proc.exited;
   return { exitCode: proc.exitCode, log: await Bun.file(logPath).text(), lora: join(dir, "out", "replayed.safetensors") };
-}
-
-// Whether the process exits within `ms`.
-async function exitsWithin(proc: { exited: Promise<number> }, ms: number): Promise<boolean> {
-  let timer: Timer | undefined;
-  const deadline = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
-  const exited = await Promise.race([proc.exited.then(() => true), deadline]);
-  clearTimeout(timer);
-  return exited;
 }
 
 // The last `steps:` bar of a recorded log, as tqdm drew it (up to its closing bracket).
@@ -245,9 +237,9 @@ describe("the pace and the knobs of a replay", () => {
     const fast = startReplay(fastSpace.dir, replayKnobs("sdscripts-success-1.log", "20000"));
     const slow = startReplay(slowSpace.dir, replayKnobs("sdscripts-success-1.log", "200"));
     await using _slow = slow.proc;
-    expect(await exitsWithin(fast.proc, EXIT_DEADLINE_MS)).toBe(true);
+    expect(await within(fast.proc.exited, EXIT_DEADLINE_MS)).not.toBe("deadline");
     expect(fast.proc.exitCode).toBe(0);
-    expect(await exitsWithin(slow.proc, 1000)).toBe(false);
+    expect(await within(slow.proc.exited, 1000)).toBe("deadline");
     expect(await Bun.file(slow.logPath).text()).not.toContain("| 2000/2000 [");
   }, TIMEOUT_MS);
 

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { verifySafetensors } from "../src/safetensors/verify.ts";
 import { listPids, readProcStat } from "../src/os/proc.ts";
 import { liveGroupMembers, signalGroup } from "../src/os/terminate.ts";
+import { waitFor } from "./support/wait.ts";
 
 const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
 const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
@@ -84,14 +85,6 @@ function lossesByStep(log: string): string[] {
   const losses: string[] = [];
   for (const [, step, loss] of log.matchAll(/\| (\d+)\/\d+ \[[^\]]*avr_loss=([^\]]+)\]/g)) losses[Number(step) - 1] = loss!;
   return losses;
-}
-
-async function waitFor(check: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + WAIT_LIMIT_MS;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(10);
-  }
 }
 
 describe("the simulated trainer", () => {
@@ -244,7 +237,7 @@ describe("the simulated trainer", () => {
     await using job = await workspace(3);
     const { proc, logPath } = startSimulator(job.dir, launchArgv(job.dir), { LORA_WORKER_SIMULATE_FAIL: "hang@2" });
     await using _running = proc;
-    await waitFor(async () => (await Bun.file(logPath).text()).includes("| 1/20 ["), "step 1");
+    await waitFor(async () => (await Bun.file(logPath).text()).includes("| 1/20 ["), "step 1", WAIT_LIMIT_MS);
     expect(proc.exitCode).toBeNull();
     proc.kill("SIGTERM");
     await proc.exited;
@@ -277,7 +270,7 @@ async function stepsShown(logPath: string): Promise<number> {
 }
 
 async function waitForStep(logPath: string, step: number): Promise<void> {
-  await waitFor(async () => (await stepsShown(logPath)) >= step, `step ${step}`);
+  await waitFor(async () => (await stepsShown(logPath)) >= step, `step ${step}`, WAIT_LIMIT_MS);
 }
 
 // SIGKILL to a whole process group when the test ends, however it ends.
@@ -352,7 +345,7 @@ describe("the simulated trainer misbehaving on request", () => {
     await Promise.all([killTrainerOnly(stubborn.proc), killTrainerOnly(plain.proc)]);
     signalGroup(stubborn.proc.pid, "SIGTERM");
     signalGroup(plain.proc.pid, "SIGTERM");
-    await waitFor(async () => liveGroupMembers(plain.proc.pid).length === 0, "the plain stray to die of SIGTERM");
+    await waitFor(async () => liveGroupMembers(plain.proc.pid).length === 0, "the plain stray to die of SIGTERM", WAIT_LIMIT_MS);
     expect(liveGroupMembers(stubborn.proc.pid).length).toBeGreaterThan(0);
   }, MISBEHAVIOUR_TIMEOUT_MS);
 

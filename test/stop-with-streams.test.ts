@@ -5,7 +5,7 @@ import { ensureBinary } from "./support/binary.ts";
 import { openEventStream } from "./support/event-stream.ts";
 import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
 import { isLive, killJobAtEnd, processesMarkedWith } from "./support/job-processes.ts";
-import { waitFor } from "./support/wait.ts";
+import { waitFor, within } from "./support/wait.ts";
 import { startWorker } from "./support/worker-process.ts";
 
 // Item 11 of issue 11: under the unit, SIGTERM that waits on open event streams runs into TimeoutStopSec and
@@ -19,17 +19,6 @@ let binary: string;
 beforeAll(() => {
   binary = ensureBinary();
 }, 120_000);
-
-// The promise's value, or "deadline" if it has not settled within `ms`.
-async function within<T>(promise: Promise<T>, ms: number): Promise<T | "deadline"> {
-  let timer: Timer | undefined;
-  const deadline = new Promise<"deadline">((resolve) => (timer = setTimeout(resolve, ms, "deadline")));
-  try {
-    return await Promise.race([promise, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 function trainerPid(state: string, id: string): number | null {
   using db = new Database(join(state, "jobs.db"), { readonly: true });

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import { ApiError } from "./errors.ts";
-import type { AuthGate } from "../auth/auth-setup.ts";
+import type { AuthGate } from "../auth/setup.ts";
 
 const CHALLENGE = 'Bearer realm="lora-worker"';
 const BEARER = /^Bearer +([^ ]+) *$/i;

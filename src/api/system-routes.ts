@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import type { AuthGate } from "../auth/auth-setup.ts";
+import type { AuthGate } from "../auth/setup.ts";
 import type { LoadedConfig } from "../config/load.ts";
 import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
@@ -50,7 +50,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
         gpu: gpuFact(gpu.last()),
         state_dir: stateFact(supervisor, config.state_dir),
         gpu_admission: config.gpu.admission,
-        listen: config.listen,
+        listen: config.listen.text,
         config_file: loaded.file,
         config_defaults_in_use: loaded.defaultsInUse,
         uptime_s: Math.round((Date.now() - deps.startedAt) / 1000),

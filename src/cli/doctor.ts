@@ -1,7 +1,7 @@
-import { loadDoctorConfig } from "../doctor/config-check.ts";
-import { runChecks } from "../doctor/doctor.ts";
-import { formatCheck, formatSummary, hasFailure } from "../doctor/report.ts";
+import { formatCheck, formatSummary, hasFailure, loadDoctorConfig, type CheckResult, type DoctorDeps } from "../doctor/doctor.ts";
+import { checkHandoffRoot, checkModelRoot, checkPort, checkServiceAccount, checkStateDir, checkTokenFile } from "../doctor/host-checks.ts";
 import { createRunAs, resolveServiceAccount } from "../doctor/service-account.ts";
+import { checkAccelerate, checkNvidiaSmi, checkNvidiaUvm, checkSdScripts, checkTrainerPython } from "../doctor/trainer-checks.ts";
 import { parseArgs, UsageError } from "./args.ts";
 
 const DEFAULT_USER = "llmuser";
@@ -10,18 +10,37 @@ const EXIT_FAIL = 1;
 
 /** `lora-worker doctor`: one line per check, OK / WARN / FAIL with the fix; exit 1 on any FAIL. */
 export async function doctorCommand(argv: string[]): Promise<number> {
-  const { positional, options } = parseArgs(argv, ["config", "user", "group", "dev-dir"]);
+  const { positional, values } = parseArgs(argv, { values: ["config", "user", "group", "dev-dir"] });
   if (positional.length > 0) throw new UsageError(`doctor takes no arguments, got ${positional.join(" ")}`);
-  const { result, config } = await loadDoctorConfig({ path: options.config, env: process.env });
+  const { result, config } = await loadDoctorConfig({ path: values.config, env: process.env });
   const print = (line: string) => process.stdout.write(`${line}\n`);
   print(formatCheck(result));
   if (config === null) {
     print("doctor: the other checks need a config that parses; fix it and run doctor again");
     return EXIT_FAIL;
   }
-  const account = resolveServiceAccount(options.user ?? DEFAULT_USER, options.group ?? DEFAULT_GROUP);
-  const checks = [result, ...(await runChecks({ config, account, runAs: createRunAs(account), devDir: options["dev-dir"] ?? "/dev" }))];
+  const account = resolveServiceAccount(values.user ?? DEFAULT_USER, values.group ?? DEFAULT_GROUP);
+  const checks = [result, ...(await runChecks({ config, account, runAs: createRunAs(account), devDir: values["dev-dir"] ?? "/dev" }))];
   for (const check of checks.slice(1)) print(formatCheck(check));
   print(formatSummary(checks));
   return hasFailure(checks) ? EXIT_FAIL : 0;
+}
+
+/** Every check after the config, in the order an operator would go through the host by hand; they run at once. */
+async function runChecks(deps: DoctorDeps): Promise<CheckResult[]> {
+  const { config, account, runAs } = deps;
+  const checks = await Promise.all([
+    checkServiceAccount(account),
+    checkAccelerate(config, account, runAs),
+    checkTrainerPython(deps),
+    checkSdScripts(config, account, runAs),
+    checkHandoffRoot(config, account, runAs),
+    ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
+    checkStateDir(config, account, runAs),
+    checkNvidiaSmi(config),
+    checkNvidiaUvm(deps.devDir),
+    checkPort(config),
+    checkTokenFile(config, account, runAs),
+  ]);
+  return checks.flat();
 }

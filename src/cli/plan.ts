@@ -1,17 +1,18 @@
+import { loadConfig, type LoadedConfig } from "../config/load.ts";
+import type { Config } from "../config/schema.ts";
 import { buildLaunch } from "../recipe/command.ts";
 import { checkTrain } from "../request/check.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
 import { UsageError, parseArgs } from "./args.ts";
-import { loadConfigOrExit } from "./load-or-exit.ts";
-import { trainerCommand } from "./trainer-command.ts";
 
 // The job id in a plan is the literal "plan": the real one is drawn at dispatch.
 export const PLAN_JOB_ID = "plan";
+export const EXIT_CONFIG = 78;
 
 export async function planCommand(argv: string[]): Promise<number> {
-  const { positional, options } = parseArgs(argv, ["config"]);
+  const { positional, values } = parseArgs(argv, { values: ["config"] });
   if (positional.length !== 1) throw new UsageError("plan takes exactly one REQUEST.json");
-  const loaded = await loadConfigOrExit(options.config);
+  const loaded = await loadConfigOrExit(values.config);
   const body = await readRequest(positional[0]!);
   const checked = await checkTrain(body, loaded.config);
   if (!checked.ok) {
@@ -21,6 +22,25 @@ export async function planCommand(argv: string[]): Promise<number> {
   const plan = buildLaunch(checked.value, loaded.config, jobPaths(loaded.config.state_dir, PLAN_JOB_ID), trainerCommand(loaded.config));
   process.stdout.write(`${JSON.stringify(plan, null, 2)}\n`);
   return 0;
+}
+
+// Serve and plan read the config alike: a plan is only exact if it would be the worker's.
+export async function loadConfigOrExit(path: string | undefined): Promise<LoadedConfig> {
+  const result = await loadConfig({ path, env: process.env });
+  if (result.ok) return result.value;
+  process.stderr.write(`lora-worker: refusing to start, the configuration is invalid:\n${result.errors.map((e) => `  - ${e}\n`).join("")}`);
+  process.exit(EXIT_CONFIG);
+}
+
+// This program, whether compiled or run from source: it is the shim and the simulated trainer.
+export function selfCommand(): string[] {
+  const compiled = Bun.main.startsWith("/$bunfs/");
+  return compiled ? [process.execPath] : [process.execPath, Bun.main];
+}
+
+// In simulate mode this very program stands in for accelerate; only the executable differs.
+export function trainerCommand(config: Config): string[] {
+  return config.trainer.mode === "real" ? [config.trainer.accelerate] : selfCommand();
 }
 
 async function readRequest(path: string): Promise<unknown> {

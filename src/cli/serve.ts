@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { createApp } from "../api/app.ts";
-import { setUpAuth, type AuthGate } from "../auth/auth-setup.ts";
+import { setUpAuth, type AuthGate } from "../auth/setup.ts";
 import type { Config } from "../config/schema.ts";
 import { createDispatcher } from "../dispatch/dispatch.ts";
 import { createGpuProbe } from "../gpu/probe.ts";
@@ -12,8 +12,7 @@ import { ownMemoryEvents } from "../supervisor/oom-kills.ts";
 import { createSupervisor } from "../supervisor/supervisor.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
-import { EXIT_CONFIG, loadConfigOrExit } from "./load-or-exit.ts";
-import { selfCommand, trainerCommand } from "./trainer-command.ts";
+import { EXIT_CONFIG, loadConfigOrExit, selfCommand, trainerCommand } from "./plan.ts";
 
 // An idle keep-alive connection, or a handler slower than this, is closed; the few answers bounded by their
 // own deadline (cancel, gpu-status) lift it. Headers must arrive whole within Bun's fixed ~10 s regardless.
@@ -27,9 +26,9 @@ const TRANSPORT_BODY_LIMIT = 2 ** 30;
 const STOP_DEADLINE_MS = 2000;
 
 export async function serveCommand(argv: string[]): Promise<void> {
-  const { positional, options } = parseArgs(argv, ["config"]);
+  const { positional, values } = parseArgs(argv, { values: ["config"] });
   if (positional.length > 0) throw new UsageError(`serve takes no arguments, got ${positional.join(" ")}`);
-  const loaded = await loadConfigOrExit(options.config);
+  const loaded = await loadConfigOrExit(values.config);
   const { config } = loaded;
   const log = createLogger(process.stdout.isTTY ? "human" : "json");
   const auth = authOrExit(config, log);
@@ -44,8 +43,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   void gpu.read().then((r) => (r.ok ? log.info("gpu probe", { devices: r.devices.length }) : log.warn("gpu probe failed", { detail: r.detail })));
   let keepOpen: (req: Request) => void = () => {};
   const app = createApp({ loaded, supervisor, dispatcher, gpu, store, log, auth, keepOpen: (req) => keepOpen(req), version: BUILD.version, startedAt: Date.now() });
-  const [hostname, port] = splitListen(config.listen);
-  const server = Bun.serve({ hostname, port, fetch: app.fetch, maxRequestBodySize: TRANSPORT_BODY_LIMIT, idleTimeout: IDLE_TIMEOUT_S });
+  const server = Bun.serve({ hostname: config.listen.host, port: config.listen.port, fetch: app.fetch, maxRequestBodySize: TRANSPORT_BODY_LIMIT, idleTimeout: IDLE_TIMEOUT_S });
   keepOpen = (req) => server.timeout(req, 0);
   log.info("listening", {
     url: `http://${server.hostname?.includes(":") ? `[${server.hostname}]` : server.hostname}:${server.port}`,
@@ -104,13 +102,8 @@ function authOrExit(config: Config, log: Logger): AuthGate {
 }
 
 function warnIfOpen(auth: AuthGate, config: Config, log: Logger): void {
-  if (auth.mode === "none") log.warn(`auth mode is none (auth.mode = "none"): every client that reaches ${config.listen} can start, read and cancel jobs`);
+  if (auth.mode === "none") log.warn(`auth mode is none (auth.mode = "none"): every client that reaches ${config.listen.text} can start, read and cancel jobs`);
   if (auth.mode === "none-loopback") {
-    log.warn(`auth mode is none-loopback: no token at ${config.auth.token_file}, so any local user can start, read and cancel jobs on ${config.listen}; create the file to require a token`);
+    log.warn(`auth mode is none-loopback: no token at ${config.auth.token_file}, so any local user can start, read and cancel jobs on ${config.listen.text}; create the file to require a token`);
   }
-}
-
-function splitListen(listen: string): [string, number] {
-  const at = listen.lastIndexOf(":");
-  return [listen.slice(0, at).replace(/^\[(.*)\]$/, "$1"), Number(listen.slice(at + 1))];
 }

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { parseFailurePlan, replayClash } from "../simulator/knobs.ts";
 import { DeviceClass } from "../tiers.ts";
+import { parseListen } from "./listen.ts";
 
 // Defaults are the reference host of SPEC §1; every one is reported when in use.
 export const DEFAULTS = {
@@ -47,7 +48,7 @@ const DEFAULT_DEVICES: Device[] = [
 export const ConfigSchema = z.strictObject({
   listen: z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, {
     message: 'must be "host:port" (IPv6 as "[::1]:8203")',
-  }).default(DEFAULTS.listen),
+  }).transform(parseListen).prefault(DEFAULTS.listen),
   state_dir: absolutePath.default(DEFAULTS.state_dir),
   handoff_root: absolutePath.default(DEFAULTS.handoff_root),
   model_roots: z.array(absolutePath).min(1).default([...DEFAULTS.model_roots]),
@@ -58,6 +59,14 @@ export const ConfigSchema = z.strictObject({
       sd_scripts_dir: absolutePath.default(DEFAULTS.sd_scripts_dir),
       cancel_grace_seconds: z.number().positive().max(600).default(10),
       log_max_bytes: z.int().min(1024 * 1024).max(2 ** 40).default(256 * 1024 * 1024),
+    })
+    .prefault({}),
+  // What a dataset may hold before it is copied into the job directory: tens to hundreds of images, a few MB each.
+  dataset: z
+    .strictObject({
+      max_files: z.int().min(1).max(1_000_000).default(2000),
+      max_bytes: z.int().min(1024 * 1024).max(2 ** 40).default(4 * 1024 ** 3),
+      max_file_bytes: z.int().min(1024).max(2 ** 40).default(100 * 1024 * 1024),
     })
     .prefault({}),
   watchdog: z

@@ -1,12 +1,40 @@
-import type { Config } from "../config/schema.ts";
-import type { CheckResult } from "./check-result.ts";
-import { checkNvidiaSmi, checkNvidiaUvm } from "./gpu-checks.ts";
-import { checkHandoffRoot, checkModelRoot, checkStateDir } from "./path-checks.ts";
-import { checkPort } from "./port-check.ts";
-import { checkTrainerPython } from "./python-checks.ts";
-import { checkServiceAccount, type RunAs, type ServiceAccount } from "./service-account.ts";
-import { checkTokenFile } from "./token-check.ts";
-import { checkAccelerate, checkSdScripts } from "./trainer-checks.ts";
+import { CONFIG_PATH_ENV, DEFAULT_CONFIG_PATH, loadConfig, type ConfigSource } from "../config/load.ts";
+import { ConfigSchema, type Config } from "../config/schema.ts";
+import type { RunAs, ServiceAccount } from "./service-account.ts";
+
+export type CheckStatus = "OK" | "WARN" | "FAIL";
+
+/** One line of `lora-worker doctor`: what was checked, what was found, and for WARN/FAIL what to do. */
+export interface CheckResult {
+  status: CheckStatus;
+  name: string;
+  detail: string;
+  fix?: string;
+}
+
+export const ok = (name: string, detail: string): CheckResult => ({ status: "OK", name, detail });
+
+export const warn = (name: string, detail: string, fix?: string): CheckResult => ({ status: "WARN", name, detail, ...(fix ? { fix } : {}) });
+
+export const fail = (name: string, detail: string, fix: string): CheckResult => ({ status: "FAIL", name, detail, fix });
+
+/** Several problems found by one check become one FAIL line; none is an OK line. */
+export function fromProblems(name: string, problems: string[], fixes: string[], okDetail: string): CheckResult {
+  if (problems.length === 0) return ok(name, okDetail);
+  return fail(name, problems.join("; "), fixes.join("; "));
+}
+
+export function formatCheck(check: CheckResult): string {
+  const fix = check.fix ? ` — fix: ${check.fix}` : "";
+  return `${check.status.padEnd(4)} ${check.name}: ${check.detail}${fix}`;
+}
+
+export function formatSummary(checks: CheckResult[]): string {
+  const count = (status: CheckResult["status"]) => checks.filter((c) => c.status === status).length;
+  return `doctor: ${count("FAIL")} FAIL, ${count("WARN")} WARN, ${count("OK")} OK`;
+}
+
+export const hasFailure = (checks: CheckResult[]): boolean => checks.some((c) => c.status === "FAIL");
 
 export interface DoctorDeps {
   config: Config;
@@ -14,25 +42,43 @@ export interface DoctorDeps {
   runAs: RunAs;
   /** Where the NVIDIA device nodes live: /dev on a host, a scratch directory in tests. */
   devDir: string;
-  /** How long the trainer's interpreter may take to answer (python-checks.ts); its default is a minute. */
+  /** How long the trainer's interpreter may take to answer (trainer-checks.ts); its default is a minute. */
   pythonDeadlineMs?: number;
 }
 
-/** Every check after the config, in the order an operator would go through the host by hand; they run at once. */
-export async function runChecks(deps: DoctorDeps): Promise<CheckResult[]> {
-  const { config, account, runAs } = deps;
-  const checks = await Promise.all([
-    checkServiceAccount(account),
-    checkAccelerate(config, account, runAs),
-    checkTrainerPython(deps),
-    checkSdScripts(config, account, runAs),
-    checkHandoffRoot(config, account, runAs),
-    ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
-    checkStateDir(config, account, runAs),
-    checkNvidiaSmi(config),
-    checkNvidiaUvm(deps.devDir),
-    checkPort(config),
-    checkTokenFile(config, account, runAs),
-  ]);
-  return checks.flat();
+export interface DoctorConfig {
+  result: CheckResult;
+  /** What the other checks look at; null when the file does not even parse against the schema. */
+  config: Config | null;
+}
+
+/** Loads the config as `serve` does; when serve would refuse it, the other checks still run on what parses. */
+export async function loadDoctorConfig(source: ConfigSource): Promise<DoctorConfig> {
+  const loaded = await loadConfig(source);
+  const explicit = source.path ?? source.env[CONFIG_PATH_ENV];
+  const file = explicit ?? DEFAULT_CONFIG_PATH;
+  if (loaded.ok) {
+    const { config, defaultsInUse } = loaded.value;
+    const where = loaded.value.file ? `${file} parses` : `no file at ${file}, every key at its default`;
+    return { result: ok("config", `${where} (trainer mode ${config.trainer.mode}, ${defaultsInUse.length} keys at their default)`), config };
+  }
+  return {
+    result: fail("config", `serve refuses to start: ${loaded.errors.join("; ")}`, `edit ${file} (every key is in the README's "Configuration")`),
+    config: await schemaOnly(file, explicit !== undefined),
+  };
+}
+
+// Only the file against the schema (no environment overrides, no path checks): enough to run the other checks.
+// A file named on purpose and missing leaves nothing to check; a missing default file means all defaults, as in serve.
+async function schemaOnly(file: string, explicit: boolean): Promise<Config | null> {
+  try {
+    const handle = Bun.file(file);
+    const found = await handle.exists();
+    if (!found && explicit) return null;
+    const raw = found ? Bun.TOML.parse(await handle.text()) : {};
+    const parsed = ConfigSchema.safeParse(raw);
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
 }

@@ -3,7 +3,7 @@
 // bitsandbytes (AdamW8bit imports it only once the model is loaded and the latents are cached). It
 // reports each stage on stdout as it passes it, so a crash or a hang shows the stage it stopped in.
 import { z } from "zod";
-import type { RunResult } from "./bounded-run.ts";
+import type { RunResult } from "./service-account.ts";
 
 export const STAGES = ["torch", "cuda", "bitsandbytes"] as const;
 export type Stage = (typeof STAGES)[number];

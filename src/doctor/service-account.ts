@@ -1,5 +1,4 @@
-import { boundedRun, type RunResult } from "./bounded-run.ts";
-import { fail, ok, warn, type CheckResult } from "./check-result.ts";
+import { signalGroup } from "../os/terminate.ts";
 
 /** The identity the unit runs the worker as (`User=`, `Group=`); ids are null when the name does not resolve. */
 export interface ServiceAccount {
@@ -46,18 +45,61 @@ export async function holdsFor(runAs: RunAs, testArgs: string[]): Promise<boolea
   return (await runAs(["test", ...testArgs])).exitCode === 0;
 }
 
-export function checkServiceAccount(account: ServiceAccount): CheckResult {
-  const name = "service account";
-  const missing = [
-    account.uid === null ? `user ${account.user} does not exist` : null,
-    account.gid === null ? `group ${account.group} does not exist` : null,
-  ].filter((m): m is string => m !== null);
-  if (missing.length > 0) {
-    return fail(name, `${missing.join("; ")} (the checks below ran as uid ${process.geteuid?.()})`, "run install.sh, which creates them, or pass --user/--group naming the unit's User= and Group=");
+// A command doctor runs, bounded in time. It runs in a process group of its own; when it exits, or
+// at the deadline, the whole group is SIGKILLed, so nothing it started outlives the check. Output is
+// read as it comes, and the result never waits on a pipe that a straggler holds open or on a process
+// the kernel cannot kill (a driver call in state D): past the deadline it returns what was printed.
+
+export interface RunResult {
+  /** null when the process was killed, or did not end by the deadline. */
+  exitCode: number | null;
+  /** stderr then stdout, trimmed: for messages. */
+  output: string;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+}
+
+const EXIT_NOT_RUNNABLE = 127; // the shell's "could not execute", as setpriv reports it too
+// Keeps the tail: the last lines say why a command failed.
+const MAX_STREAM_CHARS = 64 * 1024;
+// After the exit, how long the last of the output may take to drain from the pipes.
+const DRAIN_MS = 1000;
+
+async function boundedRun(argv: string[], env: Record<string, string>, timeoutMs: number): Promise<RunResult> {
+  let proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
+  try {
+    proc = Bun.spawn(argv, { env, stdin: "ignore", stdout: "pipe", stderr: "pipe", detached: true });
+  } catch (error) {
+    return result(EXIT_NOT_RUNNABLE, "", (error as Error).message, false);
   }
-  const who = `${account.user} (uid ${account.uid}) with group ${account.group} (gid ${account.gid})`;
-  if (account.switchedBy === "none") {
-    return warn(name, `${who}; doctor runs as uid ${process.geteuid?.()} and cannot switch, so the checks below ran as uid ${process.geteuid?.()}`, `run doctor as root (sudo) or as ${account.user}`);
-  }
-  return ok(name, `${who}; the checks below ran as ${account.user}`);
+  const stdout = collect(proc.stdout);
+  const stderr = collect(proc.stderr);
+  const exited = await within(proc.exited, timeoutMs);
+  if (!signalGroup(proc.pid, "SIGKILL") && !exited) proc.kill("SIGKILL");
+  await within(Promise.all([stdout.done, stderr.done]), DRAIN_MS);
+  const exitCode = exited && proc.signalCode === null ? proc.exitCode : null;
+  return result(exitCode, stdout.text(), stderr.text(), !exited);
+}
+
+function result(exitCode: number | null, stdout: string, stderr: string, timedOut: boolean): RunResult {
+  return { exitCode, output: (stderr + stdout).trim(), stdout, stderr, timedOut };
+}
+
+function collect(stream: ReadableStream<Uint8Array>): { done: Promise<void>; text: () => string } {
+  const decoder = new TextDecoder();
+  let text = "";
+  const done = (async () => {
+    for await (const chunk of stream) text = (text + decoder.decode(chunk, { stream: true })).slice(-MAX_STREAM_CHARS);
+  })().catch(() => {});
+  return { done, text: () => text };
+}
+
+// Whether `promise` settles within `ms`.
+async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: Timer | undefined;
+  const deadline = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  const settled = await Promise.race([promise.then(() => true), deadline]);
+  clearTimeout(timer);
+  return settled;
 }

@@ -1,10 +1,15 @@
+import { statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Config } from "../config/schema.ts";
-import { fail, ok, warn, type CheckResult } from "./check-result.ts";
-import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
+import { createGpuProbe } from "../gpu/probe.ts";
+import { fail, ok, warn, type CheckResult, type DoctorDeps } from "./doctor.ts";
+import { PROBE_PROGRAM, readReports, STAGES, stopReason, type Reports, type Stage } from "./python-probe.ts";
+import { holdsFor, type RunAs, type RunResult, type ServiceAccount } from "./service-account.ts";
 
 const ACCELERATE_TIMEOUT_MS = 60_000;
-export const SIMULATE_SKIP = 'trainer.mode is "simulate": not checked, no real training runs';
+/** Importing torch on a cold page cache, or a first CUDA init, takes seconds; a minute is a hang. */
+const PYTHON_DEADLINE_MS = 60_000;
+const SIMULATE_SKIP = 'trainer.mode is "simulate": not checked, no real training runs';
 
 /** Runs `accelerate --help` as the service user: proves the venv's interpreter and packages load for it. */
 export async function checkAccelerate(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
@@ -37,4 +42,95 @@ export async function checkSdScripts(config: Config, account: ServiceAccount, ru
 
 function lastLine(output: string): string {
   return output.split("\n").filter((l) => l.trim() !== "").at(-1) ?? "no output";
+}
+
+export async function checkNvidiaSmi(config: Config): Promise<CheckResult> {
+  const name = "nvidia-smi";
+  const probe = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: 0 });
+  const result = await probe.read({ fresh: true });
+  if (!result.ok) {
+    return fail(name, `${config.gpu.nvidia_smi} failed: ${result.detail}`, "run nvidia-smi by hand; fix the driver, or point gpu.nvidia_smi at it");
+  }
+  const missing = config.devices.filter((d) => !result.devices.some((g) => g.index === d.index));
+  if (missing.length > 0) {
+    const seen = result.devices.map((g) => `${g.index} ${g.name}`).join(", ") || "none";
+    const names = missing.map((d) => `device ${d.index} (${d.name})`).join(", ");
+    return fail(name, `${names} not seen by nvidia-smi (it sees: ${seen})`, "fix [[devices]] in the config to match nvidia-smi's indexes");
+  }
+  const seen = config.devices.map((d) => `${d.index} ${result.devices.find((g) => g.index === d.index)!.name}`).join(", ");
+  const renamed = config.devices.filter((d) => !result.devices.find((g) => g.index === d.index)!.name.includes(d.name));
+  if (renamed.length > 0) {
+    const which = renamed.map((d) => `device ${d.index} is configured as "${d.name}"`).join(", ");
+    return warn(name, `sees ${seen}, but ${which}`, "check that [[devices]] index order matches CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  }
+  return ok(name, `sees the configured devices: ${seen}`);
+}
+
+/** With NoNewPrivileges the worker cannot run nvidia-modprobe (setuid) to create the node, so it must exist already. */
+export function checkNvidiaUvm(devDir: string): CheckResult {
+  const name = "nvidia-uvm";
+  const node = join(devDir, "nvidia-uvm");
+  const load = "load it at boot: echo nvidia-uvm > /etc/modules-load.d/nvidia-uvm.conf, and now: modprobe nvidia-uvm && nvidia-modprobe -u -c=0";
+  try {
+    const st = statSync(node);
+    if (!st.isCharacterDevice()) return fail(name, `${node} is not a character device`, load);
+  } catch {
+    return fail(name, `${node} does not exist (CUDA needs it; the service cannot create it)`, load);
+  }
+  return ok(name, `${node} exists`);
+}
+
+const DOING: Record<Stage, string> = {
+  torch: "import torch",
+  cuda: "answer torch.cuda.is_available()",
+  bitsandbytes: "import bitsandbytes",
+};
+const FIX: Record<Stage, string> = {
+  torch: "install torch in the venv beside trainer.accelerate (the one sd-scripts runs in), readable by the service user",
+  cuda: "install a CUDA build of torch that matches the driver (nvidia-smi shows its CUDA version), and check /dev/nvidia-uvm",
+  bitsandbytes: "install a bitsandbytes that matches this torch and CUDA in the venv: AdamW8bit fails minutes into every run without it",
+};
+
+/** The venv's interpreter (accelerate runs sd-scripts with it) as the service user: torch, CUDA, bitsandbytes. */
+export async function checkTrainerPython(deps: DoctorDeps): Promise<CheckResult[]> {
+  const { config, account, runAs } = deps;
+  if (config.trainer.mode === "simulate") return STAGES.map((stage) => warn(stage, SIMULATE_SKIP));
+  const python = join(dirname(config.trainer.accelerate), "python");
+  const deadlineMs = deps.pythonDeadlineMs ?? PYTHON_DEADLINE_MS;
+  const run = await runAs([python, "-c", PROBE_PROGRAM], {
+    env: { PATH: `${dirname(python)}:/usr/local/bin:/usr/bin:/bin`, HOME: config.state_dir, CUDA_DEVICE_ORDER: "PCI_BUS_ID", PYTHONUNBUFFERED: "1" },
+    timeoutMs: deadlineMs,
+  });
+  const reports = readReports(run.stdout);
+  const stopped = STAGES.find((stage) => reports[stage] === undefined);
+  const who = `${python} as ${account.user}`;
+  return STAGES.map((stage) => {
+    if (stage === stopped) return fail(stage, `${who} did not ${DOING[stage]}: ${whyStopped(run, deadlineMs)}`, FIX[stage]);
+    if (reports[stage] === undefined) return warn(stage, `not checked: ${who} stopped before it, at ${stopped}`);
+    return passed(stage, reports, deps, who);
+  });
+}
+
+function whyStopped(run: RunResult, deadlineMs: number): string {
+  if (run.timedOut) return `no answer within ${deadlineMs / 1000} s; killed at the deadline`;
+  return `exit ${run.exitCode ?? "by signal"}, ${stopReason(run)}`;
+}
+
+function passed(stage: Stage, reports: Reports, deps: DoctorDeps, who: string): CheckResult {
+  if (stage === "torch") return ok(stage, `torch ${reports.torch!.version} imports in ${who}`);
+  if (stage === "bitsandbytes") return ok(stage, `bitsandbytes ${reports.bitsandbytes!.version} imports`);
+  return cudaResult(reports.cuda!, deps);
+}
+
+// With CUDA_DEVICE_ORDER=PCI_BUS_ID, as a run has it, torch's indexes are nvidia-smi's and the config's.
+function cudaResult(cuda: NonNullable<Reports["cuda"]>, { config }: DoctorDeps): CheckResult {
+  const build = cuda.cuda === null ? "a torch built without CUDA" : `torch built for CUDA ${cuda.cuda}`;
+  if (!cuda.available) return fail("cuda", `torch.cuda.is_available() is False (${build})`, FIX.cuda);
+  const seen = cuda.devices.map((name, index) => `${index} ${name}`).join(", ");
+  const missing = config.devices.filter((device) => device.index >= cuda.devices.length);
+  if (missing.length > 0) {
+    const names = missing.map((device) => `device ${device.index} (${device.name})`).join(", ");
+    return fail("cuda", `${names} not seen by torch (it sees: ${seen || "none"})`, "fix [[devices]] in the config, or the driver, so that torch sees every configured index");
+  }
+  return ok("cuda", `torch sees ${cuda.devices.length} CUDA device(s): ${seen} (${build})`);
 }

@@ -43,17 +43,6 @@ export function parseHeaderless<T>(text: string, layout: CsvLayout, toRow: (reco
   return parseCsvRows(nonEmptyLines(text), layout, toRow);
 }
 
-/** Rows of `--format=csv`, whose header names the fields (`used_gpu_memory [MiB]` names `used_gpu_memory`). */
-export function parseWithHeader<T>(
-  text: string,
-  freeField: string | undefined,
-  toRow: (record: CsvRecord) => T | undefined,
-): RowsResult<T> {
-  const [header = "", ...body] = nonEmptyLines(text);
-  const fields = header.split(",").map((name) => name.trim().replace(/\s*\[[^\]]*\]$/, ""));
-  return parseCsvRows(body, { fields, freeField }, toRow);
-}
-
 /** The lines of `text` that hold something besides whitespace. */
 export function nonEmptyLines(text: string): string[] {
   return text.split(/\r?\n/).filter((line) => line.trim() !== "");

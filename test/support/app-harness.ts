@@ -1,10 +1,9 @@
 import type { Config } from "../../src/config/schema.ts";
 import { createApp } from "../../src/api/app.ts";
 import { createGpuProbe } from "../../src/gpu/probe.ts";
-import { silentLogger } from "../../src/log/logger.ts";
 import { openGate } from "./auth-setup.ts";
 import type { HostTree } from "./host-tree.ts";
-import { supervisorFor } from "./real-mode.ts";
+import { silentLogger, supervisorFor } from "./real-mode.ts";
 
 // The app in process, over a real supervisor, store, probe and trainer; requests go through app.request.
 export function inProcessApp(tree: HostTree, config: Config, trainerCommand: string[], opts: { nvidiaSmi?: string; bodyDeadlineMs?: number } = {}) {

@@ -1,12 +1,12 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createApp } from "../../src/api/app.ts";
-import { setUpAuth, type AuthGate } from "../../src/auth/auth-setup.ts";
+import { setUpAuth, type AuthGate } from "../../src/auth/setup.ts";
 import { ConfigSchema } from "../../src/config/schema.ts";
 import { createGpuProbe } from "../../src/gpu/probe.ts";
-import { silentLogger, type Logger } from "../../src/log/logger.ts";
+import type { Logger } from "../../src/log/logger.ts";
 import { FAKE_NVIDIA_SMI, type HostTree } from "./host-tree.ts";
-import { TRAINERS, realModeConfig, supervisorFor } from "./real-mode.ts";
+import { TRAINERS, realModeConfig, silentLogger, supervisorFor } from "./real-mode.ts";
 
 // Two tokens as `openssl rand -hex 16` would make them; B is the one rotated in.
 export const TOKEN_A = "3f9c1e7a5b2d4c6e8f0a1b3c5d7e9f21";

@@ -1,7 +1,7 @@
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigSchema, type Config } from "../../src/config/schema.ts";
-import { silentLogger } from "../../src/log/logger.ts";
+import type { Logger } from "../../src/log/logger.ts";
 import { openJobStore } from "../../src/store/job-store.ts";
 import type { JobRow } from "../../src/store/job-store.ts";
 import { createDispatcher, type Dispatcher } from "../../src/dispatch/dispatch.ts";
@@ -11,6 +11,9 @@ import { FAKE_NVIDIA_SMI, MAIN, type HostTree } from "./host-tree.ts";
 
 export const TRAINERS = join(import.meta.dir, "../fixtures/trainers");
 export const REAL_LOGS = join(import.meta.dir, "../fixtures/real");
+
+// The tests read state and answers, not log lines.
+export const silentLogger: Logger = { info() {}, warn() {}, error() {} };
 
 // Real mode with `accelerate` replaced by a fixture script: the supervisor cannot tell the difference.
 export interface ConfigOverrides {

@@ -1,7 +1,6 @@
 import { accessSync, constants } from "node:fs";
+import { locateTokenSource, readTokenSource } from "../../auth/tokens.ts";
 import { UsageError } from "../args.ts";
-import { listenHost } from "../../auth/loopback.ts";
-import { locateTokenSource, readTokenSource } from "../../auth/token-source.ts";
 
 const DEFAULT_URL = "http://127.0.0.1:8203";
 const URL_ENV = "LORA_WORKER_URL";
@@ -53,18 +52,9 @@ async function workerAddress(path: string, env: Env): Promise<WorkerAddress> {
   if (!loaded.ok) throw new UsageError(`cannot use the worker's config ${path}:\n${loaded.errors.map((e) => `  - ${e}`).join("\n")}`);
   const { listen, auth } = loaded.value.config;
   return {
-    url: urlOfListen(listen),
+    url: listen.url,
     readToken: () => (auth.mode === "none" ? null : tokenOf(auth.token_file, env.CREDENTIALS_DIRECTORY)),
   };
-}
-
-/** `listen` as a client dials it: a wildcard bind is reached on loopback. */
-export function urlOfListen(listen: string): string | null {
-  const port = listen.slice(listen.lastIndexOf(":") + 1);
-  if (Number(port) === 0) return null;
-  const host = listenHost(listen);
-  const dialed = host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host;
-  return `http://${dialed.includes(":") ? `[${dialed}]` : dialed}:${port}`;
 }
 
 // The first token of the worker's own source: what the worker accepts, read the way it reads it.

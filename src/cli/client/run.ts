@@ -1,18 +1,30 @@
-import { writeSync } from "node:fs";
-import { UsageError } from "../args.ts";
+import { parseArgs, UsageError, type ParsedArgs } from "../args.ts";
 import { resolveAddress } from "./address.ts";
-import { ClientError } from "./client-error.ts";
-import type { ClientCommand } from "./command.ts";
 import { cancel } from "./commands/cancel.ts";
 import { gpu } from "./commands/gpu.ts";
 import { jobs } from "./commands/jobs.ts";
 import { logs } from "./commands/logs.ts";
 import { status } from "./commands/status.ts";
 import { submit } from "./commands/submit.ts";
-import { EXIT, EXIT_CODES_HELP } from "./exit-codes.ts";
-import { parseOptions } from "./options.ts";
-import { createTerminal, DEFAULT_COLUMNS, type Terminal } from "./terminal.ts";
-import { createWorkerClient } from "./worker-client.ts";
+import { processTerminal, type Terminal } from "./terminal.ts";
+import { ClientError, createWorkerClient, EXIT, EXIT_CODES_HELP, type WorkerClient } from "./worker-client.ts";
+
+export interface CommandContext {
+  client: WorkerClient;
+  out: Terminal;
+  options: ParsedArgs;
+}
+
+/** One client command: its options, its help, and what it does once the worker's address is known. */
+export interface ClientCommand {
+  usage: string;
+  /** What it prints and how it ends, for `--help`. */
+  help: string;
+  values: readonly string[];
+  flags: readonly string[];
+  short?: Readonly<Record<string, string>>;
+  run(ctx: CommandContext): Promise<number>;
+}
 
 const CLIENT_COMMANDS: Readonly<Record<string, ClientCommand>> = { submit, status, jobs, logs, cancel, gpu };
 
@@ -36,7 +48,7 @@ function clientHelp(command: ClientCommand): string {
 export async function clientCommand(name: string, argv: string[], out: Terminal = processTerminal()): Promise<number> {
   const command = CLIENT_COMMANDS[name]!;
   try {
-    const options = parseOptions(argv, { values: [...command.values, ...ADDRESS_OPTIONS], flags: [...command.flags, "help"], short: command.short });
+    const options = parseArgs(argv, { values: [...command.values, ...ADDRESS_OPTIONS], flags: [...command.flags, "help"], short: command.short });
     if (options.flags.has("help")) {
       out.write(clientHelp(command));
       return EXIT.ok;
@@ -51,31 +63,5 @@ export async function clientCommand(name: string, argv: string[], out: Terminal 
     if (!(err instanceof ClientError)) throw err;
     out.error(`lora-worker ${name}: ${err.message}\n`);
     return err.exitCode;
-  }
-}
-
-function processTerminal(): Terminal {
-  return createTerminal(
-    { stdout: (text) => writeAll(STDOUT, text), stderr: (text) => writeAll(STDERR, text) },
-    { stdoutIsTTY: process.stdout.isTTY === true, stderrIsTTY: process.stderr.isTTY === true, columns: process.stdout.columns || DEFAULT_COLUMNS },
-  );
-}
-
-const STDOUT = 1;
-const STDERR = 2;
-
-// Synchronous on purpose: the entry point ends with process.exit, which drops output still queued for a pipe.
-// A reader that went away (`lora-worker jobs | head -1`) is not an error.
-function writeAll(fd: number, text: string): void {
-  const bytes = Buffer.from(text);
-  for (let done = 0; done < bytes.length; ) {
-    try {
-      done += writeSync(fd, bytes, done);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === "EPIPE") return;
-      if (code !== "EAGAIN") throw err;
-      Bun.sleepSync(1); // a non-blocking pipe is full; the reader will drain it
-    }
   }
 }

@@ -1,3 +1,4 @@
+import { writeSync } from "node:fs";
 import { printable } from "../../text/printable.ts";
 
 /**
@@ -16,7 +17,7 @@ export interface Terminal {
   columns: number;
 }
 
-export const DEFAULT_COLUMNS = 80;
+const DEFAULT_COLUMNS = 80;
 
 const REDRAW = "\r\x1b[2K";
 
@@ -50,4 +51,31 @@ export function createTerminal(sinks: TerminalSinks, shape: TerminalShape): Term
     isTTY: shape.stdoutIsTTY,
     columns: shape.columns,
   };
+}
+
+// The terminal a client command runs in: this process's stdout and stderr.
+export function processTerminal(): Terminal {
+  return createTerminal(
+    { stdout: (text) => writeAll(STDOUT, text), stderr: (text) => writeAll(STDERR, text) },
+    { stdoutIsTTY: process.stdout.isTTY === true, stderrIsTTY: process.stderr.isTTY === true, columns: process.stdout.columns || DEFAULT_COLUMNS },
+  );
+}
+
+const STDOUT = 1;
+const STDERR = 2;
+
+// Synchronous on purpose: the entry point ends with process.exit, which drops output still queued for a pipe.
+// A reader that went away (`lora-worker jobs | head -1`) is not an error.
+function writeAll(fd: number, text: string): void {
+  const bytes = Buffer.from(text);
+  for (let done = 0; done < bytes.length; ) {
+    try {
+      done += writeSync(fd, bytes, done);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "EPIPE") return;
+      if (code !== "EAGAIN") throw err;
+      Bun.sleepSync(1); // a non-blocking pipe is full; the reader will drain it
+    }
+  }
 }

@@ -1,6 +1,82 @@
+import type { z } from "zod";
+import type * as S from "../../api/openapi.ts";
+import { isActive } from "../../job.ts";
 import type { Address } from "./address.ts";
-import { ClientError, describeRefusal } from "./client-error.ts";
-import type { Dispatched, GpuStatus, Health, JobPage, JobView } from "./wire.ts";
+
+// The worker's answers as the client reads them: the same zod schemas the OpenAPI document is built from.
+export type JobStatus = z.infer<typeof S.Status>;
+export type JobView = z.infer<typeof S.JobView>;
+export type JobPage = z.infer<typeof S.JobList>;
+export type Dispatched = z.infer<typeof S.Dispatched>;
+export type GpuStatus = z.infer<typeof S.GpuStatus>;
+export type GpuDeviceView = GpuStatus["devices"][number];
+export type GpuProcessView = GpuDeviceView["processes"][number];
+export type Health = z.infer<typeof S.Health>;
+
+export function isTerminal(status: JobStatus): boolean {
+  return !isActive(status);
+}
+
+// What a script may rely on; `--help` of every client command and the README list the same numbers.
+export const EXIT = {
+  ok: 0,
+  jobFailed: 1,
+  usage: 2,
+  jobCancelled: 3,
+  unreachable: 4,
+  refused: 5,
+  noSuchJob: 6,
+} as const;
+
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+export const EXIT_CODES_HELP = `Exit codes:
+  0  succeeded (or the command did what it was asked)
+  1  the job failed
+  2  usage error (bad option, unreadable file, unusable --config)
+  3  the job was cancelled
+  4  cannot reach the worker (connection refused, timed out, dropped)
+  5  the worker refused the request (4xx other than 404, or 5xx); its detail is printed
+  6  no such job (404)
+`;
+
+export type ClientErrorKind = "unreachable" | "refused" | "no_such_job";
+
+const EXIT_OF: Record<ClientErrorKind, ExitCode> = {
+  unreachable: EXIT.unreachable,
+  refused: EXIT.refused,
+  no_such_job: EXIT.noSuchJob,
+};
+
+/** The one error a client command ends with; the entry point prints it and exits with its code. */
+export class ClientError extends Error {
+  constructor(
+    readonly kind: ClientErrorKind,
+    message: string,
+  ) {
+    super(message);
+  }
+
+  get exitCode(): ExitCode {
+    return EXIT_OF[this.kind];
+  }
+}
+
+interface DetailItem {
+  loc?: unknown[];
+  msg?: unknown;
+}
+
+// `detail` is a sentence, or FastAPI's list of {loc, msg}; `reason` and `active_job_id` add what a retry needs.
+function describeRefusal(status: number, body: unknown): string {
+  const b = (typeof body === "object" && body !== null ? body : {}) as { detail?: unknown; reason?: unknown; active_job_id?: unknown };
+  const detail = Array.isArray(b.detail)
+    ? (b.detail as DetailItem[]).map((d) => `\n  ${(d.loc ?? []).join(".")}: ${String(d.msg)}`).join("")
+    : typeof b.detail === "string" ? ` ${b.detail}` : "";
+  const reason = typeof b.reason === "string" ? ` (reason: ${b.reason}${typeof b.active_job_id === "string" ? `, active job ${b.active_job_id}` : ""})` : "";
+  const hint = status === 401 ? "\n  pass the worker's token: --token, LORA_WORKER_TOKEN, or --config with the worker's config file" : "";
+  return `the worker answered ${status}:${detail || " (no detail)"}${reason}${hint}`;
+}
 
 const REQUEST_TIMEOUT_MS = 30_000;
 // Cancel answers once no process of the job is left: up to trainer.cancel_grace_seconds (max 600) and a SIGKILL.

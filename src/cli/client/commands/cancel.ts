@@ -1,8 +1,7 @@
 import { UsageError } from "../../args.ts";
-import type { ClientCommand } from "../command.ts";
-import { EXIT } from "../exit-codes.ts";
-import { outcomeLines } from "../job-format.ts";
-import { jsonText } from "../json-text.ts";
+import { jsonText, outcomeLines } from "../format.ts";
+import type { ClientCommand } from "../run.ts";
+import { EXIT } from "../worker-client.ts";
 
 export const cancel: ClientCommand = {
   usage: "cancel ID [--json]",

@@ -1,8 +1,7 @@
 import { UsageError } from "../../args.ts";
-import type { ClientCommand } from "../command.ts";
-import { EXIT } from "../exit-codes.ts";
-import { gpuTable } from "../gpu-table.ts";
-import { jsonText } from "../json-text.ts";
+import { gpuTable, jsonText } from "../format.ts";
+import type { ClientCommand } from "../run.ts";
+import { EXIT } from "../worker-client.ts";
 
 export const gpu: ClientCommand = {
   usage: "gpu [--json]",

@@ -1,11 +1,8 @@
 import { JobStatus as JobStatusEnum } from "../../../job.ts";
-import { UsageError } from "../../args.ts";
-import type { ClientCommand } from "../command.ts";
-import { EXIT } from "../exit-codes.ts";
-import { jobLine } from "../job-format.ts";
-import { jsonText } from "../json-text.ts";
-import { positiveInt } from "../options.ts";
-import type { JobStatus } from "../wire.ts";
+import { positiveInt, UsageError } from "../../args.ts";
+import { jobLine, jsonText } from "../format.ts";
+import type { ClientCommand } from "../run.ts";
+import { EXIT, type JobStatus } from "../worker-client.ts";
 
 const STATUSES: readonly JobStatus[] = JobStatusEnum.options;
 const DEFAULT_LIMIT = 20;

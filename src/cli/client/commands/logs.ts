@@ -1,11 +1,9 @@
-import { UsageError } from "../../args.ts";
-import { ClientError } from "../client-error.ts";
-import type { ClientCommand } from "../command.ts";
-import { EXIT } from "../exit-codes.ts";
+import { positiveInt, UsageError } from "../../args.ts";
 import { eventsOf } from "../follow.ts";
-import { exitCodeOf } from "../job-format.ts";
+import { exitCodeOf } from "../format.ts";
 import { LogView } from "../log-view.ts";
-import { positiveInt } from "../options.ts";
+import type { ClientCommand } from "../run.ts";
+import { ClientError, EXIT } from "../worker-client.ts";
 
 const DEFAULT_LINES = 200; // the worker's own default for /log
 const FOLLOW_WINDOW = 1000;

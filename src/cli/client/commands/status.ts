@@ -1,11 +1,8 @@
 import { UsageError } from "../../args.ts";
-import type { ClientCommand } from "../command.ts";
-import { EXIT } from "../exit-codes.ts";
-import { followJob } from "../follow.ts";
-import { followRenderer } from "../follow-renderer.ts";
-import { exitCodeOf, statusLines } from "../job-format.ts";
-import { jsonText } from "../json-text.ts";
-import { isTerminal } from "../wire.ts";
+import { followJob, followRenderer } from "../follow.ts";
+import { exitCodeOf, jsonText, statusLines } from "../format.ts";
+import type { ClientCommand } from "../run.ts";
+import { EXIT, isTerminal } from "../worker-client.ts";
 
 export const status: ClientCommand = {
   usage: "status [ID] [--json] [--follow]",

@@ -1,10 +1,8 @@
 import { UsageError } from "../../args.ts";
-import type { ClientCommand } from "../command.ts";
-import { EXIT } from "../exit-codes.ts";
-import { followJob } from "../follow.ts";
-import { followRenderer } from "../follow-renderer.ts";
-import { exitCodeOf } from "../job-format.ts";
-import { jsonText } from "../json-text.ts";
+import { followJob, followRenderer } from "../follow.ts";
+import { exitCodeOf, jsonText } from "../format.ts";
+import type { ClientCommand } from "../run.ts";
+import { EXIT } from "../worker-client.ts";
 
 export const submit: ClientCommand = {
   usage: "submit REQUEST.json [--follow] [--json] [--idempotency-key KEY]",

@@ -1,9 +1,7 @@
+import type { Listen } from "../config/listen.ts";
 import type { Config } from "../config/schema.ts";
 import type { Logger } from "../log/logger.ts";
-import { isLoopbackListen } from "./loopback.ts";
-import { reloadingTokens } from "./reloading-tokens.ts";
-import { locateTokenSource, readTokenSource, type TokenSource } from "./token-source.ts";
-import type { TokenSet } from "./token-set.ts";
+import { locateTokenSource, readTokenSource, reloadingTokens, type TokenSet, type TokenSource } from "./tokens.ts";
 
 // "none-loopback": auth.mode is "token" but no token exists and the bind is loopback, so the worker runs open.
 export type AuthMode = "token" | "none" | "none-loopback";
@@ -30,15 +28,15 @@ export function setUpAuth({ config, credentialsDirectory, log }: AuthInputs): Au
   const located = locateTokenSource(auth.token_file, credentialsDirectory);
   if (!located.ok) return { ok: false, errors: [located.error] };
   const { source } = located;
-  if (source === null) return isLoopbackListen(listen) ? open("none-loopback") : { ok: false, errors: noTokenHelp(listen, auth.token_file) };
+  if (source === null) return listen.loopback ? open("none-loopback") : { ok: false, errors: noTokenHelp(listen, auth.token_file) };
   const read = readTokenSource(source);
   if (!read.ok) return { ok: false, errors: read.errors };
   return { ok: true, gate: { mode: "token", tokens: reloadingTokens(source, read.tokens, log), source, metricsPublic: auth.metrics_public } };
 }
 
-function noTokenHelp(listen: string, tokenFile: string): string[] {
+function noTokenHelp(listen: Listen, tokenFile: string): string[] {
   return [
-    `listen = "${listen}" is not a loopback address and no bearer token is configured (neither ${tokenFile} nor $CREDENTIALS_DIRECTORY/token exists)`,
+    `listen = "${listen.text}" is not a loopback address and no bearer token is configured (neither ${tokenFile} nor $CREDENTIALS_DIRECTORY/token exists)`,
     `create one, readable only by the worker's user, and give the same token to arbo:  umask 077; openssl rand -hex 32 > ${tokenFile}`,
     `or pass one with systemd: LoadCredential=token:/path/to/token in the unit`,
     `or, to run without authentication on purpose, set auth.mode = "none" (LORA_WORKER_AUTH_MODE=none)`,

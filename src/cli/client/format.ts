@@ -1,6 +1,4 @@
-import { EXIT, type ExitCode } from "./exit-codes.ts";
-import { meter } from "./meter.ts";
-import { isTerminal, type JobView } from "./wire.ts";
+import { EXIT, isTerminal, type ExitCode, type GpuDeviceView, type GpuProcessView, type GpuStatus, type JobView } from "./worker-client.ts";
 
 export function exitCodeOf(view: JobView): ExitCode {
   if (view.status === "failed") return EXIT.jobFailed;
@@ -94,4 +92,59 @@ export function jobLine(view: JobView): string {
     String(r.output_name),
     ...(view.error_code ? [view.error_code] : []),
   ].join("  ");
+}
+
+const BAR_WIDTH = 20;
+const ROLE_LABEL: Record<GpuProcessView["role"], string> = { cotenant: "  [co-tenant]", training: "  [training: this worker's job]", other: "" };
+
+/** `gpu` for a person: one row a device with a VRAM bar, its processes under it, co-tenants marked. */
+export function gpuTable(status: GpuStatus): string[] {
+  const nameWidth = Math.max(4, ...status.devices.map((d) => d.name.length));
+  const header = `GPU  ${"NAME".padEnd(nameWidth)}  ${"VRAM USED".padEnd(BAR_WIDTH)}  ${"USED / TOTAL".padStart(19)}  ${"FREE".padStart(9)}  UTIL`;
+  const rows = status.devices.flatMap((d) => [deviceRow(d, nameWidth), ...d.processes.map(processRow)]);
+  return [header, ...rows, cotenantLine(status)];
+}
+
+function deviceRow(d: GpuDeviceView, nameWidth: number): string {
+  const used = d.memory_used_mib;
+  const total = d.memory_total_mib;
+  const bar = used !== null && total ? meter(used / total, BAR_WIDTH) : "?".padEnd(BAR_WIDTH);
+  const amounts = `${mib(used, 6)} / ${mib(total, 6)} MiB`;
+  const util = d.utilization_pct === null ? "?" : `${d.utilization_pct}%`;
+  return `${String(d.index).padEnd(3)}  ${d.name.padEnd(nameWidth)}  ${bar}  ${amounts.padStart(19)}  ${`${mib(d.memory_free_mib, 0)} MiB`.padStart(9)}  ${util}`;
+}
+
+function processRow(p: GpuProcessView): string {
+  return `       pid ${String(p.pid).padEnd(8)} ${`${mib(p.used_mib, 0)} MiB`.padStart(10)}  ${p.name}${ROLE_LABEL[p.role]}`;
+}
+
+function cotenantLine(status: GpuStatus): string {
+  if (status.cotenants.length === 0) return "co-tenants: none";
+  const list = status.cotenants.map((c) => `${c.name} (pid ${c.pid}, ${mib(c.used_mib, 0)} MiB) on GPU ${c.device_index}`).join("; ");
+  return `co-tenants: ${list}${status.tts_on_3090 ? " — tts_on_3090: training on the 24 GB card competes with it" : ""}`;
+}
+
+function mib(value: number | null, width: number): string {
+  return (value === null ? "?" : String(value)).padStart(width);
+}
+
+const FULL = "█";
+const EMPTY = "░";
+const PARTIAL = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
+
+/** A bar of `width` cells filled to `fraction` (0–1), in eighths of a cell. */
+export function meter(fraction: number, width: number): string {
+  const eighths = Math.round(Math.min(Math.max(fraction, 0), 1) * width * 8);
+  const full = Math.floor(eighths / 8);
+  const part = PARTIAL[eighths % 8]!;
+  return FULL.repeat(full) + part + EMPTY.repeat(width - full - (part ? 1 : 0));
+}
+
+// JSON.stringify escapes C0 but leaves DEL and C1 raw, which a terminal would get shown as ^? and M-^[ (changing
+// the JSON) or act on. As \u escapes they are the same JSON value: exact on a pipe, inert on a terminal.
+const RAW_CONTROL = /[\x7f-\x9f]/g;
+
+/** `value` as JSON on one line, with no control character left raw. */
+export function jsonText(value: unknown): string {
+  return JSON.stringify(value).replace(RAW_CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }

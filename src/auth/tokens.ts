@@ -1,0 +1,126 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import type { Logger } from "../log/logger.ts";
+
+// A token file: one token a line; blank lines and `#` comments ignored; several tokens valid at once.
+export const MIN_TOKEN_LENGTH = 16;
+const TOKEN_CHARS = /^[A-Za-z0-9._~+/-]+=*$/; // RFC 6750 b64token: what fits in "Authorization: Bearer"
+
+export type TokenLines = { ok: true; tokens: string[] } | { ok: false; errors: string[] };
+
+// Errors name the line, never its content: a bad line may still be a secret.
+export function parseTokenLines(text: string, source: string): TokenLines {
+  const tokens: string[] = [];
+  const errors: string[] = [];
+  text.split("\n").forEach((raw, i) => {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) return;
+    if (!TOKEN_CHARS.test(line)) errors.push(`${source} line ${i + 1}: a token may hold only A-Z a-z 0-9 . _ ~ + / - (and trailing =), with no spaces`);
+    else if (line.length < MIN_TOKEN_LENGTH) errors.push(`${source} line ${i + 1}: a token must be at least ${MIN_TOKEN_LENGTH} characters`);
+    else tokens.push(line);
+  });
+  if (errors.length > 0) return { ok: false, errors };
+  if (tokens.length === 0) return { ok: false, errors: [`${source} holds no token (only blank lines or comments)`] };
+  return { ok: true, tokens };
+}
+
+export interface TokenSet {
+  matches(presented: string): boolean;
+  readonly size: number;
+}
+
+// Both sides are hashed first: equal-length digests make timingSafeEqual usable and hide the token's length.
+function tokenSet(tokens: readonly string[]): TokenSet {
+  const digests = tokens.map(digest);
+  return {
+    size: digests.length,
+    matches(presented) {
+      const candidate = digest(presented);
+      let found = false;
+      for (const d of digests) found = timingSafeEqual(d, candidate) || found;
+      return found;
+    },
+  };
+}
+
+function digest(token: string): Buffer {
+  return createHash("sha256").update(token, "utf8").digest();
+}
+
+export interface TokenSource {
+  kind: "systemd-credential" | "token-file";
+  path: string;
+}
+
+export const CREDENTIAL_NAME = "token";
+
+export type Located = { ok: true; source: TokenSource | null } | { ok: false; error: string };
+
+// systemd's LoadCredential= wins over auth.token_file: the unit hands this credential to this service on purpose.
+export function locateTokenSource(tokenFile: string, credentialsDirectory: string | undefined): Located {
+  const candidates: TokenSource[] = [
+    ...(credentialsDirectory ? [{ kind: "systemd-credential" as const, path: join(credentialsDirectory, CREDENTIAL_NAME) }] : []),
+    { kind: "token-file", path: tokenFile },
+  ];
+  for (const candidate of candidates) {
+    const presence = presenceOf(candidate.path);
+    if (presence === "present") return { ok: true, source: candidate };
+    if (presence !== "absent") return { ok: false, error: `cannot check ${candidate.path} (${presence}); a token source that cannot be read is not treated as absent` };
+  }
+  return { ok: true, source: null };
+}
+
+export function readTokenSource(source: TokenSource): TokenLines {
+  try {
+    return parseTokenLines(readFileSync(source.path, "utf8"), source.path);
+  } catch (err) {
+    return { ok: false, errors: [`cannot read ${source.path} (${(err as NodeJS.ErrnoException).code ?? "error"})`] };
+  }
+}
+
+function presenceOf(path: string): "present" | "absent" | string {
+  try {
+    statSync(path);
+    return "present";
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? "error";
+    return code === "ENOENT" || code === "ENOTDIR" ? "absent" : code;
+  }
+}
+
+// Rotation without a restart: a changed file is read again; a change that breaks it keeps the last good set.
+export function reloadingTokens(source: TokenSource, initial: readonly string[], log: Logger): TokenSet {
+  let current = tokenSet(initial);
+  let seen = fingerprint(source.path);
+  const refresh = () => {
+    const now = fingerprint(source.path);
+    if (now === seen) return;
+    seen = now;
+    const read = readTokenSource(source);
+    if (read.ok) {
+      current = tokenSet(read.tokens);
+      log.info("auth tokens reloaded", { token_source: source.kind, token_path: source.path, tokens: read.tokens.length });
+    } else {
+      log.error("auth token change ignored; the previous tokens stay valid", { token_path: source.path, errors: read.errors });
+    }
+  };
+  return {
+    get size() {
+      return current.size;
+    },
+    matches(presented) {
+      refresh();
+      return current.matches(presented);
+    },
+  };
+}
+
+function fingerprint(path: string): string {
+  try {
+    const st = statSync(path);
+    return `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+  } catch (err) {
+    return `missing:${(err as NodeJS.ErrnoException).code}`;
+  }
+}

@@ -1,0 +1,153 @@
+import { readFileSync, statSync, type Stats } from "node:fs";
+import { parseTokenLines } from "../auth/tokens.ts";
+import type { Config } from "../config/schema.ts";
+import { statOrNull } from "../fs.ts";
+import { fail, fromProblems, ok, warn, type CheckResult } from "./doctor.ts";
+import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
+
+/** SPEC §1: setgid so every file arbo or the worker creates there joins the handoff group; nothing for others. */
+const HANDOFF_MODE = 0o2770;
+const HEALTHZ_TIMEOUT_MS = 2000;
+
+const octal = (mode: number) => (mode & 0o7777).toString(8).padStart(4, "0");
+
+export function checkServiceAccount(account: ServiceAccount): CheckResult {
+  const name = "service account";
+  const missing = [
+    account.uid === null ? `user ${account.user} does not exist` : null,
+    account.gid === null ? `group ${account.group} does not exist` : null,
+  ].filter((m): m is string => m !== null);
+  if (missing.length > 0) {
+    return fail(name, `${missing.join("; ")} (the checks below ran as uid ${process.geteuid?.()})`, "run install.sh, which creates them, or pass --user/--group naming the unit's User= and Group=");
+  }
+  const who = `${account.user} (uid ${account.uid}) with group ${account.group} (gid ${account.gid})`;
+  if (account.switchedBy === "none") {
+    return warn(name, `${who}; doctor runs as uid ${process.geteuid?.()} and cannot switch, so the checks below ran as uid ${process.geteuid?.()}`, `run doctor as root (sudo) or as ${account.user}`);
+  }
+  return ok(name, `${who}; the checks below ran as ${account.user}`);
+}
+
+export async function checkHandoffRoot(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
+  const name = "handoff root";
+  const dir = config.handoff_root;
+  const create = `install.sh creates it, or: install -d -m ${octal(HANDOFF_MODE)} -o root -g ${account.group} ${dir}`;
+  const st = statOrNull(dir);
+  if (!st) return fail(name, `${dir} does not exist`, create);
+  if (!st.isDirectory()) return fail(name, `${dir} is not a directory`, create);
+  const problems: string[] = [];
+  const fixes: string[] = [];
+  if (account.gid !== null && st.gid !== account.gid) {
+    problems.push(`${dir} has group gid ${st.gid}, not ${account.group}`);
+    fixes.push(`chgrp ${account.group} ${dir}`);
+  }
+  if ((st.mode & 0o7777) !== HANDOFF_MODE) {
+    const setgid = st.mode & 0o2000 ? "" : ", setgid bit missing";
+    problems.push(`${dir} is mode ${octal(st.mode)}${setgid}; want ${octal(HANDOFF_MODE)} (setgid, rwx for owner and group, nothing for others)`);
+    fixes.push(`chmod ${octal(HANDOFF_MODE)} ${dir}`);
+  }
+  if (!(await holdsFor(runAs, ["-w", dir, "-a", "-x", dir]))) {
+    problems.push(`${account.user} cannot create files in ${dir}`);
+    fixes.push(`make every parent of ${dir} traversable by ${account.user} (chmod o+x)`);
+  }
+  return fromProblems(name, problems, fixes, `${dir} is ${octal(st.mode)} group ${account.group}, writable by ${account.user}`);
+}
+
+export async function checkModelRoot(root: string, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
+  const name = `model root ${root}`;
+  const st = statOrNull(root);
+  if (!st) return fail(name, `${root} does not exist`, "create it or fix model_roots in the config");
+  if (!st.isDirectory()) return fail(name, `${root} is not a directory`, "point model_roots at directories");
+  if (!(await holdsFor(runAs, ["-r", root, "-a", "-x", root]))) {
+    return fail(name, `${root} is not readable by ${account.user}`, `chmod o+rx ${root}, or give ${account.group} read on it`);
+  }
+  return ok(name, `${root} is readable by ${account.user}`);
+}
+
+export async function checkStateDir(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
+  const name = "state dir";
+  const dir = config.state_dir;
+  const own = `install -d -m 0700 -o ${account.user} -g ${account.group} ${dir}`;
+  const st = statOrNull(dir);
+  if (!st) return fail(name, `${dir} does not exist`, `install.sh creates it, or: ${own}`);
+  if (!st.isDirectory()) return fail(name, `${dir} is not a directory`, own);
+  if (!(await holdsFor(runAs, ["-w", dir, "-a", "-x", dir]))) {
+    return fail(name, `${dir} is not writable by ${account.user}`, `chown ${account.user}:${account.group} ${dir}`);
+  }
+  return ok(name, `${dir} is writable by ${account.user}`);
+}
+
+export async function checkPort(config: Config): Promise<CheckResult> {
+  const name = "port";
+  const { text, host, port, url } = config.listen;
+  if (url === null) return ok(name, `listen = "${text}": the worker picks a free port`);
+  const bind = tryBind(host, port);
+  if (bind.free) return ok(name, `${text} is free`);
+  if (bind.code !== "EADDRINUSE") {
+    return fail(name, `cannot bind ${text}: ${bind.code}`, "check the listen address exists on this host; ports below 1024 need privileges the unit does not grant");
+  }
+  const healthz = `${url}/healthz`;
+  const worker = await workerOnPort(healthz);
+  if (worker) return ok(name, `${text} is held by this worker (lora-worker ${worker.version}, trainer mode ${worker.trainer_mode})`);
+  return fail(name, `${text} is held by another program (${healthz} is not lora-worker's)`, `find it with: ss -ltnp 'sport = :${port}'; stop it or change listen`);
+}
+
+type BindOutcome = { free: true } | { free: false; code: string };
+
+function tryBind(hostname: string, port: number): BindOutcome {
+  try {
+    Bun.listen({ hostname, port, socket: { data() {} } }).stop(true);
+    return { free: true };
+  } catch (error) {
+    return { free: false, code: String((error as { code?: unknown }).code ?? (error as Error).message) };
+  }
+}
+
+/** Our /healthz shape (SPEC §3): anything else holding the port is another program. */
+async function workerOnPort(url: string): Promise<{ version: string; trainer_mode: string } | null> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(HEALTHZ_TIMEOUT_MS) });
+    const body = (await res.json()) as Record<string, unknown>;
+    const ours = res.ok && body.status === "ok" && typeof body.version === "string" && typeof body.trainer_mode === "string" && "auth_mode" in body;
+    return ours ? { version: body.version as string, trainer_mode: body.trainer_mode as string } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The API tokens: one per line, readable by the worker, by nobody outside root and the service group. */
+export async function checkTokenFile(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
+  const name = "token file";
+  if (config.auth.mode === "none") {
+    return warn(name, 'auth.mode is "none": every client that reaches the port can start, read and cancel jobs', 'set auth.mode = "token"');
+  }
+  const file = config.auth.token_file;
+  const safe = `chown root:${account.group} ${file} && chmod 0640 ${file}`;
+  let st: Stats;
+  try {
+    st = statSync(file);
+  } catch {
+    return fail(name, `${file} does not exist`, "install.sh creates it (32 random bytes, hex)");
+  }
+  if (!st.isFile()) return fail(name, `${file} is not a regular file`, "replace it with a file holding one token per line");
+  const problems: string[] = [];
+  // Permission bits only: a token file's setuid, setgid and sticky bits mean nothing.
+  const mode = octal(st.mode & 0o777);
+  if (st.mode & 0o007) problems.push(`${file} is mode ${mode}, open to every user`);
+  if (st.uid !== 0 && st.uid !== account.uid) problems.push(`${file} is owned by uid ${st.uid}, not root or ${account.user}`);
+  if (!(await holdsFor(runAs, ["-r", file]))) problems.push(`${file} is not readable by ${account.user}`);
+  const unusable = problems.length === 0 ? tokenProblems(file) : [];
+  if (unusable.length > 0) return fail(name, unusable.join("; "), `write one token a line, as serve reads them: umask 077; openssl rand -hex 32 > ${file}`);
+  return fromProblems(name, problems, [safe], `${file} is ${mode}, owner uid ${st.uid}, readable by ${account.user}`);
+}
+
+// The same parser serve uses, so doctor passes exactly the files serve accepts.
+function tokenProblems(file: string): string[] {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {
+    return []; // unreadable by doctor itself (not root): the readability check above speaks for the worker
+  }
+  const parsed = parseTokenLines(text, file);
+  return parsed.ok ? [] : parsed.errors;
+}
