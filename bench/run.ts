@@ -15,6 +15,7 @@ const SCRIPTS = [
   "startup-footprint.ts",
   "dispatch.ts",
   "lora-finite-scan.ts",
+  "dataset-snapshot.ts",
 ];
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { MAIN, makeHostTree, type HostTree } from "./support/host-tree.ts";
 
 // Every flag sd-scripts' sdxl_train_network.py is given: full names only (argparse accepts prefixes).
@@ -81,8 +81,10 @@ describe("lora-worker plan", () => {
     const { out } = await plan(tree, tree.validRequest({ tier: "quality", device_index: 1, subject_class: "young woman", repeats: 7 }));
     expect(Bun.TOML.parse(out.dataset_toml)).toEqual({
       general: { caption_extension: ".txt" },
-      datasets: [{ resolution: 1024, batch_size: 2, enable_bucket: true, subsets: [{ image_dir: tree.dataset, class_tokens: "ohwx young woman", num_repeats: 7 }] }],
+      // The trainer reads the job's own copy of the dataset, never the handoff folder.
+      datasets: [{ resolution: 1024, batch_size: 2, enable_bucket: true, subsets: [{ image_dir: expect.stringMatching(/\/jobs\/[^/]+\/dataset\/images$/), class_tokens: "ohwx young woman", num_repeats: 7 }] }],
     });
+    expect((Bun.TOML.parse(out.dataset_toml) as any).datasets[0].subsets[0].image_dir).toStartWith(join(tree.state, "jobs"));
     expect(out.argv).toContain("--max_train_steps=3000");
     expect(out.env.CUDA_VISIBLE_DEVICES).toBe("1");
   });
@@ -95,7 +97,7 @@ describe("lora-worker plan", () => {
     const { out } = await plan(tree, tree.validRequest());
     const parsed = Bun.TOML.parse(out.dataset_toml) as any;
     expect(parsed.datasets.length).toBe(1);
-    expect(parsed.datasets[0].subsets[0].image_dir).toBe(odd);
+    expect(parsed.datasets[0].subsets[0].image_dir).toEndWith(`/dataset/${basename(odd)}`);
   });
 
   test("a bad request prints the 422 detail list and exits 1 without creating anything", async () => {

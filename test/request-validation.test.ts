@@ -21,8 +21,9 @@ describe("POST /train validation (INV-T7)", () => {
     using tree = makeHostTree();
     const result = await checkTrain(tree.validRequest(), configFor(tree));
     if (!result.ok) throw new Error(JSON.stringify(result));
-    expect(result.value.imageDir).toBe(tree.dataset);
-    expect(result.value.imageCount).toBe(3);
+    expect(result.value.datasetDir).toBe(tree.dataset);
+    expect(result.value.dataset).toMatchObject({ folder: null, bytes: 9 });
+    expect(result.value.dataset.files.map((f) => f.rel)).toEqual(["img0.png", "img1.png", "img2.png"]);
     expect(result.value.outputFile).toBe(join(tree.handoff, "job1", "out", "mylora.safetensors"));
   });
 
@@ -32,7 +33,8 @@ describe("POST /train validation (INV-T7)", () => {
     mkdirSync(kohya);
     writeFileSync(join(kohya, "a.JPG"), "x");
     const result = await checkTrain(tree.validRequest(), configFor(tree));
-    expect(result.ok && result.value.imageDir).toBe(kohya);
+    expect(result.ok && result.value.dataset.folder).toBe("10_ohwx person");
+    expect(result.ok && result.value.dataset.files.map((f) => f.rel)).toEqual(["10_ohwx person/a.JPG"]);
   });
 
   const cases: Array<[string, (t: HostTree) => Record<string, unknown>, string, string]> = [

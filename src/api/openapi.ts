@@ -26,6 +26,8 @@ export const JobView = z.strictObject({
   exit_code: z.int().optional(),
   signal: z.string().optional(),
   admission_warning: z.string().optional(),
+  /** The private copy of the dataset the trainer read: two runs with the same sha256 trained on the same files. */
+  dataset: z.strictObject({ files: z.int().min(1), bytes: z.int().min(0), sha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
   forced_kill: z.boolean(),
   request: z.record(z.string(), z.unknown()),
 });

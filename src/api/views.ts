@@ -29,6 +29,7 @@ export function jobView(row: JobRow, live: Progress | null) {
     ...optional({ started_at: row.started_at, ended_at: row.ended_at }),
     simulated: row.simulated === 1,
     ...optional({ exit_code: row.exit_code, signal: row.signal, admission_warning: row.admission_warning }),
+    ...(row.dataset_sha256 === null ? {} : { dataset: { files: row.dataset_files, bytes: row.dataset_bytes, sha256: row.dataset_sha256 } }),
     forced_kill: row.forced_kill === 1,
     request: JSON.parse(row.request) as unknown,
   };

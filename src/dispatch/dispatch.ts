@@ -1,19 +1,18 @@
 import { randomUUID } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
-import { judgeAdmission, type Admission, type Refusal } from "../gpu/admission.ts";
+import { type Admission, judgeAdmission, type Refusal } from "../gpu/admission.ts";
 import type { GpuProbe } from "../gpu/probe.ts";
 import type { Logger } from "../log/logger.ts";
 import { buildLaunch } from "../recipe/command.ts";
 import { TIERS } from "../tiers.ts";
-import { checkTrain, type CheckedTrain } from "../request/check.ts";
-import { recheckPaths } from "../request/check.ts";
-import { TrainRequest as TrainRequestSchema, type TrainRequest } from "../request/schema.ts";
-import type { DetailItem } from "../request/schema.ts";
-import { StoreWriteFailed, type JobRow, type JobStore } from "../store/job-store.ts";
+import { type CheckedTrain, checkTrain, recheckPaths } from "../request/check.ts";
+import { type DetailItem, fieldError, type TrainRequest, TrainRequest as TrainRequestSchema } from "../request/schema.ts";
+import { type JobRow, type JobStore, StoreWriteFailed } from "../store/job-store.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
+import { DatasetChanged, type Snapshot, snapshotDataset } from "./snapshot.ts";
 
 export interface DispatcherDeps {
   store: JobStore;
@@ -59,7 +58,7 @@ export function createDispatcher(deps: DispatcherDeps) {
 
   // Synchronous from the check to the claim: no other dispatch can slip in between. The claimed row keeps the
   // slot while the launch runs.
-  const claim = (train: CheckedTrain, hash: string, key: string | null, admissionWarning: string | null): DispatchResult => {
+  const claim = (id: string, train: CheckedTrain, hash: string, key: string | null, admissionWarning: string | null, dataset: Snapshot): DispatchResult => {
     // The dataset may have changed since the request was checked: resolve every path once more.
     const changed = recheckPaths(train, config);
     if (changed.length > 0) return { ok: false, kind: "invalid", detail: changed };
@@ -67,11 +66,10 @@ export function createDispatcher(deps: DispatcherDeps) {
     if (full !== null) return { ok: false, kind: "state_unwritable", detail: full.error };
     const stray = supervisor.unsupervisedJob();
     if (stray !== null) return { ok: false, kind: "busy", activeId: stray, unsupervised: true };
-    const id = randomUUID();
     try {
       const claimed = store.insertIfIdle({
         id, request: train.request, requestHash: hash, idempotencyKey: key, admissionWarning, simulated: config.trainer.mode === "simulate",
-        logPath: jobPaths(config.state_dir, id).log, now: now().toISOString(), totalSteps: expectedTotal(train.request),
+        logPath: jobPaths(config.state_dir, id).log, now: now().toISOString(), totalSteps: expectedTotal(train.request), dataset,
       });
       if (!claimed.inserted) return { ok: false, kind: "busy", activeId: claimed.activeId, unsupervised: false };
     } catch (err) {
@@ -80,6 +78,22 @@ export function createDispatcher(deps: DispatcherDeps) {
     }
     return { ok: true, job: store.get(id)! };
   };
+
+  // Before the claim, so a dataset that changed since the check is a 422 and any refusal leaves nothing behind.
+  const copyDataset = async (id: string, train: CheckedTrain): Promise<{ ok: true; value: Snapshot } | Exclude<DispatchResult, { ok: true }>> => {
+    const full = supervisor.stateFull();
+    if (full !== null) return { ok: false, kind: "state_unwritable", detail: full.error };
+    try {
+      return { ok: true, value: await snapshotDataset(train.dataset, jobPaths(config.state_dir, id).dataset) };
+    } catch (err) {
+      removeJobDir(id);
+      if (err instanceof DatasetChanged) {
+        return { ok: false, kind: "invalid", detail: [fieldError("dataset_dir", `${train.request.dataset_dir}: ${err.message}; send the request again`, "path_changed")] };
+      }
+      return { ok: false, kind: "state_unwritable", detail: `the dataset could not be copied into the job directory: ${(err as Error).message}` };
+    }
+  };
+  const removeJobDir = (id: string) => rmSync(jobPaths(config.state_dir, id).dir, { recursive: true, force: true });
 
   const launch = async (row: JobRow, train: CheckedTrain): Promise<DispatchResult> => {
     const paths = jobPaths(config.state_dir, row.id);
@@ -110,7 +124,11 @@ export function createDispatcher(deps: DispatcherDeps) {
       if (!admission.admit) return { ok: false, kind: "refused", refusal: admission.refusal };
       const again = replayOf(hash, idempotencyKey);
       if (again) return again;
-      const claimed = claim(checked.value, hash, idempotencyKey, admission.warning);
+      const id = randomUUID();
+      const copied = await copyDataset(id, checked.value);
+      if (!copied.ok) return copied;
+      const claimed = claim(id, checked.value, hash, idempotencyKey, admission.warning, copied.value);
+      if (!claimed.ok) removeJobDir(id);
       return claimed.ok ? launch(claimed.job, checked.value) : claimed;
     },
   };

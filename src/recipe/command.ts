@@ -3,6 +3,7 @@ import type { Config } from "../config/schema.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { TIERS } from "../tiers.ts";
 import * as H from "./hyperparameters.ts";
+import { CAPTION_EXTENSION } from "../request/dataset.ts";
 import { datasetToml } from "./dataset-toml.ts";
 import type { JobPaths } from "../supervisor/job-dir.ts";
 import { JOB_MARKER_ENV } from "../os/marker.ts";
@@ -33,7 +34,7 @@ export function buildLaunch(train: CheckedTrain, config: Config, paths: JobPaths
     env: childEnv(train, config, paths),
     // No sd-scripts checkout exists in simulate mode; the job's own directory stands in.
     cwd: config.trainer.mode === "simulate" ? paths.dir : sdScripts,
-    dataset_toml: datasetToml(train),
+    dataset_toml: datasetToml(train, paths.dataset),
   };
 }
 
@@ -75,7 +76,7 @@ function scriptFlags(train: CheckedTrain, paths: JobPaths): string[] {
     flag(["max_data_loader_n_workers", H.DATA_LOADER_WORKERS]),
     "--persistent_data_loader_workers",
     "--console_log_simple",
-    flag(["caption_extension", H.CAPTION_EXTENSION]),
+    flag(["caption_extension", CAPTION_EXTENSION]),
   ];
 }
 

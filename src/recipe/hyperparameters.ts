@@ -9,7 +9,6 @@ export const NOISE_OFFSET = 0.1;
 export const MIXED_PRECISION = "bf16";
 export const SAVE_PRECISION = "fp16";
 export const NETWORK_MODULE = "networks.lora";
-export const CAPTION_EXTENSION = ".txt";
 export const DATA_LOADER_WORKERS = 1;
 
 // Alpha at half the rank keeps the LoRA's effective scale at 0.5, kohya's usual SDXL choice.

@@ -1,57 +1,19 @@
+import { realpathSync } from "node:fs";
 import { join } from "node:path";
 import { hasEntry, statOrNull } from "../fs.ts";
 import type { Config, Device } from "../config/schema.ts";
 import { TIERS } from "../tiers.ts";
 import { checkBaseModelHeader } from "./base-model.ts";
 import { resolveInside, type Roots } from "./contained-path.ts";
+import { scanDataset, type Dataset } from "./dataset.ts";
 import { detailFromIssues, type DetailItem, fieldError, TrainRequest } from "./schema.ts";
-import { readdir } from "node:fs/promises";
-
-export const IMAGE_EXTENSIONS = [".png", ".jpg", ".jpeg", ".webp"];
-const KOHYA_FOLDER = /^\d+_\S.*$/;
-
-export type ImageDir = { ok: true; dir: string; count: number } | { ok: false; msg: string; type: string };
-
-// Images directly in the dataset dir, or in exactly one kohya folder `<repeats>_<trigger> <class>`.
-export async function findImageDir(datasetDir: string): Promise<ImageDir> {
-  const entries = await readdir(datasetDir, { withFileTypes: true }).catch(unreadable);
-  if (!Array.isArray(entries)) return entries;
-  const direct = entries.filter((e) => e.isFile() && isImage(e.name)).length;
-  if (direct > 0) return { ok: true, dir: datasetDir, count: direct };
-  const folders = entries.filter((e) => e.isDirectory() && KOHYA_FOLDER.test(e.name));
-  if (folders.length > 1) {
-    return { ok: false, msg: `holds ${folders.length} kohya folders (${folders.map((f) => f.name).join(", ")}); exactly one is supported`, type: "dataset_ambiguous" };
-  }
-  const [folder] = folders;
-  if (folder) {
-    const dir = join(datasetDir, folder.name);
-    const inner = await readdir(dir, { withFileTypes: true }).catch(unreadable);
-    if (!Array.isArray(inner)) return inner;
-    const count = inner.filter((e) => e.isFile() && isImage(e.name)).length;
-    if (count > 0) return { ok: true, dir, count };
-  }
-  return {
-    ok: false,
-    msg: `holds no image (${IMAGE_EXTENSIONS.join(" ")}) directly or in one kohya folder "<repeats>_<trigger> <class>"`,
-    type: "dataset_empty",
-  };
-}
-
-function unreadable(err: NodeJS.ErrnoException): ImageDir {
-  return { ok: false, msg: `cannot be read (${err.code ?? "error"})`, type: "dataset_unreadable" };
-}
-
-function isImage(name: string): boolean {
-  const lower = name.toLowerCase();
-  return IMAGE_EXTENSIONS.some((ext) => lower.endsWith(ext));
-}
 
 // For the moment just before spawning: every real path the check resolved still resolves to itself inside
 // its root, so a link swapped in since the request was checked is caught (time of check vs time of use).
 export function recheckPaths(train: CheckedTrain, config: Config): DetailItem[] {
   const { request } = train;
   const checks: Array<[string, string, string, Roots, boolean]> = [
-    ["dataset_dir", request.dataset_dir, train.imageDir, handoffRoot(config), false],
+    ["dataset_dir", request.dataset_dir, train.datasetDir, handoffRoot(config), false],
     ["base_model_path", request.base_model_path, train.baseModel, modelRoots(config), false],
     ["output_dir", request.output_dir, train.outputDir, handoffRoot(config), true],
   ];
@@ -66,8 +28,10 @@ export function recheckPaths(train: CheckedTrain, config: Config): DetailItem[] 
 export interface CheckedTrain {
   request: TrainRequest;
   device: Device;
-  imageDir: string;
-  imageCount: number;
+  /** The dataset dir with symbolic links resolved. */
+  datasetDir: string;
+  /** Every file the trainer will read, as checked: what the job directory's copy is made from. */
+  dataset: Dataset;
   baseModel: string;
   outputDir: string;
   outputFile: string;
@@ -102,19 +66,19 @@ export async function checkTrain(body: unknown, config: Config): Promise<CheckRe
   }
   return {
     ok: true,
-    value: { request, device: device.value, imageDir: dataset.value.dir, imageCount: dataset.value.count, baseModel: model.value, outputDir: output.value, outputFile },
+    value: { request, device: device.value, ...dataset.value, baseModel: model.value, outputDir: output.value, outputFile },
   };
 }
 
 export const handoffRoot = (config: Config): Roots => ({ paths: [config.handoff_root], label: "the handoff root" });
 export const modelRoots = (config: Config): Roots => ({ paths: config.model_roots, label: "a configured model root" });
 
-async function checkDataset(path: string, config: Config): Promise<Field<{ dir: string; count: number }>> {
+async function checkDataset(path: string, config: Config): Promise<Field<{ datasetDir: string; dataset: Dataset }>> {
   const inside = resolveInside(path, handoffRoot(config), false);
   if (!inside.ok) return fail("dataset_dir", inside.msg, inside.type);
   if (!statOrNull(inside.real)?.isDirectory()) return fail("dataset_dir", `${path} is not a directory`, "not_a_directory");
-  const images = await findImageDir(inside.real);
-  return images.ok ? { ok: true, value: images } : fail("dataset_dir", `${path} ${images.msg}`, images.type);
+  const scan = await scanDataset(inside.real, realpathSync(config.handoff_root), config.dataset);
+  return scan.ok ? { ok: true, value: { datasetDir: inside.real, dataset: scan.value } } : fail("dataset_dir", `${path} ${scan.msg}`, scan.type);
 }
 
 async function checkBaseModel(path: string, config: Config): Promise<Field<string>> {

@@ -76,6 +76,8 @@ function scriptArgs(values: Values, randomSeed: () => number) {
     seed: number("seed") ?? randomSeed(),
     mixed_precision: text("mixed_precision") ?? "no",
     cache_latents: flag("cache_latents"),
+    cache_latents_to_disk: flag("cache_latents_to_disk"),
+    caption_extension: text("caption_extension") ?? ".caption",
     cache_text_encoder_outputs: flag("cache_text_encoder_outputs"),
     console_log_simple: flag("console_log_simple"),
   };

@@ -12,6 +12,7 @@ export interface LoraRun {
   plan: TrainingPlan;
   resolution: [number, number];
   steps: number;
+  tagFrequency: Record<string, Record<string, number>>;
   startedAt: number;
   finishedAt: number;
 }
@@ -83,6 +84,7 @@ function loraMetadata(run: LoraRun): Record<string, string> {
     ss_training_finished_at: pyFloatStr(run.finishedAt),
     ss_steps: String(steps),
     ss_epoch: String(plan.epochs),
+    ss_tag_frequency: JSON.stringify(run.tagFrequency),
     "modelspec.architecture": "stable-diffusion-xl-v1-base/lora",
     lora_worker_simulated: "true",
   };

@@ -57,7 +57,7 @@ type Paths = { configPath: string; modelPath: string; outputDir: string };
 async function train(io: Io, log: Log, knobs: Knobs, args: ScriptArgs, paths: Paths): Promise<number> {
   const startedAt = io.wallClock();
   log("INFO", `Loading dataset config from ${paths.configPath}`);
-  const datasets = await loadDatasets(paths.configPath);
+  const datasets = await loadDatasets(paths.configPath, args.caption_extension);
   if (!datasets.ok) {
     io.stderr(traceback(datasets.error));
     return 1;
@@ -79,7 +79,8 @@ async function train(io: Io, log: Log, knobs: Knobs, args: ScriptArgs, paths: Pa
   if (!outcome.finished) return outcome.exitCode;
   const path = finalLoraPath(paths.outputDir, args.output_name);
   print(io, `\nsaving checkpoint: ${path}`);
-  const run = { args, plan, resolution: datasets.value[0]!.resolution, steps: outcome.steps, startedAt };
+  const tagFrequency = Object.assign({}, ...datasets.value.map((d) => d.tagFrequency));
+  const run = { args, plan, resolution: datasets.value[0]!.resolution, steps: outcome.steps, tagFrequency, startedAt };
   await writeLoraFile(path, { ...run, finishedAt: io.wallClock() });
   log("INFO", "model saved.");
   outcome.bar.close();

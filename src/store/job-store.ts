@@ -36,6 +36,9 @@ export interface JobRow {
   cancel_requested_at: string | null;
   stop_reason: StopReason | null;
   stop_requested_at: string | null;
+  dataset_files: number | null;
+  dataset_bytes: number | null;
+  dataset_sha256: string | null;
   log_path: string;
 }
 
@@ -50,6 +53,8 @@ export interface NewJob {
   now: string;
   /** The run's step count, known before the trainer says it (the tier's); null for a replayed recording. */
   totalSteps: number | null;
+  /** What the job directory's copy of the dataset holds; null for a job recorded again after its database was lost. */
+  dataset: { files: number; bytes: number; sha256: string } | null;
 }
 
 export type LossPoint = [step: number, loss: number | null];
@@ -97,7 +102,12 @@ function openChecked(path: string): Database {
 }
 
 // Columns added after the first release; CREATE TABLE IF NOT EXISTS leaves an older table as it was.
-const ADDED_COLUMNS: Array<[name: string, type: string]> = [["stop_requested_at", "TEXT"]];
+const ADDED_COLUMNS: Array<[name: string, type: string]> = [
+  ["stop_requested_at", "TEXT"],
+  ["dataset_files", "INTEGER"],
+  ["dataset_bytes", "INTEGER"],
+  ["dataset_sha256", "TEXT"],
+];
 
 function migrate(db: Database): void {
   const have = new Set(db.query<{ name: string }, []>("PRAGMA table_info(jobs)").all().map((c) => c.name));
@@ -121,8 +131,8 @@ export function openJobStore(path: string) {
   };
 
   const insert = db.prepare(
-    `INSERT INTO jobs (id, status, phase, total_steps, created_at, request, request_hash, idempotency_key, admission_warning, simulated, log_path)
-     SELECT $id, 'starting', 'loading', $total_steps, $now, $request, $request_hash, $idempotency_key, $admission_warning, $simulated, $log_path
+    `INSERT INTO jobs (id, status, phase, total_steps, created_at, request, request_hash, idempotency_key, admission_warning, simulated, log_path, dataset_files, dataset_bytes, dataset_sha256)
+     SELECT $id, 'starting', 'loading', $total_steps, $now, $request, $request_hash, $idempotency_key, $admission_warning, $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256
      WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE ${ACTIVE_SQL})`,
   );
   const activeQuery = db.prepare<{ id: string }, []>(`SELECT id FROM jobs WHERE ${ACTIVE_SQL} LIMIT 1`);
@@ -133,6 +143,7 @@ export function openJobStore(path: string) {
     const tx = db.transaction(() => {
       const res = insert.run({
         id: job.id, now: job.now, total_steps: job.totalSteps, request: JSON.stringify(job.request), request_hash: job.requestHash,
+        dataset_files: job.dataset?.files ?? null, dataset_bytes: job.dataset?.bytes ?? null, dataset_sha256: job.dataset?.sha256 ?? null,
         idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0, log_path: job.logPath,
       });
       return res.changes === 1 ? null : (activeQuery.get()?.id ?? "unknown");

@@ -34,6 +34,9 @@ CREATE TABLE IF NOT EXISTS jobs (
   cancel_requested_at TEXT,
   stop_reason TEXT,
   stop_requested_at TEXT,
+  dataset_files INTEGER,
+  dataset_bytes INTEGER,
+  dataset_sha256 TEXT,
   log_path TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);

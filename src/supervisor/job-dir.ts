@@ -6,7 +6,8 @@ import type { ProcessIdentity } from "../os/proc.ts";
 // The files a job directory holds, shared by the worker and the shim that outlives it; together they say
 // what the job is and what of it is alive even when the job database is lost:
 //   train.log     the trainer's stdout and stderr (appended by the trainer, cut to a cap by the shim)
-//   dataset.toml  the generated dataset config the trainer reads
+//   dataset/      the copy of the checked dataset files the trainer reads (and caches latents beside)
+//   dataset.toml  the generated dataset config the trainer reads, pointing into dataset/
 //   tmp/          the trainer's TMPDIR
 //   job.json      the record's origin: request and bookkeeping (written by the worker before the shim starts)
 //   launch.json   what to run (written by the worker before the shim starts)
@@ -16,6 +17,8 @@ import type { ProcessIdentity } from "../os/proc.ts";
 export interface JobPaths {
   id: string;
   dir: string;
+  /** The private copy of the dataset the trainer reads. */
+  dataset: string;
   log: string;
   datasetConfig: string;
   hfHome: string;
@@ -24,7 +27,7 @@ export interface JobPaths {
 // Every job lives in <state_dir>/jobs/<id>/; the Hugging Face cache is shared by all of them.
 export function jobPaths(stateDir: string, id: string): JobPaths {
   const dir = join(stateDir, "jobs", id);
-  return { id, dir, log: join(dir, "train.log"), datasetConfig: join(dir, "dataset.toml"), hfHome: join(stateDir, "hf-home") };
+  return { id, dir, dataset: join(dir, "dataset"), log: join(dir, "train.log"), datasetConfig: join(dir, "dataset.toml"), hfHome: join(stateDir, "hf-home") };
 }
 
 export interface LaunchFile {

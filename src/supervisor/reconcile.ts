@@ -79,7 +79,7 @@ function recover(deps: ReconcileDeps, id: string, dir: string, marked: number[])
   if (file === null || deps.store.get(id) !== null) return null;
   const inserted = deps.store.insertRecovered({
     id, request: file.request, requestHash: file.request_hash, idempotencyKey: file.idempotency_key, admissionWarning: file.admission_warning,
-    simulated: file.simulated, now: file.created_at, logPath: join(dir, "train.log"), totalSteps: null,
+    simulated: file.simulated, now: file.created_at, logPath: join(dir, "train.log"), totalSteps: null, dataset: null,
   });
   if (!inserted) return null;
   const row = deps.store.get(id)!;

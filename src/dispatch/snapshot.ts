@@ -1,0 +1,66 @@
+import { constants } from "node:fs";
+import { mkdir, open } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import type { Dataset, DatasetFile } from "../request/dataset.ts";
+
+// The dataset the trainer reads is the one that was checked: each checked file is copied into the job directory,
+// opened without following a symbolic link at its last component and refused unless it is the very file (device,
+// inode, size) the check saw. A swap after the check is caught here or lands in arbo's folder, which the trainer
+// never reads. (device, inode, size and ctime, so a replacement that reuses the inode number is caught too.)
+const CHUNK = 1024 * 1024;
+
+export interface Snapshot {
+  files: number;
+  bytes: number;
+  /** sha256 over each file's relative path, size and sha256, in path order: equal datasets, equal hashes. */
+  sha256: string;
+}
+
+export class DatasetChanged extends Error {
+  constructor(readonly rel: string) {
+    super(`${rel} changed after it was checked`);
+  }
+}
+
+export async function snapshotDataset(dataset: Dataset, dest: string): Promise<Snapshot> {
+  const summary = new Bun.CryptoHasher("sha256");
+  for (const file of dataset.files) {
+    const digest = await copyChecked(file, join(dest, dataset.folder === null ? "images" : "", file.rel));
+    summary.update(`${file.rel}\0${file.size}\0${digest}\n`);
+  }
+  return { files: dataset.files.length, bytes: dataset.bytes, sha256: summary.digest("hex") };
+}
+
+async function copyChecked(file: DatasetFile, to: string): Promise<string> {
+  const from = await open(file.real, constants.O_RDONLY | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => {
+    throw err.code === "ELOOP" || err.code === "ENOENT" ? new DatasetChanged(file.rel) : err;
+  });
+  try {
+    const st = await from.stat();
+    const same = st.dev === file.dev && st.ino === file.ino && st.size === file.size && st.ctimeMs === file.ctimeMs;
+    if (!same || !st.isFile()) throw new DatasetChanged(file.rel);
+    await mkdir(dirname(to), { recursive: true, mode: 0o750 });
+    const out = await open(to, "wx", 0o640);
+    try {
+      return await pump(from, out, file);
+    } finally {
+      await out.close();
+    }
+  } finally {
+    await from.close();
+  }
+}
+
+async function pump(from: Awaited<ReturnType<typeof open>>, out: Awaited<ReturnType<typeof open>>, file: DatasetFile): Promise<string> {
+  const hash = new Bun.CryptoHasher("sha256");
+  const buf = Buffer.alloc(CHUNK);
+  let copied = 0;
+  for (let n = (await from.read(buf, 0, CHUNK, 0)).bytesRead; n > 0; n = (await from.read(buf, 0, CHUNK, copied)).bytesRead) {
+    hash.update(buf.subarray(0, n));
+    await out.write(buf, 0, n);
+    copied += n;
+  }
+  // Grown or cut while being copied: not the file that was checked.
+  if (copied !== file.size) throw new DatasetChanged(file.rel);
+  return hash.digest("hex");
+}

@@ -1,0 +1,157 @@
+import { describe, expect, test } from "bun:test";
+import { mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { DatasetChanged, snapshotDataset } from "../src/dispatch/snapshot.ts";
+import { scanDataset } from "../src/request/dataset.ts";
+import { verifySafetensors } from "../src/safetensors/verify.ts";
+import { makeHostTree, type HostTree } from "./support/host-tree.ts";
+import { snapshotFiles } from "./support/leftovers.ts";
+import { waitFor } from "./support/wait.ts";
+import { dispatchOk, SIMULATOR, simulateModeConfig, supervisorFor } from "./support/real-mode.ts";
+
+// A dataset arbo might hand over: two images with captions, one without.
+function captioned(tree: HostTree): void {
+  writeFileSync(join(tree.dataset, "img0.txt"), "ohwx, blue shirt");
+  writeFileSync(join(tree.dataset, "img1.txt"), "ohwx, smiling");
+}
+
+function harness(tree: HostTree, dataset: Record<string, number> = {}) {
+  const config = simulateModeConfig(tree, { seconds_per_step: 0 });
+  return supervisorFor(tree, { ...config, dataset: { ...config.dataset, ...dataset } }, SIMULATOR);
+}
+
+async function refusal(tree: HostTree, dataset: Record<string, number> = {}) {
+  await using s = harness(tree, dataset);
+  const result = await s.dispatcher.dispatch(tree.validRequest());
+  if (result.ok || result.kind !== "invalid") throw new Error(`expected a 422, got ${JSON.stringify(result)}`);
+  expect(s.store.list(null, 10, null)).toEqual([]);
+  expect(readdirSync(tree.state).filter((name) => name !== "jobs.db" && !name.startsWith("jobs.db-"))).toEqual([]);
+  return result.detail;
+}
+
+async function trained(s: ReturnType<typeof harness>, tree: HostTree, overrides: Record<string, unknown> = {}) {
+  const job = await dispatchOk(s.dispatcher, tree.validRequest(overrides));
+  await s.supervisor.settle();
+  return s.store.get(job.id)!;
+}
+
+async function tagsIn(loraPath: string): Promise<Record<string, Record<string, number>>> {
+  const verdict = await verifySafetensors(loraPath);
+  if (!verdict.ok) throw new Error(verdict.detail);
+  return JSON.parse(verdict.metadata.ss_tag_frequency!);
+}
+
+describe("every file the trainer would read is checked at dispatch", () => {
+  const refused: Array<[string, (t: HostTree) => void, string, string, Record<string, number>?]> = [
+    ["a caption linked to a file outside the handoff root", (t) => symlinkSync("/etc/hostname", join(t.dataset, "img0.txt")), "img0.txt leads out of the handoff root through a symbolic link", "dataset_file_outside_root"],
+    ["an image linked to a file outside the handoff root", (t) => (writeFileSync(join(t.root, "outside.png"), "x"), rmSync(join(t.dataset, "img1.png")), symlinkSync(join(t.root, "outside.png"), join(t.dataset, "img1.png"))), "img1.png leads out of the handoff root through a symbolic link", "dataset_file_outside_root"],
+    ["a FIFO named like an image", (t) => Bun.spawnSync(["mkfifo", join(t.dataset, "img9.png")]), "img9.png is a FIFO, not a regular file", "dataset_file_not_regular"],
+    ["a dangling caption link", (t) => symlinkSync(join(t.handoff, "gone.txt"), join(t.dataset, "img2.txt")), "img2.txt cannot be read (ENOENT)", "dataset_file_unreadable"],
+    ["more files than dataset.max_files", () => {}, "holds 3 images and captions; dataset.max_files allows 2", "dataset_too_many_files", { max_files: 2 }],
+    ["a file over dataset.max_file_bytes", (t) => writeFileSync(join(t.dataset, "img0.png"), "x".repeat(2048)), "img0.png is 2048 bytes; dataset.max_file_bytes allows 1024", "dataset_file_too_large", { max_file_bytes: 1024 }],
+  ];
+  for (const [name, arrange, msg, type, bounds] of refused) {
+    test(`${name} is a 422 naming the file, and nothing is created`, async () => {
+      using tree = makeHostTree();
+      arrange(tree);
+      const detail = await refusal(tree, bounds);
+      expect(detail).toEqual([{ loc: ["body", "dataset_dir"], msg: `${tree.dataset} ${msg}`, type }]);
+      expect(detail[0]!.msg).not.toContain("/etc/hostname");
+    });
+  }
+
+  test("contrast: a caption linked to a file inside the handoff root trains, and its tags reach the LoRA", async () => {
+    using tree = makeHostTree();
+    writeFileSync(join(tree.handoff, "shared-caption.txt"), "ohwx, red hat");
+    symlinkSync(join(tree.handoff, "shared-caption.txt"), join(tree.dataset, "img0.txt"));
+    await using s = harness(tree);
+    const row = await trained(s, tree);
+    expect(row.status).toBe("succeeded");
+    expect(await tagsIn(row.lora_path!)).toEqual({ images: { ohwx: 1, "red hat": 1 } });
+  });
+});
+
+describe("the trainer reads a private copy", () => {
+  test("a caption swapped for an outside link after the 200 does not reach the trainer", async () => {
+    using tree = makeHostTree();
+    captioned(tree);
+    const secret = join(tree.root, "secret.txt");
+    writeFileSync(secret, "SECRET-TOKEN");
+    await using s = harness(tree);
+    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    rmSync(join(tree.dataset, "img0.txt"));
+    symlinkSync(secret, join(tree.dataset, "img0.txt"));
+    await s.supervisor.settle();
+    const row = s.store.get(job.id)!;
+
+    const toml = Bun.TOML.parse(readFileSync(join(tree.state, "jobs", job.id, "dataset.toml"), "utf8")) as any;
+    expect(toml.datasets[0].subsets[0].image_dir).toBe(join(tree.state, "jobs", job.id, "dataset", "images"));
+    // The checked bytes, and only those, were trained on: the captions' tags are in the LoRA, the secret is not.
+    expect(await tagsIn(row.lora_path!)).toEqual({ images: { ohwx: 2, "blue shirt": 1, smiling: 1 } });
+  });
+
+  test("arbo's dataset folder holds exactly what it held before the run; the latent caches land in the job directory", async () => {
+    using tree = makeHostTree();
+    captioned(tree);
+    const before = snapshotFiles(tree);
+    await using s = harness(tree);
+    const row = await trained(s, tree);
+
+    expect(row.status).toBe("succeeded");
+    const after = snapshotFiles(tree).filter((f) => !f.startsWith("handoff/job1/out"));
+    expect(after).toEqual(before);
+    // Contrast: the run did cache latents to disk, beside the copy.
+    const copy = readdirSync(join(tree.state, "jobs", row.id, "dataset", "images")).sort();
+    expect(copy).toEqual(["img0.npz", "img0.png", "img0.txt", "img1.npz", "img1.png", "img1.txt", "img2.npz", "img2.png"]);
+  });
+
+  test("the record says what was copied; the same files give the same hash, a changed caption another", async () => {
+    using tree = makeHostTree();
+    captioned(tree);
+    await using s = harness(tree);
+    const first = await trained(s, tree, { output_name: "first" });
+    const second = await trained(s, tree, { output_name: "second" });
+    writeFileSync(join(tree.dataset, "img1.txt"), "ohwx, frowning");
+    const third = await trained(s, tree, { output_name: "third" });
+
+    expect(first).toMatchObject({ dataset_files: 5, dataset_bytes: 9 + 16 + 13 });
+    expect(second.dataset_sha256).toBe(first.dataset_sha256!);
+    expect(third.dataset_sha256).not.toBe(first.dataset_sha256!);
+  });
+});
+
+describe("the copy takes only the file that was checked", () => {
+  const swaps: Array<[string, (t: HostTree) => void]> = [
+    ["replaced by a file of the same size", (t) => (rmSync(join(t.dataset, "img1.png")), writeFileSync(join(t.dataset, "img1.png"), "PNG"))],
+    ["rewritten in place", (t) => writeFileSync(join(t.dataset, "img1.png"), "PNG")],
+    ["swapped for a link out of the root", (t) => (rmSync(join(t.dataset, "img1.png")), symlinkSync("/etc/hostname", join(t.dataset, "img1.png")))],
+  ];
+  for (const [how, swap] of swaps) {
+    test(`a file ${how} after the check is refused by the copy`, async () => {
+      using tree = makeHostTree();
+      const bounds = { max_files: 100, max_bytes: 1 << 20, max_file_bytes: 1 << 20 };
+      const scan = await scanDataset(tree.dataset, tree.handoff, bounds);
+      if (!scan.ok) throw new Error(scan.msg);
+      // ctime has the kernel clock's resolution: a rewrite within the same tick as the check would read as untouched.
+      await waitFor(() => Date.now() > scan.value.files[1]!.ctimeMs + 10, "the clock to move past the checked ctime");
+      swap(tree);
+
+      const copied = snapshotDataset(scan.value, join(tree.state, "copy"));
+
+      await expect(copied).rejects.toBeInstanceOf(DatasetChanged);
+      await expect(copied).rejects.toThrow("img1.png changed after it was checked");
+    });
+  }
+
+  test("contrast: the untouched dataset copies whole", async () => {
+    using tree = makeHostTree();
+    const bounds = { max_files: 100, max_bytes: 1 << 20, max_file_bytes: 1 << 20 };
+    const scan = await scanDataset(tree.dataset, tree.handoff, bounds);
+    if (!scan.ok) throw new Error(scan.msg);
+    const dest = join(tree.state, "copy");
+    mkdirSync(dest);
+
+    expect(await snapshotDataset(scan.value, dest)).toMatchObject({ files: 3, bytes: 9 });
+    expect(readdirSync(join(dest, "images")).sort()).toEqual(["img0.png", "img1.png", "img2.png"]);
+  });
+});
