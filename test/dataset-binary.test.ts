@@ -1,0 +1,96 @@
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { verifySafetensors } from "../src/safetensors/verify.ts";
+import { ensureBinary } from "./support/binary.ts";
+import { makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
+import { snapshotFiles, spawnEvidence } from "./support/leftovers.ts";
+import { waitFor } from "./support/wait.ts";
+import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+
+setDefaultTimeout(60_000);
+
+// One compiled worker for the file; each case brings its own dataset folder inside the handoff root.
+let tree: HostTree;
+let worker: WorkerProcess;
+beforeAll(async () => {
+  tree = makeHostTree();
+  worker = await startWorker(tree.writeConfig(`${SIMULATE_TABLES(0.001)}[dataset]\nmax_files = 10\n`), { command: [ensureBinary()] });
+}, 120_000);
+afterAll(async () => {
+  await worker[Symbol.asyncDispose]();
+  tree[Symbol.dispose]();
+});
+
+let cases = 0;
+function dataset(captions: Record<string, string> = {}): { dir: string; request: Record<string, unknown> } {
+  const name = `case${++cases}`;
+  const dir = join(tree.handoff, name, "10_ohwx person");
+  mkdirSync(dir, { recursive: true });
+  for (const i of [0, 1]) writeFileSync(join(dir, `img${i}.png`), `png ${i}`);
+  for (const [file, text] of Object.entries(captions)) writeFileSync(join(dir, file), text);
+  return { dir, request: tree.validRequest({ dataset_dir: join(tree.handoff, name), output_dir: join(tree.handoff, name, "out") }) };
+}
+
+async function finished(id: string): Promise<any> {
+  return waitFor(async () => {
+    const job = (await worker.json(`/train/${id}`)).body;
+    return ["starting", "training"].includes(job.status) ? null : job;
+  }, "the job to end", 30_000);
+}
+
+describe("the compiled worker checks every file the trainer would read", () => {
+  const refused: Array<[string, (dir: string) => void, string]> = [
+    ["a caption linked outside the handoff root", (dir) => symlinkSync("/etc/hostname", join(dir, "img0.txt")), "10_ohwx person/img0.txt leads out of the handoff root through a symbolic link"],
+    ["an image linked outside the handoff root", (dir) => (rmSync(join(dir, "img1.png")), symlinkSync(join(tree.root, "config.toml"), join(dir, "img1.png"))), "10_ohwx person/img1.png leads out of the handoff root through a symbolic link"],
+    ["a FIFO named *.png", (dir) => Bun.spawnSync(["mkfifo", join(dir, "img2.png")]), "10_ohwx person/img2.png is a FIFO, not a regular file"],
+    ["a dataset over dataset.max_files", (dir) => { for (let i = 2; i < 7; i++) writeFileSync(join(dir, `img${i}.png`), "png"), writeFileSync(join(dir, `img${i}.txt`), "t"); }, "holds 13 images and captions; dataset.max_files allows 10"],
+  ];
+  for (const [name, arrange, msg] of refused) {
+    test(`${name} is refused with the file named, and nothing starts`, async () => {
+      const { dir, request } = dataset({ "img1.txt": "ohwx" });
+      arrange(dir);
+      const before = spawnEvidence(tree, worker.proc.pid);
+      const answer = await worker.postTrain(request);
+      expect(answer.status).toBe(422);
+      expect(answer.body.detail[0].loc).toEqual(["body", "dataset_dir"]);
+      expect(answer.body.detail[0].msg).toContain(msg);
+      expect(spawnEvidence(tree, worker.proc.pid)).toEqual(before);
+    });
+  }
+});
+
+describe("the compiled worker trains on a private copy", () => {
+  test("a caption swapped for an outside link after the 200 does not reach the trainer, and arbo's folder is left as it was", async () => {
+    const { dir, request } = dataset({ "img0.txt": "ohwx, blue shirt", "img1.txt": "ohwx, smiling" });
+    const secret = join(tree.root, "secret.txt");
+    writeFileSync(secret, "SECRET-TOKEN");
+    const posted = await worker.postTrain(request);
+    expect(posted.status).toBe(200);
+    rmSync(join(dir, "img0.txt"));
+    symlinkSync(secret, join(dir, "img0.txt"));
+    const before = snapshotFiles(tree);
+
+    const job = await finished(posted.body.worker_job_id);
+
+    expect(job).toMatchObject({ status: "succeeded", dataset: { files: 4 } });
+    const verdict = await verifySafetensors(job.lora_path);
+    if (!verdict.ok) throw new Error(verdict.detail);
+    expect(JSON.parse(verdict.metadata.ss_tag_frequency!)).toEqual({ "10_ohwx person": { ohwx: 2, "blue shirt": 1, smiling: 1 } });
+    expect(readFileSync(job.lora_path, "latin1")).not.toContain("SECRET-TOKEN");
+    // Nothing was added to arbo's folder (no latent caches): only the LoRA in out/ is new.
+    expect(snapshotFiles(tree).filter((f) => !f.includes("/out"))).toEqual(before.filter((f) => !f.includes("/out")));
+  });
+
+  test("contrast: a caption linked inside the handoff root trains, and its tags reach the LoRA", async () => {
+    const { dir, request } = dataset();
+    writeFileSync(join(tree.handoff, "shared.txt"), "ohwx, red hat");
+    symlinkSync(join(tree.handoff, "shared.txt"), join(dir, "img0.txt"));
+    const posted = await worker.postTrain(request);
+    expect(posted.status).toBe(200);
+    const job = await finished(posted.body.worker_job_id);
+    expect(job.status).toBe("succeeded");
+    const verdict = await verifySafetensors(job.lora_path);
+    expect(verdict.ok && JSON.parse(verdict.metadata.ss_tag_frequency!)).toEqual({ "10_ohwx person": { ohwx: 1, "red hat": 1 } });
+  });
+});
