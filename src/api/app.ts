@@ -2,7 +2,7 @@ import { Hono, type MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { METHOD_NAME_ALL } from "hono/router";
 import type { RouterRoute } from "hono/types";
-import type { Logger } from "../log/logger.ts";
+import type { Logger } from "../logger.ts";
 import type { JobStore } from "../store/job-store.ts";
 import { bearerAuth } from "./auth.ts";
 import { ApiError } from "./errors.ts";

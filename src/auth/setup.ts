@@ -1,6 +1,6 @@
 import type { Listen } from "../config/listen.ts";
 import type { Config } from "../config/schema.ts";
-import type { Logger } from "../log/logger.ts";
+import type { Logger } from "../logger.ts";
 import { locateTokenSource, readTokenSource, reloadingTokens, type TokenSet, type TokenSource } from "./tokens.ts";
 
 // "none-loopback": auth.mode is "token" but no token exists and the bind is loopback, so the worker runs open.

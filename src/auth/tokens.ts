@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import type { Logger } from "../log/logger.ts";
+import type { Logger } from "../logger.ts";
 
 // A token file: one token a line; blank lines and `#` comments ignored; several tokens valid at once.
 export const MIN_TOKEN_LENGTH = 16;

@@ -5,7 +5,7 @@ import { setUpAuth, type AuthGate } from "../auth/setup.ts";
 import type { Config } from "../config/schema.ts";
 import { createDispatcher } from "../dispatch/dispatch.ts";
 import { createGpuProbe } from "../gpu/probe.ts";
-import { createLogger, type Logger } from "../log/logger.ts";
+import { createLogger, type Logger } from "../logger.ts";
 import { acquireInstanceLock, LockHeld } from "../store/instance-lock.ts";
 import { openJobStore, StoreUnusable } from "../store/job-store.ts";
 import { ownMemoryEvents } from "../supervisor/oom-kills.ts";

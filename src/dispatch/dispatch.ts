@@ -4,7 +4,7 @@ import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { type Admission, judgeAdmission, type Refusal } from "../gpu/admission.ts";
 import type { GpuProbe } from "../gpu/probe.ts";
-import type { Logger } from "../log/logger.ts";
+import type { Logger } from "../logger.ts";
 import { buildLaunch } from "../recipe/command.ts";
 import { TIERS } from "../tiers.ts";
 import { type CheckedTrain, checkTrain, recheckPaths } from "../request/check.ts";

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { failedOutcome } from "../job.ts";
-import type { Logger } from "../log/logger.ts";
+import type { Logger } from "../logger.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
 import { readExit, readJobFile, readShim, readTrainer } from "./job-dir.ts";
 import { markedProcesses } from "../os/marker.ts";

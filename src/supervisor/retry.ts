@@ -1,4 +1,4 @@
-import type { Logger } from "../log/logger.ts";
+import type { Logger } from "../logger.ts";
 
 const RETRY_MS = 250;
 

@@ -1,5 +1,5 @@
 import { closeSync, openSync } from "node:fs";
-import type { Logger } from "../log/logger.ts";
+import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import type { StopReason } from "../job.ts";
 import type { JobStore } from "../store/job-store.ts";

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { failedOutcome } from "../job.ts";
-import type { Logger } from "../log/logger.ts";
+import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import type { TrainRequest } from "../request/schema.ts";
 import { StoreWriteFailed, type JobRow, type JobStore } from "../store/job-store.ts";
