@@ -110,6 +110,8 @@ interface WorkerMetricsDeps {
   config: Config;
   version: string;
   commit: string;
+  /** The state dir's size as retention last measured it; null before its first round. */
+  stateBytes: number | null;
 }
 
 export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
@@ -125,6 +127,7 @@ export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
   return [
     { name: "lora_worker_build_info", help: "Version and commit of this worker.", kind: "gauge", samples: [{ labels: { version: deps.version, commit: deps.commit }, value: 1 }] },
     { name: "lora_worker_state_writable", help: "1 while the job database takes writes; 0 while the state dir cannot (new trains are refused).", kind: "gauge", samples: [{ value: deps.supervisor.stateFailure() === null ? 1 : 0 }] },
+    { name: "lora_worker_state_dir_bytes", help: "Bytes under the state dir (records, logs, dataset copies), as the last retention round measured them.", kind: "gauge", samples: deps.stateBytes === null ? [] : [{ value: deps.stateBytes }] },
     { name: "lora_worker_jobs", help: "Jobs in the database, by status.", kind: "gauge", samples: JobStatus.options.map((status) => ({ labels: { status }, value: counts[status] ?? 0 })) },
     active("lora_worker_active_job_step", "Current step of the active job.", live?.step),
     active("lora_worker_active_job_total_steps", "Total steps of the active job.", live?.total_steps),

@@ -7,7 +7,7 @@ import type { JobStore } from "../store/job-store.ts";
 import { BUILD } from "../version.ts";
 import { ApiError } from "./errors.ts";
 import { gpuFamilies, jobFamilies, render, type HttpMetrics } from "./metrics.ts";
-import { openApiDocument } from "./openapi.ts";
+import { openApiDocument } from "./openapi-document.ts";
 import { gpuStatusView } from "./views.ts";
 
 export interface SystemRouteDeps {
@@ -19,6 +19,8 @@ export interface SystemRouteDeps {
   startedAt: number;
   auth: AuthGate;
   keepOpen?: (req: Request) => void;
+  /** The state dir's size as retention last measured it (absent in tests that run no retention). */
+  stateBytes?: () => number | null;
 }
 
 // What the last nvidia-smi run said, however old: /healthz never waits for a probe.
@@ -59,7 +61,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
     .get("/openapi.json", (c) => c.json(document))
     .get("/metrics", async (c) => {
       deps.keepOpen?.(c.req.raw); // may wait on one nvidia-smi run, bounded by its timeout
-      const metricsDeps = { store: deps.store, supervisor, gpu, config, version: deps.version, commit: BUILD.commit };
+      const metricsDeps = { store: deps.store, supervisor, gpu, config, version: deps.version, commit: BUILD.commit, stateBytes: deps.stateBytes?.() ?? null };
       const families = [...jobFamilies(metricsDeps), ...gpuFamilies(await gpu.read(), metricsDeps), ...deps.httpMetrics.families()];
       return c.body(render(families), 200, { "Content-Type": "text/plain; version=0.0.4; charset=utf-8" });
     })

@@ -20,6 +20,8 @@ const LEAVES: Array<[string, KeyKind]> = [
   ["dataset.max_files", "number"],
   ["dataset.max_bytes", "number"],
   ["dataset.max_file_bytes", "number"],
+  ["retention.keep_days", "number"],
+  ["retention.keep_last", "number"],
   ["watchdog.stall_seconds", "number"],
   ["watchdog.nan_updates", "number"],
   ["watchdog.tier_timeout_seconds", "table"],

@@ -69,6 +69,13 @@ export const ConfigSchema = z.strictObject({
       max_file_bytes: z.int().min(1024).max(2 ** 40).default(100 * 1024 * 1024),
     })
     .prefault({}),
+  // Job directories (logs, dataset copies) of ended jobs older than this are removed; the records stay.
+  retention: z
+    .strictObject({
+      keep_days: z.number().positive().max(36_500).default(30),
+      keep_last: z.int().min(0).max(1_000_000).default(20),
+    })
+    .prefault({}),
   watchdog: z
     .strictObject({
       stall_seconds: z.number().positive().max(86_400).default(900),

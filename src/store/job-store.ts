@@ -39,6 +39,7 @@ export interface JobRow {
   dataset_files: number | null;
   dataset_bytes: number | null;
   dataset_sha256: string | null;
+  pruned_at: string | null;
   log_path: string;
 }
 
@@ -107,6 +108,7 @@ const ADDED_COLUMNS: Array<[name: string, type: string]> = [
   ["dataset_files", "INTEGER"],
   ["dataset_bytes", "INTEGER"],
   ["dataset_sha256", "TEXT"],
+  ["pruned_at", "TEXT"],
 ];
 
 function migrate(db: Database): void {
@@ -183,6 +185,18 @@ export function openJobStore(path: string) {
     },
     byIdempotencyKey(key: string): JobRow | null {
       return db.query<JobRow, [string]>("SELECT * FROM jobs WHERE idempotency_key = ?").get(key);
+    },
+    // Ended before `endedBefore` and not among the newest `keepLast` jobs: their directories may go; records stay.
+    prunable(endedBefore: string, keepLast: number): Array<Pick<JobRow, "id">> {
+      return db
+        .query<Pick<JobRow, "id">, [string, number]>(
+          `SELECT id FROM jobs WHERE NOT (${ACTIVE_SQL}) AND pruned_at IS NULL AND ended_at < ?
+           AND id NOT IN (SELECT id FROM jobs ORDER BY created_at DESC, id DESC LIMIT ?)`,
+        )
+        .all(endedBefore, keepLast);
+    },
+    markPruned(id: string, now: string): boolean {
+      return write(() => changed(db.run(`UPDATE jobs SET pruned_at=? WHERE id=? AND NOT (${ACTIVE_SQL})`, [now, id])));
     },
     activeJobs(): JobRow[] {
       return db.query<JobRow, []>(`SELECT * FROM jobs WHERE ${ACTIVE_SQL}`).all();

@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   dataset_files INTEGER,
   dataset_bytes INTEGER,
   dataset_sha256 TEXT,
+  pruned_at TEXT,
   log_path TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);

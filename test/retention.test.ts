@@ -1,0 +1,59 @@
+import { describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { failedOutcome } from "../src/job.ts";
+import { openJobStore } from "../src/store/job-store.ts";
+import { jobPaths } from "../src/supervisor/job-dir.ts";
+import { createRetention } from "../src/supervisor/retention.ts";
+import { makeHostTree, type HostTree } from "./support/host-tree.ts";
+import { silentLogger } from "./support/real-mode.ts";
+
+const DAY = 24 * 60 * 60 * 1000;
+const NOW = Date.parse("2026-11-30T12:00:00Z");
+const daysAgo = (d: number) => new Date(NOW - d * DAY).toISOString();
+
+// Jobs recorded in a real database with real directories: `ended` days ago (null: still running).
+function history(tree: HostTree, ended: Array<number | null>) {
+  const store = openJobStore(join(tree.state, "jobs.db"));
+  const ids = ended.map((age, i) => {
+    const id = `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`;
+    const paths = jobPaths(tree.state, id);
+    mkdirSync(join(paths.dataset, "images"), { recursive: true });
+    writeFileSync(paths.log, "x".repeat(1000));
+    writeFileSync(join(paths.dataset, "images", "img0.png"), "y".repeat(500));
+    const inserted = store.insertIfIdle({ id, request: {}, requestHash: id, idempotencyKey: null, admissionWarning: null, simulated: true, logPath: paths.log, now: daysAgo(age ?? 0), totalSteps: 400, dataset: null });
+    if (!inserted.inserted) throw new Error("a job is still active");
+    if (age !== null) store.finish(id, failedOutcome("trainer_crashed", "test"), daysAgo(age));
+    return id;
+  });
+  return { store, ids };
+}
+
+describe("retention", () => {
+  test("directories of ended jobs past keep_days go, the newest keep_last and the active job stay, records stay", () => {
+    using tree = makeHostTree();
+    const { store, ids } = history(tree, [90, 60, 45, 40, 5, null]);
+    const retention = createRetention({ store, stateDir: tree.state, keepDays: 30, keepLast: 3, now: () => new Date(NOW), log: silentLogger });
+
+    const pruned = retention.prune();
+
+    // 90, 60 and 45 days old and not among the newest three (40, 5, running): gone.
+    expect(pruned).toEqual({ jobs: ids.slice(0, 3), bytes: 3 * 1500 });
+    expect(ids.map((id) => existsSync(jobPaths(tree.state, id).dir))).toEqual([false, false, false, true, true, true]);
+    expect(ids.map((id) => store.get(id)?.pruned_at !== null)).toEqual([true, true, true, false, false, false]);
+    expect(store.get(ids[0]!)?.status).toBe("failed");
+    expect(retention.stateBytes()).toBeGreaterThan(3 * 1500);
+    store.close();
+  });
+
+  test("contrast: with everything younger than keep_days, nothing is pruned, and a second round prunes nothing twice", () => {
+    using tree = makeHostTree();
+    const { store, ids } = history(tree, [20, 10, 1]);
+    const retention = createRetention({ store, stateDir: tree.state, keepDays: 30, keepLast: 0, now: () => new Date(NOW), log: silentLogger });
+    expect(retention.prune()).toEqual({ jobs: [], bytes: 0 });
+    const later = createRetention({ store, stateDir: tree.state, keepDays: 15, keepLast: 0, now: () => new Date(NOW), log: silentLogger });
+    expect(later.prune().jobs).toEqual([ids[0]!]);
+    expect(later.prune().jobs).toEqual([]);
+    store.close();
+  });
+});
