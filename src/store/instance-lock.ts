@@ -5,6 +5,8 @@ import { identify, isSameProcess, type ProcessIdentity } from "../os/proc.ts";
 export class LockHeld extends Error {}
 
 export interface InstanceLock {
+  /** The last worker on this state dir released its lock: it stopped cleanly, so no integrity check is owed. */
+  cleanBefore: boolean;
   release(): void;
 }
 
@@ -13,7 +15,8 @@ export interface InstanceLock {
 export function acquireInstanceLock(stateDir: string): InstanceLock {
   const path = join(stateDir, "lock");
   const me = identify(process.pid);
-  if (!tryCreate(path, me)) {
+  const cleanBefore = tryCreate(path, me);
+  if (!cleanBefore) {
     const holder = readHolder(path);
     if (holder && isSameProcess(holder)) {
       throw new LockHeld(`another lora-worker (pid ${holder.pid}) already uses ${stateDir}; stop it first or give this one another state_dir`);
@@ -22,6 +25,7 @@ export function acquireInstanceLock(stateDir: string): InstanceLock {
     if (!tryCreate(path, me)) throw new LockHeld(`another lora-worker took ${path} while this one was starting`);
   }
   return {
+    cleanBefore,
     release() {
       const holder = readHolder(path);
       if (holder?.pid === me.pid && holder.startTicks === me.startTicks) unlinkSync(path);

@@ -84,12 +84,18 @@ export interface WriteFailure {
 }
 
 
-// Refuses a damaged database instead of serving from it; WAL with synchronous=FULL survives power loss.
-function openChecked(path: string): Database {
+export interface OpenOptions {
+  /** Run PRAGMA quick_check, whose cost grows with the history: after a shutdown that was not clean. */
+  integrityCheck: boolean;
+}
+
+// Refuses a damaged database instead of serving from it; WAL with synchronous=FULL survives power loss. A file
+// that is no database at all fails the first statement whether or not the integrity check runs.
+function openChecked(path: string, options: OpenOptions): Database {
   const db = new Database(path, { create: true, strict: true });
   try {
     db.run("PRAGMA busy_timeout = 5000");
-    const check = db.query<{ quick_check: string }, []>("PRAGMA quick_check").all().map((r) => r.quick_check);
+    const check = options.integrityCheck ? db.query<{ quick_check: string }, []>("PRAGMA quick_check").all().map((r) => r.quick_check) : ["ok"];
     if (check.join() !== "ok") throw new Error(check.slice(0, 3).join("; "));
     db.run("PRAGMA journal_mode = WAL");
     db.run("PRAGMA synchronous = FULL");
@@ -117,8 +123,15 @@ function migrate(db: Database): void {
 }
 
 // Every transition is an UPDATE guarded by the states it may leave; `changes` says if it happened.
-export function openJobStore(path: string) {
-  const db = openChecked(path);
+export function openJobStore(path: string, options: OpenOptions = { integrityCheck: true }) {
+  const db = openChecked(path, options);
+  // Per-status counts kept at every transition, so /metrics never scans the history.
+  const counts = new Map(db.query<{ status: string; n: number }, []>("SELECT status, count(*) AS n FROM jobs GROUP BY status").all().map((r) => [r.status, r.n]));
+  const bump = (from: string | null, to: string) => {
+    if (from !== null) counts.set(from, (counts.get(from) ?? 0) - 1);
+    counts.set(to, (counts.get(to) ?? 0) + 1);
+  };
+  const statusOf = db.prepare<{ status: string }, [string]>("SELECT status FROM jobs WHERE id = ?");
   let failure: WriteFailure | null = null;
   const write = <T>(fn: () => T): T => {
     try {
@@ -151,6 +164,7 @@ export function openJobStore(path: string) {
       return res.changes === 1 ? null : (activeQuery.get()?.id ?? "unknown");
     });
     const activeId = tx.immediate();
+    if (activeId === null) bump(null, "starting");
     return activeId === null ? { inserted: true } : { inserted: false, activeId };
   };
   const appendPoints = db.transaction((id: string, points: LossPoint[]) => {
@@ -180,8 +194,7 @@ export function openJobStore(path: string) {
         .all({ limit, ...(status === null ? {} : { status }), ...(after === null ? {} : { created_at: after.createdAt, id: after.id }) });
     },
     countByStatus(): Record<string, number> {
-      const rows = db.query<{ status: string; n: number }, []>("SELECT status, count(*) AS n FROM jobs GROUP BY status").all();
-      return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+      return Object.fromEntries(counts);
     },
     byIdempotencyKey(key: string): JobRow | null {
       return db.query<JobRow, [string]>("SELECT * FROM jobs WHERE idempotency_key = ?").get(key);
@@ -212,7 +225,9 @@ export function openJobStore(path: string) {
       ));
     },
     markTraining(id: string): boolean {
-      return write(() => changed(db.run(`UPDATE jobs SET status='training' WHERE id=? AND status='starting'`, [id])));
+      const moved = write(() => changed(db.run(`UPDATE jobs SET status='training' WHERE id=? AND status='starting'`, [id])));
+      if (moved) bump("starting", "training");
+      return moved;
     },
     saveProgress(id: string, p: ProgressFields): boolean {
       return write(() => changed(db.run(`UPDATE jobs SET phase=?, step=?, total_steps=?, loss=?, eta_s=? WHERE id=? AND ${ACTIVE_SQL}`, [p.phase, p.step, p.total_steps, p.loss, p.eta_s, id])));
@@ -235,13 +250,16 @@ export function openJobStore(path: string) {
       ));
     },
     finish(id: string, o: Outcome, now: string): boolean {
-      return write(() => changed(
+      const from = statusOf.get(id)?.status ?? null;
+      const ended = write(() => changed(
         db.run(
           `UPDATE jobs SET status=?, exit_code=?, signal=?, forced_kill=?, error=?, error_code=?, lora_path=?, lora_sha256=?, lora_bytes=?, ended_at=?, eta_s=NULL
            WHERE id=? AND ${ACTIVE_SQL}`,
           [o.status, o.exit_code, o.signal, o.forced_kill ? 1 : 0, o.error, o.error_code, o.lora_path, o.lora_sha256, o.lora_bytes, now, id],
         ),
       ));
+      if (ended && from !== null) bump(from, o.status);
+      return ended;
     },
     close(): void {
       db.close();

@@ -41,6 +41,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   log_path TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);
+-- The active job and a status-filtered page are found without walking the history.
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, created_at, id);
 -- One point per training step: bounded by the tier's max_train_steps. A nan loss is NULL.
 CREATE TABLE IF NOT EXISTS loss_points (
   job_id TEXT NOT NULL,

@@ -1,0 +1,38 @@
+import { Database } from "bun:sqlite";
+import { describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { failedOutcome } from "../src/job.ts";
+import { openJobStore } from "../src/store/job-store.ts";
+import { makeHostTree } from "./support/host-tree.ts";
+
+// What the database itself says, read by a second connection to the real file.
+function countsOnDisk(path: string): Record<string, number> {
+  using db = new Database(path, { readonly: true });
+  return Object.fromEntries(db.query<{ status: string; n: number }, []>("SELECT status, count(*) AS n FROM jobs GROUP BY status").all().map((r) => [r.status, r.n]));
+}
+
+describe("per-status counts kept in memory", () => {
+  test("follow every transition exactly as the database records it, and survive a reopen", () => {
+    using tree = makeHostTree();
+    const path = join(tree.state, "jobs.db");
+    const store = openJobStore(path);
+    const job = (i: number) => ({ id: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`, request: {}, requestHash: `h${i}`, idempotencyKey: null, admissionWarning: null, simulated: true, logPath: `/x/${i}`, now: new Date(i * 1000).toISOString(), totalSteps: 400, dataset: null });
+    for (let i = 0; i < 3; i++) {
+      store.insertIfIdle(job(i));
+      // Contrast: a second claim while one is active changes nothing, in memory as on disk.
+      store.insertIfIdle(job(100 + i));
+      store.markTraining(job(i).id);
+      store.markTraining(job(i).id);
+      store.finish(job(i).id, i === 2 ? { ...failedOutcome("trainer_crashed", "x"), status: "cancelled", error_code: null } : failedOutcome("cuda_oom", "x"), new Date().toISOString());
+      store.finish(job(i).id, failedOutcome("cuda_oom", "again"), new Date().toISOString());
+    }
+    const onDisk = countsOnDisk(path);
+    const nonZero = (c: Record<string, number>) => Object.fromEntries(Object.entries(c).filter(([, n]) => n !== 0));
+    expect(nonZero(store.countByStatus())).toEqual(onDisk);
+    expect(onDisk).toEqual({ failed: 2, cancelled: 1 });
+    store.close();
+    const reopened = openJobStore(path, { integrityCheck: false });
+    expect(nonZero(reopened.countByStatus())).toEqual(onDisk);
+    reopened.close();
+  });
+});
