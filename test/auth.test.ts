@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { createLogger } from "../src/log/logger.ts";
+import { createLogger } from "../src/logger.ts";
 import { TOKEN_A, TOKEN_B, appBehind, gateFor, mustGate, writeTokens } from "./support/auth-setup.ts";
 import { makeHostTree } from "./support/host-tree.ts";
 import { isLoopbackListen } from "./support/listen.ts";

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { cpSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { TOKEN_A, writeTokens } from "./support/auth-setup.ts";
 import { ensureBinary } from "./support/binary.ts";
 import { launchChromium, type Browser, type Page } from "./support/chromium.ts";
-import { REPO, SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
+import { REPO, SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
+import { HOSTILE_NAME, OVERFLOWS, TTS, gpuScenario, openStatusPage as openOn, saveScreenshot } from "./support/status-page.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
 
 // The compiled worker runs a simulated job; the page runs in a real headless Chromium. Screenshots are
@@ -13,9 +13,6 @@ import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
 setDefaultTimeout(60_000);
 
 const PAGE_HTML = readFileSync(join(REPO, "src/api/status-page.html"), "utf8");
-const SCREENSHOTS = join(tmpdir(), "lora-worker-status-page");
-const TTS = "python3 /opt/tts/server.py";
-const HOSTILE_NAME = "<img src=x onerror=window.__pwned=1>";
 
 // Expressions evaluated in the page.
 const STEP_SHOWN = `Number(/step (\\d+) \\/ 400/.exec(document.getElementById("job-step").textContent)?.[1] ?? 0)`;
@@ -77,20 +74,7 @@ afterAll(async () => {
   await browser?.[Symbol.asyncDispose]();
 });
 
-// SPEC §1's two cards, the TTS co-tenant on the 3090, and a process whose name is markup.
-function gpuScenario(tree: HostTree): string {
-  const dir = join(tree.root, "gpu-scenario");
-  cpSync(join(REPO, "test/fixtures/gpu/two-gpus-tts"), dir, { recursive: true });
-  const apps = [`GPU-5e1c0a3b-7d24-4f89-b6a1-3c9e2f0d8b71, 48213, ${TTS}, 3000`, `GPU-a4f7d2e9-1b38-4c56-9e0f-7d2a8b3c6e15, 51234, ${HOSTILE_NAME}, 512`];
-  writeFileSync(join(dir, "compute-apps.csv"), `${apps.join("\n")}\n`);
-  return dir;
-}
-
-async function openStatusPage(worker: WorkerProcess): Promise<Page> {
-  const res = await worker.request("/");
-  if (res.status !== 200) throw new Error(`GET / answered ${res.status}: this dist/lora-worker does not serve the status page (publicly); rebuild it with \`bun run build\``);
-  return browser.open(`${worker.url}/`);
-}
+const openStatusPage = (worker: WorkerProcess) => openOn(browser, worker);
 
 async function expectStreamResumed(page: Page): Promise<void> {
   const streams = await page.until<Array<{ lastEventId: string | null; ids: number[] }>>(
@@ -104,10 +88,6 @@ async function expectStreamResumed(page: Page): Promise<void> {
     { id: "1", type: "message", data: "one\ntwo" },
     { id: "7", type: "end", data: "x" },
   ]);
-}
-
-async function saveScreenshot(page: Page, name: string): Promise<void> {
-  console.log(`status page screenshot: ${await page.screenshot(join(SCREENSHOTS, `${name}.png`))}`);
 }
 
 describe("the status page of the compiled binary, in headless Chromium", () => {
@@ -153,6 +133,7 @@ describe("the status page of the compiled binary, in headless Chromium", () => {
     // The markup in a process name stayed text: no element was made of it and its handler never ran.
     expect(await page.evaluate(`[document.querySelectorAll("#gpus img").length, window.__pwned ?? null]`)).toEqual([0, null]);
     expect(await page.until<string>(jobRow(id), "the job in the recent list")).toContain("mylora");
+    expect(await page.evaluate(OVERFLOWS)).toEqual([]);
     await saveScreenshot(page, "running-job");
 
     await expectStreamResumed(page);

@@ -1,9 +1,9 @@
 import { z } from "zod";
 import { ErrorCode, JobStatus as Status, Phase } from "../job.ts";
 import { TrainRequest } from "../request/schema.ts";
-import { CurveQuery, ListQuery, LogQuery } from "./queries.ts";
 
-// Response shapes, in zod so the OpenAPI document and the tests that check real answers share them.
+// Response shapes, in zod so the OpenAPI document (openapi-document.ts), the client and the tests that check real
+// answers share them.
 export { JobStatus as Status } from "../job.ts";
 
 export const JobView = z.strictObject({
@@ -29,7 +29,7 @@ export const JobView = z.strictObject({
   /** The private copy of the dataset the trainer read: two runs with the same sha256 trained on the same files. */
   dataset: z.strictObject({ files: z.int().min(1), bytes: z.int().min(0), sha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
   forced_kill: z.boolean(),
-  request: z.record(z.string(), z.unknown()),
+  request: TrainRequest,
 });
 
 export const Dispatched = z.strictObject({ worker_job_id: z.uuid(), status: Status });
@@ -41,9 +41,8 @@ export const LossCurve = z.strictObject({
   nan_points: z.int(),
 });
 
-export const ValidationError = z.strictObject({
-  detail: z.array(z.strictObject({ loc: z.array(z.union([z.string(), z.int()])), msg: z.string(), type: z.string() })),
-});
+export const DetailItem = z.strictObject({ loc: z.array(z.union([z.string(), z.int()])), msg: z.string(), type: z.string() });
+export const ValidationError = z.strictObject({ detail: z.array(DetailItem) });
 export const Conflict = z.looseObject({
   detail: z.string(),
   reason: z.enum(["busy", "output_exists", "insufficient_vram", "cotenant_active"]),
@@ -113,83 +112,3 @@ export const JOB_VIEW_EXAMPLE = {
   forced_kill: false,
   request: TRAIN_REQUEST_EXAMPLE,
 };
-
-const schema = (s: z.ZodType) => {
-  const { $schema: _, ...rest } = z.toJSONSchema(s, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
-  return rest;
-};
-const json = (s: z.ZodType, example?: unknown) => ({ "application/json": { schema: schema(s), ...(example === undefined ? {} : { example }) } });
-const answer = (description: string, s: z.ZodType, example?: unknown) => ({ description, content: json(s, example) });
-const problem = (description: string) => answer(description, Problem);
-const jobId = { name: "id", in: "path", required: true, schema: { type: "string", format: "uuid" } };
-// zod writes a default first; the document has always listed it last.
-const queryParameters = (query: z.ZodObject) =>
-  Object.entries(query.shape).map(([name, field]) => {
-    const { default: fallback, ...rest } = schema(field as z.ZodType);
-    return { name, in: "query", schema: fallback === undefined ? rest : { ...rest, default: fallback } };
-  });
-const notFound = problem("no such job");
-const unauthorized = problem("missing or wrong bearer token");
-
-// OpenAPI 3.1 uses JSON Schema 2020-12, which is what zod 4 emits.
-export function openApiDocument(version: string) {
-  return {
-    openapi: "3.1.0",
-    info: { title: "lora-worker", version, description: "SDXL LoRA training (kohya-ss sd-scripts) on demand." },
-    components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
-    security: [{ bearer: [] }],
-    paths: {
-      "/train": {
-        get: {
-          summary: "Recent jobs, newest first",
-          parameters: queryParameters(ListQuery),
-          responses: { 200: answer("a page of jobs", JobList), 401: unauthorized, 422: answer("a bad query parameter", ValidationError) },
-        },
-        post: {
-          summary: "Dispatch a train",
-          parameters: [{ name: "Idempotency-Key", in: "header", schema: { type: "string", maxLength: 255 } }],
-          requestBody: { required: true, content: json(TrainRequest, TRAIN_REQUEST_EXAMPLE) },
-          responses: {
-            200: answer("dispatched (or the same job again for a retried request)", Dispatched),
-            400: problem("malformed JSON or a body that is not UTF-8"),
-            401: unauthorized,
-            408: problem("the body did not arrive in time"),
-            409: answer("busy, output exists, or refused by VRAM admission", Conflict),
-            413: problem("body too large or nested too deep"),
-            415: problem("not application/json"),
-            422: answer("invalid parameters", ValidationError),
-            503: answer("nvidia-smi could not be read, the state dir cannot take writes, or the trainer could not be started (the failed job is named)", Unavailable),
-          },
-        },
-      },
-      "/train/{id}": { get: { summary: "One job", parameters: [jobId], responses: { 200: answer("the job", JobView, JOB_VIEW_EXAMPLE), 401: unauthorized, 404: notFound } } },
-      "/train/{id}/log": {
-        get: {
-          summary: "Tail of the run log",
-          parameters: [jobId, ...queryParameters(LogQuery)],
-          responses: { 200: { description: "the last lines", content: { "text/plain": { schema: { type: "string" } } } }, 401: unauthorized, 404: notFound, 422: answer("bad lines", ValidationError) },
-        },
-      },
-      "/train/{id}/events": {
-        get: {
-          summary: "Server-Sent Events: `event: job` snapshots on change, then `event: end`; resumable with Last-Event-ID",
-          parameters: [jobId, { name: "Last-Event-ID", in: "header", schema: { type: "string" } }],
-          responses: { 200: { description: "an event stream", content: { "text/event-stream": { schema: { type: "string" } } } }, 401: unauthorized, 404: notFound },
-        },
-      },
-      "/train/{id}/metrics": {
-        get: {
-          summary: "Loss curve, thinned to max_points",
-          parameters: [jobId, ...queryParameters(CurveQuery)],
-          responses: { 200: answer("(step, loss) points", LossCurve), 401: unauthorized, 404: notFound, 422: answer("bad max_points", ValidationError) },
-        },
-      },
-      "/train/{id}/cancel": { post: { summary: "Stop the whole process tree", parameters: [jobId], responses: { 200: answer("the final job", JobView), 401: unauthorized, 404: notFound } } },
-      "/gpu-status": { get: { summary: "Devices, VRAM and processes", responses: { 200: answer("per device", GpuStatus), 401: unauthorized, 503: answer("nvidia-smi failed", Unavailable) } } },
-      "/healthz": { get: { summary: "Liveness and facts", security: [], responses: { 200: answer("alive", Health) } } },
-      "/metrics": { get: { summary: "Prometheus text format", responses: { 200: { description: "metrics", content: { "text/plain": { schema: { type: "string" } } } }, 401: unauthorized } } },
-      "/openapi.json": { get: { summary: "This document", responses: { 200: { description: "OpenAPI 3.1", content: { "application/json": { schema: { type: "object" } } } }, 401: unauthorized } } },
-      "/": { get: { summary: "Status page for a person", security: [], responses: { 200: { description: "HTML", content: { "text/html": { schema: { type: "string" } } } } } } },
-    },
-  };
-}

@@ -4,7 +4,7 @@ import { createApp } from "../../src/api/app.ts";
 import { setUpAuth, type AuthGate } from "../../src/auth/setup.ts";
 import { ConfigSchema } from "../../src/config/schema.ts";
 import { createGpuProbe } from "../../src/gpu/probe.ts";
-import type { Logger } from "../../src/log/logger.ts";
+import type { Logger } from "../../src/logger.ts";
 import { FAKE_NVIDIA_SMI, type HostTree } from "./host-tree.ts";
 import { TRAINERS, realModeConfig, silentLogger, supervisorFor } from "./real-mode.ts";
 

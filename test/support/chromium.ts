@@ -10,12 +10,20 @@ const KNOWN_PATHS = ["/usr/bin/chromium", "/usr/bin/chromium-browser"];
 const LAUNCH_TIMEOUT_MS = 30_000;
 const COMMAND_TIMEOUT_MS = 15_000;
 const CLOSE_TIMEOUT_MS = 5_000;
-const VIEWPORT = { width: 1280, height: 1000 };
+export interface Viewport {
+  width: number;
+  height: number;
+  /** Emulates a phone: the viewport meta tag applies, as on a handset. */
+  mobile: boolean;
+}
+export const DESKTOP: Viewport = { width: 1280, height: 1000, mobile: false };
+/** An iPhone 12–15's CSS viewport in portrait. */
+export const PHONE: Viewport = { width: 390, height: 844, mobile: true };
 const FLAGS = [
   "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--no-default-browser-check",
   "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
   "--disable-dev-shm-usage", "--password-store=basic", "--hide-scrollbars", "--mute-audio",
-  `--window-size=${VIEWPORT.width},${VIEWPORT.height}`, "--remote-debugging-port=0",
+  `--window-size=${DESKTOP.width},${DESKTOP.height}`, "--remote-debugging-port=0",
 ];
 
 export const CHROMIUM_MISSING =
@@ -32,13 +40,14 @@ export interface Page {
   type(text: string): Promise<void>;
   pressEnter(): Promise<void>;
   reload(): Promise<void>;
-  screenshot(path: string): Promise<string>;
+  /** The viewport, or with `fullPage` the whole page as tall as its content. */
+  screenshot(path: string, opts?: { fullPage?: boolean }): Promise<string>;
   /** Uncaught exceptions, console.error calls and error log entries but failed requests (CSP violations, say), in order. */
   errors: string[];
 }
 
 export interface Browser extends AsyncDisposable {
-  open(url: string): Promise<Page>;
+  open(url: string, viewport?: Viewport): Promise<Page>;
 }
 
 export function findChromium(): string | null {
@@ -68,7 +77,7 @@ export async function launchChromium(): Promise<Browser> {
     }, "chromium's DevTools endpoint", LAUNCH_TIMEOUT_MS);
     const cdp = await connect(endpoint);
     return {
-      open: (url) => openPage(cdp, url),
+      open: (url, viewport = DESKTOP) => openPage(cdp, url, viewport),
       async [Symbol.asyncDispose]() {
         await cdp.send("Browser.close").catch(() => {});
         cdp.close();
@@ -132,7 +141,7 @@ async function connect(url: string): Promise<Connection> {
   };
 }
 
-async function openPage(cdp: Connection, url: string): Promise<Page> {
+async function openPage(cdp: Connection, url: string, viewport: Viewport): Promise<Page> {
   const { targetId } = await cdp.send("Target.createTarget", { url: "about:blank" });
   const { sessionId } = await cdp.send("Target.attachToTarget", { targetId, flatten: true });
   const send = (method: string, params?: object) => cdp.send(method, params, sessionId);
@@ -147,7 +156,7 @@ async function openPage(cdp: Connection, url: string): Promise<Page> {
     if (m.method === "Log.entryAdded" && m.params.entry.level === "error" && m.params.entry.source !== "network") errors.push(`${m.params.entry.source}: ${m.params.entry.text}${m.params.entry.url ? ` (${m.params.entry.url})` : ""}`);
   });
   await Promise.all([send("Page.enable"), send("Runtime.enable"), send("Log.enable")]);
-  await send("Emulation.setDeviceMetricsOverride", { ...VIEWPORT, deviceScaleFactor: 1, mobile: false });
+  await send("Emulation.setDeviceMetricsOverride", { ...viewport, deviceScaleFactor: 1 });
   const navigate = async (action: () => Promise<any>) => {
     const before = loads;
     const answer = await action();
@@ -173,8 +182,10 @@ async function openPage(cdp: Connection, url: string): Promise<Page> {
       await send("Input.dispatchKeyEvent", { type: "keyUp", ...key });
     },
     reload: () => navigate(() => send("Page.reload")),
-    async screenshot(path) {
-      const { data } = await send("Page.captureScreenshot", { format: "png" });
+    async screenshot(path, { fullPage = false } = {}) {
+      const { cssContentSize: size } = await send("Page.getLayoutMetrics");
+      const whole = { captureBeyondViewport: true, clip: { x: 0, y: 0, width: viewport.width, height: Math.ceil(size.height), scale: 1 } };
+      const { data } = await send("Page.captureScreenshot", { format: "png", ...(fullPage ? whole : {}) });
       mkdirSync(dirname(path), { recursive: true });
       writeFileSync(path, Buffer.from(data, "base64"));
       return path;

@@ -1,7 +1,7 @@
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigSchema, type Config } from "../../src/config/schema.ts";
-import type { Logger } from "../../src/log/logger.ts";
+import type { Logger } from "../../src/logger.ts";
 import { openJobStore } from "../../src/store/job-store.ts";
 import type { JobRow } from "../../src/store/job-store.ts";
 import { createDispatcher, type Dispatcher } from "../../src/dispatch/dispatch.ts";

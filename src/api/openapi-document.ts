@@ -1,0 +1,139 @@
+import { z } from "zod";
+import { ErrorCode, JobStatus, Phase } from "../job.ts";
+import { TrainRequest } from "../request/schema.ts";
+import { Conflict, DetailItem, Dispatched, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, Problem, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError } from "./openapi.ts";
+import { CurveQuery, ListQuery, LogQuery } from "./queries.ts";
+
+// Named components: a generated client gets one type for each, and every use of one is a $ref to it.
+const COMPONENTS = {
+  JobStatus,
+  Phase,
+  ErrorCode,
+  TrainRequest,
+  JobView,
+  JobList,
+  Dispatched,
+  LossCurve,
+  DetailItem,
+  ValidationError,
+  Conflict,
+  Unavailable,
+  Problem,
+  GpuStatus,
+  Health,
+};
+type Component = keyof typeof COMPONENTS;
+
+// zod stamps each component with $schema and an $id of its own ref; inside an OpenAPI document both are noise.
+function componentSchemas() {
+  const registry = z.registry<{ id: string }>();
+  for (const [id, s] of Object.entries(COMPONENTS)) registry.add(s, { id });
+  const { schemas } = z.toJSONSchema(registry, { io: "input", unrepresentable: "any", uri: (id) => `#/components/schemas/${id}` });
+  return Object.fromEntries(Object.entries(schemas).map(([id, { $schema: _, $id: __, ...rest }]) => [id, rest]));
+}
+
+const schema = (s: z.ZodType) => {
+  const { $schema: _, ...rest } = z.toJSONSchema(s, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
+  return rest;
+};
+const json = (name: Component, example?: unknown) => ({
+  "application/json": { schema: { $ref: `#/components/schemas/${name}` }, ...(example === undefined ? {} : { example }) },
+});
+const answer = (description: string, name: Component, example?: unknown) => ({ description, content: json(name, example) });
+const text = (description: string, type: string) => ({ description, content: { [type]: { schema: { type: "string" } } } });
+const problem = (description: string) => answer(description, "Problem");
+const jobId = { name: "id", in: "path", required: true, schema: { type: "string", format: "uuid" } };
+// zod writes a default first; the document has always listed it last.
+const queryParameters = (query: z.ZodObject) =>
+  Object.entries(query.shape).map(([name, field]) => {
+    const { default: fallback, ...rest } = schema(field as z.ZodType);
+    return { name, in: "query", schema: fallback === undefined ? rest : { ...rest, default: fallback } };
+  });
+const notFound = problem("no such job");
+const unauthorized = problem("missing or wrong bearer token");
+
+// OpenAPI 3.1 uses JSON Schema 2020-12, which is what zod 4 emits. The server "/" is the worker that served the document.
+export function openApiDocument(version: string) {
+  return {
+    openapi: "3.1.0",
+    info: { title: "lora-worker", version, description: "SDXL LoRA training (kohya-ss sd-scripts) on demand." },
+    servers: [{ url: "/", description: "the worker that served this document" }],
+    components: { schemas: componentSchemas(), securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
+    security: [{ bearer: [] }],
+    paths: {
+      "/train": {
+        get: {
+          operationId: "listJobs",
+          summary: "Recent jobs, newest first",
+          parameters: queryParameters(ListQuery),
+          responses: { 200: answer("a page of jobs", "JobList"), 401: unauthorized, 422: answer("a bad query parameter", "ValidationError") },
+        },
+        post: {
+          operationId: "dispatchTrain",
+          summary: "Dispatch a train",
+          parameters: [{ name: "Idempotency-Key", in: "header", schema: { type: "string", maxLength: 255 } }],
+          requestBody: { required: true, content: json("TrainRequest", TRAIN_REQUEST_EXAMPLE) },
+          responses: {
+            200: answer("dispatched (or the same job again for a retried request)", "Dispatched"),
+            400: problem("malformed JSON or a body that is not UTF-8"),
+            401: unauthorized,
+            408: problem("the body did not arrive in time"),
+            409: answer("busy, output exists, or refused by VRAM admission", "Conflict"),
+            413: problem("body too large or nested too deep"),
+            415: problem("not application/json"),
+            422: answer("invalid parameters", "ValidationError"),
+            503: answer("nvidia-smi could not be read, the state dir cannot take writes, or the trainer could not be started (the failed job is named)", "Unavailable"),
+          },
+        },
+      },
+      "/train/{id}": {
+        get: { operationId: "getJob", summary: "One job", parameters: [jobId], responses: { 200: answer("the job", "JobView", JOB_VIEW_EXAMPLE), 401: unauthorized, 404: notFound } },
+      },
+      "/train/{id}/log": {
+        get: {
+          operationId: "getJobLog",
+          summary: "Tail of the run log",
+          parameters: [jobId, ...queryParameters(LogQuery)],
+          responses: { 200: text("the last lines", "text/plain"), 401: unauthorized, 404: notFound, 422: answer("bad lines", "ValidationError") },
+        },
+      },
+      "/train/{id}/events": {
+        get: {
+          operationId: "streamJobEvents",
+          summary: "Server-Sent Events: `event: job` snapshots on change, then `event: end`; resumable with Last-Event-ID",
+          parameters: [jobId, { name: "Last-Event-ID", in: "header", schema: { type: "string" } }],
+          responses: {
+            200: text("an event stream", "text/event-stream"),
+            204: { description: "Last-Event-ID is `end`, the end event's id, and the job is finished: nothing more will come, so an EventSource stops reconnecting" },
+            401: unauthorized,
+            404: notFound,
+          },
+        },
+      },
+      "/train/{id}/metrics": {
+        get: {
+          operationId: "getLossCurve",
+          summary: "Loss curve, thinned to max_points",
+          parameters: [jobId, ...queryParameters(CurveQuery)],
+          responses: { 200: answer("(step, loss) points", "LossCurve"), 401: unauthorized, 404: notFound, 422: answer("bad max_points", "ValidationError") },
+        },
+      },
+      "/train/{id}/cancel": {
+        post: { operationId: "cancelJob", summary: "Stop the whole process tree", parameters: [jobId], responses: { 200: answer("the final job", "JobView"), 401: unauthorized, 404: notFound } },
+      },
+      "/gpu-status": {
+        get: { operationId: "getGpuStatus", summary: "Devices, VRAM and processes", responses: { 200: answer("per device", "GpuStatus"), 401: unauthorized, 503: answer("nvidia-smi failed", "Unavailable") } },
+      },
+      "/healthz": { get: { operationId: "getHealth", summary: "Liveness and facts", security: [], responses: { 200: answer("alive", "Health") } } },
+      "/metrics": { get: { operationId: "getPrometheusMetrics", summary: "Prometheus text format", responses: { 200: text("metrics", "text/plain"), 401: unauthorized } } },
+      "/openapi.json": {
+        get: {
+          operationId: "getOpenApiDocument",
+          summary: "This document",
+          responses: { 200: { description: "OpenAPI 3.1", content: { "application/json": { schema: { type: "object" } } } }, 401: unauthorized },
+        },
+      },
+      "/": { get: { operationId: "getStatusPage", summary: "Status page for a person", security: [], responses: { 200: text("HTML", "text/html") } } },
+    },
+  };
+}

@@ -1,0 +1,161 @@
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import openapiTS, { astToString } from "openapi-typescript";
+import { inProcessApp } from "./support/app-harness.ts";
+import { REPO, makeHostTree } from "./support/host-tree.ts";
+import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
+
+setDefaultTimeout(60_000);
+
+// The tools a client developer runs, from the locked devDependencies, under this Bun (no Node.js needed).
+const REDOCLY = join(REPO, "node_modules/@redocly/cli/bin/cli.js");
+const TSC = join(REPO, "node_modules/typescript/bin/tsc");
+const QUIET = { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true", NO_COLOR: "1" };
+
+async function servedDocument(): Promise<any> {
+  using tree = makeHostTree();
+  await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
+  return (await a.json("/openapi.json")).body;
+}
+
+function scratchDir(): { dir: string } & Disposable {
+  const dir = mkdtempSync(join(tmpdir(), "lora-worker-openapi-"));
+  // The compiled call imports openapi-fetch the way a client project would: from its node_modules.
+  symlinkSync(join(REPO, "node_modules"), join(dir, "node_modules"));
+  return { dir, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+async function run(argv: string[], cwd: string): Promise<{ exitCode: number; stdout: string; stderr: string }> {
+  const proc = Bun.spawn(argv, { cwd, env: QUIET, stdout: "pipe", stderr: "pipe" });
+  const [stdout, stderr, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { exitCode, stdout, stderr };
+}
+
+// `redocly lint` with the repository's redocly.yaml (recommended rules, two off: README § API says why).
+async function lint(doc: unknown, dir: string): Promise<{ exitCode: number; problems: string[] }> {
+  const file = join(dir, "openapi.json");
+  writeFileSync(file, JSON.stringify(doc, null, 2));
+  const { exitCode, stdout } = await run([process.execPath, REDOCLY, "lint", file, "--config", join(REPO, "redocly.yaml"), "--format=json"], dir);
+  const report = JSON.parse(stdout) as { problems: Array<{ ruleId: string; severity: string; location: Array<{ pointer: string }> }> };
+  return { exitCode, problems: report.problems.map((p) => `${p.severity} ${p.ruleId} at ${p.location[0]?.pointer}`) };
+}
+
+async function compile(dir: string, file: string): Promise<{ exitCode: number; output: string }> {
+  const options = { strict: true, noEmit: true, target: "es2022", module: "esnext", moduleResolution: "bundler", lib: ["es2022", "dom"], types: [], skipLibCheck: true };
+  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({ compilerOptions: options, files: [file] }));
+  const { exitCode, stdout, stderr } = await run([process.execPath, TSC, "-p", dir], dir);
+  return { exitCode, output: stdout + stderr };
+}
+
+const operations = (doc: any) =>
+  Object.entries<any>(doc.paths).flatMap(([path, item]) => Object.entries<any>(item).map(([method, op]) => ({ at: `${method.toUpperCase()} ${path}`, op })));
+
+// A client's use of the generated types: dispatch, read the job back, and lean on the enums and the typed request.
+const CALL = `import createClient from "openapi-fetch";
+import type { components, paths } from "./api";
+
+type Job = components["schemas"]["JobView"];
+const client = createClient<paths>({ baseUrl: "http://127.0.0.1:8203" });
+
+export async function dispatchAndRead(body: components["schemas"]["TrainRequest"]) {
+  const dispatched = await client.POST("/train", { body, params: { header: { "Idempotency-Key": "t-123" } } });
+  if (dispatched.error) return dispatched.error.detail;
+  const { data } = await client.GET("/train/{id}", { params: { path: { id: dispatched.data.worker_job_id } } });
+  const status: Job["status"] | undefined = data?.status;
+  const tier: "fast" | "balanced" | "quality" | undefined = data?.request.tier;
+  const code: components["schemas"]["ErrorCode"] | undefined = data?.error_code;
+  // @ts-expect-error "done" is a phase, not a status
+  const notAStatus: Job["status"] = "done";
+  return [status, tier, code, notAStatus];
+}
+`;
+
+// The same call with the mistakes a generated client exists to catch.
+const WRONG_CALL = `import createClient from "openapi-fetch";
+import type { paths } from "./api";
+
+const client = createClient<paths>({ baseUrl: "http://127.0.0.1:8203" });
+
+export async function misuse() {
+  const { data } = await client.GET("/train/{id}", { params: { path: { job_id: "x" } } });
+  const finished: boolean = data?.status === "done";
+  return [finished, data?.request.tier === "turbo"];
+}
+`;
+
+describe("the OpenAPI document and the tools that consume it", () => {
+  test("redocly's recommended rules find nothing in the served document", async () => {
+    using scratch = scratchDir();
+    expect(await lint(await servedDocument(), scratch.dir)).toEqual({ exitCode: 0, problems: [] });
+  });
+
+  test("contrast: the linter reports a document without servers or an operationId", async () => {
+    using scratch = scratchDir();
+    const doc = await servedDocument();
+    delete doc.servers;
+    delete doc.paths["/healthz"].get.operationId;
+    expect(await lint(doc, scratch.dir)).toEqual({
+      exitCode: 1,
+      problems: ["error no-empty-servers at #/openapi", "warn operation-operationId at #/paths/~1healthz/get/operationId"],
+    });
+  });
+
+  test("every operation has a unique operationId, and every one behind the token lists its 4xx answers", async () => {
+    const doc = await servedDocument();
+    const ops = operations(doc);
+    const ids = ops.map(({ op }) => op.operationId);
+    expect(ids.every((id) => typeof id === "string")).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+    // redocly's operation-4xx-response is off only because these two answer every GET: no token, no parameters.
+    expect(ops.filter(({ op }) => op.security?.length === 0).map(({ at }) => at)).toEqual(["GET /healthz", "GET /"]);
+    expect(ops.filter(({ op }) => op.security?.length !== 0 && !Object.keys(op.responses).some((c) => c.startsWith("4"))).map(({ at }) => at)).toEqual([]);
+  });
+
+  test("every JSON body is a named component, the job's request is the TrainRequest and its vocabulary is enums", async () => {
+    const doc = await servedDocument();
+    const schemas = doc.components.schemas;
+    const inline = operations(doc).flatMap(({ at, op }) =>
+      [op.requestBody, ...Object.values<any>(op.responses)]
+        .map((part) => part?.content?.["application/json"]?.schema)
+        .filter((s) => s !== undefined && s.$ref === undefined && at !== "GET /openapi.json")
+        .map(() => at),
+    );
+    expect(inline).toEqual([]);
+    expect(schemas.JobView.properties.request).toEqual({ $ref: "#/components/schemas/TrainRequest" });
+    expect(schemas.JobView.properties.status).toEqual({ $ref: "#/components/schemas/JobStatus" });
+    expect(schemas.JobView.properties.phase).toEqual({ $ref: "#/components/schemas/Phase" });
+    expect(schemas.JobView.properties.error_code).toEqual({ $ref: "#/components/schemas/ErrorCode" });
+    expect(schemas.Phase).toEqual({ type: "string", enum: ["loading", "caching", "training", "saving", "done"] });
+    expect(schemas.TrainRequest.properties.tier).toEqual({ type: "string", enum: ["fast", "balanced", "quality"] });
+    expect(schemas.Conflict.properties.reason.enum).toEqual(["busy", "output_exists", "insufficient_vram", "cotenant_active"]);
+    expect(schemas.Unavailable.properties.reason.enum).toEqual(["gpu_probe_failed", "state_unwritable", "spawn_failed"]);
+    expect(doc.paths["/train/{id}"].get.responses[200].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/JobView" });
+  });
+
+  test("openapi-typescript generates a named type for each component, and a typed call against it compiles", async () => {
+    using scratch = scratchDir();
+    const doc = await servedDocument();
+    const generated = astToString(await openapiTS(doc));
+    writeFileSync(join(scratch.dir, "api.d.ts"), generated);
+    expect(generated).toContain('request: components["schemas"]["TrainRequest"];');
+    expect(generated).toContain('JobStatus: "starting" | "training" | "succeeded" | "failed" | "cancelled";');
+    expect(generated).toContain('"application/json": components["schemas"]["JobView"];');
+    writeFileSync(join(scratch.dir, "call.ts"), CALL);
+    expect(await compile(scratch.dir, "call.ts")).toEqual({ exitCode: 0, output: "" });
+  });
+
+  test("contrast: a call with a wrong path parameter, status or tier does not compile", async () => {
+    using scratch = scratchDir();
+    writeFileSync(join(scratch.dir, "api.d.ts"), astToString(await openapiTS(await servedDocument())));
+    writeFileSync(join(scratch.dir, "wrong.ts"), WRONG_CALL);
+    const { exitCode, output } = await compile(scratch.dir, "wrong.ts");
+    expect(exitCode).toBe(2);
+    expect(output.split("\n").filter((l) => l.startsWith("wrong.ts"))).toEqual([
+      expect.stringMatching(/^wrong\.ts\(7,\d+\): error TS2353: .*'job_id' does not exist in type '\{ id: string; \}'/),
+      expect.stringMatching(/^wrong\.ts\(8,\d+\): error TS2367: .*'"starting" \| "training" \| "succeeded" \| "failed" \| "cancelled" \| undefined' and '"done"' have no overlap/),
+      expect.stringMatching(/^wrong\.ts\(9,\d+\): error TS2367: .*'"fast" \| "balanced" \| "quality" \| undefined' and '"turbo"' have no overlap/),
+    ]);
+  });
+});
