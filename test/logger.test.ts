@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createLogger } from "../src/log/logger.ts";
+import { createLogger } from "../src/logger.ts";
 
 describe("logs", () => {
   test("are one JSON object per line for journald, with the job id as a field", () => {

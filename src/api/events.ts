@@ -8,6 +8,8 @@ import type { Supervisor } from "../supervisor/supervisor.ts";
 // current state with ids that keep counting from the client's Last-Event-ID.
 export const EVENT_MIN_INTERVAL_MS = 250;
 export const HEARTBEAT_MS = 15_000;
+// Snapshots count up; the end alone has this id, so a reconnect naming it has seen the whole job.
+export const END_EVENT_ID = "end";
 
 export interface JobEventsDeps {
   supervisor: Supervisor;
@@ -15,10 +17,13 @@ export interface JobEventsDeps {
 }
 
 export function jobEvents(c: Context, deps: JobEventsDeps) {
-  const lastSeen = Number.parseInt(c.req.header("last-event-id") ?? "0", 10);
+  const lastEventId = c.req.header("last-event-id");
+  // 204 is the one answer that stops every conforming EventSource from reconnecting (HTML §9.2).
+  if (lastEventId === END_EVENT_ID && !isActive(deps.snapshot().row.status)) return c.body(null, 204);
+  const lastSeen = Number.parseInt(lastEventId ?? "0", 10);
   let seq = Number.isSafeInteger(lastSeen) && lastSeen > 0 ? lastSeen : 0;
   return streamSSE(c, async (stream) => {
-    const send = (event: "job" | "end", view: unknown) => stream.writeSSE({ id: String(++seq), event, data: JSON.stringify(view) });
+    const send = (event: "job" | "end", view: unknown) => stream.writeSSE({ id: event === "end" ? END_EVENT_ID : String(++seq), event, data: JSON.stringify(view) });
     // Sends the current state; says whether the job is over (then the caller sends "end").
     const tick = async () => {
       const { row, view } = deps.snapshot();

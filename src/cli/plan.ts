@@ -1,9 +1,11 @@
 import { loadConfig, type LoadedConfig } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
+import { formatFor, type LogFormat } from "../logger.ts";
 import { buildLaunch } from "../recipe/command.ts";
 import { checkTrain } from "../request/check.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
 import { UsageError, parseArgs } from "./args.ts";
+import { refuseToStart } from "./refuse.ts";
 
 // The job id in a plan is the literal "plan": the real one is drawn at dispatch.
 export const PLAN_JOB_ID = "plan";
@@ -12,7 +14,7 @@ export const EXIT_CONFIG = 78;
 export async function planCommand(argv: string[]): Promise<number> {
   const { positional, values } = parseArgs(argv, { values: ["config"] });
   if (positional.length !== 1) throw new UsageError("plan takes exactly one REQUEST.json");
-  const loaded = await loadConfigOrExit(values.config);
+  const loaded = await loadConfigOrExit(values.config, formatFor(2, process.env.JOURNAL_STREAM));
   const body = await readRequest(positional[0]!);
   const checked = await checkTrain(body, loaded.config);
   if (!checked.ok) {
@@ -25,11 +27,10 @@ export async function planCommand(argv: string[]): Promise<number> {
 }
 
 // Serve and plan read the config alike: a plan is only exact if it would be the worker's.
-export async function loadConfigOrExit(path: string | undefined): Promise<LoadedConfig> {
+export async function loadConfigOrExit(path: string | undefined, refusalFormat: LogFormat): Promise<LoadedConfig> {
   const result = await loadConfig({ path, env: process.env });
   if (result.ok) return result.value;
-  process.stderr.write(`lora-worker: refusing to start, the configuration is invalid:\n${result.errors.map((e) => `  - ${e}\n`).join("")}`);
-  process.exit(EXIT_CONFIG);
+  refuseToStart(refusalFormat, { reason: "the configuration is invalid", errors: result.errors, exitCode: EXIT_CONFIG });
 }
 
 // This program, whether compiled or run from source: it is the shim and the simulated trainer.

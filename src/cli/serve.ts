@@ -5,14 +5,16 @@ import { setUpAuth, type AuthGate } from "../auth/setup.ts";
 import type { Config } from "../config/schema.ts";
 import { createDispatcher } from "../dispatch/dispatch.ts";
 import { createGpuProbe } from "../gpu/probe.ts";
-import { createLogger, type Logger } from "../logger.ts";
+import { createLogger, formatFor, type LogFormat, type Logger } from "../logger.ts";
 import { acquireInstanceLock, LockHeld } from "../store/instance-lock.ts";
 import { openJobStore, StoreUnusable } from "../store/job-store.ts";
 import { ownMemoryEvents } from "../supervisor/oom-kills.ts";
+import { createRetention } from "../supervisor/retention.ts";
 import { createSupervisor } from "../supervisor/supervisor.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { EXIT_CONFIG, loadConfigOrExit, selfCommand, trainerCommand } from "./plan.ts";
+import { refuseToStart } from "./refuse.ts";
 
 // An idle keep-alive connection, or a handler slower than this, is closed; the few answers bounded by their
 // own deadline (cancel, gpu-status) lift it. Headers must arrive whole within Bun's fixed ~10 s regardless.
@@ -28,21 +30,25 @@ const STOP_DEADLINE_MS = 2000;
 export async function serveCommand(argv: string[]): Promise<void> {
   const { positional, values } = parseArgs(argv, { values: ["config"] });
   if (positional.length > 0) throw new UsageError(`serve takes no arguments, got ${positional.join(" ")}`);
-  const loaded = await loadConfigOrExit(values.config);
+  // The log is on stdout and refusals on stderr; under the unit both are the journal's stream.
+  const refusals = formatFor(2, process.env.JOURNAL_STREAM);
+  const log = createLogger(formatFor(1, process.env.JOURNAL_STREAM));
+  const loaded = await loadConfigOrExit(values.config, refusals);
   const { config } = loaded;
-  const log = createLogger(process.stdout.isTTY ? "human" : "json");
-  const auth = authOrExit(config, log);
+  const auth = authOrExit(config, log, refusals);
   mkdirSync(join(config.state_dir, "jobs"), { recursive: true, mode: 0o750 });
-  const { lock, store } = claimStateOrExit(config.state_dir);
+  const { lock, store } = claimStateOrExit(config.state_dir, refusals);
   const gpu = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: config.gpu.cache_ttl_ms });
   const now = () => new Date();
   const supervisor = createSupervisor({ store, config, selfCommand: selfCommand(), now, log, memoryEvents: ownMemoryEvents() });
   supervisor.reconcile();
+  const retention = createRetention({ store, stateDir: config.state_dir, keepDays: config.retention.keep_days, keepLast: config.retention.keep_last, now, log });
+  retention.start();
   const dispatcher = createDispatcher({ store, gpu, config, supervisor, trainerCommand: trainerCommand(config), now, log });
   // One probe at start-up so the log and /healthz say at once whether nvidia-smi answers.
   void gpu.read().then((r) => (r.ok ? log.info("gpu probe", { devices: r.devices.length }) : log.warn("gpu probe failed", { detail: r.detail })));
   let keepOpen: (req: Request) => void = () => {};
-  const app = createApp({ loaded, supervisor, dispatcher, gpu, store, log, auth, keepOpen: (req) => keepOpen(req), version: BUILD.version, startedAt: Date.now() });
+  const app = createApp({ loaded, supervisor, dispatcher, gpu, store, log, auth, keepOpen: (req) => keepOpen(req), version: BUILD.version, startedAt: Date.now(), stateBytes: retention.stateBytes });
   const server = Bun.serve({ hostname: config.listen.host, port: config.listen.port, fetch: app.fetch, maxRequestBodySize: TRANSPORT_BODY_LIMIT, idleTimeout: IDLE_TIMEOUT_S });
   keepOpen = (req) => server.timeout(req, 0);
   log.info("listening", {
@@ -77,28 +83,28 @@ export async function serveCommand(argv: string[]): Promise<void> {
 }
 
 // One worker per state dir, and never one serving from a damaged database.
-function claimStateOrExit(stateDir: string) {
+function claimStateOrExit(stateDir: string, refusals: LogFormat) {
   try {
     const lock = acquireInstanceLock(stateDir);
     try {
-      return { lock, store: openJobStore(join(stateDir, "jobs.db")) };
+      // The integrity check, whose cost grows with the history, only after a worker that did not stop cleanly.
+      return { lock, store: openJobStore(join(stateDir, "jobs.db"), { integrityCheck: !lock.cleanBefore }) };
     } catch (err) {
       lock.release();
       throw err;
     }
   } catch (err) {
     if (!(err instanceof LockHeld || err instanceof StoreUnusable)) throw err;
-    process.stderr.write(`lora-worker: refusing to start: ${err.message}\n`);
-    process.exit(EXIT_STATE);
+    const reason = err instanceof LockHeld ? "the state directory is in use" : "the job database is damaged";
+    refuseToStart(refusals, { reason, errors: [err.message], exitCode: EXIT_STATE });
   }
 }
 
 // Refusing to start is a configuration error: same exit code, same shape of message.
-function authOrExit(config: Config, log: Logger): AuthGate {
+function authOrExit(config: Config, log: Logger, refusals: LogFormat): AuthGate {
   const setup = setUpAuth({ config, credentialsDirectory: process.env.CREDENTIALS_DIRECTORY, log });
   if (setup.ok) return setup.gate;
-  process.stderr.write(`lora-worker: refusing to start, authentication is not set up:\n${setup.errors.map((e) => `  - ${e}\n`).join("")}`);
-  process.exit(EXIT_CONFIG);
+  refuseToStart(refusals, { reason: "authentication is not set up", errors: setup.errors, exitCode: EXIT_CONFIG });
 }
 
 function warnIfOpen(auth: AuthGate, config: Config, log: Logger): void {

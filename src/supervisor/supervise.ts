@@ -112,7 +112,7 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
       ctx.store.finish(ctx.id, outcome, ctx.now().toISOString());
     });
     ctx.changed();
-    ctx.log.info("job ended", { job_id: ctx.id, status: outcome.status, error_code: outcome.error_code, exit_code: outcome.exit_code, signal: outcome.signal });
+    ctx.log[outcome.status === "failed" ? "warn" : "info"]("job ended", { job_id: ctx.id, status: outcome.status, error_code: outcome.error_code, exit_code: outcome.exit_code, signal: outcome.signal });
   };
   const finished = exit.then(end).catch((err: Error) => {
     ctx.log.error("supervision of the job ended in error", { job_id: ctx.id, error: err.message, stack: err.stack });
