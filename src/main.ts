@@ -11,8 +11,9 @@ Usage:
   lora-worker plan [--config FILE] REQUEST.json
                                                print the exact process a request would start, spawn nothing
   lora-worker launch ...                       the simulated trainer (what simulate mode runs instead of accelerate)
-  lora-worker doctor [--config FILE] [--user NAME] [--group NAME] [--dev-dir DIR]
+  lora-worker doctor [--config FILE] [--user NAME] [--group NAME] [--unit FILE] [--dev-dir DIR]
                                                check this host as an operator would; one OK/WARN/FAIL line per check
+                                               (as --user, else the unit's User=, else the user running it)
   lora-worker shim JOB_DIR                     internal: the per-job shim that starts the trainer and records its exit
   lora-worker --version | --help
 

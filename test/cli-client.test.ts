@@ -91,6 +91,32 @@ describe("the job event stream", () => {
   });
 });
 
+describe("a live line redrawn on a terminal", () => {
+  function sized(columns: number) {
+    const shape = { stdoutIsTTY: true, stderrIsTTY: false, columns };
+    let text = "";
+    const out = createTerminal({ stdout: (t) => void (text += t), stderr: () => {} }, shape);
+    return { out, shape, text: () => text };
+  }
+
+  test("clears every row a line wider than the window takes: one drawn before the window narrowed, or a long log line", () => {
+    const term = sized(100);
+    term.out.redraw("x".repeat(90));
+    term.shape.columns = 40;
+    term.out.redraw("short");
+    term.out.write(`\n${"y".repeat(85)}`);
+    term.out.redraw("bar");
+    expect(term.text()).toBe(`\r\x1b[2K${"x".repeat(90)}\x1b[2A\r\x1b[Jshort\n${"y".repeat(85)}\x1b[2A\r\x1b[Jbar`);
+  });
+
+  test("a line that fits its window is cleared alone (the contrast)", () => {
+    const term = sized(100);
+    term.out.redraw("x".repeat(90));
+    term.out.redraw("short");
+    expect(term.text()).toBe(`\r\x1b[2K${"x".repeat(90)}\r\x1b[2Kshort`);
+  });
+});
+
 describe("logs -f's view of a log re-read as tails", () => {
   const first = ["loading", "epoch 1/1", "steps:  10%| 40/400"];
   const second = ["loading", "epoch 1/1", "steps:  50%| 200/400", "saving checkpoint: a.safetensors", "steps: 100%| 400/400"];

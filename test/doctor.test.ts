@@ -1,8 +1,9 @@
 import { describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { makeDoctorHost, type DoctorHost } from "./support/doctor-host.ts";
+import { makeDoctorHost, runDoctor, type DoctorHost } from "./support/doctor-host.ts";
 import { BITSANDBYTES_REPORT, CUDA_REPORT, TORCH_REPORT, writeFakePython } from "./support/fake-python.ts";
+import { makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
 import { AS_ROOT, STAND_IN } from "./support/install-root.ts";
 import { startWorker } from "./support/worker-process.ts";
 
@@ -127,4 +128,52 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
     expect(lines[1]).toBe("doctor: the other checks need a config that parses; fix it and run doctor again");
     expect(code).toBe(1);
   }, TIMEOUT_MS);
+});
+
+// The development host every simulated test runs on: mkdtemp's modes, no unit, no /dev/nvidia-uvm, no token file.
+describe("lora-worker doctor on the suite's simulate config", () => {
+  const RUNNING_USER = Bun.spawnSync(["id", "-un"]).stdout.toString().trim();
+  const deploymentChecks = (lines: string[]) => lines.filter((l) => ["service account", "handoff root", "nvidia-uvm", "token file"].includes(checkName(l)!));
+
+  function doctorOn(tree: HostTree, mode: "simulate" | "real", args: string[] = []) {
+    const config = tree.writeConfig(SIMULATE_TABLES(0.01).replace('mode = "simulate"', `mode = "${mode}"`));
+    return runDoctor(["--config", config, "--unit", join(tree.root, "no-such.service"), "--dev-dir", join(tree.root, "dev"), ...args]);
+  }
+
+  test("exits 0: what only the deployment or real training needs is a WARN that says why, and the account is the user running doctor", async () => {
+    using tree = makeHostTree();
+    const { code, lines } = await doctorOn(tree, "simulate");
+    expect(failLines(lines)).toEqual([]);
+    expect(code).toBe(0);
+    expect(deploymentChecks(lines)).toEqual([
+      expect.stringMatching(new RegExp(`^OK   service account: ${RUNNING_USER} \\(uid \\d+\\) .*, the user running doctor: no unit at ${tree.root}/no-such.service and no --user, and trainer.mode is "simulate": the worker runs as whoever starts it$`)),
+      expect.stringMatching(/^WARN handoff root: .* setgid bit missing; .*; trainer.mode is "simulate": no arbo shares the directory through the group — fix: chmod 2770 /),
+      expect.stringMatching(/^WARN nvidia-uvm: .*\/dev\/nvidia-uvm does not exist .*; trainer.mode is "simulate": the simulated trainer uses no CUDA — fix: /),
+      expect.stringMatching(/^WARN token file: \/etc\/lora-worker\/token does not exist; trainer.mode is "simulate": serve runs without a token on the loopback listen 127.0.0.1:0, open to every local user — fix: /),
+    ]);
+    expect(lines.join("\n")).not.toContain("llmuser");
+  });
+
+  test("in real mode the same host fails those four checks (the contrast)", async () => {
+    using tree = makeHostTree();
+    const { code, lines } = await doctorOn(tree, "real");
+    expect(deploymentChecks(lines).map((l) => l.slice(0, 4))).toEqual(["FAIL", "FAIL", "FAIL", "FAIL"]);
+    expect(lines.find((l) => checkName(l) === "service account")).toContain(`no unit at ${tree.root}/no-such.service and no --user, so which account serve runs as is unknown`);
+    expect(code).toBe(1);
+  });
+
+  test("an installed unit names the account; one naming a user that does not exist fails even in simulate mode", async () => {
+    using tree = makeHostTree();
+    const unit = join(tree.root, "lora-worker.service");
+    writeFileSync(unit, `[Service]\nUser=${STAND_IN.user}\nGroup=${STAND_IN.group}\nExecStart=/opt/lora-worker/lora-worker serve\n`);
+    const named = await doctorOn(tree, "simulate", ["--unit", unit]);
+    expect(named.lines.find((l) => checkName(l) === "service account")).toContain(`${STAND_IN.user} (uid ${STAND_IN.uid}) with group ${STAND_IN.group} (gid ${STAND_IN.gid}) (named by ${unit})`);
+
+    mkdirSync(`${unit}.d`);
+    writeFileSync(join(`${unit}.d`, "override.conf"), "[Service]\nUser=lw-no-such-user\n");
+    const missing = await doctorOn(tree, "simulate", ["--unit", unit]);
+    expect(failLines(missing.lines).map(checkName)).toEqual(["service account"]);
+    expect(failLines(missing.lines)[0]).toStartWith(`FAIL service account: user lw-no-such-user does not exist (named by ${unit})`);
+    expect(missing.code).toBe(1);
+  });
 });

@@ -1,16 +1,15 @@
 import { formatCheck, formatSummary, hasFailure, loadDoctorConfig, type CheckResult, type DoctorDeps } from "../doctor/doctor.ts";
+import { chooseAccountNames, DEFAULT_UNIT_PATH } from "../doctor/account-source.ts";
 import { checkHandoffRoot, checkModelRoot, checkPort, checkServiceAccount, checkStateDir, checkTokenFile } from "../doctor/host-checks.ts";
 import { createRunAs, resolveServiceAccount } from "../doctor/service-account.ts";
 import { checkAccelerate, checkNvidiaSmi, checkNvidiaUvm, checkSdScripts, checkTrainerPython } from "../doctor/trainer-checks.ts";
 import { parseArgs, UsageError } from "./args.ts";
 
-const DEFAULT_USER = "llmuser";
-const DEFAULT_GROUP = "arbotrain";
 const EXIT_FAIL = 1;
 
 /** `lora-worker doctor`: one line per check, OK / WARN / FAIL with the fix; exit 1 on any FAIL. */
 export async function doctorCommand(argv: string[]): Promise<number> {
-  const { positional, values } = parseArgs(argv, { values: ["config", "user", "group", "dev-dir"] });
+  const { positional, values } = parseArgs(argv, { values: ["config", "user", "group", "unit", "dev-dir"] });
   if (positional.length > 0) throw new UsageError(`doctor takes no arguments, got ${positional.join(" ")}`);
   const { result, config } = await loadDoctorConfig({ path: values.config, env: process.env });
   const print = (line: string) => process.stdout.write(`${line}\n`);
@@ -19,7 +18,8 @@ export async function doctorCommand(argv: string[]): Promise<number> {
     print("doctor: the other checks need a config that parses; fix it and run doctor again");
     return EXIT_FAIL;
   }
-  const account = resolveServiceAccount(values.user ?? DEFAULT_USER, values.group ?? DEFAULT_GROUP);
+  const names = chooseAccountNames({ user: values.user, group: values.group, unitPath: values.unit ?? DEFAULT_UNIT_PATH });
+  const account = resolveServiceAccount(names.user, names.group, names.source);
   const checks = [result, ...(await runChecks({ config, account, runAs: createRunAs(account), devDir: values["dev-dir"] ?? "/dev" }))];
   for (const check of checks.slice(1)) print(formatCheck(check));
   print(formatSummary(checks));
@@ -30,7 +30,7 @@ export async function doctorCommand(argv: string[]): Promise<number> {
 async function runChecks(deps: DoctorDeps): Promise<CheckResult[]> {
   const { config, account, runAs } = deps;
   const checks = await Promise.all([
-    checkServiceAccount(account),
+    checkServiceAccount(config, account),
     checkAccelerate(config, account, runAs),
     checkTrainerPython(deps),
     checkSdScripts(config, account, runAs),
@@ -38,7 +38,7 @@ async function runChecks(deps: DoctorDeps): Promise<CheckResult[]> {
     ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
     checkStateDir(config, account, runAs),
     checkNvidiaSmi(config),
-    checkNvidiaUvm(deps.devDir),
+    checkNvidiaUvm(config, deps.devDir),
     checkPort(config),
     checkTokenFile(config, account, runAs),
   ]);

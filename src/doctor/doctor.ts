@@ -24,6 +24,12 @@ export function fromProblems(name: string, problems: string[], fixes: string[], 
   return fail(name, problems.join("; "), fixes.join("; "));
 }
 
+/** In simulate mode, a FAIL that only the deployment or real training would meet is a WARN that says why. */
+export function relaxedInSimulate(config: Config, check: CheckResult, why: string): CheckResult {
+  if (config.trainer.mode !== "simulate" || check.status !== "FAIL") return check;
+  return { ...check, status: "WARN", detail: `${check.detail}; trainer.mode is "simulate": ${why}` };
+}
+
 export function formatCheck(check: CheckResult): string {
   const fix = check.fix ? ` — fix: ${check.fix}` : "";
   return `${check.status.padEnd(4)} ${check.name}: ${check.detail}${fix}`;

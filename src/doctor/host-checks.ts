@@ -2,7 +2,7 @@ import { readFileSync, statSync, type Stats } from "node:fs";
 import { parseTokenLines } from "../auth/tokens.ts";
 import type { Config } from "../config/schema.ts";
 import { statOrNull } from "../fs.ts";
-import { fail, fromProblems, ok, warn, type CheckResult } from "./doctor.ts";
+import { fail, fromProblems, ok, relaxedInSimulate, warn, type CheckResult } from "./doctor.ts";
 import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
 
 /** SPEC §1: setgid so every file arbo or the worker creates there joins the handoff group; nothing for others. */
@@ -11,21 +11,29 @@ const HEALTHZ_TIMEOUT_MS = 2000;
 
 const octal = (mode: number) => (mode & 0o7777).toString(8).padStart(4, "0");
 
-export function checkServiceAccount(account: ServiceAccount): CheckResult {
+export function checkServiceAccount(config: Config, account: ServiceAccount): CheckResult {
   const name = "service account";
+  const ranAs = `uid ${process.geteuid?.()}`;
   const missing = [
     account.uid === null ? `user ${account.user} does not exist` : null,
     account.gid === null ? `group ${account.group} does not exist` : null,
   ].filter((m): m is string => m !== null);
   if (missing.length > 0) {
-    return fail(name, `${missing.join("; ")} (the checks below ran as uid ${process.geteuid?.()})`, "run install.sh, which creates them, or pass --user/--group naming the unit's User= and Group=");
+    return fail(name, `${missing.join("; ")}${namedBy(account)} (the checks below ran as ${ranAs})`, "run install.sh, which creates them, or pass --user/--group naming the unit's User= and Group=");
   }
   const who = `${account.user} (uid ${account.uid}) with group ${account.group} (gid ${account.gid})`;
-  if (account.switchedBy === "none") {
-    return warn(name, `${who}; doctor runs as uid ${process.geteuid?.()} and cannot switch, so the checks below ran as uid ${process.geteuid?.()}`, `run doctor as root (sudo) or as ${account.user}`);
+  if (account.source.kind === "running") {
+    const none = `no unit at ${account.source.unitPath} and no --user`;
+    if (config.trainer.mode === "simulate") return ok(name, `${who}, the user running doctor: ${none}, and trainer.mode is "simulate": the worker runs as whoever starts it`);
+    return fail(name, `${none}, so which account serve runs as is unknown; the checks below ran as ${who}, the user running doctor`, "install with install.sh (it writes the unit's User=), or pass --user/--group naming the account that runs serve");
   }
-  return ok(name, `${who}; the checks below ran as ${account.user}`);
+  if (account.switchedBy === "none") {
+    return warn(name, `${who}${namedBy(account)}; doctor runs as ${ranAs} and cannot switch, so the checks below ran as ${ranAs}`, `run doctor as root (sudo) or as ${account.user}`);
+  }
+  return ok(name, `${who}${namedBy(account)}; the checks below ran as ${account.user}`);
 }
+
+const namedBy = (account: ServiceAccount) => (account.source.kind === "unit" ? ` (named by ${account.source.path})` : "");
 
 export async function checkHandoffRoot(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
   const name = "handoff root";
@@ -45,11 +53,13 @@ export async function checkHandoffRoot(config: Config, account: ServiceAccount, 
     problems.push(`${dir} is mode ${octal(st.mode)}${setgid}; want ${octal(HANDOFF_MODE)} (setgid, rwx for owner and group, nothing for others)`);
     fixes.push(`chmod ${octal(HANDOFF_MODE)} ${dir}`);
   }
+  const sharing = problems.length; // group and mode: how arbo shares the directory, which only the deployment has
   if (!(await holdsFor(runAs, ["-w", dir, "-a", "-x", dir]))) {
     problems.push(`${account.user} cannot create files in ${dir}`);
     fixes.push(`make every parent of ${dir} traversable by ${account.user} (chmod o+x)`);
   }
-  return fromProblems(name, problems, fixes, `${dir} is ${octal(st.mode)} group ${account.group}, writable by ${account.user}`);
+  const check = fromProblems(name, problems, fixes, `${dir} is ${octal(st.mode)} group ${account.group}, writable by ${account.user}`);
+  return problems.length > sharing ? check : relaxedInSimulate(config, check, "no arbo shares the directory through the group");
 }
 
 export async function checkModelRoot(root: string, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
@@ -126,7 +136,9 @@ export async function checkTokenFile(config: Config, account: ServiceAccount, ru
   try {
     st = statSync(file);
   } catch {
-    return fail(name, `${file} does not exist`, "install.sh creates it (32 random bytes, hex)");
+    const missing = fail(name, `${file} does not exist`, `install.sh creates it, or: umask 077; openssl rand -hex 32 > ${file}`);
+    if (!config.listen.loopback) return missing;
+    return relaxedInSimulate(config, missing, `serve runs without a token on the loopback listen ${config.listen.text}, open to every local user`);
   }
   if (!st.isFile()) return fail(name, `${file} is not a regular file`, "replace it with a file holding one token per line");
   const problems: string[] = [];

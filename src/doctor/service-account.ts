@@ -1,4 +1,5 @@
 import { signalGroup } from "../os/terminate.ts";
+import type { AccountSource } from "./account-source.ts";
 
 /** The identity the unit runs the worker as (`User=`, `Group=`); ids are null when the name does not resolve. */
 export interface ServiceAccount {
@@ -8,6 +9,8 @@ export interface ServiceAccount {
   gid: number | null;
   /** How doctor runs a command as that identity: switching with setpriv (as root), directly (already it), or not at all. */
   switchedBy: "setpriv" | "self" | "none";
+  /** Why this account: named with --user, by the installed unit, or the user running doctor. */
+  source: AccountSource;
 }
 
 export type RunAs = (argv: string[], opts?: { env?: Record<string, string>; timeoutMs?: number }) => Promise<RunResult>;
@@ -23,13 +26,13 @@ function lookupId(database: "passwd" | "group", name: string): number | null {
   return Number.isInteger(id) ? id : null;
 }
 
-export function resolveServiceAccount(user: string, group: string): ServiceAccount {
+export function resolveServiceAccount(user: string, group: string, source: AccountSource = { kind: "option" }): ServiceAccount {
   const uid = lookupId("passwd", user);
   const gid = lookupId("group", group);
   const euid = process.geteuid?.() ?? -1;
   const canSwitch = euid === 0 && uid !== null && gid !== null && Bun.which("setpriv") !== null;
   const switchedBy = uid !== null && uid === euid ? "self" : canSwitch ? "setpriv" : "none";
-  return { user, group, uid, gid, switchedBy };
+  return { user, group, uid, gid, switchedBy, source };
 }
 
 /** Runs argv as the service account when doctor can become it, else as the current user. */

@@ -2,7 +2,7 @@ import { statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { createGpuProbe } from "../gpu/probe.ts";
-import { fail, ok, warn, type CheckResult, type DoctorDeps } from "./doctor.ts";
+import { fail, ok, relaxedInSimulate, warn, type CheckResult, type DoctorDeps } from "./doctor.ts";
 import { PROBE_PROGRAM, readReports, STAGES, stopReason, type Reports, type Stage } from "./python-probe.ts";
 import { holdsFor, type RunAs, type RunResult, type ServiceAccount } from "./service-account.ts";
 
@@ -67,7 +67,11 @@ export async function checkNvidiaSmi(config: Config): Promise<CheckResult> {
 }
 
 /** With NoNewPrivileges the worker cannot run nvidia-modprobe (setuid) to create the node, so it must exist already. */
-export function checkNvidiaUvm(devDir: string): CheckResult {
+export function checkNvidiaUvm(config: Config, devDir: string): CheckResult {
+  return relaxedInSimulate(config, uvmNode(devDir), "the simulated trainer uses no CUDA");
+}
+
+function uvmNode(devDir: string): CheckResult {
   const name = "nvidia-uvm";
   const node = join(devDir, "nvidia-uvm");
   const load = "load it at boot: echo nvidia-uvm > /etc/modules-load.d/nvidia-uvm.conf, and now: modprobe nvidia-uvm && nvidia-modprobe -u -c=0";

@@ -65,20 +65,18 @@ export function makeDoctorHost(): DoctorHost {
       ].join("\n"));
       return configPath;
     },
-    async doctor(args = []) {
-      const account = ["--user", STAND_IN.user, "--group", STAND_IN.group, "--dev-dir", at("dev")];
-      const proc = Bun.spawn([process.execPath, MAIN, "doctor", "--config", configPath, ...account, ...args], {
-        stdout: "pipe",
-        stderr: "pipe",
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
-      });
-      const [code, out] = await Promise.all([proc.exited, new Response(proc.stdout).text()]);
-      return { code, lines: out.trimEnd().split("\n") };
-    },
+    doctor: (args = []) => runDoctor(["--config", configPath, "--user", STAND_IN.user, "--group", STAND_IN.group, "--dev-dir", at("dev"), ...args]),
     [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }),
   };
   host.writeConfig();
   return host;
+}
+
+/** `lora-worker doctor ARGS` from source, with nothing of this environment but PATH. */
+export async function runDoctor(args: string[]): Promise<{ code: number; lines: string[] }> {
+  const proc = Bun.spawn([process.execPath, MAIN, "doctor", ...args], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+  const [code, out] = await Promise.all([proc.exited, new Response(proc.stdout).text()]);
+  return { code, lines: out.trimEnd().split("\n") };
 }
 
 function mkdir(path: string, mode: number, uid = 0, gid = 0): string {

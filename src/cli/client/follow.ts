@@ -57,16 +57,25 @@ function lines(out: Terminal, line: (v: JobView) => string, outcome: (v: JobView
   };
 }
 
+// Redrawn on each change, and when the window is resized: at the new width, over the rows the old one now takes.
 function liveBar(out: Terminal): FollowRenderer {
   let last = "";
+  let latest: JobView | null = null;
   const show = (view: JobView) => {
+    latest = view;
     const next = barLine(view, out.columns);
     if (next !== last) out.redraw(next);
     last = next;
   };
+  const stopWatching = out.onResize(() => {
+    if (latest === null) return;
+    last = "";
+    show(latest);
+  });
   return {
     show,
     finish(view) {
+      stopWatching();
       show(view);
       out.write(`\n${outcomeLines(view).map((l) => `${l}\n`).join("")}`);
     },

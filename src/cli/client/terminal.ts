@@ -8,17 +8,22 @@ import { writeSync } from "node:fs";
  */
 export interface Terminal {
   write(text: string): void;
-  /** Back to column 0 and clear the line, then `text`: a live line redrawn in place. Only on a terminal. */
+  /** Back to column 0 and clear the live line, then `text`: a live line redrawn in place. Only on a terminal. */
   redraw(text: string): void;
   error(text: string): void;
   /** stdout is a terminal: live redraws are allowed. */
   isTTY: boolean;
-  columns: number;
+  /** How wide a line may be now: the terminal's width, unbounded into a pipe. */
+  readonly columns: number;
+  /** Calls `listener` after the terminal's window is resized; answers the way to stop. */
+  onResize(listener: () => void): () => void;
 }
 
 const DEFAULT_COLUMNS = 80;
 
 const REDRAW = "\r\x1b[2K";
+// Up to the first row a wrapped live line now takes, then clear to the end of the screen.
+const redrawRows = (rows: number) => (rows > 1 ? `\x1b[${rows - 1}A\r\x1b[J` : REDRAW);
 
 export interface TerminalSinks {
   stdout(text: string): void;
@@ -28,35 +33,55 @@ export interface TerminalSinks {
 export interface TerminalShape {
   stdoutIsTTY: boolean;
   stderrIsTTY: boolean;
-  columns: number;
+  /** Read on each use: a getter follows the window's width. */
+  readonly columns: number;
+  onResize?(listener: () => void): () => void;
 }
 
 export function createTerminal(sinks: TerminalSinks, shape: TerminalShape): Terminal {
   const shown = (isTTY: boolean, text: string) => (isTTY ? printable(text) : text);
-  let lineOpen = false; // a live line left without its newline
+  let live = ""; // what the cursor's line holds, as shown: a live line left without its newline
   const out = (raw: string, text: string) => {
     if (raw === "" && text === "") return;
-    sinks.stdout(raw + shown(shape.stdoutIsTTY, text));
-    lineOpen = !text.endsWith("\n");
+    const visible = shown(shape.stdoutIsTTY, text);
+    sinks.stdout(raw + visible);
+    live = (raw === "" ? live : "") + visible;
+    live = live.slice(live.lastIndexOf("\n") + 1);
   };
   return {
     write: (text) => out("", text),
-    redraw: (text) => out(REDRAW, text),
+    // A line wider than the window (a long log line, or a bar drawn before the window narrowed: terminals
+    // reflow it) takes several rows, all of which are cleared.
+    redraw: (text) => out(redrawRows(Math.ceil(Bun.stringWidth(live) / Math.max(shape.columns, 1))), text),
     error(text) {
-      if (lineOpen) sinks.stdout("\n");
-      lineOpen = false;
+      if (live !== "") sinks.stdout("\n");
+      live = "";
       sinks.stderr(shown(shape.stderrIsTTY, text));
     },
     isTTY: shape.stdoutIsTTY,
-    columns: shape.columns,
+    get columns() {
+      return shape.columns;
+    },
+    onResize: (listener) => shape.onResize?.(listener) ?? (() => {}),
   };
 }
 
 // The terminal a client command runs in: this process's stdout and stderr.
 export function processTerminal(): Terminal {
+  const stdoutIsTTY = process.stdout.isTTY === true;
   return createTerminal(
     { stdout: (text) => writeAll(STDOUT, text), stderr: (text) => writeAll(STDERR, text) },
-    { stdoutIsTTY: process.stdout.isTTY === true, stderrIsTTY: process.stderr.isTTY === true, columns: process.stdout.columns || DEFAULT_COLUMNS },
+    {
+      stdoutIsTTY,
+      stderrIsTTY: process.stderr.isTTY === true,
+      get columns() {
+        return stdoutIsTTY ? process.stdout.columns || DEFAULT_COLUMNS : Infinity;
+      },
+      onResize(listener) {
+        process.stdout.on("resize", listener);
+        return () => void process.stdout.off("resize", listener);
+      },
+    },
   );
 }
 

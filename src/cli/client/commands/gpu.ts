@@ -1,5 +1,6 @@
 import { UsageError } from "../../args.ts";
-import { gpuTable, jsonText } from "../format.ts";
+import { jsonText } from "../format.ts";
+import { gpuTable } from "../gpu-table.ts";
 import type { ClientCommand } from "../run.ts";
 import { EXIT } from "../worker-client.ts";
 
@@ -7,14 +8,15 @@ export const gpu: ClientCommand = {
   usage: "gpu [--json]",
   help: `Shows the worker's GPUs as nvidia-smi sees them: one row a device with a VRAM bar, its processes under
 it (a co-tenant such as a TTS server marked [co-tenant], the worker's own trainer [training]), then the
-co-tenants. --json: the /gpu-status answer.
+co-tenants; on a narrow terminal names, bars and columns are shortened or left out to fit. --json: the
+/gpu-status answer.
 Exit: 0; 5 when the worker cannot read the GPUs (503 gpu_probe_failed, with what nvidia-smi said).`,
   values: [],
   flags: ["json"],
   async run({ client, out, options }) {
     if (options.positional.length > 0) throw new UsageError("gpu takes no arguments");
     const status = await client.gpu();
-    out.write(options.flags.has("json") ? `${jsonText(status)}\n` : gpuTable(status).map((l) => `${l}\n`).join(""));
+    out.write(options.flags.has("json") ? `${jsonText(status)}\n` : gpuTable(status, out.columns).map((l) => `${l}\n`).join(""));
     return EXIT.ok;
   },
 };

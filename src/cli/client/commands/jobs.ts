@@ -1,8 +1,9 @@
 import { JobStatus as JobStatusEnum } from "../../../job.ts";
 import { positiveInt, UsageError } from "../../args.ts";
-import { jobLine, jsonText } from "../format.ts";
+import { jsonText } from "../format.ts";
+import { jobTable } from "../jobs-table.ts";
 import type { ClientCommand } from "../run.ts";
-import { EXIT, type JobStatus } from "../worker-client.ts";
+import { EXIT, type JobStatus, type JobView } from "../worker-client.ts";
 
 const STATUSES: readonly JobStatus[] = JobStatusEnum.options;
 const DEFAULT_LIMIT = 20;
@@ -11,8 +12,9 @@ const PAGE_MAX = 100; // the worker's bound on one page
 export const jobs: ClientCommand = {
   usage: "jobs [--status STATUS] [--limit N] [--json]",
   help: `Lists recent jobs, newest first, one line each: id, status, steps, loss, tier@device, created, output
-name, error_code. --status keeps one of ${STATUSES.join(", ")}; --limit N (default ${DEFAULT_LIMIT}) pages
-through the worker's list as needed. --json: one job record per line.
+name, error_code. On a narrow terminal the date is shortened and loss, tier@device, the date and the output
+name are left out as needed (a pipe gets every column). --status keeps one of ${STATUSES.join(", ")};
+--limit N (default ${DEFAULT_LIMIT}) pages through the worker's list as needed. --json: one job record per line.
 Exit: 0.`,
   values: ["status", "limit"],
   flags: ["json"],
@@ -25,16 +27,18 @@ Exit: 0.`,
     const json = options.flags.has("json");
     let remaining = positiveInt(options, "limit") ?? DEFAULT_LIMIT;
     let cursor: string | undefined;
-    let listed = 0;
+    const listed: JobView[] = [];
     while (remaining > 0) {
       const page = await client.jobs({ status, limit: Math.min(remaining, PAGE_MAX), cursor });
-      for (const job of page.jobs) out.write(`${json ? jsonText(job) : jobLine(job)}\n`);
-      listed += page.jobs.length;
+      if (json) for (const job of page.jobs) out.write(`${jsonText(job)}\n`);
+      listed.push(...page.jobs);
       remaining -= page.jobs.length;
       if (page.next_cursor === null || page.jobs.length === 0) break;
       cursor = page.next_cursor;
     }
-    if (listed === 0 && !json) out.write(`no ${status ? `${status} ` : ""}jobs\n`);
+    if (json) return EXIT.ok;
+    // The whole list at once: the columns that fit the terminal are chosen for every row together.
+    out.write(listed.length === 0 ? `no ${status ? `${status} ` : ""}jobs\n` : jobTable(listed, out.columns).map((l) => `${l}\n`).join(""));
     return EXIT.ok;
   },
 };

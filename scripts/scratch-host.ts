@@ -1,0 +1,130 @@
+// `bun run scratch-host DIR`: a development host in DIR that a simulate-mode worker runs on as it is, and
+// that `bun run demo` uses too: handoff root, models root with a placeholder SDXL checkpoint, state dir,
+// a 4-image kohya dataset with captions, a token, config.toml and an example request.json.
+import { chmodSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { parseArgs, UsageError } from "../src/cli/args.ts";
+import { safetensorsParts } from "../src/safetensors/write.ts";
+
+const REPO = join(import.meta.dir, "..");
+const DEFAULT_LISTEN = "127.0.0.1:8203";
+/** A `fast` job (400 steps) takes about 400 × this, plus a few steps' worth of loading and caching. */
+const DEFAULT_SECONDS_PER_STEP = 0.05;
+const FAST_STEPS = 400;
+// The simulator loads the model and caches latents and text-encoder outputs, each taking one step's time.
+const STAGE_STEPS = 3;
+// An 8×8 PNG: the simulator only counts images, but the dataset should look like one.
+const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAEUlEQVR4nGM4URGAFTEMLQkAMRFkARSGGiwAAAAASUVORK5CYII=", "base64");
+const EXIT_NOT_EMPTY = 1;
+const EXIT_USAGE = 2;
+
+export interface ScratchHost {
+  dir: string;
+  configPath: string;
+  requestPath: string;
+  tokenPath: string;
+  handoff: string;
+  request: Record<string, unknown>;
+}
+
+export function layOutScratchHost(dir: string, opts: { listen?: string; secondsPerStep?: number } = {}): ScratchHost {
+  const at = (...parts: string[]) => join(dir, ...parts);
+  const handoff = at("train");
+  const dataset = join(handoff, "example", "dataset");
+  for (const path of [at("models"), at("state"), join(dataset, "10_ohwx person")]) mkdirSync(path, { recursive: true });
+  chmodSync(handoff, 0o2770); // as install.sh makes it: setgid, nothing for others
+  for (let i = 0; i < 4; i++) {
+    writeFileSync(join(dataset, "10_ohwx person", `img${i}.png`), PNG);
+    writeFileSync(join(dataset, "10_ohwx person", `img${i}.txt`), "ohwx person\n");
+  }
+  writeFileSync(at("models", "sdxl-base.safetensors"), Buffer.concat(sdxlPlaceholder()));
+  const tokenPath = at("token");
+  writeFileSync(tokenPath, `${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}\n`, { mode: 0o600 });
+  const configPath = at("config.toml");
+  writeFileSync(configPath, config(dir, opts.listen ?? DEFAULT_LISTEN, opts.secondsPerStep ?? DEFAULT_SECONDS_PER_STEP));
+  const request = {
+    dataset_dir: dataset,
+    base_model_path: at("models", "sdxl-base.safetensors"),
+    output_dir: join(handoff, "example", "out"),
+    output_name: "ohwx_person",
+    trigger: "ohwx",
+    subject_class: "person",
+    repeats: 10,
+    tier: "fast",
+    device_index: 0,
+    seed: 1234,
+  };
+  const requestPath = at("request.json");
+  writeFileSync(requestPath, `${JSON.stringify(request, null, 2)}\n`);
+  return { dir, configPath, requestPath, tokenPath, handoff, request };
+}
+
+function config(dir: string, listen: string, secondsPerStep: number): string {
+  return `listen = ${JSON.stringify(listen)}
+state_dir = ${JSON.stringify(join(dir, "state"))}
+handoff_root = ${JSON.stringify(join(dir, "train"))}
+model_roots = [${JSON.stringify(join(dir, "models"))}]
+
+[trainer]
+mode = "simulate"
+
+[simulate]
+# A run takes about total steps × this (fast: 400 steps); the default, 0.5, makes a fast job over 3 minutes.
+seconds_per_step = ${secondsPerStep}
+
+[gpu]
+nvidia_smi = ${JSON.stringify(join(REPO, "scripts/fake-nvidia-smi"))}
+
+[auth]
+token_file = ${JSON.stringify(join(dir, "token"))}
+`;
+}
+
+// The worker reads a base model's header and refuses anything but an SDXL checkpoint; the simulator loads
+// nothing. So: one tiny tensor under each of the four prefixes an SDXL checkpoint has.
+function sdxlPlaceholder(): Uint8Array[] {
+  const names = ["model.diffusion_model.out.2.bias", "conditioner.embedders.0.transformer.text_model.final_layer_norm.weight", "conditioner.embedders.1.model.logit_scale", "first_stage_model.quant_conv.bias"];
+  return safetensorsParts(names.map((name) => ({ name, dtype: "F16" as const, shape: [2], data: new Uint8Array(4) })), { "modelspec.architecture": "lora-worker scratch-host placeholder" });
+}
+
+function isEmptyOrMissing(dir: string): boolean {
+  try {
+    return readdirSync(dir).length === 0;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "ENOENT";
+  }
+}
+
+function main(argv: string[]): number {
+  const { positional, values } = parseArgs(argv, { values: ["listen", "seconds-per-step"] });
+  if (positional.length !== 1) throw new UsageError("takes exactly one DIR");
+  const secondsPerStep = values["seconds-per-step"] === undefined ? undefined : Number(values["seconds-per-step"]);
+  if (secondsPerStep !== undefined && !(secondsPerStep >= 0 && secondsPerStep <= 60)) {
+    throw new UsageError(`--seconds-per-step must be a number of seconds from 0 to 60, got ${JSON.stringify(values["seconds-per-step"])}`);
+  }
+  const dir = resolve(positional[0]!);
+  if (!isEmptyOrMissing(dir)) {
+    process.stderr.write(`scratch-host: ${dir} exists and is not empty; name a new directory (or remove this one)\n`);
+    return EXIT_NOT_EMPTY;
+  }
+  const host = layOutScratchHost(dir, { listen: values.listen, secondsPerStep });
+  process.stdout.write(`scratch host in ${dir}:
+  config   ${host.configPath}   (simulate mode, fake nvidia-smi, listen ${values.listen ?? DEFAULT_LISTEN})
+  request  ${host.requestPath}  (tier fast, 400 steps: about ${Math.ceil((FAST_STEPS + STAGE_STEPS) * (secondsPerStep ?? DEFAULT_SECONDS_PER_STEP))} s)
+  token    ${host.tokenPath}
+next, from ${REPO}:
+  bun src/main.ts serve --config ${host.configPath}
+  bun src/main.ts submit ${host.requestPath} --config ${host.configPath} --follow     # in a second terminal
+`);
+  return 0;
+}
+
+if (import.meta.main) {
+  try {
+    process.exit(main(process.argv.slice(2)));
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`scratch-host: ${err.message}\nusage: bun run scratch-host DIR [--listen HOST:PORT] [--seconds-per-step S]\n`);
+    process.exit(EXIT_USAGE);
+  }
+}
