@@ -41,6 +41,16 @@ function progress(fields: Partial<Progress>): Progress {
   return { ...initialProgress(), expected_total: fields.total_steps ?? null, ...fields };
 }
 
+const RICH_NAN_FINAL = progress({
+  phase: "training",
+  step: 205,
+  total_steps: 3280,
+  last_loss_nan: true,
+  nan_streak: 5,
+  eta_s: 1 * 3600 + 1 * 60 + 47,
+  seconds_per_step: 1.21,
+});
+
 const fixtureFinals: Record<string, Progress> = {
   // Failure output with no steps bar: nothing of it is progress.
   "sdscripts-cuda-error-oom-1.log": progress({}),
@@ -49,29 +59,14 @@ const fixtureFinals: Record<string, Progress> = {
   "sdscripts-sigkill-1.log": progress({}),
   "sdscripts-sd15-in-sdxl-1.log": progress({}),
   "sdscripts-ignored-exception-1.log": progress({ phase: "done", step: 1500, total_steps: 1500, eta_s: 0, seconds_per_step: 1 / 1.23 }),
-  "sdscripts-raw-redraws-1.log": progress({
-    phase: "training",
-    step: 205,
-    total_steps: 3280,
-    last_loss_nan: true,
-    nan_streak: 5,
-    eta_s: 1 * 3600 + 1 * 60 + 47,
-    seconds_per_step: 1.21,
-  }),
+  // The same five redraws as sdscripts-epochs-rich-nan-1.log, on one physical line.
+  "sdscripts-raw-redraws-1.log": RICH_NAN_FINAL,
   "sdscripts-accelerate-1.log": progress({}),
   "sdscripts-nodata-2.log": progress({}),
   "sdscripts-rich-1.log": progress({ phase: "training" }),
   "sdscripts-traceback-truncated-2.log": progress({ phase: "training", total_steps: 1500 }),
   "sdscripts-oom-2.log": progress({ phase: "training", total_steps: 2300 }),
-  "sdscripts-epochs-rich-nan-1.log": progress({
-    phase: "training",
-    step: 205,
-    total_steps: 3280,
-    last_loss_nan: true,
-    nan_streak: 5,
-    eta_s: 1 * 3600 + 1 * 60 + 47,
-    seconds_per_step: 1.21,
-  }),
+  "sdscripts-epochs-rich-nan-1.log": RICH_NAN_FINAL,
   "sdscripts-success-1.log": progress({
     phase: "saving",
     step: 2000,
