@@ -2,7 +2,9 @@ import { describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { createLogger } from "../src/logger.ts";
+import { reloadingTokens, TOKEN_CHECK_MS } from "../src/auth/tokens.ts";
 import { TOKEN_A, TOKEN_B, appBehind, gateFor, mustGate, writeTokens } from "./support/auth-setup.ts";
+import { waitFor } from "./support/wait.ts";
 import { makeHostTree } from "./support/host-tree.ts";
 import { isLoopbackListen } from "./support/listen.ts";
 
@@ -86,13 +88,17 @@ describe("bearer auth on the HTTP surface", () => {
     const lines: string[] = [];
     await using a = appBehind(tree, mustGate({ tokenFile, log: createLogger("json", (l) => lines.push(l)) }));
     const statusWith = async (token: string) => (await a.app.request(`/train/${JOB}`, { headers: bearer(token) })).status;
-    expect([await statusWith(TOKEN_A), await statusWith(TOKEN_B)]).toEqual([404, 401]);
+    const both = async () => JSON.stringify([await statusWith(TOKEN_A), await statusWith(TOKEN_B)]);
+    expect(await both()).toBe("[404,401]");
+    // The file is looked at no more than once a second: each change takes effect within one.
     writeTokens(tree.root, [TOKEN_A, TOKEN_B]);
-    expect([await statusWith(TOKEN_A), await statusWith(TOKEN_B)]).toEqual([404, 404]);
+    await waitFor(async () => (await both()) === "[404,404]", "the rotated-in token to be valid");
     writeTokens(tree.root, [TOKEN_B]);
-    expect([await statusWith(TOKEN_A), await statusWith(TOKEN_B)]).toEqual([401, 404]);
+    await waitFor(async () => (await both()) === "[401,404]", "the rotated-out token to be refused");
     writeTokens(tree.root, ["# emptied by mistake"]);
-    expect([await statusWith(TOKEN_A), await statusWith(TOKEN_B)]).toEqual([401, 404]);
+    // Noticed by a request that comes after the interval, like every change.
+    await waitFor(async () => (await both(), lines.length === 3), "the broken edit to be noticed");
+    expect(await both()).toBe("[401,404]");
     expect(lines.map((l) => JSON.parse(l).msg)).toEqual(["auth tokens reloaded", "auth tokens reloaded", "auth token change ignored; the previous tokens stay valid"]);
     expect(lines.join("")).not.toContain(TOKEN_A);
     expect(lines.join("")).not.toContain(TOKEN_B);
@@ -178,5 +184,18 @@ describe("when the worker may run without a token", () => {
       ["127.0.0.1:8203", true], ["127.8.9.10:1", true], ["[::1]:8203", true], ["localhost:8203", true], ["[::ffff:127.0.0.1]:80", true],
       ["0.0.0.0:8203", false], ["[::]:8203", false], ["192.168.1.5:8203", false], ["host.docker.internal:8203", false], ["128.0.0.1:1", false],
     ]);
+  });
+
+  test("the token file is looked at no more than once a TOKEN_CHECK_MS, and then a change takes effect", () => {
+    using tree = makeHostTree();
+    const path = writeTokens(tree.root, [TOKEN_A]);
+    let t = 0;
+    const tokens = reloadingTokens({ kind: "token-file", path }, [TOKEN_A], createLogger("json", () => {}), () => t);
+    writeTokens(tree.root, [TOKEN_B]);
+    t = TOKEN_CHECK_MS - 1;
+    // Contrast: within the interval the old token still passes, the file unread.
+    expect([tokens.matches(TOKEN_A), tokens.matches(TOKEN_B)]).toEqual([true, false]);
+    t = TOKEN_CHECK_MS;
+    expect([tokens.matches(TOKEN_A), tokens.matches(TOKEN_B)]).toEqual([false, true]);
   });
 });

@@ -89,11 +89,19 @@ function presenceOf(path: string): "present" | "absent" | string {
   }
 }
 
-// Rotation without a restart: a changed file is read again; a change that breaks it keeps the last good set.
-export function reloadingTokens(source: TokenSource, initial: readonly string[], log: Logger): TokenSet {
+// A stat per request would cost more than the rest of the auth check; a rotation takes effect within this.
+export const TOKEN_CHECK_MS = 1000;
+
+// Rotation without a restart: a changed file is read again (looked at no more than once a TOKEN_CHECK_MS); a
+// change that breaks it keeps the last good set.
+export function reloadingTokens(source: TokenSource, initial: readonly string[], log: Logger, clock: () => number = () => performance.now()): TokenSet {
   let current = tokenSet(initial);
   let seen = fingerprint(source.path);
+  let checkedAt = clock();
   const refresh = () => {
+    const at = clock();
+    if (at - checkedAt < TOKEN_CHECK_MS) return;
+    checkedAt = at;
     const now = fingerprint(source.path);
     if (now === seen) return;
     seen = now;

@@ -110,11 +110,18 @@ function readTail(fd: number, lines: number): string {
     const buf = Buffer.alloc(len);
     readSync(fd, buf, 0, len, pos);
     chunks.unshift(buf);
-    for (const byte of buf) if (byte === 10) newlines++;
+    newlines += countNewlines(buf);
   }
   const text = Buffer.concat(chunks).toString("utf8");
   // The first line is partial unless the read reached the start of the file.
   return pos > 0 ? dropPartial(text) : text;
+}
+
+// indexOf is memchr: tens of times faster than looking at each byte in JavaScript.
+function countNewlines(buf: Buffer): number {
+  let count = 0;
+  for (let at = buf.indexOf(10); at !== -1; at = buf.indexOf(10, at + 1)) count++;
+  return count;
 }
 
 // Of a partial first line only the text before its first "\r" is cut: each redraw after it is whole, and the
