@@ -127,9 +127,13 @@ export function createDispatcher(deps: DispatcherDeps) {
       const id = randomUUID();
       const copied = await copyDataset(id, checked.value);
       if (!copied.ok) return copied;
-      const claimed = claim(id, checked.value, hash, idempotencyKey, admission.warning, copied.value);
-      if (!claimed.ok) removeJobDir(id);
-      return claimed.ok ? launch(claimed.job, checked.value) : claimed;
+      // A retry may have claimed while this one copied: asked again in the same tick as the claim.
+      const claimed = replayOf(hash, idempotencyKey) ?? claim(id, checked.value, hash, idempotencyKey, admission.warning, copied.value);
+      if (!claimed.ok || claimed.job.id !== id) {
+        removeJobDir(id);
+        return claimed;
+      }
+      return launch(claimed.job, checked.value);
     },
   };
 }
