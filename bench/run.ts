@@ -16,6 +16,7 @@ const SCRIPTS = [
   "dispatch.ts",
   "lora-finite-scan.ts",
   "dataset-snapshot.ts",
+  "history-size.ts",
 ];
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");
