@@ -17,6 +17,7 @@ const SCRIPTS = [
   "lora-finite-scan.ts",
   "dataset-snapshot.ts",
   "history-size.ts",
+  "sse-fanout.ts",
 ];
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");

@@ -78,13 +78,14 @@ async function disposeHost(tree: HostTree, untrack: () => void, worker?: WorkerP
   untrack();
 }
 
-export async function startBenchWorker(opts: { tree?: HostTree; tables: (tree: HostTree) => Tables }): Promise<BenchWorker> {
+/** `binary` defaults to this tree's build; another build (an older commit's) measures a before. */
+export async function startBenchWorker(opts: { tree?: HostTree; tables: (tree: HostTree) => Tables; binary?: string }): Promise<BenchWorker> {
   const tree = opts.tree ?? makeHostTree();
   const untrack = trackScratch(tree.root);
   const headers = writeBenchConfig(tree, opts.tables(tree));
   let worker: WorkerProcess;
   try {
-    worker = await startWorker(tree.configPath, { command: [ensureBinary()] });
+    worker = await startWorker(tree.configPath, { command: [opts.binary ?? ensureBinary()] });
   } catch (err) {
     await disposeHost(tree, untrack);
     throw err;

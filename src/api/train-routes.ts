@@ -1,10 +1,11 @@
 import { Hono } from "hono";
 import type { Dispatcher } from "../dispatch/dispatch.ts";
-import type { JobRow, JobStore } from "../store/job-store.ts";
+import type { JobStore } from "../store/job-store.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import { tailLines } from "../supervisor/job-log.ts";
 import { idempotencyKeyOf, noSuchJob, refusalError } from "./errors.ts";
 import { jobEvents } from "./events.ts";
+import { createJobFeeds } from "./job-feed.ts";
 import { readJsonBody } from "./json-body.ts";
 import { CurveQuery, JOB_ID, ListQuery, LogQuery, encodeCursor, parseQuery } from "./queries.ts";
 import { jobView, lossCurve } from "./views.ts";
@@ -19,7 +20,11 @@ export interface TrainRouteDeps {
 }
 
 export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadlineMs }: TrainRouteDeps) {
-  const viewOf = (row: JobRow) => ({ row, view: jobView(row, supervisor.progress(row.id)) });
+  const viewOf = (id: string) => {
+    const row = store.get(id)!;
+    return { row, view: jobView(row, supervisor.progress(id)) };
+  };
+  const feeds = createJobFeeds({ supervisor, view: viewOf });
   const find = (id: string) => {
     const row = JOB_ID.test(id) ? store.get(id) : null;
     if (!row) throw noSuchJob();
@@ -54,7 +59,7 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
     .get("/:id/events", (c) => {
       const row = find(c.req.param("id"));
       keepOpen?.(c.req.raw); // a stream lives as long as its job; heartbeats keep it from looking idle
-      return jobEvents(c, { supervisor, snapshot: () => viewOf(store.get(row.id)!) });
+      return jobEvents(c, feeds, row.id);
     })
     .get("/:id/metrics", (c) => {
       const row = find(c.req.param("id"));
