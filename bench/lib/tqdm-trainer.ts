@@ -1,15 +1,19 @@
 // Stands in for `accelerate launch …` where a benchmark needs a trainer paced exactly. It prints sd-scripts'
 // `steps:` tqdm bar on stderr the way tqdm does (each redraw "\r" + the whole line, no "\n") and ignores the
-// launch argv the worker appends after "--".
-//   --rate N --seconds S             N redraws a second (one step each) for S seconds, then exit 0
+// launch argv the worker appends after "--". The bar's total is the fast tier's step count, since a bar with
+// another total (or one counting past it) is kept in the log but is not progress.
+//   --rate N --seconds S             N redraws a second for S seconds, the step advancing evenly to the total,
+//                                    then exit 0
 //   --stamps FILE --count N --min-ms A --max-ms B
 //                                    N steps at random A–B ms intervals; before each redraw is written,
 //                                    "<step> <epoch ms>" is appended to FILE (the moment the update left)
 import { appendFileSync, writeSync } from "node:fs";
+import { TIERS } from "../../src/tiers.ts";
 
 const STDERR = 2;
 const TICK_MS = 10;
 const BAR_WIDTH = 10;
+const TOTAL = TIERS.fast.maxTrainSteps;
 
 export function tqdmLine(n: number, total: number, elapsedS: number, secondsPerIt: number): string {
   const filled = Math.floor((BAR_WIDTH * n) / total);
@@ -28,24 +32,25 @@ function clock(seconds: number): string {
 export const epochMs = (): number => performance.timeOrigin + performance.now();
 
 async function flood(rate: number, seconds: number): Promise<void> {
-  const total = Math.ceil(rate * seconds);
+  const redraws = Math.ceil(rate * seconds);
   const start = performance.now();
   let written = 0;
-  while (written < total) {
+  while (written < redraws) {
     const elapsedS = (performance.now() - start) / 1000;
-    const due = Math.min(total, Math.floor(elapsedS * rate));
+    const due = Math.min(redraws, Math.floor(elapsedS * rate));
     let chunk = "";
-    for (; written < due; written++) chunk += tqdmLine(written + 1, total, elapsedS, 1 / rate);
+    for (; written < due; written++) chunk += tqdmLine(1 + Math.floor((written * (TOTAL - 1)) / redraws), TOTAL, elapsedS, seconds / TOTAL);
     if (chunk !== "") writeSync(STDERR, chunk);
     await Bun.sleep(TICK_MS);
   }
 }
 
 async function stamped(file: string, count: number, minMs: number, maxMs: number): Promise<void> {
+  if (count > TOTAL) throw new Error(`--count ${count} is past the bar's total of ${TOTAL}`);
   const start = performance.now();
   for (let n = 1; n <= count; n++) {
     await Bun.sleep(minMs + Math.random() * (maxMs - minMs));
-    const line = tqdmLine(n, count, (performance.now() - start) / 1000, (minMs + maxMs) / 2000);
+    const line = tqdmLine(n, TOTAL, (performance.now() - start) / 1000, (minMs + maxMs) / 2000);
     appendFileSync(file, `${n} ${epochMs()}\n`);
     writeSync(STDERR, line);
   }

@@ -89,8 +89,9 @@ export interface OpenOptions {
   integrityCheck: boolean;
 }
 
-// Refuses a damaged database instead of serving from it; WAL with synchronous=FULL survives power loss. A file
-// that is no database at all fails the first statement whether or not the integrity check runs.
+// Refuses a damaged database instead of serving from it; WAL with synchronous=FULL survives power loss (only a
+// running job's periodic progress is committed at NORMAL). A file that is no database at all fails the first
+// statement whether or not the integrity check runs.
 function openChecked(path: string, options: OpenOptions): Database {
   const db = new Database(path, { create: true, strict: true });
   try {
@@ -170,6 +171,22 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
   const appendPoints = db.transaction((id: string, points: LossPoint[]) => {
     for (const [step, loss] of points) insertPoint.run(id, step, loss);
   });
+  const updateProgress = db.prepare(`UPDATE jobs SET phase=?, step=?, total_steps=?, loss=?, eta_s=? WHERE id=? AND ${ACTIVE_SQL}`);
+  const progressTx = db.transaction((id: string, p: ProgressFields, points: LossPoint[]) => {
+    const res = updateProgress.run(p.phase, p.step, p.total_steps, p.loss, p.eta_s, id);
+    for (const [step, loss] of points) insertPoint.run(id, step, loss);
+    return res;
+  });
+  // In WAL mode a commit at NORMAL is not fsynced: a power loss may roll it back (never corrupt), and the next
+  // commit at FULL syncs the log it follows. The setting is per connection and must change outside a transaction.
+  const unsynced = <T>(fn: () => T): T => {
+    db.run("PRAGMA synchronous = NORMAL");
+    try {
+      return fn();
+    } finally {
+      db.run("PRAGMA synchronous = FULL");
+    }
+  };
 
   return {
     insertIfIdle(job: NewJob): { inserted: true } | { inserted: false; activeId: string } {
@@ -230,7 +247,11 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       return moved;
     },
     saveProgress(id: string, p: ProgressFields): boolean {
-      return write(() => changed(db.run(`UPDATE jobs SET phase=?, step=?, total_steps=?, loss=?, eta_s=? WHERE id=? AND ${ACTIVE_SQL}`, [p.phase, p.step, p.total_steps, p.loss, p.eta_s, id])));
+      return write(() => changed(updateProgress.run(p.phase, p.step, p.total_steps, p.loss, p.eta_s, id)));
+    },
+    // A running job's periodic progress, in one unsynced commit: one lost to a power cut is rewritten by the next.
+    saveProgressUnsynced(id: string, p: ProgressFields, points: LossPoint[]): boolean {
+      return write(() => unsynced(() => changed(progressTx.immediate(id, p, points))));
     },
     appendLoss(id: string, points: LossPoint[]): void {
       if (points.length > 0) write(() => appendPoints.immediate(id, points));

@@ -33,12 +33,7 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
   const persist = () => {
     const progress = tracker.progress();
     const points = tracker.pendingLoss();
-    tracker.persisted(
-      guard("progress", () => {
-        ctx.store.saveProgress(ctx.id, progress);
-        ctx.store.appendLoss(ctx.id, points);
-      }),
-    );
+    tracker.persisted(guard("progress", () => ctx.store.saveProgressUnsynced(ctx.id, progress, points)));
   };
   // Without a known trainer (its shim gone before naming it), the job's marker finds what is left.
   const killGroup = async (graceMs: number) => {
