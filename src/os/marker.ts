@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { listPids, readProcStat } from "./proc.ts";
+import { listPids, ownCgroupDir, readProcStat } from "./proc.ts";
 
 // Every process a job starts carries this marker in its environment: the shim, the trainer and whatever
 // they start, even what setsid()s out of the job's process group. A process is tied to a job by it and
@@ -10,9 +10,9 @@ const MARKER_PREFIX = `${JOB_MARKER_ENV}=`;
 // Candidates are the processes of our own cgroup (the unit's, under systemd); elsewhere, all of /proc.
 function candidatePids(): number[] {
   try {
-    const line = readFileSync("/proc/self/cgroup", "utf8").split("\n").find((l) => l.startsWith("0::"));
-    if (line) {
-      const procs = readFileSync(`/sys/fs/cgroup${line.slice(3)}/cgroup.procs`, "utf8");
+    const cgroup = ownCgroupDir();
+    if (cgroup !== null) {
+      const procs = readFileSync(`${cgroup}/cgroup.procs`, "utf8");
       return procs.split("\n").filter((p) => p !== "").map(Number);
     }
   } catch {

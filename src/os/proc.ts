@@ -47,3 +47,13 @@ export function isSameProcess(identity: ProcessIdentity): boolean {
 export function listPids(): number[] {
   return readdirSync("/proc").flatMap((name) => (/^\d+$/.test(name) ? [Number(name)] : []));
 }
+
+// This process's cgroup v2 directory under /sys/fs/cgroup (the unit's, under systemd), or null without a v2 view.
+export function ownCgroupDir(): string | null {
+  try {
+    const line = readFileSync("/proc/self/cgroup", "utf8").split("\n").find((l) => l.startsWith("0::"));
+    return line === undefined ? null : `/sys/fs/cgroup${line.slice(3).replace(/\/$/, "")}`;
+  } catch {
+    return null;
+  }
+}

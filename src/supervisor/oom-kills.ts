@@ -1,15 +1,12 @@
 import { readFileSync } from "node:fs";
+import { ownCgroupDir } from "../os/proc.ts";
 
 // cgroup v2 counts the kernel OOM killer's kills in a cgroup's memory.events ("oom_kill N"). The trainer runs in
 // the worker's own cgroup (the unit's: KillMode=process keeps it there), so a count that rises during a run is
 // proof that the OOM killer struck it. Null where there is no cgroup v2 view: then there is no such proof.
 export function ownMemoryEvents(): string | null {
-  try {
-    const line = readFileSync("/proc/self/cgroup", "utf8").split("\n").find((l) => l.startsWith("0::"));
-    return line === undefined ? null : `/sys/fs/cgroup${line.slice(3).replace(/\/$/, "")}/memory.events`;
-  } catch {
-    return null;
-  }
+  const cgroup = ownCgroupDir();
+  return cgroup === null ? null : `${cgroup}/memory.events`;
 }
 
 export function readOomKills(memoryEvents: string | null): number | null {

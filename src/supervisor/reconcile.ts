@@ -93,8 +93,9 @@ function recover(deps: ReconcileDeps, id: string, dir: string, marked: number[])
 // identity is not overwritten, the trainer's only while the job is "starting").
 function recordIdentities(deps: ReconcileDeps, id: string, ids: Identities): void {
   try {
-    if (ids.shim && deps.store.get(id)?.shim_pid === null) deps.store.markShim(id, ids.shim);
-    if (ids.trainer && deps.store.get(id)?.pid === null) deps.store.markSpawned(id, ids.trainer, deps.now().toISOString());
+    const row = deps.store.get(id);
+    if (ids.shim && row?.shim_pid === null) deps.store.markShim(id, ids.shim);
+    if (ids.trainer && row?.pid === null) deps.store.markSpawned(id, ids.trainer, deps.now().toISOString());
   } catch (err) {
     deps.log.error("could not record the processes of a re-adopted job", { job_id: id, error: (err as Error).message });
   }

@@ -5,11 +5,12 @@ import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import type { TrainRequest } from "../request/schema.ts";
-import { StoreWriteFailed, type JobRow, type JobStore } from "../store/job-store.ts";
+import type { JobRow, JobStore } from "../store/job-store.ts";
 import { createStateHealth } from "../store/state-health.ts";
 import { jobPaths, type LaunchFile } from "./job-dir.ts";
 import { markedProcesses } from "../os/marker.ts";
 import { reconcileOnStart } from "./reconcile.ts";
+import { createWriteGuard, writeUntilDone } from "./retry.ts";
 import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";
 
 export interface SupervisorDeps {
@@ -24,8 +25,6 @@ export interface SupervisorDeps {
 }
 
 export type Supervisor = ReturnType<typeof createSupervisor>;
-
-const SPAWN_FAILURE_RETRY_MS = 1000;
 
 // The runs of this worker: started, adopted after a restart, watched, cancelled, settled.
 export function createSupervisor(deps: SupervisorDeps) {
@@ -82,15 +81,7 @@ export function createSupervisor(deps: SupervisorDeps) {
     // The slot stays claimed until the failure is on record; a state dir that cannot take it is retried.
     async recordSpawnFailure(id: string, error: string): Promise<void> {
       log.error("spawn failed", { job_id: id, error });
-      for (;;) {
-        try {
-          store.finish(id, failedOutcome("spawn_failed", error), now().toISOString());
-          return;
-        } catch (err) {
-          if (!(err instanceof StoreWriteFailed)) throw err;
-          await Bun.sleep(SPAWN_FAILURE_RETRY_MS);
-        }
-      }
+      await writeUntilDone(createWriteGuard(log, id), "spawn failure", () => store.finish(id, failedOutcome("spawn_failed", error), now().toISOString()));
     },
 
     // A process of a job of this state dir that no run of ours follows: it may hold the GPU, so nothing starts.
