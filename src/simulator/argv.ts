@@ -35,7 +35,8 @@ const SCRIPT_OPTIONS: Record<string, Spec> = {
   max_train_steps: "int", seed: "int", mixed_precision: ["no", "fp16", "bf16"], gradient_checkpointing: "switch",
   sdpa: "switch", cache_latents: "switch", cache_latents_to_disk: "switch", cache_text_encoder_outputs: "switch",
   min_snr_gamma: "float", noise_offset: "float", max_data_loader_n_workers: "int",
-  persistent_data_loader_workers: "switch", caption_extension: "str",
+  persistent_data_loader_workers: "switch", caption_extension: "str", save_every_n_steps: "int", save_state: "switch",
+  save_last_n_steps: "int", save_last_n_steps_state: "int", resume: "str", skip_until_initial_step: "switch",
 };
 
 // The launch flags, then the script and everything after it, untouched (argparse.REMAINDER).
@@ -80,6 +81,12 @@ function scriptArgs(values: Values, randomSeed: () => number) {
     caption_extension: text("caption_extension") ?? ".caption",
     cache_text_encoder_outputs: flag("cache_text_encoder_outputs"),
     console_log_simple: flag("console_log_simple"),
+    save_every_n_steps: number("save_every_n_steps"),
+    save_state: flag("save_state"),
+    save_last_n_steps: number("save_last_n_steps"),
+    save_last_n_steps_state: number("save_last_n_steps_state"),
+    resume: text("resume"),
+    skip_until_initial_step: flag("skip_until_initial_step"),
   };
 }
 

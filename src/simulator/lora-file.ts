@@ -12,6 +12,8 @@ export interface LoraRun {
   plan: TrainingPlan;
   resolution: [number, number];
   steps: number;
+  // ss_epoch: sd-scripts passes the loop's 0-based epoch for a checkpoint every N steps, the epoch count at the end.
+  epoch: number;
   tagFrequency: Record<string, Record<string, number>>;
   startedAt: number;
   finishedAt: number;
@@ -25,7 +27,7 @@ const MODULES: ReadonlyArray<[string, number, number]> = [
 ];
 // Trained LoRA weights stay small: down projections near Kaiming scale, up projections near zero.
 const UP_SCALE = 0.01;
-const F16_BYTES = 2;
+const FLOAT_BYTES = { F16: 2, F32: 4 } as const;
 
 // sd-scripts names the final file "last" when --output_name is absent.
 export function finalLoraPath(outputDir: string, outputName: string | null): string {
@@ -34,29 +36,32 @@ export function finalLoraPath(outputDir: string, outputName: string | null): str
 
 export async function writeLoraFile(path: string, run: LoraRun): Promise<void> {
   await mkdir(dirname(path), { recursive: true });
-  await writeSafetensors(path, loraTensors(run), loraMetadata(run));
+  await writeSafetensors(path, networkTensors(run.args, "F16"), loraMetadata(run));
 }
 
-function loraTensors(run: LoraRun): Tensor[] {
-  const { seed, network_alpha: alpha } = run.args;
-  const random = seededRandom(seed);
-  const rank = run.args.network_dim ?? DEFAULT_NETWORK_DIM;
+// The network's weights, the same whatever the dtype: the saved LoRA is F16, accelerate's saved state F32.
+export function networkTensors(args: ScriptArgs, dtype: "F16" | "F32"): Tensor[] {
+  const random = seededRandom(args.seed);
+  const rank = args.network_dim ?? DEFAULT_NETWORK_DIM;
   const tensor = (name: string, shape: number[], value: () => number): Tensor => {
-    const data = halfFloats(shape.reduce((count, size) => count * size, 1), value);
-    return { name, dtype: "F16", shape, data };
+    const data = floats(dtype, shape.reduce((count, size) => count * size, 1), value);
+    return { name, dtype, shape, data };
   };
   const tensors = MODULES.flatMap(([module, inputs, outputs]) => [
-    tensor(`${module}.alpha`, [], () => alpha),
+    tensor(`${module}.alpha`, [], () => args.network_alpha),
     tensor(`${module}.lora_down.weight`, [rank, inputs], () => (random() * 2 - 1) / Math.sqrt(inputs)),
     tensor(`${module}.lora_up.weight`, [outputs, rank], () => (random() * 2 - 1) * UP_SCALE),
   ]);
   return tensors.toSorted((a, b) => (a.name < b.name ? -1 : 1));
 }
 
-function halfFloats(count: number, value: () => number): Uint8Array {
-  const bytes = new Uint8Array(count * F16_BYTES);
+function floats(dtype: "F16" | "F32", count: number, value: () => number): Uint8Array {
+  const bytes = new Uint8Array(count * FLOAT_BYTES[dtype]);
   const view = new DataView(bytes.buffer);
-  for (let index = 0; index < count; index += 1) view.setFloat16(index * F16_BYTES, value(), true);
+  for (let index = 0; index < count; index += 1) {
+    if (dtype === "F16") view.setFloat16(index * FLOAT_BYTES.F16, value(), true);
+    else view.setFloat32(index * FLOAT_BYTES.F32, value(), true);
+  }
   return bytes;
 }
 
@@ -83,7 +88,7 @@ function loraMetadata(run: LoraRun): Record<string, string> {
     ss_resolution: `(${width}, ${height})`,
     ss_training_finished_at: pyFloatStr(run.finishedAt),
     ss_steps: String(steps),
-    ss_epoch: String(plan.epochs),
+    ss_epoch: String(run.epoch),
     ss_tag_frequency: JSON.stringify(run.tagFrequency),
     "modelspec.architecture": "stable-diffusion-xl-v1-base/lora",
     lora_worker_simulated: "true",

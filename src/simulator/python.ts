@@ -1,6 +1,6 @@
 // What Python prints where the worker or a test reads it: str() of a float in LoRA metadata, repr()
-// of a str in error messages, and tracebacks cut to their header and last line, which is all the
-// worker classifies a failure by.
+// of a str in error messages and of a JSON document in a log line, and tracebacks cut to their header
+// and last line, which is all the worker classifies a failure by.
 
 // Where the training venv lives on the deployment host (SPEC §1); only named in error output.
 export const PYTHON = "/opt/fluxgym/.venv/bin/python";
@@ -43,4 +43,15 @@ export function pyStrRepr(text: string): string {
   const escapes: Record<string, string> = { "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
   escapes[quote] = `\\${quote}`;
   return quote + text.replace(/[\\'"\n\r\t]/g, (char) => escapes[char] ?? char) + quote;
+}
+
+// `repr()` of what json.load returns (a JSON 4.0 reads back here as the int 4).
+export function pyRepr(value: unknown): string {
+  if (value === null) return "None";
+  if (typeof value === "boolean") return value ? "True" : "False";
+  if (typeof value === "number") return Number.isInteger(value) ? String(value) : pyFloatStr(value);
+  if (typeof value === "string") return pyStrRepr(value);
+  if (Array.isArray(value)) return `[${value.map(pyRepr).join(", ")}]`;
+  const entries = Object.entries(value as Record<string, unknown>);
+  return `{${entries.map(([key, item]) => `${pyStrRepr(key)}: ${pyRepr(item)}`).join(", ")}}`;
 }

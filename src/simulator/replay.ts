@@ -74,8 +74,9 @@ async function save({ io, log, args, outputDir, lines }: Replay, startedAt: numb
   const steps = lastStepsBar(lines)?.n ?? 0;
   if (!announced) print(io, `saving checkpoint: ${path}`);
   const plan = recordedPlan(lines, steps);
+  const run = { args, plan, resolution: RESOLUTION, steps, epoch: plan.epochs, startedAt };
   // A recording says nothing of the captions it trained on.
-  await writeLoraFile(path, { args, plan, resolution: RESOLUTION, steps, tagFrequency: {}, startedAt, finishedAt: io.wallClock() });
+  await writeLoraFile(path, { ...run, tagFrequency: {}, finishedAt: io.wallClock() });
   if (!announced) log("INFO", MODEL_SAVED);
 }
 

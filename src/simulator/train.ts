@@ -2,12 +2,13 @@
 // recorded log replayed in its place. Resolves to the exit code the Python process would have had.
 import { basename, resolve } from "node:path";
 import { ARGPARSE_ERROR_EXIT, parseScriptArgs, SCRIPT_NAME, type ScriptArgs } from "./argv.ts";
-import { createLog, print, type Io, type Log } from "./io.ts";
+import { saveFinal, saveStepCheckpoint } from "./checkpoint.ts";
+import { createLog, type Io, type Log } from "./io.ts";
 import type { Knobs } from "./knobs.ts";
-import { finalLoraPath, writeLoraFile } from "./lora-file.ts";
 import { cantOpenFile, traceback } from "./python.ts";
 import type { RecordedLine } from "./recorded-log.ts";
 import { replayRun } from "./replay.ts";
+import { loadState, resumePoint } from "./resume.ts";
 import { announceTraining, cacheInputs, loadDatasets, loadModel, type Dataset } from "./stages.ts";
 import { runTrainingLoop, type TrainingPlan } from "./training-loop.ts";
 
@@ -73,16 +74,19 @@ async function train(io: Io, log: Log, knobs: Knobs, args: ScriptArgs, paths: Pa
   }
   if (!(await loadModel(io, log, paths.modelPath, knobs.secondsPerStep))) return 1;
   await cacheInputs(io, log, datasets.value, args, knobs.secondsPerStep);
+  const resumed = args.resume === null ? 0 : loadState(io, log, args.resume, args.mixed_precision);
+  if (resumed === null) return 1;
   const plan = trainingPlan(datasets.value, args.max_train_steps);
   announceTraining(io, plan);
-  const outcome = await runTrainingLoop(io, plan, args.seed, knobs);
-  if (!outcome.finished) return outcome.exitCode;
-  const path = finalLoraPath(paths.outputDir, args.output_name);
-  print(io, `\nsaving checkpoint: ${path}`);
+  const start = resumePoint(io, log, plan, resumed, args.skip_until_initial_step);
+  if (start === null) return 1;
   const tagFrequency = Object.assign({}, ...datasets.value.map((d) => d.tagFrequency));
-  const run = { args, plan, resolution: datasets.value[0]!.resolution, steps: outcome.steps, tagFrequency, startedAt };
-  await writeLoraFile(path, { ...run, finishedAt: io.wallClock() });
-  log("INFO", "model saved.");
+  const run = { args, plan, resolution: datasets.value[0]!.resolution, tagFrequency, startedAt };
+  const checkpoints = { io, log, outputDir: paths.outputDir, run };
+  const afterStep = (step: number, epoch: number) => saveStepCheckpoint(checkpoints, step, epoch);
+  const outcome = await runTrainingLoop(io, { plan, start, seed: args.seed, knobs, afterStep });
+  if (!outcome.finished) return outcome.exitCode;
+  await saveFinal(checkpoints, plan.epochs, outcome.steps);
   outcome.bar.close();
   return 0;
 }

@@ -1,8 +1,10 @@
 // sd-scripts' training loop as seen from outside: `epoch e/E` on stdout at each epoch start, a `steps:`
-// tqdm bar on stderr redrawn at every step with avr_loss, and the failures the plan asks for.
+// tqdm bar on stderr redrawn at every step with avr_loss, the checkpoints due after each step's bar update,
+// and the failures the plan asks for. A resumed loop starts where resume.ts says, skipping batches unseen.
 import { print, type Io } from "./io.ts";
 import type { FailurePlan, Knobs, StepFailure } from "./knobs.ts";
 import { CUDA_OOM, traceback } from "./python.ts";
+import type { ResumePoint } from "./resume.ts";
 import { ProgressBar } from "./tqdm.ts";
 
 export interface TrainingPlan {
@@ -11,6 +13,15 @@ export interface TrainingPlan {
   epochs: number;
   batchSizes: number[];
   totalSteps: number;
+}
+
+export interface Loop {
+  plan: TrainingPlan;
+  start: ResumePoint;
+  seed: number;
+  knobs: Knobs;
+  // Saves what is due once global_step reaches `step`, in the loop's 0-based `epoch`.
+  afterStep: (step: number, epoch: number) => Promise<void>;
 }
 
 // A finished loop leaves its bar open: sd-scripts never closes it, so it closes when Python exits.
@@ -23,19 +34,22 @@ const LOSS_FLOOR = 0.075;
 const LOSS_EARLY_EXCESS = 0.045;
 const LOSS_DECAY_PER_RUN = 3;
 
-export async function runTrainingLoop(io: Io, plan: TrainingPlan, seed: number, knobs: Knobs): Promise<LoopOutcome> {
+export async function runTrainingLoop(io: Io, { plan, start, seed, knobs, afterStep }: Loop): Promise<LoopOutcome> {
   const { failures } = knobs;
-  const bar = new ProgressBar(io, "steps", plan.totalSteps);
+  const bar = new ProgressBar(io, "steps", plan.totalSteps - start.initialStep);
   const random = seededRandom(seed);
   // sd-scripts' LossRecorder: epoch 1 averages every loss so far, later epochs a window one epoch long
-  // (the loss at the same step is replaced); a NaN never leaves the running total.
+  // (the loss at the same step is replaced, a gap counts as 0); a NaN never leaves the running total.
   const window: number[] = [];
   let total = 0;
   const nanFrom = Math.min(...failures.strikes.map((strike) => (strike.kind === "nan" ? strike.step : Infinity)));
-  let globalStep = 0;
-  for (let epoch = 0; epoch < plan.epochs; epoch += 1) {
+  let globalStep = start.initialStep;
+  for (let epoch = start.epoch; epoch < plan.epochs; epoch += 1) {
     print(io, `\nepoch ${epoch + 1}/${plan.epochs}\n`);
-    for (let step = 0; step < plan.batchesPerEpoch && globalStep < plan.totalSteps; step += 1) {
+    // skip_first_batches drops all but the last batch to skip, which enumerate() numbers 0 and the loop passes.
+    const skipped = epoch === start.epoch ? start.initialStep : 0;
+    const batches = plan.batchesPerEpoch - Math.max(0, skipped - 1);
+    for (let step = Math.min(skipped, 1); step < batches && globalStep < plan.totalSteps; step += 1) {
       for (const failure of failures.strikes.filter((strike) => strike.step === globalStep + 1)) {
         const exitCode = await strike(io, failures, failure, bar);
         if (exitCode !== null) return { finished: false, exitCode };
@@ -43,11 +57,13 @@ export async function runTrainingLoop(io: Io, plan: TrainingPlan, seed: number, 
       await io.sleep(knobs.secondsPerStep);
       bar.update();
       globalStep += 1;
+      await afterStep(globalStep, epoch);
       const decay = Math.exp((-LOSS_DECAY_PER_RUN * globalStep) / Math.max(1, plan.totalSteps));
       const loss = (LOSS_FLOOR + LOSS_EARLY_EXCESS * decay) * (0.35 + 1.3 * random());
       const value = globalStep >= nanFrom ? Number.NaN : loss;
-      total = total - (window[step] ?? 0) + value;
-      window[step] = value;
+      const slot = epoch === 0 ? window.length : step;
+      total = total - (window[slot] ?? 0) + value;
+      window[slot] = value;
       bar.setPostfix({ avr_loss: total / window.length });
     }
   }

@@ -1,0 +1,257 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { closeSync, openSync } from "node:fs";
+import { cp, mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { verifySafetensors } from "../src/safetensors/verify.ts";
+
+const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
+const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
+// One image repeated 5 times at batch size 1: 5 batches per epoch, so 12 steps take 3 epochs.
+const REPEATS = 5;
+const MAX_STEPS = 12;
+const EOCD_BYTES = 22;
+const STATE_FILES = ["model.safetensors", "optimizer.bin", "random_states_0.pkl", "scheduler.bin", "train_state.json"];
+const ZIP_FILES = ["optimizer.bin", "scheduler.bin", "random_states_0.pkl"];
+
+interface Workspace extends AsyncDisposable {
+  dir: string;
+}
+
+async function workspace(): Promise<Workspace> {
+  const dir = await mkdtemp(join(tmpdir(), "simulator-checkpoints-"));
+  await mkdir(join(dir, "images"));
+  await Bun.write(join(dir, "images", "0.png"), "not really a png");
+  await Bun.write(join(dir, "model.safetensors"), "not really a model");
+  const subsets = [{ image_dir: join(dir, "images"), num_repeats: REPEATS }];
+  const config = { datasets: [{ resolution: 768, batch_size: 1, subsets }] };
+  await Bun.write(join(dir, "dataset.toml"), Bun.TOML.stringify(config));
+  return { dir, [Symbol.asyncDispose]: () => rm(dir, { recursive: true, force: true }) };
+}
+
+// The worker's flags for a run writing to `<dir>/<out>`, then the checkpoint flags under test.
+function launchArgv(dir: string, out: string, extra: string[]): string[] {
+  const flags = [
+    `--pretrained_model_name_or_path=${join(dir, "model.safetensors")}`,
+    `--dataset_config=${join(dir, "dataset.toml")}`,
+    `--output_dir=${join(dir, out)}`,
+    ...["--output_name=mylora", "--save_model_as=safetensors", "--network_module=networks.lora", "--network_dim=4"],
+    ...[`--max_train_steps=${MAX_STEPS}`, "--seed=42", "--mixed_precision=bf16", "--console_log_simple"],
+  ];
+  return ["launch", "--num_processes=1", "--mixed_precision=bf16", SCRIPT, ...flags, ...extra];
+}
+
+// stdout and stderr share one file, as in the worker's job log; the child keeps its own copy of the fd.
+async function simulate(dir: string, out: string, extra: string[], knobs: Record<string, string> = {}) {
+  const logPath = join(dir, `${out}.log`);
+  const env = { LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0", ...knobs };
+  const log = openSync(logPath, "w");
+  const argv = [process.execPath, ENTRY, ...launchArgv(dir, out, extra)];
+  const proc = (() => {
+    try {
+      return Bun.spawn(argv, { stdin: "ignore", stdout: log, stderr: log, env });
+    } finally {
+      closeSync(log);
+    }
+  })();
+  await proc.exited;
+  const text = await Bun.file(logPath).text();
+  // The log without its tqdm redraws: what print() and the logger wrote, line by line.
+  return { exitCode: proc.exitCode, log: text, lines: text.replace(/\r[^\r\n]*/g, "") };
+}
+
+// Each `steps:` redraw's n/total, in order.
+function barCounts(log: string): string[] {
+  return [...log.matchAll(/\rsteps: +\d+%\|[^|]*\| (\d+\/\d+) \[/g)].map((match) => match[1]!);
+}
+
+// What accelerate's save_state and sd-scripts' hook log for one folder, in their order.
+function savedState(dir: string, epoch: number, step: number): string {
+  const lines = [
+    `Saving current state to ${dir}`,
+    `save train state to ${dir}/train_state.json at epoch ${epoch} step ${step}`,
+    `Model weights saved in ${dir}/model.safetensors`,
+    `Optimizer state saved in ${dir}/optimizer.bin`,
+    `Scheduler state saved in ${dir}/scheduler.bin`,
+    `Sampler state for dataloader 0 saved in ${dir}/sampler.bin`,
+    `Sampler state for dataloader 1 saved in ${dir}/sampler_1.bin`,
+    `Random states saved in ${dir}/random_states_0.pkl`,
+  ];
+  return lines.map((line) => `${line}\n`).join("");
+}
+
+// The End Of Central Directory record in a ZIP's last 22 bytes, and where it says the directory ends.
+function zipEnd(bytes: Buffer) {
+  const end = bytes.subarray(-EOCD_BYTES);
+  return {
+    signature: end.subarray(0, 4).toString("latin1"),
+    directoryEnd: end.readUInt32LE(16) + end.readUInt32LE(12),
+    commentLength: end.readUInt16LE(20),
+  };
+}
+
+async function metadataOf(path: string): Promise<Record<string, string>> {
+  const verdict = await verifySafetensors(path);
+  if (!verdict.ok) throw new Error(`${path}: ${verdict.detail}`);
+  return verdict.metadata;
+}
+
+describe("checkpoints every N steps", () => {
+  test("save_every_n_steps with save_state logs and leaves what sd-scripts' removal arithmetic keeps", async () => {
+    await using job = await workspace();
+    const keep = ["--save_last_n_steps=3", "--save_last_n_steps_state=3"];
+    const run = await simulate(job.dir, "out", ["--save_every_n_steps=4", "--save_state", ...keep]);
+    expect(run.exitCode).toBe(0);
+    const out = join(job.dir, "out");
+    const lora = (step: number) => join(out, `mylora-step${String(step).padStart(8, "0")}.safetensors`);
+    const state = (step: number) => join(out, `mylora-step${String(step).padStart(8, "0")}-state`);
+    // Step N - 3 - 1, rounded down to a multiple of 4, goes: nothing at step 4, step 4 at step 8, step 8 at 12.
+    const removed = (step: number) => `removing old state: ${state(step)}\nremoving old checkpoint: ${lora(step)}\n`;
+    const saved = (step: number, epoch: number) =>
+      `\nsaving checkpoint: ${lora(step)}\n\nsaving state at step ${step}\n${savedState(state(step), epoch, step)}`;
+    const expected =
+      `\nepoch 1/3\n\n${saved(4, 1)}` +
+      `\nepoch 2/3\n\n${saved(8, 2)}${removed(4)}` +
+      `\nepoch 3/3\n\n${saved(12, 3)}${removed(8)}` +
+      `\nsaving last state.\n${savedState(join(out, "mylora-state"), 3, 12)}` +
+      `\nsaving checkpoint: ${join(out, "mylora.safetensors")}\nmodel saved.\n\n`;
+    expect(run.lines.slice(run.lines.indexOf("\nepoch 1/3\n"))).toBe(expected);
+    const left = ["mylora-state", "mylora-step00000012-state", "mylora-step00000012.safetensors", "mylora.safetensors"];
+    expect((await readdir(out)).sort()).toEqual(left);
+    for (const dir of [state(12), join(out, "mylora-state")]) {
+      expect((await readdir(dir)).sort()).toEqual(STATE_FILES);
+      expect(await Bun.file(join(dir, "train_state.json")).text()).toBe('{"current_epoch": 3, "current_step": 12}');
+      const model = await verifySafetensors(join(dir, "model.safetensors"));
+      expect(model).toMatchObject({ ok: true, tensorCount: 9, metadata: { format: "pt" } });
+      for (const file of ZIP_FILES) {
+        const bytes = Buffer.from(await Bun.file(join(dir, file)).arrayBuffer());
+        expect(bytes.subarray(0, 4).toString("latin1")).toBe("PK\x03\x04");
+        const end = { signature: "PK\x05\x06", directoryEnd: bytes.length - EOCD_BYTES, commentLength: 0 };
+        expect(zipEnd(bytes)).toEqual(end);
+      }
+    }
+    // sd-scripts passes the loop's 0-based epoch for a step checkpoint, the epoch count for the last.
+    expect(await metadataOf(lora(12))).toMatchObject({ ss_steps: "12", ss_epoch: "2" });
+    expect(await metadataOf(join(out, "mylora.safetensors"))).toMatchObject({ ss_steps: "12", ss_epoch: "3" });
+  });
+
+  test("the new flags are read with argparse's types, and accelerate exits 1 around the trainer's 2", async () => {
+    await using job = await workspace();
+    const run = await simulate(job.dir, "out", ["--save_every_n_steps=four"]);
+    expect(run.exitCode).toBe(1);
+    expect(run.log).toContain("error: argument --save_every_n_steps: invalid int value: 'four'\n");
+    expect(run.log).toContain("returned non-zero exit status 2.\n");
+  });
+});
+
+describe("--resume", () => {
+  let saved: Workspace;
+  const stateAt = (step: number) => join(saved.dir, "saved", `mylora-step${String(step).padStart(8, "0")}-state`);
+
+  // States at steps 4 (epoch 1), 8 (epoch 2) and 12 (the end), none removed.
+  beforeAll(async () => {
+    saved = await workspace();
+    const run = await simulate(saved.dir, "saved", ["--save_every_n_steps=4", "--save_state"]);
+    if (run.exitCode !== 0) throw new Error(`the run saving states failed:\n${run.log}`);
+  });
+  afterAll(() => saved[Symbol.asyncDispose]());
+
+  test("within the first epoch, skip_until_initial_step counts the steps left from 0 to max_train_steps", async () => {
+    const run = await simulate(saved.dir, "resume-4", [`--resume=${stateAt(4)}`, "--skip_until_initial_step"]);
+    expect(run.exitCode).toBe(0);
+    const loaded = [
+      `resume training from local state: ${stateAt(4)}`,
+      `Loading states from ${stateAt(4)}`,
+      `load train state from ${stateAt(4)}/train_state.json: {'current_epoch': 1, 'current_step': 4}`,
+      "All model weights loaded successfully",
+      "All optimizer states loaded successfully",
+      "All scheduler states loaded successfully",
+      "All dataloader sampler states loaded successfully",
+      "All random states loaded successfully",
+      "Loading in 0 custom states",
+      "running training / 学習開始",
+    ];
+    expect(run.lines).toContain(`${loaded.join("\n")}\n`);
+    expect(run.lines).toContain(`学習ステップ数: ${MAX_STEPS}\nskipping 4 steps / 4ステップをスキップします\n\nepoch 1/3\n`);
+    const counts = barCounts(run.log);
+    expect([counts[0], counts.at(-1)]).toEqual(["0/8", "8/8"]);
+    expect(await metadataOf(join(saved.dir, "resume-4", "mylora.safetensors"))).toMatchObject({ ss_steps: "12" });
+  });
+
+  test("past the first epoch, global_step restarts at the step mod an epoch's batches, as in sd-scripts", async () => {
+    const args = [`--resume=${stateAt(8)}`, "--skip_until_initial_step", "--save_every_n_steps=4"];
+    const run = await simulate(saved.dir, "resume-8", args);
+    expect(run.exitCode).toBe(0);
+    const skipping = "skipping 8 steps / 8ステップをスキップします\nskipping epoch 1 because initial_step (multiplied) is 8\n";
+    expect(run.lines).toContain(skipping);
+    expect(run.lines).not.toContain("epoch 1/3");
+    // Epoch 2 skips 8 - 5 = 3 batches and trains 2, epoch 3 trains 5: global_step runs 3 -> 10 of 12.
+    const counts = barCounts(run.log);
+    expect([counts[0], counts.at(-1)]).toEqual(["0/9", "7/9"]);
+    const out = join(saved.dir, "resume-8");
+    expect(await metadataOf(join(out, "mylora.safetensors"))).toMatchObject({ ss_steps: "10" });
+    // Its checkpoints carry the restarted count too.
+    const files = ["mylora-step00000004.safetensors", "mylora-step00000008.safetensors", "mylora.safetensors"];
+    expect((await readdir(out)).filter((name) => name.endsWith(".safetensors")).sort()).toEqual(files);
+  });
+
+  test("without skip_until_initial_step the bar counts all of max_train_steps again", async () => {
+    const run = await simulate(saved.dir, "resume-4-whole", [`--resume=${stateAt(4)}`]);
+    expect(run.exitCode).toBe(0);
+    expect(run.lines).not.toContain("skipping");
+    const counts = barCounts(run.log);
+    expect([counts[0], counts.at(-1)]).toEqual(["0/12", "12/12"]);
+    expect(await metadataOf(join(saved.dir, "resume-4-whole", "mylora.safetensors"))).toMatchObject({ ss_steps: "12" });
+  });
+
+  test("a failure planned at step 6 strikes at global step 6 of a run resumed from step 4", async () => {
+    const knobs = { LORA_WORKER_SIMULATE_FAIL: "oom@6" };
+    const run = await simulate(saved.dir, "resume-oom", [`--resume=${stateAt(4)}`, "--skip_until_initial_step"], knobs);
+    expect(run.exitCode).toBe(1);
+    expect(barCounts(run.log.slice(0, run.log.indexOf("torch.OutOfMemoryError"))).at(-1)).toBe("1/8");
+  });
+
+  test("a folder that does not exist is accelerate's ValueError, before training is announced", async () => {
+    const missing = join(saved.dir, "no-such-state");
+    const run = await simulate(saved.dir, "resume-missing", [`--resume=${missing}`]);
+    expect(run.exitCode).toBe(1);
+    const exception = `ValueError: Tried to find ${missing} but folder does not exist`;
+    expect(run.log).toContain(`Traceback (most recent call last):\n${exception}\n`);
+    expect(run.log).toContain("returned non-zero exit status 1.\n");
+    expect(run.log).not.toContain("running training");
+  });
+
+  test("a state without one of its files fails as torch.load does, or goes on without its random states", async () => {
+    const notFound = (file: string) => `FileNotFoundError: [Errno 2] No such file or directory: '{dir}/${file}'`;
+    const cases = [
+      { remove: "optimizer.bin", ending: notFound("optimizer.bin") },
+      // accelerate falls back to torch's file name when the safetensors one is absent.
+      { remove: "model.safetensors", ending: notFound("pytorch_model.bin") },
+      { remove: "random_states_0.pkl", ending: "Could not load random states" },
+    ];
+    const outcomes = [];
+    for (const { remove, ending } of cases) {
+      const dir = join(saved.dir, `without-${remove}`);
+      await cp(stateAt(4), dir, { recursive: true });
+      await rm(join(dir, remove));
+      const args = [`--resume=${dir}`, "--skip_until_initial_step"];
+      const run = await simulate(saved.dir, `resume-without-${remove}`, args);
+      outcomes.push({ remove, exitCode: run.exitCode, ended: run.lines.includes(`${ending.replace("{dir}", dir)}\n`) });
+    }
+    expect(outcomes).toEqual([
+      { remove: "optimizer.bin", exitCode: 1, ended: true },
+      { remove: "model.safetensors", exitCode: 1, ended: true },
+      { remove: "random_states_0.pkl", exitCode: 0, ended: true },
+    ]);
+  });
+
+  test("a state at max_train_steps fails sd-scripts' assertion after the running training block", async () => {
+    const run = await simulate(saved.dir, "resume-12", [`--resume=${stateAt(MAX_STEPS)}`, "--skip_until_initial_step"]);
+    expect(run.exitCode).toBe(1);
+    const assertion =
+      "AssertionError: max_train_steps should be greater than initial step / " +
+      `max_train_stepsは初期ステップより大きい必要があります: ${MAX_STEPS} vs ${MAX_STEPS}`;
+    expect(run.log).toContain(`学習ステップ数: ${MAX_STEPS}\nTraceback (most recent call last):\n${assertion}\n`);
+    expect(barCounts(run.log)).toEqual([]);
+  });
+});
