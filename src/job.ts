@@ -8,6 +8,11 @@ export type JobStatus = z.infer<typeof JobStatus>;
 export const ACTIVE_STATUSES = ["starting", "training"] as const satisfies readonly JobStatus[];
 export type TerminalStatus = Exclude<JobStatus, (typeof ACTIVE_STATUSES)[number]>;
 
+/** A stop asked for by a person, not decided by a watchdog: the run ends `cancelled`. */
+export function isCancel(reason: StopReason | null): boolean {
+  return reason === "cancel" || reason === "pause";
+}
+
 export function isActive(status: JobStatus): boolean {
   return (ACTIVE_STATUSES as readonly JobStatus[]).includes(status);
 }
@@ -22,8 +27,9 @@ export const ErrorCode = z.enum([
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;
 
-// Why the supervisor stopped a run, recorded before the first signal is sent.
-export const StopReason = z.enum(["cancel", "stalled", "timeout", "nan_loss"]);
+// Why the supervisor stopped a run, recorded before the first signal is sent. A pause is a cancel that waited for
+// the run's next saved state.
+export const StopReason = z.enum(["cancel", "pause", "stalled", "timeout", "nan_loss"]);
 export type StopReason = z.infer<typeof StopReason>;
 
 export interface Outcome {

@@ -10,7 +10,8 @@ const SCRIPT_FLAGS = [
   "optimizer_type", "lr_scheduler", "lr_warmup_steps", "max_train_steps", "seed", "mixed_precision",
   "gradient_checkpointing", "sdpa", "cache_latents", "cache_latents_to_disk", "cache_text_encoder_outputs",
   "min_snr_gamma", "noise_offset", "max_data_loader_n_workers", "persistent_data_loader_workers",
-  "console_log_simple", "caption_extension",
+  "console_log_simple", "caption_extension", "save_every_n_steps", "save_state", "save_last_n_steps",
+  "save_last_n_steps_state",
 ];
 
 async function plan(tree: HostTree, body: unknown, trainerTable = 'mode = "simulate"\n') {
@@ -58,6 +59,8 @@ describe("lora-worker plan", () => {
     expect(flags).toContain("--network_dim=16");
     expect(flags).toContain("--seed=42");
     expect(flags).toContain("--caption_extension=.txt");
+    // A fast run saves a state and an intermediate LoRA every 40 steps and keeps only the newest of each.
+    expect(flags.slice(-4)).toEqual(["--save_every_n_steps=40", "--save_state", "--save_last_n_steps=39", "--save_last_n_steps_state=39"]);
     expect(out.cwd).toBe(join(tree.state, "jobs/plan"));
     expect(out.env).toEqual({
       PATH: "/opt/fluxgym/.venv/bin:/usr/local/bin:/usr/bin:/bin",

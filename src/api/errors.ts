@@ -46,6 +46,12 @@ export function refusalError(result: Exclude<DispatchResult, { ok: true }>): Api
     }
     case "state_unwritable":
       return new ApiError(503, { detail: `${result.detail}; no training starts until the state dir takes writes again (see /healthz)`, reason: "state_unwritable" }, { "Retry-After": BUSY_RETRY_AFTER_S });
+    case "insufficient_disk":
+      return new ApiError(409, { reason: "insufficient_disk", ...result.shortfall });
+    case "not_resumable":
+      return new ApiError(409, { detail: result.detail, reason: "not_resumable" });
+    case "no_such_job":
+      return noSuchJob();
     case "launch_failed":
       return new ApiError(503, { detail: result.job.error ?? "the trainer could not be started", reason: "spawn_failed", worker_job_id: result.job.id });
   }

@@ -66,6 +66,21 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       const { max_points } = parseQuery(CurveQuery, c.req);
       return c.json({ worker_job_id: row.id, ...lossCurve(store.lossHistory(row.id), max_points) });
     })
+    .post("/:id/resume", async (c) => {
+      const key = idempotencyKeyOf(c.req.header("idempotency-key"));
+      const id = c.req.param("id");
+      if (!JOB_ID.test(id)) throw noSuchJob();
+      const result = await dispatcher.resume(id, key);
+      if (!result.ok) throw refusalError(result);
+      const { job } = result;
+      return c.json({ worker_job_id: job.id, status: job.status, resumed_from: job.resumed_from, resume_step: job.resumed_from_step });
+    })
+    .post("/:id/pause", async (c) => {
+      const row = find(c.req.param("id"));
+      keepOpen?.(c.req.raw); // the answer waits for the run's next saved state (at most a tier's checkpoint interval)
+      const final = await supervisor.pause(row.id);
+      return c.json(jobView(final ?? row, null));
+    })
     .post("/:id/cancel", async (c) => {
       const row = find(c.req.param("id"));
       keepOpen?.(c.req.raw); // the answer waits for the process group, up to the cancel grace and a SIGKILL

@@ -4,7 +4,7 @@ import type { GpuDevice } from "../gpu/probe.ts";
 import { isActive } from "../job.ts";
 import { readProcStat } from "../os/proc.ts";
 import type { Progress } from "../progress/progress.ts";
-import type { JobRow, LossPoint } from "../store/job-store.ts";
+import type { Checkpoint, JobRow, LossPoint } from "../store/job-store.ts";
 
 // The wire shape of SPEC §3; optional fields appear only when they carry a value.
 export function jobView(row: JobRow, live: Progress | null) {
@@ -30,8 +30,26 @@ export function jobView(row: JobRow, live: Progress | null) {
     simulated: row.simulated === 1,
     ...optional({ exit_code: row.exit_code, signal: row.signal, admission_warning: row.admission_warning }),
     ...(row.dataset_sha256 === null ? {} : { dataset: { files: row.dataset_files, bytes: row.dataset_bytes, sha256: row.dataset_sha256 } }),
+    ...resumeView(row),
     forced_kill: row.forced_kill === 1,
     request: JSON.parse(row.request) as unknown,
+  };
+}
+
+// What can be resumed, and how this job relates to the runs before and after it.
+function resumeView(row: JobRow) {
+  return {
+    resume_step: row.resume_step,
+    resumable: (row.status === "failed" || row.status === "cancelled") && row.resume_state !== null && row.resumed_by === null,
+    checkpoints: row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]),
+    paused: row.stop_reason === "pause" && row.status === "cancelled",
+    ...optional({
+      pause_requested_at: row.pause_requested_at,
+      resumed_from: row.resumed_from,
+      resumed_from_step: row.resumed_from_step,
+      resumed_by: row.resumed_by,
+      resume_gone: row.resume_gone,
+    }),
   };
 }
 

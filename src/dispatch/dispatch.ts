@@ -5,14 +5,18 @@ import type { Config } from "../config/schema.ts";
 import { type Admission, judgeAdmission, type Refusal } from "../gpu/admission.ts";
 import type { GpuProbe } from "../gpu/probe.ts";
 import type { Logger } from "../logger.ts";
-import { buildLaunch } from "../recipe/command.ts";
-import { TIERS } from "../tiers.ts";
-import { type CheckedTrain, checkTrain, recheckPaths } from "../request/check.ts";
+import { buildLaunch, type ResumeFrom } from "../recipe/command.ts";
+import { resumeRepeatsScale } from "../recipe/dataset-toml.ts";
+import { BATCH_SIZE, TIERS } from "../tiers.ts";
+import { type CheckedTrain, checkResume, checkTrain, type CheckResult, recheckPaths } from "../request/check.ts";
 import { type DetailItem, fieldError, type TrainRequest, TrainRequest as TrainRequestSchema } from "../request/schema.ts";
 import { type JobRow, type JobStore, StoreWriteFailed } from "../store/job-store.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
-import { DatasetChanged, type Snapshot, snapshotDataset } from "./snapshot.ts";
+import { DatasetChanged, linkSnapshot, readCopy, type Snapshot, snapshotDataset } from "./snapshot.ts";
+import { diskShortfall, type DiskShortfall } from "./disk.ts";
+import { isActive } from "../job.ts";
+import { unusableState } from "../supervisor/checkpoints.ts";
 
 export interface DispatcherDeps {
   store: JobStore;
@@ -32,7 +36,19 @@ export type DispatchResult =
   | { ok: false; kind: "output_exists"; detail: string }
   | { ok: false; kind: "busy"; activeId: string; unsupervised: boolean }
   | { ok: false; kind: "state_unwritable"; detail: string }
+  | { ok: false; kind: "insufficient_disk"; shortfall: DiskShortfall }
+  | { ok: false; kind: "not_resumable"; detail: string }
+  | { ok: false; kind: "no_such_job" }
   | { ok: false; kind: "launch_failed"; job: JobRow };
+
+type Refused = Exclude<DispatchResult, { ok: true }>;
+
+/** What a claim starts from: a fresh copy of arbo's dataset, or a resume of a predecessor's state on its copy. */
+interface Origin {
+  dataset: Snapshot;
+  resumes: { id: string; step: number; state: string } | null;
+  resume: ResumeFrom | null;
+}
 
 export type Dispatcher = ReturnType<typeof createDispatcher>;
 
@@ -58,7 +74,7 @@ export function createDispatcher(deps: DispatcherDeps) {
 
   // Synchronous from the check to the claim: no other dispatch can slip in between. The claimed row keeps the
   // slot while the launch runs.
-  const claim = (id: string, train: CheckedTrain, hash: string, key: string | null, admissionWarning: string | null, dataset: Snapshot): DispatchResult => {
+  const claim = (id: string, train: CheckedTrain, hash: string, key: string | null, admissionWarning: string | null, origin: Origin): DispatchResult => {
     // The dataset may have changed since the request was checked: resolve every path once more.
     const changed = recheckPaths(train, config);
     if (changed.length > 0) return { ok: false, kind: "invalid", detail: changed };
@@ -69,9 +85,16 @@ export function createDispatcher(deps: DispatcherDeps) {
     try {
       const claimed = store.insertIfIdle({
         id, request: train.request, requestHash: hash, idempotencyKey: key, admissionWarning, simulated: config.trainer.mode === "simulate",
-        logPath: jobPaths(config.state_dir, id).log, now: now().toISOString(), totalSteps: expectedTotal(train.request), dataset,
+        logPath: jobPaths(config.state_dir, id).log, now: now().toISOString(), totalSteps: expectedTotal(train.request), dataset: origin.dataset,
+        outputFile: train.outputFile, resumes: origin.resumes,
       });
+      if (!claimed.inserted && "resumedBy" in claimed) return alreadyResumed(origin.resumes?.id ?? "", claimed.resumedBy);
       if (!claimed.inserted) return { ok: false, kind: "busy", activeId: claimed.activeId, unsupervised: false };
+      // This run's saves would land on the same names: a state another job could resume from is gone from now.
+      for (const state of claimed.superseded) {
+        rmSync(state, { recursive: true, force: true });
+        log.info("removed a superseded saved state", { job_id: id, state });
+      }
     } catch (err) {
       if (err instanceof StoreWriteFailed) return { ok: false, kind: "state_unwritable", detail: err.message };
       throw err;
@@ -95,20 +118,71 @@ export function createDispatcher(deps: DispatcherDeps) {
   };
   const removeJobDir = (id: string) => rmSync(jobPaths(config.state_dir, id).dir, { recursive: true, force: true });
 
-  const launch = async (row: JobRow, train: CheckedTrain): Promise<DispatchResult> => {
+  const alreadyResumed = (id: string, by: string): Refused => {
+    const successor = store.get(by);
+    return { ok: false, kind: "not_resumable", detail: `job ${id} was already resumed by job ${by} (${successor?.status ?? "unknown"}); resume that job instead` };
+  };
+
+  const launch = async (row: JobRow, train: CheckedTrain, resume: ResumeFrom | null): Promise<DispatchResult> => {
     const paths = jobPaths(config.state_dir, row.id);
     try {
-      const plan = buildLaunch(train, config, paths, deps.trainerCommand);
+      const plan = buildLaunch(train, config, paths, deps.trainerCommand, resume);
       mkdirSync(join(paths.dir, "tmp"), { recursive: true, mode: 0o750 });
       writeFileSync(paths.datasetConfig, plan.dataset_toml, { mode: 0o640 });
       mkdirSync(train.outputDir, { recursive: true, mode: 0o770 });
       await supervisor.start(row, train.outputFile, { argv: plan.argv, env: plan.env, cwd: plan.cwd, log: paths.log, logMaxBytes: config.trainer.log_max_bytes });
-      log.info("job started", { job_id: row.id, tier: train.request.tier, device_index: train.device.index, simulated: config.trainer.mode === "simulate" });
+      log.info("job started", {
+        job_id: row.id, tier: train.request.tier, device_index: train.device.index, simulated: config.trainer.mode === "simulate",
+        ...(resume === null ? {} : { resumed_from: row.resumed_from, resume_step: resume.step }),
+      });
       return { ok: true, job: store.get(row.id)! };
     } catch (err) {
       await supervisor.recordSpawnFailure(row.id, `the trainer could not be started: ${(err as Error).message}`);
       return { ok: false, kind: "launch_failed", job: store.get(row.id) ?? row };
     }
+  };
+
+  // The same steps for a new train and a resume, from the checked request on: admission (GPU, then the output's
+  // disk), the job directory's dataset, the claim, the launch. `replay` finds a retry that claimed meanwhile.
+  const start = async (
+    checked: CheckResult, replay: (hash: string) => DispatchResult | null, key: string | null,
+    prepare: (id: string, train: CheckedTrain) => Promise<{ ok: true; value: Origin } | Refused>,
+  ): Promise<DispatchResult> => {
+    if (!checked.ok) return checked;
+    const train = checked.value;
+    const hash = requestHash(train.request);
+    const admission = await admit(train);
+    if (!admission.admit) return { ok: false, kind: "refused", refusal: admission.refusal };
+    const again = replay(hash);
+    if (again) return again;
+    const shortfall = diskShortfall(train.outputDir, TIERS[train.request.tier], train.resumed);
+    if (shortfall !== null) return { ok: false, kind: "insufficient_disk", shortfall };
+    const id = randomUUID();
+    const prepared = await prepare(id, train);
+    if (!prepared.ok) return prepared;
+    // A retry may have claimed while this one prepared: asked again in the same tick as the claim.
+    const claimed = replay(hash) ?? claim(id, train, hash, key, admission.warning, prepared.value);
+    if (!claimed.ok || claimed.job.id !== id) {
+      removeJobDir(id);
+      return claimed;
+    }
+    return launch(claimed.job, train, prepared.value.resume);
+  };
+
+  // A resume continues a failed or cancelled job from its newest verified state, on its dataset copy.
+  const resumable = async (job: JobRow): Promise<{ ok: true; value: ResumeFrom } | Refused> => {
+    const refuse = (why: string): Refused => ({ ok: false, kind: "not_resumable", detail: `job ${job.id} cannot be resumed: ${why}` });
+    if (job.resumed_by !== null) return alreadyResumed(job.id, job.resumed_by);
+    if (isActive(job.status)) return refuse(`it is still ${job.status}; pause it first (POST /train/${job.id}/pause)`);
+    if (job.status === "succeeded") return refuse("it succeeded; there is nothing left to train");
+    if (job.pruned_at !== null) return refuse("its job directory (with its dataset copy) was pruned by retention");
+    if (job.resume_state === null || job.resume_step === null) {
+      const { tier } = JSON.parse(job.request) as TrainRequest;
+      return refuse(job.resume_gone ?? `it saved no state before it ended (a ${tier} run saves one every ${TIERS[tier].checkpointEvery} steps)`);
+    }
+    const why = await unusableState(job.resume_state, job.resume_step);
+    if (why !== null) return refuse(`its saved state at step ${job.resume_step} (${job.resume_state}) can no longer be used: ${why}`);
+    return { ok: true, value: { state: job.resume_state, step: job.resume_step, repeatsScale: 1 } };
   };
 
   return {
@@ -118,22 +192,42 @@ export function createDispatcher(deps: DispatcherDeps) {
       const earlier = parsed.success ? replayOf(requestHash(parsed.data), idempotencyKey) : null;
       if (earlier) return earlier;
       const checked = await checkTrain(body, config);
-      if (!checked.ok) return checked;
-      const hash = requestHash(checked.value.request);
-      const admission = await admit(checked.value);
-      if (!admission.admit) return { ok: false, kind: "refused", refusal: admission.refusal };
-      const again = replayOf(hash, idempotencyKey);
-      if (again) return again;
-      const id = randomUUID();
-      const copied = await copyDataset(id, checked.value);
-      if (!copied.ok) return copied;
-      // A retry may have claimed while this one copied: asked again in the same tick as the claim.
-      const claimed = replayOf(hash, idempotencyKey) ?? claim(id, checked.value, hash, idempotencyKey, admission.warning, copied.value);
-      if (!claimed.ok || claimed.job.id !== id) {
-        removeJobDir(id);
-        return claimed;
-      }
-      return launch(claimed.job, checked.value);
+      return start(checked, (hash) => replayOf(hash, idempotencyKey), idempotencyKey, async (id, train) => {
+        const copied = await copyDataset(id, train);
+        return copied.ok ? { ok: true, value: { dataset: copied.value, resumes: null, resume: null } } : copied;
+      });
+    },
+
+    // POST /train/{id}/resume: a retry (the same Idempotency-Key, or while the successor runs) is the same job.
+    async resume(predecessorId: string, idempotencyKey: string | null = null): Promise<DispatchResult> {
+      const retried = (): DispatchResult | null => {
+        const keyed = idempotencyKey === null ? null : store.byIdempotencyKey(idempotencyKey);
+        if (keyed) return keyed.resumed_from === predecessorId ? { ok: true, job: keyed } : { ok: false, kind: "idempotency_mismatch", detail: "this Idempotency-Key was already used for another request" };
+        const successor = store.get(predecessorId)?.resumed_by ?? null;
+        const running = successor === null ? null : store.get(successor);
+        return running && isActive(running.status) && idempotencyKey === null ? { ok: true, job: running } : null;
+      };
+      const job = store.get(predecessorId);
+      if (!job) return { ok: false, kind: "no_such_job" };
+      const earlier = retried();
+      if (earlier) return earlier;
+      const from = await resumable(job);
+      if (!from.ok) return from;
+      const copy = readCopy(jobPaths(config.state_dir, job.id).dataset);
+      if (copy === null) return { ok: false, kind: "not_resumable", detail: `job ${job.id} cannot be resumed: its dataset copy is missing from its job directory` };
+      const request = TrainRequestSchema.parse(JSON.parse(job.request));
+      const checked = await checkResume(request, copy, config);
+      return start(checked, retried, idempotencyKey, async (id, train) => {
+        const scale = resumeRepeatsScale(copy.images, request.repeats, BATCH_SIZE[train.device.class], TIERS[request.tier].maxTrainSteps);
+        try {
+          await linkSnapshot(copy.datasetDir, jobPaths(config.state_dir, id).dataset);
+        } catch (err) {
+          removeJobDir(id);
+          return { ok: false, kind: "state_unwritable", detail: `the predecessor's dataset copy could not be linked into the job directory: ${(err as Error).message}` };
+        }
+        const dataset = { files: job.dataset_files ?? 0, bytes: job.dataset_bytes ?? 0, sha256: job.dataset_sha256 ?? "" };
+        return { ok: true, value: { dataset, resumes: { id: job.id, step: from.value.step, state: from.value.state }, resume: { ...from.value, repeatsScale: scale } } };
+      });
     },
   };
 }

@@ -1,7 +1,7 @@
-import { constants } from "node:fs";
-import { mkdir, open } from "node:fs/promises";
-import { dirname, join } from "node:path";
-import type { Dataset, DatasetFile } from "../request/dataset.ts";
+import { constants, readdirSync } from "node:fs";
+import { link, mkdir, open, readdir } from "node:fs/promises";
+import { dirname, extname, join } from "node:path";
+import { type Dataset, type DatasetFile, IMAGE_EXTENSIONS } from "../request/dataset.ts";
 
 // The dataset the trainer reads is the one that was checked: each checked file is copied into the job directory,
 // opened without following a symbolic link at its last component and refused unless it is the very file (device,
@@ -63,4 +63,38 @@ async function pump(from: Awaited<ReturnType<typeof open>>, out: Awaited<ReturnT
   // Grown or cut while being copied: not the file that was checked.
   if (copied !== file.size) throw new DatasetChanged(file.rel);
   return hash.digest("hex");
+}
+
+/** A predecessor's copy as a resume reads it: the copy dir, its kohya folder (or none) and how many images. */
+export interface Copy {
+  datasetDir: string;
+  dataset: Dataset;
+  images: number;
+}
+
+// The copy holds exactly one folder: the kohya folder by its name, or images/ for images that lay directly in
+// the dataset dir (snapshotImageDir). Null when it is gone or not what a snapshot leaves.
+export function readCopy(dir: string): Copy | null {
+  let top: string[];
+  try {
+    top = readdirSync(dir);
+  } catch {
+    return null;
+  }
+  const [folder] = top;
+  if (top.length !== 1 || folder === undefined) return null;
+  const images = readdirSync(join(dir, folder)).filter((n) => IMAGE_EXTENSIONS.includes(extname(n).toLowerCase())).length;
+  if (images === 0) return null;
+  return { datasetDir: dir, dataset: { folder: folder === "images" ? null : folder, files: [], bytes: 0 }, images };
+}
+
+// A resume reads its predecessor's copy (and the latents cached beside it) through hard links in its own job
+// directory: no byte is copied, and pruning the predecessor's directory leaves the resumed run's intact.
+export async function linkSnapshot(from: string, to: string): Promise<void> {
+  await mkdir(to, { recursive: true, mode: 0o750 });
+  for (const entry of await readdir(from, { withFileTypes: true })) {
+    const source = join(from, entry.name);
+    if (entry.isDirectory()) await linkSnapshot(source, join(to, entry.name));
+    else if (entry.isFile()) await link(source, join(to, entry.name));
+  }
 }

@@ -18,6 +18,8 @@ export interface Progress {
   expected_total: number | null;
   /** The first total the trainer printed that contradicts expected_total: an anomaly to report, not progress. */
   contradicting_total: number | null;
+  /** The step a resumed run started from: its steps bar counts only the steps after it, from 0. */
+  resumed_at: number;
 }
 
 const PHASE_ORDER: readonly Phase[] = Phase.options;
@@ -31,10 +33,10 @@ const CHECKPOINT_SAVE = /\bsaving checkpoint: /;
 const MODEL_SAVED = /(?:^|\s)model saved\.(?:\s|$)/;
 
 // Without an expected total (a replayed recording), the first total the trainer announces becomes it.
-export function initialProgress(expectedTotal: number | null = null): Progress {
+export function initialProgress(expectedTotal: number | null = null, resumedAt = 0): Progress {
   return {
     phase: "loading",
-    step: 0,
+    step: resumedAt,
     total_steps: expectedTotal,
     loss: null,
     last_loss_nan: false,
@@ -43,6 +45,7 @@ export function initialProgress(expectedTotal: number | null = null): Progress {
     seconds_per_step: null,
     expected_total: expectedTotal,
     contradicting_total: null,
+    resumed_at: resumedAt,
   };
 }
 
@@ -58,18 +61,21 @@ function applyBar(p: Progress, bar: TqdmBar): Progress {
   return p;
 }
 
+// Progress is in the whole run's terms: a resumed run's bar counts from 0 the steps after the state it started from.
 function applyStepsBar(p: Progress, bar: TqdmBar): Progress {
+  const total = p.resumed_at + bar.total;
   // A bar counting past its total, or another run's total, would write a loss point per redraw: not progress.
-  if (!fitsTotal(p, bar.total)) return contradicted(p, bar.total);
+  if (!fitsTotal(p, total)) return contradicted(p, total);
   if (bar.n > bar.total) return p;
   const finished = bar.total > 0 && bar.n >= bar.total;
+  const step = p.resumed_at + bar.n;
   return {
     ...p,
-    ...applyLoss(p, bar.n, bar.postfix.avr_loss),
+    ...applyLoss(p, step, bar.postfix.avr_loss),
     phase: advance(p.phase, finished ? "saving" : "training"),
-    step: bar.n,
-    total_steps: bar.total,
-    expected_total: bar.total,
+    step,
+    total_steps: total,
+    expected_total: total,
     eta_s: bar.n === 0 ? null : bar.remaining_s,
     seconds_per_step: bar.seconds_per_it,
   };

@@ -7,6 +7,8 @@ import { parseTqdmBar } from "./tqdm-bar.ts";
 // point per step, and when the durable record is due. Pure: no process and no store; the supervisor wires it.
 export interface TrackerOptions {
   expectedTotal: number | null;
+  /** The step of the state a resumed run started from; 0 for a fresh run. */
+  resumedAt?: number;
   /** Consecutive nan readings that stop the run. */
   nanUpdates: number;
   /** The durable row is refreshed at most this often (and at once on a new phase). */
@@ -22,16 +24,23 @@ export interface Update {
   nanTripped: boolean;
   /** A total the trainer printed that contradicts the run's, seen for the first time. */
   contradiction: number | null;
+  /** The step of the newest state the trainer said it is saving in this chunk (sd-scripts' save_state), or null. */
+  savingState: number | null;
 }
+
+const SAVING_STATE = /^saving state at step (\d+)$/;
 
 export function createTracker(options: TrackerOptions) {
   const now = options.now ?? Date.now;
   const splitter = new LineSplitter();
-  let progress = initialProgress(options.expectedTotal);
+  let progress = initialProgress(options.expectedTotal, options.resumedAt);
   let lossPoints: LossPoint[] = [];
   let persistedAt = Number.NEGATIVE_INFINITY;
+  let savingState: number | null = null;
 
   const apply = (line: string) => {
+    const saving = line.length < 40 ? SAVING_STATE.exec(line.trim()) : null;
+    if (saving !== null) savingState = Number(saving[1]);
     const next = applyLine(progress, line);
     const lossChanged = next.loss !== progress.loss || next.last_loss_nan !== progress.last_loss_nan;
     if (next.step > 0 && (next.step !== progress.step || lossChanged)) lossPoints.push([next.step, next.last_loss_nan ? null : next.loss]);
@@ -41,6 +50,7 @@ export function createTracker(options: TrackerOptions) {
   return {
     push(text: string): Update {
       const before = progress;
+      savingState = null;
       for (const line of splitter.push(text)) apply(line);
       // A bar redraw is whole once its "]" is written; waiting for the next "\r" would report every step a step
       // late (a whole step, at SDXL's pace). Applying it again later changes nothing.
@@ -52,6 +62,7 @@ export function createTracker(options: TrackerOptions) {
         persistDue: changed && (progress.phase !== before.phase || now() - persistedAt >= options.persistEveryMs),
         nanTripped: progress.nan_streak >= options.nanUpdates && before.nan_streak < options.nanUpdates,
         contradiction: before.contradicting_total === null ? progress.contradicting_total : null,
+        savingState,
       };
     },
     /** The output has ended: what is still unterminated counts too. */

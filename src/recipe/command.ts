@@ -10,6 +10,13 @@ import { JOB_MARKER_ENV } from "../os/marker.ts";
 
 export const TRAIN_SCRIPT = "sdxl_train_network.py";
 
+/** A resumed run: the state it starts from, and how many times the dataset's repeats are taken (dataset-toml.ts). */
+export interface ResumeFrom {
+  state: string;
+  step: number;
+  repeatsScale: number;
+}
+
 export interface LaunchPlan {
   argv: string[];
   env: Record<string, string>;
@@ -27,14 +34,14 @@ const LAUNCH_FLAGS = [
 ];
 
 // `trainer` replaces the accelerate executable in simulate mode; nothing else differs.
-export function buildLaunch(train: CheckedTrain, config: Config, paths: JobPaths, trainer: string[]): LaunchPlan {
+export function buildLaunch(train: CheckedTrain, config: Config, paths: JobPaths, trainer: string[], resume: ResumeFrom | null = null): LaunchPlan {
   const sdScripts = config.trainer.sd_scripts_dir;
   return {
-    argv: [...trainer, "launch", ...LAUNCH_FLAGS, join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths)],
+    argv: [...trainer, "launch", ...LAUNCH_FLAGS, join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths), ...resumeFlags(resume)],
     env: childEnv(train, config, paths),
     // No sd-scripts checkout exists in simulate mode; the job's own directory stands in.
     cwd: config.trainer.mode === "simulate" ? paths.dir : sdScripts,
-    dataset_toml: datasetToml(train, paths.dataset),
+    dataset_toml: datasetToml(train, paths.dataset, resume?.repeatsScale ?? 1),
   };
 }
 
@@ -77,7 +84,26 @@ function scriptFlags(train: CheckedTrain, paths: JobPaths): string[] {
     "--persistent_data_loader_workers",
     "--console_log_simple",
     flag(["caption_extension", CAPTION_EXTENSION]),
+    ...checkpointFlags(tier.checkpointEvery),
   ];
+}
+
+// Every run is resumable: a state and an intermediate LoRA every K steps. sd-scripts removes the one saved
+// K steps before once the next is saved (train_util.get_remove_step_no: step - (K-1) - 1, rounded down to a
+// multiple of K), so only the newest of each is kept; the state's count overrides the LoRA's for states.
+function checkpointFlags(every: number): string[] {
+  const keepNewest = every - 1;
+  return [
+    flag(["save_every_n_steps", every]),
+    "--save_state",
+    flag(["save_last_n_steps", keepNewest]),
+    flag(["save_last_n_steps_state", keepNewest]),
+  ];
+}
+
+// Without the skip flag sd-scripts restarts global_step at 0 and trains every step again.
+function resumeFlags(resume: ResumeFrom | null): string[] {
+  return resume === null ? [] : [flag(["resume", resume.state]), "--skip_until_initial_step"];
 }
 
 // One argv element per value: argparse cannot read a value as a flag name.

@@ -4,8 +4,9 @@ import type { CheckedTrain } from "../request/check.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
 
 // Only the keys sd-scripts' config schema knows; Bun's TOML writer escapes every string.
-// The images are read from the job's own copy (datasetCopy), never from the handoff folder.
-export function datasetToml(train: CheckedTrain, datasetCopy: string): string {
+// The images are read from the job's own copy (datasetCopy), never from the handoff folder. `repeatsScale`
+// is 1 but for a resumed run (see resumeRepeatsScale).
+export function datasetToml(train: CheckedTrain, datasetCopy: string, repeatsScale = 1): string {
   const { request, device } = train;
   const imageDir = snapshotImageDir(datasetCopy, train.dataset.folder);
   return Bun.TOML.stringify({
@@ -19,7 +20,7 @@ export function datasetToml(train: CheckedTrain, datasetCopy: string): string {
           {
             image_dir: imageDir,
             class_tokens: `${request.trigger} ${request.subject_class}`,
-            num_repeats: request.repeats,
+            num_repeats: request.repeats * repeatsScale,
           },
         ],
       },
@@ -30,4 +31,14 @@ export function datasetToml(train: CheckedTrain, datasetCopy: string): string {
 // The kohya folder keeps its name in the copy; images that lay directly in the dataset dir go to images/.
 export function snapshotImageDir(datasetCopy: string, folder: string | null): string {
   return join(datasetCopy, folder ?? "images");
+}
+
+// sd-scripts resumes a state saved past the first epoch wrongly: with --skip_until_initial_step it sets
+// global_step to the step's position within its epoch (train_network.py; sd-scripts#1999, PR#1406), so the run
+// trains past max_train_steps on a schedule that has ended and names its files after the wrong steps. A resumed
+// run is therefore given one epoch long enough for the whole run, by taking the repeats this many times: every
+// image is still seen equally often, in a fresh order, and the step count, schedule and file names continue
+// exactly. At least images x repeats x scale / batch >= max_train_steps batches make the epoch.
+export function resumeRepeatsScale(images: number, repeats: number, batchSize: number, maxTrainSteps: number): number {
+  return Math.max(1, Math.ceil((maxTrainSteps * batchSize) / (images * repeats)));
 }

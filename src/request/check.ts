@@ -13,10 +13,11 @@ import { detailFromIssues, type DetailItem, fieldError, TrainRequest } from "./s
 export function recheckPaths(train: CheckedTrain, config: Config): DetailItem[] {
   const { request } = train;
   const checks: Array<[string, string, string, Roots, boolean]> = [
-    ["dataset_dir", request.dataset_dir, train.datasetDir, handoffRoot(config), false],
     ["base_model_path", request.base_model_path, train.baseModel, modelRoots(config), false],
     ["output_dir", request.output_dir, train.outputDir, handoffRoot(config), true],
   ];
+  // A resume reads its predecessor's copy in the state dir, not the handoff folder.
+  if (!train.resumed) checks.push(["dataset_dir", request.dataset_dir, train.datasetDir, handoffRoot(config), false]);
   return checks.flatMap(([field, sent, real, roots, allowMissing]) => {
     const again = resolveInside(real, roots, allowMissing);
     if (again.ok && again.real === real) return [];
@@ -35,6 +36,8 @@ export interface CheckedTrain {
   baseModel: string;
   outputDir: string;
   outputFile: string;
+  /** The dataset is a predecessor's copy (a resume), not arbo's folder. */
+  resumed: boolean;
 }
 
 export type CheckResult =
@@ -50,9 +53,20 @@ type Field<T> = { ok: true; value: T } | { ok: false; error: DetailItem };
 export async function checkTrain(body: unknown, config: Config): Promise<CheckResult> {
   const parsed = TrainRequest.safeParse(body);
   if (!parsed.success) return { ok: false, kind: "invalid", detail: detailFromIssues(parsed.error.issues, body) };
-  const request = parsed.data;
+  return checkWith(parsed.data, checkDataset(parsed.data.dataset_dir, config), config, false);
+}
+
+// A resume runs its predecessor's request again on the predecessor's dataset copy: every other rule still holds
+// (the model, the output, the device may have changed since).
+export async function checkResume(request: TrainRequest, copy: { datasetDir: string; dataset: Dataset }, config: Config): Promise<CheckResult> {
+  return checkWith(request, Promise.resolve({ ok: true, value: copy }), config, true);
+}
+
+async function checkWith(
+  request: TrainRequest, datasetCheck: Promise<Field<{ datasetDir: string; dataset: Dataset }>>, config: Config, resumed: boolean,
+): Promise<CheckResult> {
   const [dataset, model, output, device] = await Promise.all([
-    checkDataset(request.dataset_dir, config),
+    datasetCheck,
     checkBaseModel(request.base_model_path, config),
     checkOutputDir(request.output_dir, config),
     checkDevice(request, config),
@@ -66,7 +80,7 @@ export async function checkTrain(body: unknown, config: Config): Promise<CheckRe
   }
   return {
     ok: true,
-    value: { request, device: device.value, ...dataset.value, baseModel: model.value, outputDir: output.value, outputFile },
+    value: { request, device: device.value, ...dataset.value, baseModel: model.value, outputDir: output.value, outputFile, resumed },
   };
 }
 

@@ -40,7 +40,37 @@ export interface JobRow {
   dataset_bytes: number | null;
   dataset_sha256: string | null;
   pruned_at: string | null;
+  /** The final LoRA's resolved path; null for a job recorded before checkpoints existed. */
+  output_file: string | null;
+  /** The newest complete saved state a resume would start from (its step and directory), or null. */
+  resume_step: number | null;
+  resume_state: string | null;
+  /** Why a state this job once had is gone (removed after success, pruned, superseded). */
+  resume_gone: string | null;
+  /** JSON array of Checkpoint: the verified intermediate LoRAs still on disk. */
+  checkpoints: string | null;
+  resumed_from: string | null;
+  /** The step of the state a resumed job started from. */
+  resumed_from_step: number | null;
+  resumed_by: string | null;
+  pause_requested_at: string | null;
   log_path: string;
+}
+
+/** A verified intermediate LoRA. */
+export interface Checkpoint {
+  step: number;
+  path: string;
+  sha256: string;
+  bytes: number;
+}
+
+/** What the record says can be resumed: the newest complete state and the intermediates beside it. */
+export interface ResumePoint {
+  step: number | null;
+  state: string | null;
+  checkpoints: Checkpoint[];
+  gone: string | null;
 }
 
 export interface NewJob {
@@ -56,7 +86,12 @@ export interface NewJob {
   totalSteps: number | null;
   /** What the job directory's copy of the dataset holds; null for a job recorded again after its database was lost. */
   dataset: { files: number; bytes: number; sha256: string } | null;
+  outputFile?: string | null;
+  /** A resume: the job it continues and the state it starts from (its step is where progress starts). */
+  resumes?: { id: string; step: number; state: string } | null;
 }
+
+export type Claim = { inserted: true; superseded: string[] } | { inserted: false; activeId: string } | { inserted: false; resumedBy: string };
 
 export type LossPoint = [step: number, loss: number | null];
 
@@ -100,8 +135,8 @@ function openChecked(path: string, options: OpenOptions): Database {
     if (check.join() !== "ok") throw new Error(check.slice(0, 3).join("; "));
     db.run("PRAGMA journal_mode = WAL");
     db.run("PRAGMA synchronous = FULL");
-    db.run(SCHEMA);
     migrate(db);
+    db.run(SCHEMA);
     return db;
   } catch (err) {
     db.close();
@@ -116,10 +151,21 @@ const ADDED_COLUMNS: Array<[name: string, type: string]> = [
   ["dataset_bytes", "INTEGER"],
   ["dataset_sha256", "TEXT"],
   ["pruned_at", "TEXT"],
+  ["output_file", "TEXT"],
+  ["resume_step", "INTEGER"],
+  ["resume_state", "TEXT"],
+  ["resume_gone", "TEXT"],
+  ["checkpoints", "TEXT"],
+  ["resumed_from", "TEXT"],
+  ["resumed_from_step", "INTEGER"],
+  ["resumed_by", "TEXT"],
+  ["pause_requested_at", "TEXT"],
 ];
 
+// Before the schema's indexes, which may name an added column. A new database has no table yet: the schema makes it.
 function migrate(db: Database): void {
   const have = new Set(db.query<{ name: string }, []>("PRAGMA table_info(jobs)").all().map((c) => c.name));
+  if (have.size === 0) return;
   for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) db.run(`ALTER TABLE jobs ADD COLUMN ${name} ${type}`);
 }
 
@@ -147,26 +193,51 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
   };
 
   const insert = db.prepare(
-    `INSERT INTO jobs (id, status, phase, total_steps, created_at, request, request_hash, idempotency_key, admission_warning, simulated, log_path, dataset_files, dataset_bytes, dataset_sha256)
-     SELECT $id, 'starting', 'loading', $total_steps, $now, $request, $request_hash, $idempotency_key, $admission_warning, $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256
+    `INSERT INTO jobs (id, status, phase, step, total_steps, created_at, request, request_hash, idempotency_key, admission_warning,
+       simulated, log_path, dataset_files, dataset_bytes, dataset_sha256, output_file, resumed_from, resumed_from_step, resume_step, resume_state)
+     SELECT $id, 'starting', 'loading', $step, $total_steps, $now, $request, $request_hash, $idempotency_key, $admission_warning,
+       $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256, $output_file, $resumed_from, $resume_step, $resume_step, $resume_state
      WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE ${ACTIVE_SQL})`,
   );
+  // A resume takes its predecessor once: the first to link wins.
+  const linkResume = db.prepare("UPDATE jobs SET resumed_by=? WHERE id=? AND resumed_by IS NULL");
+  const resumedBy = db.prepare<{ resumed_by: string | null }, [string]>("SELECT resumed_by FROM jobs WHERE id = ?");
+  // Another job's state for the same output would be overwritten by this run's saves: it is no longer resumable.
+  const holdersOf = db.prepare<{ id: string; resume_state: string }, [string, string]>(
+    "SELECT id, resume_state FROM jobs WHERE output_file = ? AND resume_state IS NOT NULL AND id != ?",
+  );
+  const dropResume = db.prepare("UPDATE jobs SET resume_step=NULL, resume_state=NULL, resume_gone=? WHERE id=?");
   const activeQuery = db.prepare<{ id: string }, []>(`SELECT id FROM jobs WHERE ${ACTIVE_SQL} LIMIT 1`);
   const byId = db.prepare<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?");
   const insertPoint = db.prepare("INSERT OR REPLACE INTO loss_points (job_id, step, loss) VALUES (?, ?, ?)");
-  // Exactly one caller wins; the others learn who holds the slot.
-  const insertIdle = (job: NewJob): { inserted: true } | { inserted: false; activeId: string } => {
-    const tx = db.transaction(() => {
+  // Exactly one caller wins; the others learn who holds the slot (or, for a resume, who resumed it first). The
+  // claim also supersedes other saved states of the same output: their directories are returned for removal.
+  const insertIdle = (job: NewJob): Claim => {
+    const resumes = job.resumes ?? null;
+    const tx = db.transaction((): Claim => {
       const res = insert.run({
         id: job.id, now: job.now, total_steps: job.totalSteps, request: JSON.stringify(job.request), request_hash: job.requestHash,
         dataset_files: job.dataset?.files ?? null, dataset_bytes: job.dataset?.bytes ?? null, dataset_sha256: job.dataset?.sha256 ?? null,
         idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0, log_path: job.logPath,
+        step: resumes?.step ?? 0, output_file: job.outputFile ?? null, resumed_from: resumes?.id ?? null,
+        resume_step: resumes?.step ?? null, resume_state: resumes?.state ?? null,
       });
-      return res.changes === 1 ? null : (activeQuery.get()?.id ?? "unknown");
+      if (res.changes !== 1) return { inserted: false, activeId: activeQuery.get()?.id ?? "unknown" };
+      if (resumes && linkResume.run(job.id, resumes.id).changes !== 1) {
+        throw new ResumeTaken(resumedBy.get(resumes.id)?.resumed_by ?? "unknown");
+      }
+      const superseded = job.outputFile == null ? [] : holdersOf.all(job.outputFile, job.id).filter((h) => h.id !== resumes?.id);
+      for (const holder of superseded) dropResume.run(`superseded by job ${job.id}, a new run of the same output`, holder.id);
+      return { inserted: true, superseded: superseded.map((h) => h.resume_state) };
     });
-    const activeId = tx.immediate();
-    if (activeId === null) bump(null, "starting");
-    return activeId === null ? { inserted: true } : { inserted: false, activeId };
+    try {
+      const claim = tx.immediate();
+      if (claim.inserted) bump(null, "starting");
+      return claim;
+    } catch (err) {
+      if (err instanceof ResumeTaken) return { inserted: false, resumedBy: err.by };
+      throw err;
+    }
   };
   const appendPoints = db.transaction((id: string, points: LossPoint[]) => {
     for (const [step, loss] of points) insertPoint.run(id, step, loss);
@@ -189,12 +260,27 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
   };
 
   return {
-    insertIfIdle(job: NewJob): { inserted: true } | { inserted: false; activeId: string } {
+    insertIfIdle(job: NewJob): Claim {
       return write(() => insertIdle(job));
     },
     // A job alive in its directory but missing from the database: recorded again, as it began.
     insertRecovered(job: NewJob): boolean {
       return write(() => insertIdle(job).inserted);
+    },
+    // What a run's saved states allow now; written at each verified checkpoint and at the end.
+    saveResumePoint(id: string, point: ResumePoint): boolean {
+      return write(() => changed(
+        db.run("UPDATE jobs SET resume_step=?, resume_state=?, checkpoints=?, resume_gone=? WHERE id=?", [
+          point.step, point.state, JSON.stringify(point.checkpoints), point.gone, id,
+        ]),
+      ));
+    },
+    /** The state is gone (pruned, removed): the job is no longer resumable, and the record says why. */
+    dropResume(id: string, why: string): boolean {
+      return write(() => changed(dropResume.run(why, id)));
+    },
+    requestPause(id: string, now: string): boolean {
+      return write(() => changed(db.run(`UPDATE jobs SET pause_requested_at=COALESCE(pause_requested_at, ?) WHERE id=? AND ${ACTIVE_SQL}`, [now, id])));
     },
     /** Null while writes succeed; otherwise the first failure since the last write that worked. */
     writeFailure(): WriteFailure | null {
@@ -217,10 +303,10 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       return db.query<JobRow, [string]>("SELECT * FROM jobs WHERE idempotency_key = ?").get(key);
     },
     // Ended before `endedBefore` and not among the newest `keepLast` jobs: their directories may go; records stay.
-    prunable(endedBefore: string, keepLast: number): Array<Pick<JobRow, "id">> {
+    prunable(endedBefore: string, keepLast: number): Array<Pick<JobRow, "id" | "resume_state" | "resumed_by">> {
       return db
-        .query<Pick<JobRow, "id">, [string, number]>(
-          `SELECT id FROM jobs WHERE NOT (${ACTIVE_SQL}) AND pruned_at IS NULL AND ended_at < ?
+        .query<Pick<JobRow, "id" | "resume_state" | "resumed_by">, [string, number]>(
+          `SELECT id, resume_state, resumed_by FROM jobs WHERE NOT (${ACTIVE_SQL}) AND pruned_at IS NULL AND ended_at < ?
            AND id NOT IN (SELECT id FROM jobs ORDER BY created_at DESC, id DESC LIMIT ?)`,
         )
         .all(endedBefore, keepLast);
@@ -286,6 +372,12 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       db.close();
     },
   };
+}
+
+class ResumeTaken extends Error {
+  constructor(readonly by: string) {
+    super(`already resumed by ${by}`);
+  }
 }
 
 function changed(res: { changes: number }): boolean {

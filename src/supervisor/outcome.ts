@@ -1,5 +1,5 @@
 import type { SafetensorsVerdict } from "../safetensors/verify.ts";
-import type { ErrorCode, Outcome, StopReason } from "../job.ts";
+import { type ErrorCode, isCancel, type Outcome, type StopReason } from "../job.ts";
 import type { ExitWatch } from "./job-dir.ts";
 import { decisiveLine, SIGNATURES, withoutLauncherFrames } from "./failure-signatures.ts";
 
@@ -22,7 +22,7 @@ interface Failure {
   line?: string;
 }
 
-const STOPPED: Record<Exclude<StopReason, "cancel">, string> = {
+const STOPPED: Record<Exclude<StopReason, "cancel" | "pause">, string> = {
   stalled: "the trainer printed nothing for longer than watchdog.stall_seconds and was stopped",
   timeout: "the run outlived its tier's wall-clock bound (watchdog.tier_timeout_seconds) and was stopped",
   nan_loss: "the loss was nan for watchdog.nan_updates consecutive updates; the run was stopped instead of burning the GPU",
@@ -38,7 +38,7 @@ export function decideOutcome(facts: ExitFacts): Outcome {
   if (exit.exit_code === 0 && v.ok && v.nonFinite.tensors === 0) {
     return { ...base, status: "succeeded", error: null, error_code: null, lora_path: facts.outputFile, lora_sha256: v.sha256, lora_bytes: v.bytes };
   }
-  if (facts.stopReason === "cancel") return { ...base, status: "cancelled", error: null, error_code: null };
+  if (isCancel(facts.stopReason)) return { ...base, status: "cancelled", error: null, error_code: null };
   const failure = classify(facts, exit.exit_code, exit.signal);
   const lead = failure.line ? `${failure.line}\n` : "";
   return { ...base, status: "failed", error_code: failure.code, error: `${lead}${failure.what}; ${exitText(ended)}.${tailText(facts.logTail)}` };
@@ -47,7 +47,8 @@ export function decideOutcome(facts: ExitFacts): Outcome {
 function classify(facts: ExitFacts, exitCode: number | null, signal: string | null): Failure {
   const { ended, verdict } = facts;
   if ("spawn_error" in ended) return { code: "spawn_failed", what: `the trainer could not be started: ${ended.spawn_error}` };
-  if (facts.stopReason !== null && facts.stopReason !== "cancel") return { code: facts.stopReason, what: STOPPED[facts.stopReason] };
+  const reason = facts.stopReason;
+  if (reason !== null && reason !== "cancel" && reason !== "pause") return { code: reason, what: STOPPED[reason] };
   const found = SIGNATURES.find((s) => s.pattern.test(facts.logTail.join("\n")));
   if (found?.code === "host_oom_killed") return killedFromOutside(facts, decisiveLine(facts.logTail, found.pattern) ?? undefined);
   if (found) return { code: found.code, what: found.what, line: decisiveLine(facts.logTail, found.pattern) ?? undefined };

@@ -23,16 +23,21 @@ export interface Pruned {
 }
 
 // The state dir does not grow forever: an ended job's directory (its log, its dataset copy and latent caches) goes
-// once the job is older than keep_days and not among the newest keep_last; its record stays, marked pruned.
+// once the job is older than keep_days and not among the newest keep_last; its record stays, marked pruned. Its
+// saved state in the output dir goes with it, unless a resume took the state over.
 export function createRetention(deps: RetentionDeps) {
   let stateBytes: number | null = null;
   const prune = (): Pruned => {
     const cutoff = new Date(deps.now().getTime() - deps.keepDays * DAY_MS).toISOString();
     const pruned: Pruned = { jobs: [], bytes: 0 };
-    for (const { id } of deps.store.prunable(cutoff, deps.keepLast)) {
+    for (const { id, resume_state: state, resumed_by: successor } of deps.store.prunable(cutoff, deps.keepLast)) {
       const dir = jobPaths(deps.stateDir, id).dir;
-      const bytes = sizeOf(dir);
+      const bytes = sizeOf(dir) + (state !== null && successor === null ? sizeOf(state) : 0);
       rmSync(dir, { recursive: true, force: true });
+      if (state !== null && successor === null) {
+        rmSync(state, { recursive: true, force: true });
+        deps.store.dropResume(id, "its saved state was pruned by retention with its job directory");
+      }
       deps.store.markPruned(id, deps.now().toISOString());
       pruned.jobs.push(id);
       pruned.bytes += bytes;

@@ -2,7 +2,7 @@ import { closeSync, openSync } from "node:fs";
 import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import type { StopReason } from "../job.ts";
-import type { JobStore } from "../store/job-store.ts";
+import type { Checkpoint, JobStore } from "../store/job-store.ts";
 import { type JobFile, jobFilePath, type LaunchFile, launchPath, readTrainer, watchExit } from "./job-dir.ts";
 import { writeJsonAtomic } from "../fs.ts";
 import { JOB_MARKER_ENV } from "../os/marker.ts";
@@ -27,6 +27,12 @@ export interface RunContext {
   nanUpdates: number;
   /** The tier's max_train_steps; null when the run's own announcement decides (a replayed recording). */
   expectedTotal: number | null;
+  /** The step of the state a resumed run started from; 0 for a fresh run. */
+  resumedAt: number;
+  /** The verified intermediate LoRAs on record (an adopted run's, or a resumed run's inherited ones). */
+  checkpoints: Checkpoint[];
+  /** A pause asked for before this worker took the run over. */
+  pauseRequested: boolean;
   /** The cgroup v2 memory.events whose oom_kill counter covers the trainer; null where there is none. */
   memoryEvents: string | null;
   /** Called after every change a watcher could see: progress, status, the end. */
@@ -38,6 +44,8 @@ export interface Run {
   pgid(): number | null;
   progress(): Progress;
   stop(reason: StopReason): Promise<void>;
+  /** Stops the run right after its next state is verified; a run that ends first simply ends. */
+  pause(): void;
   readonly finished: Promise<void>;
 }
 

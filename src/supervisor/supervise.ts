@@ -9,6 +9,8 @@ import { isSameProcess, type ProcessIdentity } from "../os/proc.ts";
 import { liveGroupMembers, signalGroup, sweepStrays, terminateGroup } from "../os/terminate.ts";
 import type { PendingStop, Run, RunContext } from "./run.ts";
 import { createWriteGuard, untilDone, writeUntilDone } from "./retry.ts";
+import { followStates, runOutput, settleStates, stateDir, stillThere } from "./checkpoints.ts";
+import type { ResumePoint } from "../store/job-store.ts";
 import { startWatchdog } from "./watchdog.ts";
 
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
@@ -20,7 +22,10 @@ const SHIM_EXIT_WAIT_MS = 1000;
 export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer: Promise<ProcessIdentity | null>, exit: Promise<ExitWatch>, pending: PendingStop | null): Run {
   const guard = createWriteGuard(ctx.log, ctx.id);
   const oomKillsAtStart = readOomKills(ctx.memoryEvents);
-  const tracker = createTracker({ expectedTotal: ctx.expectedTotal, nanUpdates: ctx.nanUpdates, persistEveryMs: PERSIST_INTERVAL_MS });
+  const tracker = createTracker({ expectedTotal: ctx.expectedTotal, resumedAt: ctx.resumedAt, nanUpdates: ctx.nanUpdates, persistEveryMs: PERSIST_INTERVAL_MS });
+  const out = runOutput(ctx.outputFile);
+  let checkpoints = ctx.checkpoints;
+  let pausing = ctx.pauseRequested;
   let statusRecorded = false;
   let pgid: number | null = null;
   let stopping: Promise<unknown> = Promise.resolve();
@@ -53,6 +58,18 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
     stopping = stopping.then(() => killGroup(graceMs));
     return stopping.then(() => undefined);
   };
+  // A verified state is offered at once; a pause waits for exactly this moment.
+  const states = followStates({
+    out, log: ctx.log, jobId: ctx.id, totalSteps: ctx.expectedTotal,
+    saved: (step, checkpoint) => {
+      checkpoints = [...stillThere(checkpoints).filter((c) => c.step !== step), ...(checkpoint ? [checkpoint] : [])];
+      const point: ResumePoint = { step, state: stateDir(out, step), checkpoints, gone: null };
+      guard("resume point", () => ctx.store.saveResumePoint(ctx.id, point));
+      ctx.log.info("state saved", { job_id: ctx.id, step, pausing });
+      ctx.changed();
+      if (pausing) void stop("pause");
+    },
+  });
   const watchdog = startWatchdog({ stallMs: ctx.stallMs, deadline: ctx.deadline }, (reason) => void stop(reason));
   const onText = (text: string) => {
     watchdog.touch();
@@ -64,6 +81,7 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
       ctx.log.warn("the trainer printed a step total that contradicts the run's; kept in the log, not taken as progress", { job_id: ctx.id, printed: update.contradiction, expected });
     }
     if (update.nanTripped) void stop("nan_loss");
+    if (update.savingState !== null) states.announced(update.savingState);
     if (update.persistDue) persist();
     if (update.changed || firstWords) ctx.changed();
   };
@@ -82,6 +100,7 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
 
   const end = async (ended: ExitWatch) => {
     watchdog.stop();
+    states.stop();
     // The leader's exit is not the tree's: wait out a kill in progress, then sweep what is left.
     await stopping;
     const identity = await trainer;
@@ -101,7 +120,9 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
       logTail: tailLines(ctx.logPath, LOG_LINES_FOR_OUTCOME),
       oomKills: oomKillsAtStart === null ? null : (readOomKills(ctx.memoryEvents) ?? oomKillsAtStart) - oomKillsAtStart,
     });
+    const point = await settle(outcome.status === "succeeded");
     await writeUntilDone(guard, "final record", () => {
+      if (point !== null) ctx.store.saveResumePoint(ctx.id, point);
       ctx.store.saveProgress(ctx.id, tracker.progress());
       ctx.store.appendLoss(ctx.id, tracker.pendingLoss());
       ctx.store.finish(ctx.id, outcome, ctx.now().toISOString());
@@ -109,11 +130,27 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
     ctx.changed();
     ctx.log[outcome.status === "failed" ? "warn" : "info"]("job ended", { job_id: ctx.id, status: outcome.status, error_code: outcome.error_code, exit_code: outcome.exit_code, signal: outcome.signal });
   };
+  // What the output filesystem holds after the run decides what can be resumed; one that cannot be read leaves the
+  // record as the run left it.
+  const settle = async (succeeded: boolean): Promise<ResumePoint | null> => {
+    try {
+      return await settleStates(out, ctx.expectedTotal, succeeded, checkpoints);
+    } catch (err) {
+      ctx.log.error("could not settle the run's saved states", { job_id: ctx.id, error: (err as Error).message });
+      return null;
+    }
+  };
+  const pause = () => {
+    pausing = true;
+    guard("pause", () => ctx.store.requestPause(ctx.id, ctx.now().toISOString()));
+    ctx.log.info("pausing job at its next saved state", { job_id: ctx.id });
+  };
+
   const finished = exit.then(end).catch((err: Error) => {
     ctx.log.error("supervision of the job ended in error", { job_id: ctx.id, error: err.message, stack: err.stack });
   });
 
-  return { id: ctx.id, pgid: () => pgid, progress: () => tracker.progress(), stop: (reason) => stop(reason), finished };
+  return { id: ctx.id, pgid: () => pgid, progress: () => tracker.progress(), stop: (reason) => stop(reason), pause, finished };
 }
 
 async function shimGone(shim: ProcessIdentity): Promise<void> {

@@ -5,7 +5,7 @@ import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import type { TrainRequest } from "../request/schema.ts";
-import type { JobRow, JobStore } from "../store/job-store.ts";
+import type { Checkpoint, JobRow, JobStore } from "../store/job-store.ts";
 import { createStateHealth } from "../store/state-health.ts";
 import { jobPaths, type LaunchFile } from "./job-dir.ts";
 import { markedProcesses } from "../os/marker.ts";
@@ -49,6 +49,9 @@ export function createSupervisor(deps: SupervisorDeps) {
       deadline: startedAt + config.watchdog.tier_timeout_seconds[request.tier] * 1000,
       nanUpdates: config.watchdog.nan_updates,
       expectedTotal: row.total_steps,
+      resumedAt: row.resumed_from_step ?? 0,
+      checkpoints: row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]),
+      pauseRequested: row.pause_requested_at !== null,
       memoryEvents: deps.memoryEvents ?? null,
       changed: () => notify(row.id),
     };
@@ -97,6 +100,17 @@ export function createSupervisor(deps: SupervisorDeps) {
       const run = runs.get(id) ?? (await launching(id));
       if (!run) return store.get(id);
       await run.stop("cancel");
+      await run.finished;
+      return store.get(id);
+    },
+
+    // Answers once the run has ended (paused at its next state, or finished first), with the final record.
+    async pause(id: string): Promise<JobRow | null> {
+      const row = store.get(id);
+      if (!row) return null;
+      const run = runs.get(id) ?? (await launching(id));
+      if (!run) return store.get(id);
+      run.pause();
       await run.finished;
       return store.get(id);
     },
