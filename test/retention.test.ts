@@ -1,3 +1,4 @@
+import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -54,6 +55,29 @@ describe("retention", () => {
     const later = createRetention({ store, stateDir: tree.state, keepDays: 15, keepLast: 0, now: () => new Date(NOW), log: silentLogger });
     expect(later.prune().jobs).toEqual([ids[0]!]);
     expect(later.prune().jobs).toEqual([]);
+    store.close();
+  });
+
+  test("a pruned job's saved state goes with it, unless a resume took it over; the record says why", () => {
+    using tree = makeHostTree();
+    const { store, ids } = history(tree, [90, 80, 1]);
+    const states = ids.map((_, i) => join(tree.handoff, "out", `lora${i}-step00000040-state`));
+    for (const [i, id] of ids.entries()) {
+      mkdirSync(states[i]!, { recursive: true });
+      writeFileSync(join(states[i]!, "model.safetensors"), "z".repeat(100));
+      store.saveResumePoint(id, { step: 40, state: states[i]!, checkpoints: [], gone: null });
+    }
+    // The second job was resumed by the third: the state is the third's to keep or remove now.
+    store.dropResume(ids[2]!, "test");
+    const db = new Database(join(tree.state, "jobs.db"));
+    db.run("UPDATE jobs SET resumed_by=? WHERE id=?", [ids[2]!, ids[1]!]);
+    db.close();
+    const retention = createRetention({ store, stateDir: tree.state, keepDays: 30, keepLast: 1, now: () => new Date(NOW), log: silentLogger });
+
+    expect(retention.prune()).toEqual({ jobs: ids.slice(0, 2), bytes: 2 * 1500 + 100 });
+    expect(states.map((s) => existsSync(s))).toEqual([false, true, true]);
+    expect(store.get(ids[0]!)).toMatchObject({ resume_step: null, resume_state: null, resume_gone: "its saved state was pruned by retention with its job directory" });
+    expect(store.get(ids[1]!)).toMatchObject({ resume_step: 40, resume_state: states[1]! });
     store.close();
   });
 });
