@@ -26,6 +26,8 @@ Talking to a running worker (--url URL, --token TOKEN or --config FILE; COMMAND 
   lora-worker logs ID [-f|--follow] [--lines N]
                                                the trainer log's tail; -f follows it until the job ends
   lora-worker cancel ID [--json]               stop a job's whole process tree
+  lora-worker pause ID [--json]                stop a job right after its next saved state, to resume it later
+  lora-worker resume ID [--json] [--follow]    a new job continuing a failed or cancelled one from its newest state
   lora-worker gpu [--json]                     GPUs with VRAM bars, co-tenants marked
 
 Exit codes: 0 ok, 1 request refused (plan) or a FAIL (doctor), 2 usage error, 73 state dir in use or damaged,
@@ -52,6 +54,8 @@ async function main(argv: string[]): Promise<number | undefined> {
     case "jobs":
     case "logs":
     case "cancel":
+    case "pause":
+    case "resume":
     case "gpu":
       return (await import("./cli/client/run.ts")).clientCommand(command, rest);
     case "shim":

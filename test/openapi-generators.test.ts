@@ -127,9 +127,9 @@ describe("the OpenAPI document and the tools that consume it", () => {
     expect(schemas.JobView.properties.status).toEqual({ $ref: "#/components/schemas/JobStatus" });
     expect(schemas.JobView.properties.phase).toEqual({ $ref: "#/components/schemas/Phase" });
     expect(schemas.JobView.properties.error_code).toEqual({ $ref: "#/components/schemas/ErrorCode" });
-    expect(schemas.Phase).toEqual({ type: "string", enum: ["loading", "caching", "training", "saving", "done"] });
+    expect(schemas.Phase).toEqual({ type: "string", enum: ["loading", "caching", "training", "sampling", "saving", "done"] });
     expect(schemas.TrainRequest.properties.tier).toEqual({ type: "string", enum: ["fast", "balanced", "quality"] });
-    expect(schemas.Conflict.properties.reason.enum).toEqual(["busy", "output_exists", "insufficient_vram", "cotenant_active"]);
+    expect(schemas.Conflict.properties.reason.enum).toEqual(["busy", "output_exists", "insufficient_vram", "cotenant_active", "insufficient_disk", "not_resumable"]);
     expect(schemas.Unavailable.properties.reason.enum).toEqual(["gpu_probe_failed", "state_unwritable", "spawn_failed"]);
     expect(doc.paths["/train/{id}"].get.responses[200].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/JobView" });
   });

@@ -1,5 +1,5 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, TRAIN_REQUEST_EXAMPLE } from "../src/api/openapi.ts";
+import { Conflict, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, Resumed, TRAIN_REQUEST_EXAMPLE } from "../src/api/openapi.ts";
 import { TrainRequest } from "../src/request/schema.ts";
 import { inProcessApp } from "./support/app-harness.ts";
 import { makeHostTree } from "./support/host-tree.ts";
@@ -66,6 +66,31 @@ describe("GET /openapi.json", () => {
       [LossCurve, (await a.json(`/train/${id}/metrics`)).body],
       [GpuStatus, (await a.json("/gpu-status")).body],
       [Health, (await a.json("/healthz")).body],
+    ] as const) {
+      const parsed = schema.safeParse(body);
+      expect(parsed.success ? [] : parsed.error.issues).toEqual([]);
+    }
+  });
+
+  test("real answers of pause and resume match their documented schemas, a refused resume included", async () => {
+    using tree = makeHostTree();
+    // Fails at step 50, after the fast tier's first saved state at step 40: a failed job that can be resumed.
+    await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0.002, fail: "oom@50" }), SIMULATOR);
+    const post = (path: string) => a.json(path, { method: "POST" });
+    const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
+    await a.supervisor.settle();
+    const paused = await post(`/train/${id}/pause`);
+    const resumed = await post(`/train/${id}/resume`);
+    await a.supervisor.settle();
+    const refused = await post(`/train/${id}/resume`);
+    expect([paused.status, resumed.status, refused.status]).toEqual([200, 200, 409]);
+    expect(paused.body).toMatchObject({ status: "failed", resumable: true, resume_step: 40 });
+    expect(refused.body.reason).toBe("not_resumable");
+    for (const [schema, body] of [
+      [JobView, paused.body],
+      [Resumed, resumed.body],
+      [JobView, (await a.json(`/train/${resumed.body.worker_job_id}`)).body],
+      [Conflict, refused.body],
     ] as const) {
       const parsed = schema.safeParse(body);
       expect(parsed.success ? [] : parsed.error.issues).toEqual([]);

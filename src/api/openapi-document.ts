@@ -1,7 +1,9 @@
 import { z } from "zod";
 import { ErrorCode, JobStatus, Phase } from "../job.ts";
 import { TrainRequest } from "../request/schema.ts";
-import { Conflict, DetailItem, Dispatched, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, Problem, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError } from "./openapi.ts";
+import {
+  Checkpoint, Conflict, DetailItem, Dispatched, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, Problem, Resumed, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError,
+} from "./openapi.ts";
 import { CurveQuery, ListQuery, LogQuery } from "./queries.ts";
 
 // Named components: a generated client gets one type for each, and every use of one is a $ref to it.
@@ -10,9 +12,11 @@ const COMPONENTS = {
   Phase,
   ErrorCode,
   TrainRequest,
+  Checkpoint,
   JobView,
   JobList,
   Dispatched,
+  Resumed,
   LossCurve,
   DetailItem,
   ValidationError,
@@ -49,6 +53,7 @@ const queryParameters = (query: z.ZodObject) =>
     const { default: fallback, ...rest } = schema(field as z.ZodType);
     return { name, in: "query", schema: fallback === undefined ? rest : { ...rest, default: fallback } };
   });
+const idempotencyKey = { name: "Idempotency-Key", in: "header", schema: { type: "string", maxLength: 255 } };
 const notFound = problem("no such job");
 const unauthorized = problem("missing or wrong bearer token");
 
@@ -71,14 +76,14 @@ export function openApiDocument(version: string) {
         post: {
           operationId: "dispatchTrain",
           summary: "Dispatch a train",
-          parameters: [{ name: "Idempotency-Key", in: "header", schema: { type: "string", maxLength: 255 } }],
+          parameters: [idempotencyKey],
           requestBody: { required: true, content: json("TrainRequest", TRAIN_REQUEST_EXAMPLE) },
           responses: {
             200: answer("dispatched (or the same job again for a retried request)", "Dispatched"),
             400: problem("malformed JSON or a body that is not UTF-8"),
             401: unauthorized,
             408: problem("the body did not arrive in time"),
-            409: answer("busy, output exists, or refused by VRAM admission", "Conflict"),
+            409: answer("busy, output exists, refused by VRAM admission, or too little disk for the run's states and LoRAs", "Conflict"),
             413: problem("body too large or nested too deep"),
             415: problem("not application/json"),
             422: answer("invalid parameters", "ValidationError"),
@@ -116,6 +121,30 @@ export function openApiDocument(version: string) {
           summary: "Loss curve, thinned to max_points",
           parameters: [jobId, ...queryParameters(CurveQuery)],
           responses: { 200: answer("(step, loss) points", "LossCurve"), 401: unauthorized, 404: notFound, 422: answer("bad max_points", "ValidationError") },
+        },
+      },
+      "/train/{id}/pause": {
+        post: {
+          operationId: "pauseJob",
+          summary: "Stop right after the run's next saved state, to resume it later",
+          description: "Answers once the run has ended, which can take a tier's checkpoint interval. A job that ended first, or had already ended, is answered as it ended.",
+          parameters: [jobId],
+          responses: { 200: answer("the final job: `cancelled` with `paused` and its `resume_step`, or how it ended otherwise", "JobView"), 401: unauthorized, 404: notFound },
+        },
+      },
+      "/train/{id}/resume": {
+        post: {
+          operationId: "resumeJob",
+          summary: "A new job continuing a failed or cancelled one from its newest saved state",
+          parameters: [jobId, idempotencyKey],
+          responses: {
+            200: answer("the new job (or the same one again for a retried request)", "Resumed"),
+            401: unauthorized,
+            404: notFound,
+            409: answer("not_resumable (the detail says why), busy, refused by VRAM or disk admission, or output exists", "Conflict"),
+            422: answer("the job's request no longer passes the checks (a base model or device gone), or a bad or reused Idempotency-Key", "ValidationError"),
+            503: answer("nvidia-smi could not be read, the state dir cannot take writes, or the trainer could not be started (the failed job is named)", "Unavailable"),
+          },
         },
       },
       "/train/{id}/cancel": {

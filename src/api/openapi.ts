@@ -6,6 +6,9 @@ import { TrainRequest } from "../request/schema.ts";
 // answers share them.
 export { JobStatus as Status } from "../job.ts";
 
+/** A verified intermediate LoRA a run saved beside its state. */
+export const Checkpoint = z.strictObject({ step: z.int().min(1), path: z.string(), sha256: z.string().regex(/^[0-9a-f]{64}$/), bytes: z.int().min(0) });
+
 export const JobView = z.strictObject({
   worker_job_id: z.uuid(),
   status: Status,
@@ -28,11 +31,21 @@ export const JobView = z.strictObject({
   admission_warning: z.string().optional(),
   /** The private copy of the dataset the trainer read: two runs with the same sha256 trained on the same files. */
   dataset: z.strictObject({ files: z.int().min(1), bytes: z.int().min(0), sha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
+  resume_step: z.int().min(0).nullable().describe("the step of the newest complete saved state, where a resume would start; null before the first"),
+  resumable: z.boolean().describe("failed or cancelled, with a saved state, and not resumed yet: POST /train/{id}/resume starts from it"),
+  checkpoints: z.array(Checkpoint).describe("the verified intermediate LoRAs still on disk"),
+  paused: z.boolean().describe("cancelled by a pause: stopped right after its newest saved state"),
+  pause_requested_at: z.iso.datetime().optional(),
+  resumed_from: z.uuid().optional().describe("the job this one continues"),
+  resumed_from_step: z.int().min(0).optional().describe("the step of the state this job started from"),
+  resumed_by: z.uuid().optional().describe("the job that continues this one"),
+  resume_gone: z.string().optional().describe("why a saved state of this job is gone"),
   forced_kill: z.boolean(),
   request: TrainRequest,
 });
 
 export const Dispatched = z.strictObject({ worker_job_id: z.uuid(), status: Status });
+export const Resumed = z.strictObject({ worker_job_id: z.uuid(), status: Status, resumed_from: z.uuid(), resume_step: z.int().min(0) });
 export const JobList = z.strictObject({ jobs: z.array(JobView), next_cursor: z.string().nullable() });
 export const LossCurve = z.strictObject({
   worker_job_id: z.uuid(),
@@ -45,10 +58,13 @@ export const DetailItem = z.strictObject({ loc: z.array(z.union([z.string(), z.i
 export const ValidationError = z.strictObject({ detail: z.array(DetailItem) });
 export const Conflict = z.looseObject({
   detail: z.string(),
-  reason: z.enum(["busy", "output_exists", "insufficient_vram", "cotenant_active"]),
+  reason: z.enum(["busy", "output_exists", "insufficient_vram", "cotenant_active", "insufficient_disk", "not_resumable"]),
   active_job_id: z.uuid().optional(),
   free_mib: z.int().optional(),
   needed_mib: z.int().optional(),
+  output_dir: z.string().optional(),
+  free_bytes: z.int().optional(),
+  needed_bytes: z.int().optional(),
 });
 export const Unavailable = z.strictObject({
   detail: z.string(),
@@ -109,6 +125,17 @@ export const JOB_VIEW_EXAMPLE = {
   created_at: "2026-11-30T10:00:00.000Z",
   started_at: "2026-11-30T10:00:00.120Z",
   simulated: false,
+  resume_step: 600,
+  resumable: false,
+  checkpoints: [
+    {
+      step: 600,
+      path: "/worktank/arbo/train/t-123/out/ohwx_person-step00000600.safetensors",
+      sha256: "9b2f0d6c4e1a8b7c3d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4",
+      bytes: 170_241_424,
+    },
+  ],
+  paused: false,
   forced_kill: false,
   request: TRAIN_REQUEST_EXAMPLE,
 };

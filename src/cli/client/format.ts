@@ -56,6 +56,7 @@ export function outcomeLines(view: JobView): string[] {
     const size = view.lora_bytes === undefined ? "" : `${bytes(view.lora_bytes)}, `;
     return [`succeeded${took}: ${view.lora_path ?? "(no path)"} (${size}sha256 ${view.lora_sha256 ?? "-"})`];
   }
+  if (view.paused) return [`paused${took} at step ${view.resume_step ?? view.step}`];
   if (view.status === "cancelled") return [`cancelled${took}${view.forced_kill ? " (the trainer needed SIGKILL)" : ""}`];
   if (view.status === "failed") {
     const how = [view.exit_code === undefined ? "" : `exit code ${view.exit_code}`, view.signal ?? ""].filter(Boolean).join(", ");
@@ -69,14 +70,33 @@ export function statusLines(view: JobView): string[] {
   const r = view.request;
   const rows: [string, string][] = [
     ["job", view.worker_job_id],
-    ["status", `${view.status}, phase ${view.phase}${view.simulated ? " (simulated trainer)" : ""}`],
+    ["status", `${view.status}${view.paused ? " (paused)" : ""}, phase ${view.phase}${view.simulated ? " (simulated trainer)" : ""}`],
     ["progress", `${steps(view)} steps, loss ${loss(view)}${isTerminal(view.status) ? "" : `, ETA ${duration(view.eta_s)}`}`],
     ["request", `tier ${String(r.tier)} on device ${String(r.device_index)}, ${String(r.output_name)}, trigger ${String(r.trigger)}, seed ${String(r.seed)}`],
     ["created", view.created_at],
     ...(view.started_at ? [["started", view.started_at] as [string, string]] : []),
     ...(view.ended_at ? [["ended", view.ended_at] as [string, string]] : []),
+    ...resumeRows(view),
   ];
-  return [...rows.map(([k, v]) => `${k.padEnd(9)}${v}`), ...outcomeLines(view)];
+  const hint = resumeHint(view);
+  return [...rows.map(([k, v]) => `${k.padEnd(9)}${v}`), ...outcomeLines(view), ...(hint === null ? [] : [hint])];
+}
+
+// The runs before and after this one, its newest saved state and the intermediate LoRAs beside it.
+function resumeRows(view: JobView): [string, string][] {
+  const rows: [string, string][] = [];
+  if (view.resumed_from) rows.push(["resumed", `from job ${view.resumed_from} at step ${view.resumed_from_step ?? "?"}`]);
+  if (view.resume_step !== null) rows.push(["resume", `from step ${view.resume_step} (the newest saved state)`]);
+  // A succeeded job's states are removed on purpose: why they are gone matters only for a job one would resume.
+  else if (view.resume_gone && view.status !== "succeeded") rows.push(["resume", `no saved state: ${view.resume_gone}`]);
+  view.checkpoints.forEach((c, i) => rows.push([i === 0 ? "saved" : "", `step ${c.step}: ${c.path}`]));
+  if (view.resumed_by) rows.push(["resumed", `by job ${view.resumed_by}`]);
+  return rows;
+}
+
+/** The command that continues a resumable job, or null. */
+export function resumeHint(view: JobView): string | null {
+  return view.resumable ? `resume with: lora-worker resume ${view.worker_job_id}` : null;
 }
 
 const FULL = "█";

@@ -4,6 +4,8 @@ import { cancel } from "./commands/cancel.ts";
 import { gpu } from "./commands/gpu.ts";
 import { jobs } from "./commands/jobs.ts";
 import { logs } from "./commands/logs.ts";
+import { pause } from "./commands/pause.ts";
+import { resume } from "./commands/resume.ts";
 import { status } from "./commands/status.ts";
 import { submit } from "./commands/submit.ts";
 import { processTerminal, type Terminal } from "./terminal.ts";
@@ -26,7 +28,7 @@ export interface ClientCommand {
   run(ctx: CommandContext): Promise<number>;
 }
 
-const CLIENT_COMMANDS: Readonly<Record<string, ClientCommand>> = { submit, status, jobs, logs, cancel, gpu };
+const CLIENT_COMMANDS: Readonly<Record<string, ClientCommand>> = { submit, status, jobs, logs, cancel, pause, resume, gpu };
 
 const ADDRESS_OPTIONS = ["url", "token", "config"] as const;
 

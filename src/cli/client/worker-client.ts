@@ -8,6 +8,7 @@ export type JobStatus = z.infer<typeof S.Status>;
 export type JobView = z.infer<typeof S.JobView>;
 export type JobPage = z.infer<typeof S.JobList>;
 export type Dispatched = z.infer<typeof S.Dispatched>;
+export type Resumed = z.infer<typeof S.Resumed>;
 export type GpuStatus = z.infer<typeof S.GpuStatus>;
 export type GpuDeviceView = GpuStatus["devices"][number];
 export type GpuProcessView = GpuDeviceView["processes"][number];
@@ -81,6 +82,9 @@ function describeRefusal(status: number, body: unknown): string {
 const REQUEST_TIMEOUT_MS = 30_000;
 // Cancel answers once no process of the job is left: up to trainer.cancel_grace_seconds (max 600) and a SIGKILL.
 const CANCEL_TIMEOUT_MS = 660_000;
+// Pause answers once the run stopped after its next saved state: a checkpoint interval (about 5 minutes by design),
+// the save, then a cancel's stop; a run stuck before its state is ended by the stall watchdog (default 15 minutes).
+const PAUSE_TIMEOUT_MS = 30 * 60_000;
 
 export interface JobQuery {
   status?: string;
@@ -95,6 +99,8 @@ export interface WorkerClient {
   jobs(query: JobQuery): Promise<JobPage>;
   log(id: string, lines?: number): Promise<string>;
   cancel(id: string): Promise<JobView>;
+  pause(id: string): Promise<JobView>;
+  resume(id: string): Promise<Resumed>;
   gpu(): Promise<GpuStatus>;
   health(): Promise<Health>;
   /** The open event stream; the caller reads and closes it (abort `signal`). */
@@ -150,6 +156,8 @@ export function createWorkerClient(address: Address): WorkerClient {
     jobs: ({ status, limit, cursor }) => json(`/train?${new URLSearchParams({ ...(status ? { status } : {}), limit: String(limit), ...(cursor ? { cursor } : {}) })}`),
     log: async (id, lines) => (await call(`${job(id)}/log${lines === undefined ? "" : `?lines=${lines}`}`)).text(),
     cancel: (id) => json(`${job(id)}/cancel`, { method: "POST", timeoutMs: CANCEL_TIMEOUT_MS }),
+    pause: (id) => json(`${job(id)}/pause`, { method: "POST", timeoutMs: PAUSE_TIMEOUT_MS }),
+    resume: (id) => json(`${job(id)}/resume`, { method: "POST" }),
     gpu: () => json("/gpu-status"),
     health: () => json("/healthz"),
     events: (id, lastEventId, signal) =>

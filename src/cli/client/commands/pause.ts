@@ -1,0 +1,36 @@
+import { TIERS } from "../../../tiers.ts";
+import { UsageError } from "../../args.ts";
+import { exitCodeOf, jsonText, outcomeLines, resumeHint } from "../format.ts";
+import type { ClientCommand } from "../run.ts";
+import { EXIT, type JobView } from "../worker-client.ts";
+
+export const pause: ClientCommand = {
+  usage: "pause ID [--json]",
+  help: `Pauses job ID: the worker lets the run go on to its next saved state (a fast run saves one every ${TIERS.fast.checkpointEvery} steps,
+balanced every ${TIERS.balanced.checkpointEvery}, quality every ${TIERS.quality.checkpointEvery}), stops it right after, and answers then: this can wait that long.
+The job ends cancelled and paused; lora-worker resume ID continues it from that state as a new job. A run
+that ends before its next state ends as it would have; a job that already ended is left as it is.
+Prints how the job ended; --json: the final job record.
+Exit: 0 paused; otherwise by how the job ended: 0 succeeded, 1 failed, 3 cancelled.`,
+  values: [],
+  flags: ["json"],
+  async run({ client, out, options }) {
+    if (options.positional.length !== 1) throw new UsageError("pause takes exactly one job ID");
+    const view = await client.pause(options.positional[0]!);
+    out.write(options.flags.has("json") ? `${jsonText(view)}\n` : pauseLines(view).map((l) => `${l}\n`).join(""));
+    return view.paused ? EXIT.ok : exitCodeOf(view);
+  },
+};
+
+function pauseLines(view: JobView): string[] {
+  const id = view.worker_job_id;
+  if (view.paused) {
+    const then = view.resumable ? ` (resumable: lora-worker resume ${id})` : view.resumed_by ? ` (resumed since by job ${view.resumed_by})` : "";
+    return [`job ${id} paused at step ${view.resume_step ?? view.step}${then}`];
+  }
+  // A pause the run recorded but did not reach: it ended another way before its next saved state.
+  const how = view.pause_requested_at ? "ended before its next saved state" : "had already ended";
+  const [first = "", ...rest] = outcomeLines(view);
+  const hint = resumeHint(view);
+  return [`job ${id} ${how}, ${first}`, ...rest, ...(hint === null ? [] : [hint])];
+}

@@ -1,0 +1,157 @@
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { join } from "node:path";
+import { launchChromium, PHONE, type Browser } from "./support/chromium.ts";
+import { runCli } from "./support/cli-process.ts";
+import { MAIN, SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
+import { OVERFLOWS, openStatusPage, saveScreenshot } from "./support/status-page.ts";
+import { waitFor } from "./support/wait.ts";
+import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+
+// Pause and resume as a person meets them: the client commands (run from source against a real worker from
+// source) and the status page in headless Chromium. The simulated fast run saves a state every 40 steps.
+// The worker's own pause and resume are tested end to end in pause-resume.test.ts.
+setDefaultTimeout(60_000);
+
+const UNKNOWN_JOB = "3f1c2a4e-0000-4000-8000-000000000000";
+const TERMINAL = ["succeeded", "failed", "cancelled"];
+
+const cli = (worker: WorkerProcess, ...args: string[]) => runCli(process.execPath, [MAIN, ...args], { LORA_WORKER_URL: worker.url });
+const withFailure = (plan: string) => SIMULATE_TABLES(0.002).replace("[simulate]\n", `[simulate]\nfail = ${JSON.stringify(plan)}\n`);
+const intermediate = (tree: HostTree, step: number) => join(tree.handoff, "job1", "out", `mylora-step${String(step).padStart(8, "0")}.safetensors`);
+
+async function endedJob(worker: WorkerProcess, tree: HostTree): Promise<any> {
+  const posted = await worker.postTrain(tree.validRequest());
+  expect(posted.status).toBe(200);
+  return untilEnded(worker, posted.body.worker_job_id);
+}
+
+function untilEnded(worker: WorkerProcess, id: string): Promise<any> {
+  return waitFor(async () => {
+    const { body } = await worker.json(`/train/${id}`);
+    return TERMINAL.includes(body.status) ? body : null;
+  }, `job ${id} to end`, 30_000);
+}
+
+describe("lora-worker pause and resume against a worker running simulated jobs", () => {
+  test("pause of a job that already ended prints how it ended and exits by its status; resume of one without a saved state prints why with the refusal code", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(withFailure("exit@3:1")));
+    const failed = await endedJob(worker, tree);
+    expect(failed).toMatchObject({ status: "failed", resume_step: null, resumable: false, paused: false });
+    const id = failed.worker_job_id;
+
+    const [pause, pauseJson, resume, unknown] = await Promise.all([
+      cli(worker, "pause", id),
+      cli(worker, "pause", id, "--json"),
+      cli(worker, "resume", id),
+      Promise.all([cli(worker, "pause", UNKNOWN_JOB), cli(worker, "resume", UNKNOWN_JOB)]),
+    ]);
+    expect(pause).toEqual({ exitCode: 1, stdout: expect.stringMatching(new RegExp(`^job ${id} had already ended, failed after \\d+s: trainer_crashed \\(exit code 1\\)\\n`)), stderr: "" });
+    expect(pause.stdout).not.toContain("resume with");
+    expect(pauseJson.exitCode).toBe(1);
+    expect(JSON.parse(pauseJson.stdout)).toMatchObject({ worker_job_id: id, status: "failed", paused: false, resumable: false });
+    expect(resume).toEqual({
+      exitCode: 5,
+      stdout: "",
+      stderr: `lora-worker resume: the worker answered 409: job ${id} cannot be resumed: it saved no state before it ended (a fast run saves one every 40 steps) (reason: not_resumable)\n`,
+    });
+    expect(unknown.map((r) => [r.exitCode, r.stderr])).toEqual([
+      [6, `lora-worker pause: no such job: ${UNKNOWN_JOB}\n`],
+      [6, `lora-worker resume: no such job: ${UNKNOWN_JOB}\n`],
+    ]);
+  });
+
+  test("a job that failed after its first state: status shows the state, its LoRA and how to resume; resume --follow continues it and status links the two", async () => {
+    using tree = makeHostTree();
+    let id: string;
+    {
+      await using worker = await startWorker(tree.writeConfig(withFailure("oom@50")));
+      id = (await endedJob(worker, tree)).worker_job_id;
+      const status = await cli(worker, "status", id);
+      expect(status.exitCode).toBe(1);
+      expect(status.stdout).toContain(`\nresume   from step 40 (the newest saved state)\nsaved    step 40: ${intermediate(tree, 40)}\nfailed after `);
+      expect(status.stdout).toEndWith(`\nresume with: lora-worker resume ${id}\n`);
+      const pause = await cli(worker, "pause", id);
+      expect(pause.exitCode).toBe(1);
+      expect(pause.stdout).toMatch(new RegExp(`^job ${id} had already ended, failed after \\d+s: cuda_oom`));
+      expect(pause.stdout).toEndWith(`\nresume with: lora-worker resume ${id}\n`);
+    }
+
+    // The same state dir without the failure plan: what ran out of memory has gone.
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.002)));
+    const resume = await cli(worker, "resume", id, "--follow");
+    expect({ exitCode: resume.exitCode, stderr: resume.stderr }).toEqual({ exitCode: 0, stderr: "" });
+    const lines = resume.stdout.trimEnd().split("\n");
+    const next = new RegExp(`^job (\\S+) resumed from ${id} at step 40$`).exec(lines[0]!)?.[1];
+    expect(next).toBeDefined();
+    expect(lines.at(-1)).toMatch(/^succeeded after \d+s: .*mylora\.safetensors/);
+
+    const [successor, predecessor, again] = await Promise.all([cli(worker, "status", next!), cli(worker, "status", id), cli(worker, "resume", id)]);
+    expect(successor.exitCode).toBe(0);
+    expect(successor.stdout).toContain(`\nresumed  from job ${id} at step 40\n`);
+    expect(successor.stdout).not.toContain("resume with");
+    expect(predecessor.stdout).toContain(`\nresumed  by job ${next}\n`);
+    expect(predecessor.stdout).not.toContain("resume with");
+    expect(again.exitCode).toBe(5);
+    expect(again.stderr).toContain(`job ${id} was already resumed by job ${next}`);
+  });
+
+  test("pause of a running job waits for its next saved state and prints where it stopped and how to go on", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.01)));
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id as string;
+    await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 0, "the first step");
+    const pause = await cli(worker, "pause", id);
+    expect(pause).toEqual({ exitCode: 0, stdout: `job ${id} paused at step 40 (resumable: lora-worker resume ${id})\n`, stderr: "" });
+    const status = await cli(worker, "status", id);
+    expect(status.exitCode).toBe(3);
+    expect(status.stdout).toContain("\nstatus   cancelled (paused), phase ");
+    expect(status.stdout).toMatch(/\npaused after \d+s at step 40\nresume with: /);
+  });
+});
+
+describe("the status page's pause and resume, in headless Chromium", () => {
+  let browser: Browser;
+  beforeAll(async () => {
+    browser = await launchChromium();
+  }, 60_000);
+  afterAll(async () => {
+    await browser?.[Symbol.asyncDispose]();
+  });
+
+  const shown = (id: string) => `!document.getElementById(${JSON.stringify(id)}).hidden`;
+  const text = (id: string) => `document.getElementById(${JSON.stringify(id)}).textContent`;
+
+  test("a running job has Pause and no Resume; paused, it has Resume, which starts and shows the job that continues it", async () => {
+    using tree = makeHostTree();
+    // 0.05 s a step: the page sees the job run before its first state at step 40.
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.05)));
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id as string;
+    const page = await openStatusPage(browser, worker);
+
+    await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-pause")}`, "the running job with a Pause button");
+    expect(await page.evaluate(`[${shown("job-resume")}, ${shown("job-paused")}]`)).toEqual([false, false]);
+    await page.evaluate(`document.getElementById("job-pause").click()`);
+    await page.until(`${text("job-status")} === "cancelled" && ${shown("job-paused")} && ${shown("job-resume")}`, "the paused job with a Resume button", 30_000);
+    expect(await page.evaluate(`[${shown("job-pause")}, ${text("job-meta")}.includes("saved state: step 40")]`)).toEqual([false, true]);
+    await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')?.textContent.includes("paused at step 40")`, "the list to say where it paused");
+    await saveScreenshot(page, "paused-job");
+    const phone = await openStatusPage(browser, worker, PHONE);
+    await phone.until(shown("job-resume"), "the Resume button on a phone");
+    expect(await phone.evaluate(OVERFLOWS)).toEqual([]);
+    await saveScreenshot(phone, "paused-job-phone");
+
+    await page.evaluate(`document.getElementById("job-resume").click()`);
+    const next = await page.until<string>(`${text("job-id")} !== ${JSON.stringify(id)} && ${text("job-id")}`, "the page to show the new job");
+    expect((await worker.json(`/train/${id}`)).body).toMatchObject({ resumed_by: next, resumable: false });
+    await page.until(`${text("job-meta")}.includes("resumed from ${id.slice(0, 8)} at step 40")`, "the link to the paused job");
+    expect(await page.evaluate(`[${shown("job-resume")}, ${shown("job-action-problem")}]`)).toEqual([false, false]);
+    await saveScreenshot(page, "resumed-job");
+
+    // The link leads back; that job now names its successor and offers no second resume.
+    await page.evaluate(`document.querySelector("#job-meta button.link").click()`);
+    await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${text("job-meta")}.includes("resumed by ${next.slice(0, 8)}")`, "the paused job, linked to its successor");
+    expect(await page.evaluate(shown("job-resume"))).toBe(false);
+    expect(page.errors).toEqual([]);
+  });
+});
