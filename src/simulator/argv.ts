@@ -37,6 +37,9 @@ const SCRIPT_OPTIONS: Record<string, Spec> = {
   min_snr_gamma: "float", noise_offset: "float", max_data_loader_n_workers: "int",
   persistent_data_loader_workers: "switch", caption_extension: "str", save_every_n_steps: "int", save_state: "switch",
   save_last_n_steps: "int", save_last_n_steps_state: "int", resume: "str", skip_until_initial_step: "switch",
+  sample_every_n_steps: "int", sample_at_first: "switch", sample_prompts: "str",
+  sample_sampler: ["ddim", "pndm", "lms", "euler", "euler_a", "heun", "dpm_2", "dpm_2_a", "dpmsolver", "dpmsolver++",
+    "dpmsingle", "k_lms", "k_euler", "k_euler_a", "k_dpm_2", "k_dpm_2_a"],
 };
 
 // The launch flags, then the script and everything after it, untouched (argparse.REMAINDER).
@@ -87,6 +90,10 @@ function scriptArgs(values: Values, randomSeed: () => number) {
     save_last_n_steps_state: number("save_last_n_steps_state"),
     resume: text("resume"),
     skip_until_initial_step: flag("skip_until_initial_step"),
+    sample_every_n_steps: number("sample_every_n_steps"),
+    sample_at_first: flag("sample_at_first"),
+    sample_prompts: text("sample_prompts"),
+    sample_sampler: text("sample_sampler") ?? "ddim",
   };
 }
 

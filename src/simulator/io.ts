@@ -47,7 +47,7 @@ export function createLog(io: Io, simple: boolean): Log {
 }
 
 // logging's datefmt "%Y-%m-%d %H:%M:%S".
-function localTime(unixSeconds: number): string {
+export function localTime(unixSeconds: number): string {
   const at = new Date(unixSeconds * 1000);
   const two = (value: number) => String(value).padStart(2, "0");
   const date = `${at.getFullYear()}-${two(at.getMonth() + 1)}-${two(at.getDate())}`;

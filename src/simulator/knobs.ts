@@ -3,13 +3,16 @@
 // with parseFailurePlan and replayClash, so the config and the simulator share one grammar.
 //   LORA_WORKER_SIMULATE_SECONDS_PER_STEP  seconds per training step, >= 0 (default 0.5)
 //   LORA_WORKER_SIMULATE_FAIL              comma-separated misbehaviours: oom@N, nan@N, hang@N,
-//                                          exit@N:CODE, orphan@N, setsid-orphan@N, ignore-sigterm
+//                                          exit@N:CODE, orphan@N, setsid-orphan@N, sample-oom@N,
+//                                          ignore-sigterm
 //   LORA_WORKER_SIMULATE_REPLAY_LOG        absolute path of a recorded sd-scripts log to replay
 //   LORA_WORKER_SIMULATE_REPLAY_SPEED      how many times faster than the log's own clock, > 0 (default 1)
 
-// A stepped failure strikes at training step N (1-based) before that step completes, in list order.
+// A stepped failure strikes at training step N (1-based) before that step completes, in list order;
+// sample-oom strikes in step N's sampling instead, if there is one (samples.ts).
 export type StepFailure =
   | { kind: "oom"; step: number }
+  | { kind: "sample-oom"; step: number }
   | { kind: "nan"; step: number }
   | { kind: "exit"; step: number; code: number }
   | { kind: "hang"; step: number }
@@ -39,6 +42,7 @@ const FORMS: ReadonlyArray<[syntax: string, build: (step: number, code: number) 
   ["hang@N", (step) => ({ kind: "hang", step })],
   ["orphan@N", (step) => ({ kind: "orphan", step, escapeGroup: false })],
   ["setsid-orphan@N", (step) => ({ kind: "orphan", step, escapeGroup: true })],
+  ["sample-oom@N", (step) => ({ kind: "sample-oom", step })],
   ["ignore-sigterm", () => ({ kind: "ignore-sigterm" })],
 ];
 const MAX_EXIT_CODE = 255;

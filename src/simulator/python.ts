@@ -13,6 +13,9 @@ export const CUDA_OOM =
   "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory " +
   "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)";
 
+// What sd-scripts hits first when a path flag it needs was never given.
+export const PATH_NOT_GIVEN = "TypeError: stat: path should be string, bytes, os.PathLike or integer, not NoneType";
+
 export function traceback(exception: string): string {
   return `Traceback (most recent call last):\n${exception}\n`;
 }

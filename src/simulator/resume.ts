@@ -9,10 +9,12 @@ import type { Io, Log } from "./io.ts";
 import { pyRepr, pyStrRepr, traceback } from "./python.ts";
 import type { TrainingPlan } from "./training-loop.ts";
 
-// The loop's first epoch (0-based) and global_step, which is also how many batches it skips in that epoch.
+// The loop's first epoch (0-based) and global_step, which is also how many batches it skips in that epoch;
+// `skipped` is the saved step with --skip_until_initial_step, else 0.
 export interface ResumePoint {
   epoch: number;
   initialStep: number;
+  skipped: number;
 }
 
 // accelerate loads torch's file when the safetensors one is absent.
@@ -52,22 +54,26 @@ export function loadState(io: Io, log: Log, dir: string, mixedPrecision: string)
   return step;
 }
 
-// train_network.py's initial_step and epoch_to_start, with its log lines before the steps bar opens.
+// train_network.py's initial_step and epoch_to_start, with its log lines before --sample_at_first's samples.
 export function resumePoint(io: Io, log: Log, plan: TrainingPlan, step: number, skip: boolean): ResumePoint | null {
-  if (step <= 0) return { epoch: 0, initialStep: 0 };
+  if (step <= 0) return { epoch: 0, initialStep: 0, skipped: 0 };
   if (plan.totalSteps <= step) {
     io.stderr(traceback(`${STEPS_LEFT_ASSERTION}: ${plan.totalSteps} vs ${step}`));
     return null;
   }
   const epoch = Math.floor(step / plan.batchesPerEpoch);
   // Without --skip_until_initial_step only the epoch number moves on: global_step starts at 0 again.
-  if (!skip) return { epoch, initialStep: 0 };
+  if (!skip) return { epoch, initialStep: 0, skipped: 0 };
   log("INFO", `skipping ${step} steps / ${step}ステップをスキップします`);
-  for (let skipped = 0; skipped < epoch; skipped += 1) {
-    const left = step - skipped * plan.batchesPerEpoch;
-    log("INFO", `skipping epoch ${skipped + 1} because initial_step (multiplied) is ${left}`);
+  return { epoch, initialStep: step - epoch * plan.batchesPerEpoch, skipped: step };
+}
+
+// The training loop's first lines, after --sample_at_first's samples: each whole epoch a resumed run skips.
+export function logSkippedEpochs(log: Log, plan: TrainingPlan, { epoch, skipped }: ResumePoint): void {
+  for (let index = 0; skipped > 0 && index < epoch; index += 1) {
+    const left = skipped - index * plan.batchesPerEpoch;
+    log("INFO", `skipping epoch ${index + 1} because initial_step (multiplied) is ${left}`);
   }
-  return { epoch, initialStep: step - epoch * plan.batchesPerEpoch };
 }
 
 // load_model_hook: current_step, or the exception json.load raises, or a KeyError for a missing or non-integer step.

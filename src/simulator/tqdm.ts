@@ -1,18 +1,23 @@
 // A tqdm bar as sd-scripts drives it, on stderr: each redraw is "\r" + the whole status line, padded
 // with spaces over a longer previous one, and no "\n" until close(). Written to a file, tqdm cannot size
 // a terminal, so the bar is 10 cells: `steps:  10%|█         | 40/400 [00:06<00:54,  6.60it/s, avr_loss=0.0871]`.
-// progress/tqdm-bar.ts reads these lines back.
+// progress/tqdm-bar.ts reads these lines back. A bar opened while another is open takes the next
+// position: each redraw goes one line down ("\n"), then back up (ESC [A). With leave=False, close()
+// blanks the bar instead of ending its line.
 import type { Io } from "./io.ts";
+
+export type BarPlace = { position: number; leave: boolean };
 
 // tqdm's mininterval: update() redraws at most this often; set_postfix() always redraws.
 const MIN_INTERVAL_SECONDS = 0.1;
 const BAR_CELLS = 10;
 const BAR_SYMBOLS = " ▏▎▍▌▋▊▉█";
+const CURSOR_UP = "\x1b[A";
 
 export class ProgressBar {
   private n = 0;
   private postfix: Record<string, number> = {};
-  private readonly startedAt: number;
+  private startedAt: number;
   private lastUpdateDraw: number;
   private lastLength = 0;
 
@@ -20,6 +25,7 @@ export class ProgressBar {
     private readonly io: Io,
     private readonly description: string,
     private readonly total: number,
+    private readonly place: BarPlace = { position: 0, leave: true },
   ) {
     this.startedAt = io.now();
     this.lastUpdateDraw = this.startedAt;
@@ -38,14 +44,29 @@ export class ProgressBar {
     this.draw();
   }
 
+  // Restarts the clock from the last update's redraw, so the time since then counts for nothing.
+  unpause(): void {
+    this.startedAt += this.io.now() - this.lastUpdateDraw;
+    this.lastUpdateDraw = this.io.now();
+  }
+
   close(): void {
+    if (!this.place.leave) {
+      this.print("");
+      if (this.place.position === 0) this.io.stderr("\r");
+      return;
+    }
     this.draw();
     this.io.stderr("\n");
   }
 
   private draw(): void {
-    const line = this.meter(this.io.now() - this.startedAt);
-    this.io.stderr(`\r${line}${" ".repeat(Math.max(0, this.lastLength - line.length))}`);
+    this.print(this.meter(this.io.now() - this.startedAt));
+  }
+
+  private print(line: string): void {
+    const [down, up] = ["\n".repeat(this.place.position), CURSOR_UP.repeat(this.place.position)];
+    this.io.stderr(`${down}\r${line}${" ".repeat(Math.max(0, this.lastLength - line.length))}${up}`);
     this.lastLength = line.length;
   }
 
@@ -66,8 +87,8 @@ export class ProgressBar {
 }
 
 // A bar over `total` items that takes `seconds` in all, like sd-scripts' caching loops.
-export async function tickThrough(io: Io, total: number, seconds: number): Promise<void> {
-  const bar = new ProgressBar(io, "", total);
+export async function tickThrough(io: Io, total: number, seconds: number, place?: BarPlace): Promise<void> {
+  const bar = new ProgressBar(io, "", total, place);
   for (let item = 0; item < total; item += 1) {
     await io.sleep(seconds / total);
     bar.update();

@@ -5,10 +5,11 @@ import { ARGPARSE_ERROR_EXIT, parseScriptArgs, SCRIPT_NAME, type ScriptArgs } fr
 import { saveFinal, saveStepCheckpoint } from "./checkpoint.ts";
 import { createLog, type Io, type Log } from "./io.ts";
 import type { Knobs } from "./knobs.ts";
-import { cantOpenFile, traceback } from "./python.ts";
+import { cantOpenFile, PATH_NOT_GIVEN, traceback } from "./python.ts";
 import type { RecordedLine } from "./recorded-log.ts";
 import { replayRun } from "./replay.ts";
-import { loadState, resumePoint } from "./resume.ts";
+import { loadState, logSkippedEpochs, resumePoint } from "./resume.ts";
+import { sampleImages } from "./samples.ts";
 import { announceTraining, cacheInputs, loadDatasets, loadModel, type Dataset } from "./stages.ts";
 import { runTrainingLoop, type TrainingPlan } from "./training-loop.ts";
 
@@ -29,8 +30,6 @@ const NO_DATA =
 const TEXT_ENCODER_CACHED =
   "AssertionError: network for Text Encoder cannot be trained with caching Text Encoder outputs / " +
   "Text Encoderの出力をキャッシュしながらText Encoderのネットワークを学習することはできません";
-// What sd-scripts hits first when a path flag it needs was never given.
-const PATH_NOT_GIVEN = "TypeError: stat: path should be string, bytes, os.PathLike or integer, not NoneType";
 
 export async function runTrainer({ io, knobs, replay, script, scriptArgs }: TrainerLaunch): Promise<number> {
   if (basename(script) !== SCRIPT_NAME) {
@@ -80,11 +79,16 @@ async function train(io: Io, log: Log, knobs: Knobs, args: ScriptArgs, paths: Pa
   announceTraining(io, plan);
   const start = resumePoint(io, log, plan, resumed, args.skip_until_initial_step);
   if (start === null) return 1;
+  const sampling = { io, log, args, outputDir: paths.outputDir, secondsPerImage: knobs.secondsPerStep, failures: knobs.failures };
+  const first = await sampleImages(sampling, 0, "first");
+  if (typeof first === "object") return first.exitCode;
+  logSkippedEpochs(log, plan, start);
   const tagFrequency = Object.assign({}, ...datasets.value.map((d) => d.tagFrequency));
   const run = { args, plan, resolution: datasets.value[0]!.resolution, tagFrequency, startedAt };
   const checkpoints = { io, log, outputDir: paths.outputDir, run };
+  const sample = (step: number) => sampleImages(sampling, step, "step");
   const afterStep = (step: number, epoch: number) => saveStepCheckpoint(checkpoints, step, epoch);
-  const outcome = await runTrainingLoop(io, { plan, start, seed: args.seed, knobs, afterStep });
+  const outcome = await runTrainingLoop(io, { plan, start, seed: args.seed, knobs, sample, afterStep });
   if (!outcome.finished) return outcome.exitCode;
   await saveFinal(checkpoints, plan.epochs, outcome.steps);
   outcome.bar.close();

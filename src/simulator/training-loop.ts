@@ -1,10 +1,12 @@
 // sd-scripts' training loop as seen from outside: `epoch e/E` on stdout at each epoch start, a `steps:`
-// tqdm bar on stderr redrawn at every step with avr_loss, the checkpoints due after each step's bar update,
-// and the failures the plan asks for. A resumed loop starts where resume.ts says, skipping batches unseen.
+// tqdm bar on stderr redrawn at every step with avr_loss, the samples then the checkpoints due after each
+// step's bar update (the bar's clock paused while sampling), and the failures the plan asks for. A resumed
+// loop starts where resume.ts says, skipping batches unseen.
 import { print, type Io } from "./io.ts";
 import type { FailurePlan, Knobs, StepFailure } from "./knobs.ts";
 import { CUDA_OOM, traceback } from "./python.ts";
 import type { ResumePoint } from "./resume.ts";
+import type { SampleOutcome } from "./samples.ts";
 import { ProgressBar } from "./tqdm.ts";
 
 export interface TrainingPlan {
@@ -20,6 +22,8 @@ export interface Loop {
   start: ResumePoint;
   seed: number;
   knobs: Knobs;
+  // Takes the samples due at `step`.
+  sample: (step: number) => Promise<SampleOutcome>;
   // Saves what is due once global_step reaches `step`, in the loop's 0-based `epoch`.
   afterStep: (step: number, epoch: number) => Promise<void>;
 }
@@ -34,7 +38,7 @@ const LOSS_FLOOR = 0.075;
 const LOSS_EARLY_EXCESS = 0.045;
 const LOSS_DECAY_PER_RUN = 3;
 
-export async function runTrainingLoop(io: Io, { plan, start, seed, knobs, afterStep }: Loop): Promise<LoopOutcome> {
+export async function runTrainingLoop(io: Io, { plan, start, seed, knobs, sample, afterStep }: Loop): Promise<LoopOutcome> {
   const { failures } = knobs;
   const bar = new ProgressBar(io, "steps", plan.totalSteps - start.initialStep);
   const random = seededRandom(seed);
@@ -57,6 +61,13 @@ export async function runTrainingLoop(io: Io, { plan, start, seed, knobs, afterS
       await io.sleep(knobs.secondsPerStep);
       bar.update();
       globalStep += 1;
+      const sampled = await sample(globalStep);
+      if (typeof sampled === "object") {
+        bar.close();
+        return { finished: false, exitCode: sampled.exitCode };
+      }
+      // sd-scripts unpauses after every step, but at real step times only sampling moves the clock.
+      if (sampled === "sampled") bar.unpause();
       await afterStep(globalStep, epoch);
       const decay = Math.exp((-LOSS_DECAY_PER_RUN * globalStep) / Math.max(1, plan.totalSteps));
       const loss = (LOSS_FLOOR + LOSS_EARLY_EXCESS * decay) * (0.35 + 1.3 * random());
@@ -97,6 +108,7 @@ async function strike(io: Io, failures: FailurePlan, failure: StepFailure, bar: 
       io.spawnStray({ escapeGroup: failure.escapeGroup, ignoreSigterm: failures.ignoreSigterm });
       return null;
     case "nan":
+    case "sample-oom":
       return null;
   }
 }

@@ -1,0 +1,246 @@
+import { describe, expect, test } from "bun:test";
+import { closeSync, existsSync, openSync } from "node:fs";
+import { mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { crc32, inflateSync } from "node:zlib";
+
+const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
+const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
+// One image repeated 5 times at batch size 1: 5 batches per epoch, so 8 steps take 2 epochs.
+const REPEATS = 5;
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+const GENERATING = "generating sample images at step / サンプル画像生成 ステップ: ";
+// Widths and heights that are not multiples of 8, to show sd-scripts' rounding down to one, and its minimum of 64.
+const PROMPTS = [
+  { prompt: "portrait photo of ohwx person", negative_prompt: "blurry", width: 1023, height: 1024, sample_steps: 20, seed: 42 },
+  { prompt: "full body photo of ohwx person", width: 770, height: 60, sample_steps: 3, scale: 5.5, seed: 43, sample_sampler: "heun" },
+];
+
+interface Workspace extends AsyncDisposable {
+  dir: string;
+  out: string;
+  prompts: string;
+}
+
+async function workspace(prompts: unknown[] = PROMPTS): Promise<Workspace> {
+  const dir = await mkdtemp(join(tmpdir(), "simulator-samples-"));
+  await mkdir(join(dir, "images"));
+  await Bun.write(join(dir, "images", "0.png"), "not really a png");
+  await Bun.write(join(dir, "model.safetensors"), "not really a model");
+  const subsets = [{ image_dir: join(dir, "images"), num_repeats: REPEATS }];
+  await Bun.write(join(dir, "dataset.toml"), Bun.TOML.stringify({ datasets: [{ resolution: 768, batch_size: 1, subsets }] }));
+  await Bun.write(join(dir, "prompts.json"), JSON.stringify(prompts));
+  const out = join(dir, "out");
+  return { dir, out, prompts: join(dir, "prompts.json"), [Symbol.asyncDispose]: () => rm(dir, { recursive: true, force: true }) };
+}
+
+// stdout and stderr share one file, as in the worker's job log; the child keeps its own copy of the fd.
+async function simulate(job: Workspace, steps: number, extra: string[], knobs: Record<string, string> = {}) {
+  const flags = [
+    `--pretrained_model_name_or_path=${join(job.dir, "model.safetensors")}`,
+    `--dataset_config=${join(job.dir, "dataset.toml")}`,
+    `--output_dir=${job.out}`,
+    ...["--output_name=mylora", "--save_model_as=safetensors", "--network_module=networks.lora", "--network_dim=4"],
+    ...[`--max_train_steps=${steps}`, "--seed=42", "--mixed_precision=bf16", "--console_log_simple"],
+  ];
+  const logPath = join(job.dir, "train.log");
+  const env = { LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0", ...knobs };
+  const log = openSync(logPath, "w");
+  const argv = [process.execPath, ENTRY, "launch", "--num_processes=1", SCRIPT, ...flags, ...extra];
+  const proc = (() => {
+    try {
+      return Bun.spawn(argv, { stdin: "ignore", stdout: log, stderr: log, env });
+    } finally {
+      closeSync(log);
+    }
+  })();
+  await proc.exited;
+  return { exitCode: proc.exitCode, log: await Bun.file(logPath).text() };
+}
+
+// What a reader keeps of the log, in order: `steps n` for each redraw of the steps bar (repeats folded, and
+// none just before sampling starts), `sample n` when sampling starts, `save n` for a checkpoint (0: the last).
+function events(log: string): string[] {
+  const found: string[] = [];
+  for (const record of log.split(/[\r\n]/)) {
+    const bar = /^steps: +\d+%\|[^|]*\| (\d+)\/\d+ \[/.exec(record);
+    const sample = record.startsWith(GENERATING) ? record.slice(GENERATING.length) : null;
+    const save = /^saving checkpoint: .*?(?:-step0*(\d+))?\.safetensors$/.exec(record);
+    const event = bar ? `steps ${bar[1]}` : sample !== null ? `sample ${sample}` : save ? `save ${save[1] ?? 0}` : null;
+    if (event !== null && event !== found.at(-1)) found.push(event);
+  }
+  // At 0 seconds a step, tqdm's mininterval may or may not let the update before a sampling redraw.
+  return found.filter((event, index) => found[index + 1] !== event.replace("steps", "sample"));
+}
+
+// sample_image_inference's lines for one prompt: a prompt's own values, else its defaults (sd-scripts' --sample_sampler).
+function promptLines(prompt: Record<string, unknown>, size: [width: number, height: number], sampler: string): string {
+  const lines = [
+    `prompt: ${prompt.prompt}`,
+    `negative_prompt: ${prompt.negative_prompt ?? "None"}`,
+    `height: ${size[1]}`,
+    `width: ${size[0]}`,
+    `sample_steps: ${prompt.sample_steps ?? 30}`,
+    `scale: ${prompt.scale ?? 7.5}`,
+    `sample_sampler: ${prompt.sample_sampler ?? sampler}`,
+    ...(prompt.seed === undefined ? [] : [`seed: ${prompt.seed}`]),
+  ];
+  return lines.map((line) => `${line}\n`).join("");
+}
+
+// The diffusers pipeline's bar while sd-scripts' steps bar is open: position 1 (a line down, then ESC [A back
+// up), leave=False (blanked on close). At 0 seconds a step, tqdm's mininterval lets only its first frame through.
+function nestedBar(total: number): string {
+  const first = `  0%|          | 0/${total} [00:00<?, ?it/s]`;
+  return `\n\r${first}\x1b[A\n\r${" ".repeat(first.length)}\x1b[A`;
+}
+
+// A PNG decoded as far as its pixels: every chunk's CRC, IHDR's fields, and inflated IDAT data of one filter
+// byte and width x 3 bytes a row.
+function decodePng(bytes: Buffer) {
+  expect(bytes.subarray(0, 8)).toEqual(PNG_SIGNATURE);
+  const types: string[] = [];
+  const idat: Buffer[] = [];
+  let header: Buffer = Buffer.alloc(0);
+  for (let at = 8; at < bytes.length; ) {
+    const length = bytes.readUInt32BE(at);
+    const typed = bytes.subarray(at + 4, at + 8 + length);
+    expect(bytes.readUInt32BE(at + 8 + length)).toBe(crc32(typed));
+    const type = typed.subarray(0, 4).toString("latin1");
+    types.push(type);
+    if (type === "IHDR") header = typed.subarray(4);
+    if (type === "IDAT") idat.push(typed.subarray(4));
+    at += 12 + length;
+  }
+  const [width, height] = [header.readUInt32BE(0), header.readUInt32BE(4)];
+  // Bit depth 8, colour type 2 (RGB), then compression, filter and interlace methods 0.
+  const fields = [...header.subarray(8)];
+  const pixels = inflateSync(Buffer.concat(idat));
+  const filters = new Set(Array.from({ length: height }, (_, row) => pixels[row * (1 + width * 3)]));
+  return { width, height, fields, chunks: [...new Set(types)], rowBytes: pixels.length / height, filters: [...filters], pixels };
+}
+
+const stamped = (name: string) => name.replace(/_\d{14}(_|\.)/, "_<time>$1");
+
+describe("preview samples", () => {
+  test("every N steps each prompt becomes a decodable PNG named as sd-scripts names it, before the checkpoint", async () => {
+    await using job = await workspace();
+    const flags = [`--sample_every_n_steps=4`, `--sample_prompts=${job.prompts}`, "--sample_sampler=euler_a"];
+    const run = await simulate(job, 8, [...flags, "--save_every_n_steps=4"]);
+    expect(run.exitCode).toBe(0);
+    const names = (await readdir(join(job.out, "sample"))).sort();
+    expect(names.map(stamped)).toEqual([
+      "mylora_000004_00_<time>_42.png",
+      "mylora_000004_01_<time>_43.png",
+      "mylora_000008_00_<time>_42.png",
+      "mylora_000008_01_<time>_43.png",
+    ]);
+    const read = async (name: string) => Buffer.from(await Bun.file(join(job.out, "sample", name)).arrayBuffer());
+    const decoded = await Promise.all(names.map(async (name) => decodePng(await read(name))));
+    const shape = (width: number, height: number) => {
+      const fields = [8, 2, 0, 0, 0];
+      return { width, height, fields, chunks: ["IHDR", "IDAT", "IEND"], rowBytes: 1 + width * 3, filters: [0] };
+    };
+    const shapes = decoded.map(({ pixels, ...png }) => png);
+    expect(shapes).toEqual([shape(1016, 1024), shape(768, 64), shape(1016, 1024), shape(768, 64)]);
+    // The same prompt and seed at another step is another picture.
+    expect(decoded[0]!.pixels.equals(decoded[2]!.pixels)).toBe(false);
+
+    // Samples at steps 4 and 8 only, each before its checkpoint; the next test shows the bar's update before them.
+    expect(events(run.log)).toEqual([
+      ...["steps 0", "steps 1", "steps 2", "steps 3", "sample 4", "save 4", "steps 4"],
+      ...["steps 5", "steps 6", "steps 7", "sample 8", "save 8", "steps 8", "save 0", "steps 8"],
+    ]);
+    const lora = join(job.out, "mylora-step00000004.safetensors");
+    const block =
+      `\n${GENERATING}4\n` +
+      `${promptLines(PROMPTS[0]!, [1016, 1024], "euler_a")}${nestedBar(20)}` +
+      // heun steps twice after its first timestep: 2 x 3 - 1.
+      `${promptLines(PROMPTS[1]!, [768, 64], "euler_a")}${nestedBar(5)}` +
+      `\nsaving checkpoint: ${lora}\n`;
+    expect(run.log).toContain(block);
+  });
+
+  test("at real step times the pipeline's bar runs to 100% and is blanked, and the steps bar's clock skips it", async () => {
+    await using job = await workspace(Array.from({ length: 3 }, () => ({ prompt: "a photo", sample_steps: 1 })));
+    const flags = ["--sample_every_n_steps=1", `--sample_prompts=${job.prompts}`, "--save_every_n_steps=1"];
+    const run = await simulate(job, 1, flags, { LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0.1" });
+    expect(run.exitCode).toBe(0);
+    // bar.update() redraws step 1, with no avr_loss yet, before its samples (a redraw events() folds away).
+    expect(run.log).toMatch(new RegExp(`\rsteps: 100%\\|██████████\\| 1/1 \\[[^\\]]*\\]\n${GENERATING}1\n`));
+    expect(events(run.log)).toEqual(["steps 0", "sample 1", "save 1", "steps 1", "save 0", "steps 1"]);
+    const start = run.log.indexOf(GENERATING);
+    const sampled = run.log.slice(start, run.log.indexOf("saving checkpoint:", start));
+    const drawn = [...sampled.matchAll(/\n\r([^\x1b]*)\x1b\[A/g)].map((match) => match[1]!);
+    const frames = drawn.map((frame) => frame.replace(/\[.*\]/, "[...]"));
+    const image = ["  0%|          | 0/1 [...]", "100%|██████████| 1/1 [...]", " ".repeat(drawn[1]!.length)];
+    expect(frames).toEqual([...image, ...image, ...image]);
+    // No seed: no `seed:` line and no seed in the name; sd-scripts' default sampler.
+    expect(sampled).toContain("sample_sampler: ddim\n\n");
+    const names = (await readdir(join(job.out, "sample"))).sort().map(stamped);
+    expect(names).toEqual([0, 1, 2].map((index) => `mylora_000001_0${index}_<time>.png`));
+    // 0.1 s of training, then 0.3 s of sampling that tqdm's unpause() takes off the clock: near 10 it/s, not 2.5.
+    const rate = Number(/\| 1\/1 \[[^,]*, *([\d.]+)it\/s, avr_loss/.exec(run.log)?.[1]);
+    expect(rate).toBeGreaterThan(5);
+  });
+
+  test("--sample_at_first samples at step 0 before the steps bar opens, named by sd-scripts' epoch 0", async () => {
+    await using job = await workspace([{ prompt: "a photo", sample_steps: 2, seed: 1 }]);
+    const run = await simulate(job, 2, ["--sample_at_first", `--sample_prompts=${job.prompts}`]);
+    expect(run.exitCode).toBe(0);
+    expect(events(run.log)).toEqual(["sample 0", "steps 0", "steps 1", "steps 2", "save 0", "steps 2"]);
+    // Position 0, leave=False: blanked and the cursor back at the line's start.
+    const first = "  0%|          | 0/2 [00:00<?, ?it/s]";
+    expect(run.log).toContain(`seed: 1\n\r${first}\r${" ".repeat(first.length)}\r\rsteps:   0%|`);
+    expect((await readdir(join(job.out, "sample"))).map(stamped)).toEqual(["mylora_e000000_00_<time>_1.png"]);
+  });
+
+  test("without any --sample_* flag nothing is sampled: no line, no sample folder", async () => {
+    await using job = await workspace();
+    const run = await simulate(job, 8, ["--save_every_n_steps=4"]);
+    expect(run.exitCode).toBe(0);
+    expect(run.log).not.toContain("generating sample images");
+    expect(existsSync(join(job.out, "sample"))).toBe(false);
+    expect(events(run.log).filter((event) => !event.startsWith("steps"))).toEqual(["save 4", "save 8", "save 0"]);
+  });
+
+  test("a prompts file that does not exist is logged as an error at each sampling step, and training goes on", async () => {
+    await using job = await workspace();
+    const missing = join(job.dir, "no-such-prompts.json");
+    const run = await simulate(job, 8, ["--sample_every_n_steps=4", `--sample_prompts=${missing}`]);
+    expect(run.exitCode).toBe(0);
+    const error = `No prompt file / プロンプトファイルがありません: ${missing}\n`;
+    for (const step of [4, 8]) expect(run.log).toContain(`\n${GENERATING}${step}\n${error}`);
+    expect(existsSync(join(job.out, "sample"))).toBe(false);
+    expect(existsSync(join(job.out, "mylora.safetensors"))).toBe(true);
+  });
+
+  test("sample-oom@4 raises CUDA's OOM in step 4's first image, after its lines, and exits as oom@N does", async () => {
+    await using job = await workspace();
+    const flags = ["--sample_every_n_steps=4", `--sample_prompts=${job.prompts}`, "--sample_sampler=euler_a"];
+    const sampleOom = await simulate(job, 8, flags, { LORA_WORKER_SIMULATE_FAIL: "sample-oom@4" });
+    const oom = await simulate(job, 8, flags, { LORA_WORKER_SIMULATE_FAIL: "oom@4" });
+    expect([sampleOom.exitCode, oom.exitCode]).toEqual([1, 1]);
+    const firstFrame = nestedBar(20).slice(0, nestedBar(20).indexOf("\x1b[A") + 3);
+    const raised = "Traceback (most recent call last):\ntorch.OutOfMemoryError: CUDA out of memory.";
+    const lines = promptLines(PROMPTS[0]!, [1016, 1024], "euler_a");
+    expect(sampleOom.log).toContain(`\n${GENERATING}4\n${lines}${firstFrame}${raised}`);
+    for (const run of [sampleOom, oom]) expect(run.log).toContain("returned non-zero exit status 1.\n");
+    expect(events(sampleOom.log).slice(-3)).toEqual(["steps 3", "sample 4", "steps 4"]);
+    // Nothing of step 4 was saved: no image.
+    expect(await readdir(join(job.out, "sample"))).toEqual([]);
+  });
+
+  test("a sampler that is not one of sd-scripts' choices is argparse's error, exit 2 inside accelerate's 1", async () => {
+    await using job = await workspace();
+    const run = await simulate(job, 8, ["--sample_sampler=euler_b"]);
+    expect(run.exitCode).toBe(1);
+    const choices =
+      "'ddim', 'pndm', 'lms', 'euler', 'euler_a', 'heun', 'dpm_2', 'dpm_2_a', 'dpmsolver', 'dpmsolver++', " +
+      "'dpmsingle', 'k_lms', 'k_euler', 'k_euler_a', 'k_dpm_2', 'k_dpm_2_a'";
+    const error = `argument --sample_sampler: invalid choice: 'euler_b' (choose from ${choices})`;
+    expect(run.log).toStartWith(`usage: sdxl_train_network.py [options]\nsdxl_train_network.py: error: ${error}\n`);
+    expect(run.log).toContain("returned non-zero exit status 2.\n");
+  });
+});
