@@ -17,8 +17,9 @@ export function isActive(status: JobStatus): boolean {
   return (ACTIVE_STATUSES as readonly JobStatus[]).includes(status);
 }
 
-// In the order a run goes through them; a phase never moves backwards.
-export const Phase = z.enum(["loading", "caching", "training", "saving", "done"]);
+// In the order a run goes through them; a phase never moves backwards, but for `sampling`, a pause of
+// `training` at a checkpoint while preview images are generated.
+export const Phase = z.enum(["loading", "caching", "training", "sampling", "saving", "done"]);
 export type Phase = z.infer<typeof Phase>;
 
 export const ErrorCode = z.enum([

@@ -1,6 +1,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
+import { SAMPLING_VRAM_MIB } from "../src/gpu/admission.ts";
 import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
 import { makeHostTree } from "./support/host-tree.ts";
 import { TRAINERS, realModeConfig, supervisorFor } from "./support/real-mode.ts";
@@ -8,11 +9,11 @@ import { TRAINERS, realModeConfig, supervisorFor } from "./support/real-mode.ts"
 setDefaultTimeout(30_000);
 
 // A supervisor over a fake nvidia-smi scenario, with a trainer that would run if admitted.
-function harness(scenario: string, admission: string) {
+function harness(scenario: string, admission: string, gpu: Record<string, unknown> = {}) {
   const tree = makeHostTree();
   const trainer = join(TRAINERS, "exit-zero-without-file.sh");
   const nvidiaSmi = fakeNvidiaSmi(tree.root, scenario);
-  const s = supervisorFor(tree, realModeConfig(tree, trainer, { gpu: { nvidia_smi: nvidiaSmi.path, admission } }), [trainer]);
+  const s = supervisorFor(tree, realModeConfig(tree, trainer, { gpu: { nvidia_smi: nvidiaSmi.path, admission, ...gpu } }), [trainer]);
   return {
     tree,
     nvidiaSmi,
@@ -26,6 +27,24 @@ function harness(scenario: string, admission: string) {
 }
 
 describe("VRAM admission", () => {
+  test("preview samples add their VRAM to the tier's: a card that fits the training alone is refused with samples", async () => {
+    // Device 0 has 21232 MiB free; training alone needs 20000 here, with samples 20000 + SAMPLING_VRAM_MIB["24gb"].
+    const gpu = { vram_need_mib: { fast: { "24gb": 20_000, "48gb": 20_000 } } };
+    await using h = harness("two-gpus-tts", "enforce", gpu);
+    const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0, samples: 2 }));
+    expect(result).toMatchObject({
+      ok: false,
+      kind: "refused",
+      refusal: {
+        reason: "cotenant_active", needed_mib: 20_000 + SAMPLING_VRAM_MIB["24gb"], free_mib: 21232,
+        detail: expect.stringContaining(`needs ${20_000 + SAMPLING_VRAM_MIB["24gb"]} MiB (20000 to train and ${SAMPLING_VRAM_MIB["24gb"]} to take preview samples)`),
+      },
+    });
+    expect(h.jobDirs()).toEqual([]);
+    // Contrast: without samples the same card admits the run.
+    expect((await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }))).ok).toBe(true);
+  });
+
   test("a train on a card a co-tenant holds is refused as cotenant_active with the numbers, and nothing is spawned", async () => {
     await using h = harness("busy-cards", "enforce");
     const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));

@@ -61,7 +61,7 @@ describe("config", () => {
       const loaded = { ok: true, value: { config: { simulate: { fail } } } };
       expect(await load(`fail = ${JSON.stringify(fail)}`)).toMatchObject(loaded);
     }
-    const forms = "oom@N, nan@N, exit@N:CODE, hang@N, orphan@N, setsid-orphan@N, ignore-sigterm";
+    const forms = "oom@N, nan@N, exit@N:CODE, hang@N, orphan@N, setsid-orphan@N, sample-oom@N, ignore-sigterm";
     const refusals: Array<[string, string]> = [
       ["boom@1", `"boom@1" is not one of ${forms}`],
       ["oom@3,", `"" is not one of ${forms}`],

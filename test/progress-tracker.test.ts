@@ -69,4 +69,29 @@ describe("the progress tracker, with no process", () => {
     const { tr } = tracker();
     expect([tr.push(bar(1, 1000)).contradiction, tr.push(bar(2, 1000)).contradiction]).toEqual([1000, null]);
   });
+
+  test("sampling pauses training at a checkpoint: a redraw of the sampled step keeps it, the next step or the save ends it", () => {
+    const { tr } = tracker(12);
+    const sampling = "\ngenerating sample images at step / サンプル画像生成 ステップ: 8\n";
+    tr.push(bar(7, 12, "0.2") + sampling);
+    expect(tr.progress()).toMatchObject({ phase: "sampling", step: 7 });
+    // tqdm throttled the redraw of step 8, and draws it when it closes at an exit.
+    tr.push(`prompt: ohwx person\n${bar(8, 12, "0.2")}\n`);
+    expect(tr.progress()).toMatchObject({ phase: "sampling", step: 8 });
+    tr.push("\nsaving checkpoint: /out/l-step00000008.safetensors\n");
+    expect(tr.progress().phase).toBe("training");
+    tr.push(bar(9, 12, "0.2"));
+    expect(tr.progress()).toMatchObject({ phase: "training", step: 9 });
+  });
+
+  test("a resumed run reports in the whole run's terms: its bar's 0 is the state's step", () => {
+    const tr = createTracker({ expectedTotal: 400, resumedAt: 40, nanUpdates: 3, persistEveryMs: 1000 });
+    expect(tr.progress()).toMatchObject({ step: 40, total_steps: 400 });
+    tr.push(bar(0, 360) + bar(5, 360, "0.1"));
+    expect(tr.progress()).toMatchObject({ step: 45, total_steps: 400, contradicting_total: null });
+    expect(tr.pendingLoss()).toEqual([[45, 0.1]]);
+    // Contrast: a bar counting the whole run again is another total, not progress.
+    tr.push(bar(50, 400, "0.1"));
+    expect(tr.progress()).toMatchObject({ step: 45, contradicting_total: 440 });
+  });
 });

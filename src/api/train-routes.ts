@@ -3,12 +3,12 @@ import type { Dispatcher } from "../dispatch/dispatch.ts";
 import type { JobStore } from "../store/job-store.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import { tailLines } from "../supervisor/job-log.ts";
-import { idempotencyKeyOf, noSuchJob, refusalError } from "./errors.ts";
+import { ApiError, idempotencyKeyOf, noSuchJob, refusalError } from "./errors.ts";
 import { jobEvents } from "./events.ts";
 import { createJobFeeds } from "./job-feed.ts";
 import { readJsonBody } from "./json-body.ts";
 import { CurveQuery, JOB_ID, ListQuery, LogQuery, encodeCursor, parseQuery } from "./queries.ts";
-import { jobView, lossCurve } from "./views.ts";
+import { jobView, lossCurve, samplesOf } from "./views.ts";
 
 export interface TrainRouteDeps {
   store: JobStore;
@@ -60,6 +60,15 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       const row = find(c.req.param("id"));
       keepOpen?.(c.req.raw); // a stream lives as long as its job; heartbeats keep it from looking idle
       return jobEvents(c, feeds, row.id);
+    })
+    // Only a file the record lists, by its exact name: nothing of the URL reaches a path.
+    .get("/:id/samples/:name", (c) => {
+      const row = find(c.req.param("id"));
+      const sample = samplesOf(row).find((s) => s.name === c.req.param("name"));
+      if (!sample) throw new ApiError(404, { detail: "no such sample" });
+      const file = Bun.file(sample.path);
+      if (file.size !== sample.bytes) throw new ApiError(404, { detail: "the sample is no longer in the output dir" });
+      return new Response(file, { headers: { "content-type": "image/png", "x-content-type-options": "nosniff", "cache-control": "private, max-age=86400, immutable" } });
     })
     .get("/:id/metrics", (c) => {
       const row = find(c.req.param("id"));

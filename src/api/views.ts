@@ -5,6 +5,8 @@ import { isActive } from "../job.ts";
 import { readProcStat } from "../os/proc.ts";
 import type { Progress } from "../progress/progress.ts";
 import type { Checkpoint, JobRow, LossPoint } from "../store/job-store.ts";
+import { SAMPLE_TEMPLATES } from "../recipe/samples.ts";
+import type { Sample } from "../supervisor/samples.ts";
 
 // The wire shape of SPEC §3; optional fields appear only when they carry a value.
 export function jobView(row: JobRow, live: Progress | null) {
@@ -31,9 +33,19 @@ export function jobView(row: JobRow, live: Progress | null) {
     ...optional({ exit_code: row.exit_code, signal: row.signal, admission_warning: row.admission_warning }),
     ...(row.dataset_sha256 === null ? {} : { dataset: { files: row.dataset_files, bytes: row.dataset_bytes, sha256: row.dataset_sha256 } }),
     ...resumeView(row),
+    samples: samplesOf(row).map(({ path: _path, ...sample }) => ({
+      ...sample,
+      template: SAMPLE_TEMPLATES[sample.index]?.name ?? null,
+      url: `/train/${row.id}/samples/${encodeURIComponent(sample.name)}`,
+    })),
     forced_kill: row.forced_kill === 1,
     request: JSON.parse(row.request) as unknown,
   };
+}
+
+/** The preview images on record; only these are ever served. */
+export function samplesOf(row: JobRow): Sample[] {
+  return row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]);
 }
 
 // What can be resumed, and how this job relates to the runs before and after it.

@@ -46,6 +46,8 @@ type Refused = Exclude<DispatchResult, { ok: true }>;
 /** What a claim starts from: a fresh copy of arbo's dataset, or a resume of a predecessor's state on its copy. */
 interface Origin {
   dataset: Snapshot;
+  /** A resume's predecessor's preview images (JSON), which the run's strip goes on from. */
+  samples: string | null;
   resumes: { id: string; step: number; state: string } | null;
   resume: ResumeFrom | null;
 }
@@ -61,7 +63,7 @@ export function createDispatcher(deps: DispatcherDeps) {
   // A fresh probe right before the spawn: a cached answer may predate the co-tenant's last model load.
   const admit = async (train: CheckedTrain): Promise<Admission> => {
     if (config.gpu.admission === "off") return { admit: true, warning: null };
-    return judgeAdmission(await deps.gpu.read({ fresh: true }), train.device, train.request.tier, config);
+    return judgeAdmission(await deps.gpu.read({ fresh: true }), train.device, train.request.tier, config, train.request.samples ?? 0);
   };
 
   // A retried dispatch (same Idempotency-Key, or the same body while that job runs) is the same job.
@@ -86,7 +88,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       const claimed = store.insertIfIdle({
         id, request: train.request, requestHash: hash, idempotencyKey: key, admissionWarning, simulated: config.trainer.mode === "simulate",
         logPath: jobPaths(config.state_dir, id).log, now: now().toISOString(), totalSteps: expectedTotal(train.request), dataset: origin.dataset,
-        outputFile: train.outputFile, resumes: origin.resumes,
+        outputFile: train.outputFile, resumes: origin.resumes, samples: origin.samples,
       });
       if (!claimed.inserted && "resumedBy" in claimed) return alreadyResumed(origin.resumes?.id ?? "", claimed.resumedBy);
       if (!claimed.inserted) return { ok: false, kind: "busy", activeId: claimed.activeId, unsupervised: false };
@@ -129,6 +131,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       const plan = buildLaunch(train, config, paths, deps.trainerCommand, resume);
       mkdirSync(join(paths.dir, "tmp"), { recursive: true, mode: 0o750 });
       writeFileSync(paths.datasetConfig, plan.dataset_toml, { mode: 0o640 });
+      if (plan.sample_prompts !== undefined) writeFileSync(paths.samplePrompts, plan.sample_prompts, { mode: 0o640 });
       mkdirSync(train.outputDir, { recursive: true, mode: 0o770 });
       await supervisor.start(row, train.outputFile, { argv: plan.argv, env: plan.env, cwd: plan.cwd, log: paths.log, logMaxBytes: config.trainer.log_max_bytes });
       log.info("job started", {
@@ -194,7 +197,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       const checked = await checkTrain(body, config);
       return start(checked, (hash) => replayOf(hash, idempotencyKey), idempotencyKey, async (id, train) => {
         const copied = await copyDataset(id, train);
-        return copied.ok ? { ok: true, value: { dataset: copied.value, resumes: null, resume: null } } : copied;
+        return copied.ok ? { ok: true, value: { dataset: copied.value, samples: null, resumes: null, resume: null } } : copied;
       });
     },
 
@@ -226,7 +229,7 @@ export function createDispatcher(deps: DispatcherDeps) {
           return { ok: false, kind: "state_unwritable", detail: `the predecessor's dataset copy could not be linked into the job directory: ${(err as Error).message}` };
         }
         const dataset = { files: job.dataset_files ?? 0, bytes: job.dataset_bytes ?? 0, sha256: job.dataset_sha256 ?? "" };
-        return { ok: true, value: { dataset, resumes: { id: job.id, step: from.value.step, state: from.value.state }, resume: { ...from.value, repeatsScale: scale } } };
+        return { ok: true, value: { dataset, samples: job.samples, resumes: { id: job.id, step: from.value.step, state: from.value.state }, resume: { ...from.value, repeatsScale: scale } } };
       });
     },
   };

@@ -20,6 +20,8 @@ export interface Progress {
   contradicting_total: number | null;
   /** The step a resumed run started from: its steps bar counts only the steps after it, from 0. */
   resumed_at: number;
+  /** The step whose preview samples are being taken (phase sampling), as the trainer announced it. */
+  sampling_step: number | null;
 }
 
 const PHASE_ORDER: readonly Phase[] = Phase.options;
@@ -30,6 +32,8 @@ const CACHING = /\bcach(?:e|ing) (?:latents|text encoder outputs)\b/i;
 const TRAINING_START = /^(?:running training\b|epoch \d+\/\d+$)/;
 const FINAL_SAVE = /^save trained model\b/;
 const CHECKPOINT_SAVE = /\bsaving checkpoint: /;
+// train_util.sample_images_common, in English and Japanese on one line.
+const SAMPLING = /^generating sample images at step\b.*?(\d+)$/;
 const MODEL_SAVED = /(?:^|\s)model saved\.(?:\s|$)/;
 
 // Without an expected total (a replayed recording), the first total the trainer announces becomes it.
@@ -46,6 +50,7 @@ export function initialProgress(expectedTotal: number | null = null, resumedAt =
     expected_total: expectedTotal,
     contradicting_total: null,
     resumed_at: resumedAt,
+    sampling_step: null,
   };
 }
 
@@ -72,7 +77,9 @@ function applyStepsBar(p: Progress, bar: TqdmBar): Progress {
   return {
     ...p,
     ...applyLoss(p, step, bar.postfix.avr_loss),
-    phase: advance(p.phase, finished ? "saving" : "training"),
+    // Samples end when the next step does: a redraw of the sampled step (the one tqdm throttled, or its close at
+    // exit) is not one.
+    phase: p.phase === "sampling" && step <= (p.sampling_step ?? 0) ? "sampling" : afterSampling(p, finished ? "saving" : "training"),
     step,
     total_steps: total,
     expected_total: total,
@@ -95,15 +102,24 @@ function applyMessage(p: Progress, text: string): Progress {
   if (text === "") return p;
   const total = TOTAL_STEPS.exec(text);
   if (total !== null) return fitsTotal(p, Number(total[1])) ? { ...p, total_steps: Number(total[1]), expected_total: Number(total[1]) } : contradicted(p, Number(total[1]));
-  return { ...p, phase: advance(p.phase, messagePhase(p, text)) };
+  // sd-scripts samples at a checkpoint, the last step's included, before it saves it.
+  const sampling = SAMPLING.exec(text);
+  if (sampling !== null) return p.phase === "training" || p.phase === "saving" ? { ...p, phase: "sampling", sampling_step: Number(sampling[1]) } : p;
+  return { ...p, phase: afterSampling(p, messagePhase(p, text)) };
 }
 
 function messagePhase(p: Progress, text: string): Phase {
   if (MODEL_SAVED.test(text)) return "done";
   if (FINAL_SAVE.test(text) || (CHECKPOINT_SAVE.test(text) && reachedLastStep(p))) return "saving";
+  if (CHECKPOINT_SAVE.test(text) && p.phase === "sampling") return "training";
   if (TRAINING_START.test(text)) return "training";
   if (CACHING.test(text)) return "caching";
   return p.phase;
+}
+
+// Sampling is the one phase a run leaves backwards, for the one it paused.
+function afterSampling(p: Progress, next: Phase): Phase {
+  return p.phase === "sampling" && next !== "sampling" ? next : advance(p.phase, next);
 }
 
 function contradicted(p: Progress, total: number): Progress {

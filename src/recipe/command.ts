@@ -5,6 +5,7 @@ import { TIERS } from "../tiers.ts";
 import * as H from "./hyperparameters.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
 import { datasetToml } from "./dataset-toml.ts";
+import { SAMPLE_SAMPLER, samplePrompts } from "./samples.ts";
 import type { JobPaths } from "../supervisor/job-dir.ts";
 import { JOB_MARKER_ENV } from "../os/marker.ts";
 
@@ -22,6 +23,8 @@ export interface LaunchPlan {
   env: Record<string, string>;
   cwd: string;
   dataset_toml: string;
+  /** The JSON prompts file of a run that takes preview samples; absent without samples. */
+  sample_prompts?: string;
 }
 
 // Without --num_processes 1 accelerate goes multi-GPU when two GPUs are visible.
@@ -42,6 +45,7 @@ export function buildLaunch(train: CheckedTrain, config: Config, paths: JobPaths
     // No sd-scripts checkout exists in simulate mode; the job's own directory stands in.
     cwd: config.trainer.mode === "simulate" ? paths.dir : sdScripts,
     dataset_toml: datasetToml(train, paths.dataset, resume?.repeatsScale ?? 1),
+    ...((train.request.samples ?? 0) > 0 ? { sample_prompts: JSON.stringify(samplePrompts(train.request), null, 2) } : {}),
   };
 }
 
@@ -85,7 +89,14 @@ function scriptFlags(train: CheckedTrain, paths: JobPaths): string[] {
     "--console_log_simple",
     flag(["caption_extension", CAPTION_EXTENSION]),
     ...checkpointFlags(tier.checkpointEvery),
+    ...sampleFlags(request.samples ?? 0, tier.checkpointEvery, paths.samplePrompts),
   ];
+}
+
+// Samples are taken at the checkpoints, just before each is saved (train_network.py); none without samples.
+function sampleFlags(samples: number, every: number, promptsFile: string): string[] {
+  if (samples === 0) return [];
+  return [flag(["sample_every_n_steps", every]), flag(["sample_prompts", promptsFile]), flag(["sample_sampler", SAMPLE_SAMPLER])];
 }
 
 // Every run is resumable: a state and an intermediate LoRA every K steps. sd-scripts removes the one saved

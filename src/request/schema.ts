@@ -72,6 +72,8 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 export const MAX_PATH_LENGTH = 1024;
+/** Preview images per checkpoint: one per prompt template of the recipe (recipe/samples.ts). */
+export const MAX_SAMPLES = 4;
 const SEGMENT_CHARS = "letters A-Z a-z, digits, space and . _ - + @ , = ~";
 const ALLOWED = /^[A-Za-z0-9 ._+@,=~/-]$/;
 
@@ -133,6 +135,8 @@ export const TrainRequest = z.strictObject({
   tier: z.enum(TIER_NAMES),
   device_index: z.int("must be an integer").min(0).max(63),
   seed: z.int("must be an integer").min(0).max(2 ** 32 - 1),
+  // The one optional field: absent is 0, so a client that never sends it trains exactly as before.
+  samples: z.int("must be an integer").min(0).max(MAX_SAMPLES).optional(),
 });
 
 export type TrainRequest = z.infer<typeof TrainRequest>;

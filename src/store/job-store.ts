@@ -54,6 +54,8 @@ export interface JobRow {
   resumed_from_step: number | null;
   resumed_by: string | null;
   pause_requested_at: string | null;
+  /** JSON array of Sample: the preview images of the run (and of the runs it resumed), as found on disk. */
+  samples: string | null;
   log_path: string;
 }
 
@@ -89,6 +91,8 @@ export interface NewJob {
   outputFile?: string | null;
   /** A resume: the job it continues and the state it starts from (its step is where progress starts). */
   resumes?: { id: string; step: number; state: string } | null;
+  /** The preview images the job starts with (a resume's predecessor's), as a JSON array. */
+  samples?: string | null;
 }
 
 export type Claim = { inserted: true; superseded: string[] } | { inserted: false; activeId: string } | { inserted: false; resumedBy: string };
@@ -160,6 +164,7 @@ const ADDED_COLUMNS: Array<[name: string, type: string]> = [
   ["resumed_from_step", "INTEGER"],
   ["resumed_by", "TEXT"],
   ["pause_requested_at", "TEXT"],
+  ["samples", "TEXT"],
 ];
 
 // Before the schema's indexes, which may name an added column. A new database has no table yet: the schema makes it.
@@ -194,9 +199,9 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
 
   const insert = db.prepare(
     `INSERT INTO jobs (id, status, phase, step, total_steps, created_at, request, request_hash, idempotency_key, admission_warning,
-       simulated, log_path, dataset_files, dataset_bytes, dataset_sha256, output_file, resumed_from, resumed_from_step, resume_step, resume_state)
+       simulated, log_path, dataset_files, dataset_bytes, dataset_sha256, output_file, resumed_from, resumed_from_step, resume_step, resume_state, samples)
      SELECT $id, 'starting', 'loading', $step, $total_steps, $now, $request, $request_hash, $idempotency_key, $admission_warning,
-       $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256, $output_file, $resumed_from, $resume_step, $resume_step, $resume_state
+       $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256, $output_file, $resumed_from, $resume_step, $resume_step, $resume_state, $samples
      WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE ${ACTIVE_SQL})`,
   );
   // A resume takes its predecessor once: the first to link wins.
@@ -220,7 +225,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         dataset_files: job.dataset?.files ?? null, dataset_bytes: job.dataset?.bytes ?? null, dataset_sha256: job.dataset?.sha256 ?? null,
         idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0, log_path: job.logPath,
         step: resumes?.step ?? 0, output_file: job.outputFile ?? null, resumed_from: resumes?.id ?? null,
-        resume_step: resumes?.step ?? null, resume_state: resumes?.state ?? null,
+        resume_step: resumes?.step ?? null, resume_state: resumes?.state ?? null, samples: job.samples ?? null,
       });
       if (res.changes !== 1) return { inserted: false, activeId: activeQuery.get()?.id ?? "unknown" };
       if (resumes && linkResume.run(job.id, resumes.id).changes !== 1) {
@@ -278,6 +283,9 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     /** The state is gone (pruned, removed): the job is no longer resumable, and the record says why. */
     dropResume(id: string, why: string): boolean {
       return write(() => changed(dropResume.run(why, id)));
+    },
+    saveSamples(id: string, samples: unknown[]): boolean {
+      return write(() => changed(db.run("UPDATE jobs SET samples=? WHERE id=?", [JSON.stringify(samples), id])));
     },
     requestPause(id: string, now: string): boolean {
       return write(() => changed(db.run(`UPDATE jobs SET pause_requested_at=COALESCE(pause_requested_at, ?) WHERE id=? AND ${ACTIVE_SQL}`, [now, id])));

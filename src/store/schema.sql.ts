@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   resumed_from_step INTEGER,
   resumed_by TEXT,
   pause_requested_at TEXT,
+  samples TEXT,
   log_path TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);

@@ -8,6 +8,7 @@ import type { ProcessIdentity } from "../os/proc.ts";
 //   train.log     the trainer's stdout and stderr (appended by the trainer, cut to a cap by the shim)
 //   dataset/      the copy of the checked dataset files the trainer reads (and caches latents beside)
 //   dataset.toml  the generated dataset config the trainer reads, pointing into dataset/
+//   sample-prompts.json  the preview prompts the trainer reads, for a run that takes samples
 //   tmp/          the trainer's TMPDIR
 //   job.json      the record's origin: request and bookkeeping (written by the worker before the shim starts)
 //   launch.json   what to run (written by the worker before the shim starts)
@@ -21,13 +22,17 @@ export interface JobPaths {
   dataset: string;
   log: string;
   datasetConfig: string;
+  samplePrompts: string;
   hfHome: string;
 }
 
 // Every job lives in <state_dir>/jobs/<id>/; the Hugging Face cache is shared by all of them.
 export function jobPaths(stateDir: string, id: string): JobPaths {
   const dir = join(stateDir, "jobs", id);
-  return { id, dir, dataset: join(dir, "dataset"), log: join(dir, "train.log"), datasetConfig: join(dir, "dataset.toml"), hfHome: join(stateDir, "hf-home") };
+  return {
+    id, dir, dataset: join(dir, "dataset"), log: join(dir, "train.log"), datasetConfig: join(dir, "dataset.toml"),
+    samplePrompts: join(dir, "sample-prompts.json"), hfHome: join(stateDir, "hf-home"),
+  };
 }
 
 export interface LaunchFile {

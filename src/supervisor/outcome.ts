@@ -1,5 +1,5 @@
 import type { SafetensorsVerdict } from "../safetensors/verify.ts";
-import { type ErrorCode, isCancel, type Outcome, type StopReason } from "../job.ts";
+import { type ErrorCode, isCancel, type Outcome, type Phase, type StopReason } from "../job.ts";
 import type { ExitWatch } from "./job-dir.ts";
 import { decisiveLine, SIGNATURES, withoutLauncherFrames } from "./failure-signatures.ts";
 
@@ -13,6 +13,8 @@ export interface ExitFacts {
   logTail: string[];
   /** How much the cgroup's oom_kill counter rose during the run; null where the host cannot say. */
   oomKills: number | null;
+  /** The phase the run was in when it ended. */
+  phase: Phase;
 }
 
 interface Failure {
@@ -39,7 +41,7 @@ export function decideOutcome(facts: ExitFacts): Outcome {
     return { ...base, status: "succeeded", error: null, error_code: null, lora_path: facts.outputFile, lora_sha256: v.sha256, lora_bytes: v.bytes };
   }
   if (isCancel(facts.stopReason)) return { ...base, status: "cancelled", error: null, error_code: null };
-  const failure = classify(facts, exit.exit_code, exit.signal);
+  const failure = whileSampling(classify(facts, exit.exit_code, exit.signal), facts.phase);
   const lead = failure.line ? `${failure.line}\n` : "";
   return { ...base, status: "failed", error_code: failure.code, error: `${lead}${failure.what}; ${exitText(ended)}.${tailText(facts.logTail)}` };
 }
@@ -57,6 +59,13 @@ function classify(facts: ExitFacts, exitCode: number | null, signal: string | nu
   if (exitCode === 0) return unusableOutput(verdict, facts.outputFile);
   if ("lost" in ended) return { code: "worker_restarted", what: "the trainer ended while its shim was gone, so its exit status was not recorded" };
   return { code: "trainer_crashed", what: "the trainer stopped with an error" };
+}
+
+// The first sample after a checkpoint is where a card that trained fine runs out of memory: said, so arbo can
+// retry without samples.
+function whileSampling(failure: Failure, phase: Phase): Failure {
+  if (failure.code !== "cuda_oom" || phase !== "sampling") return failure;
+  return { ...failure, what: `${failure.what}, while taking preview samples (phase sampling; a retry without samples needs less)` };
 }
 
 // An exit 0 is a success only with a LoRA that is whole and finite.

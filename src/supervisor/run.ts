@@ -3,6 +3,7 @@ import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import type { StopReason } from "../job.ts";
 import type { Checkpoint, JobStore } from "../store/job-store.ts";
+import type { Sample } from "./samples.ts";
 import { type JobFile, jobFilePath, type LaunchFile, launchPath, readTrainer, watchExit } from "./job-dir.ts";
 import { writeJsonAtomic } from "../fs.ts";
 import { JOB_MARKER_ENV } from "../os/marker.ts";
@@ -33,6 +34,8 @@ export interface RunContext {
   checkpoints: Checkpoint[];
   /** A pause asked for before this worker took the run over. */
   pauseRequested: boolean;
+  /** For a run that takes preview samples: those on record, and since when this run writes its own. */
+  samples: { known: Sample[]; sinceMs: number } | null;
   /** The cgroup v2 memory.events whose oom_kill counter covers the trainer; null where there is none. */
   memoryEvents: string | null;
   /** Called after every change a watcher could see: progress, status, the end. */

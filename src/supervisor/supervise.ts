@@ -11,6 +11,7 @@ import type { PendingStop, Run, RunContext } from "./run.ts";
 import { createWriteGuard, untilDone, writeUntilDone } from "./retry.ts";
 import { followStates, runOutput, settleStates, stateDir, stillThere } from "./checkpoints.ts";
 import type { ResumePoint } from "../store/job-store.ts";
+import { findSamples } from "./samples.ts";
 import { startWatchdog } from "./watchdog.ts";
 
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
@@ -26,6 +27,15 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
   const out = runOutput(ctx.outputFile);
   let checkpoints = ctx.checkpoints;
   let pausing = ctx.pauseRequested;
+  let samples = ctx.samples?.known ?? [];
+  // sd-scripts samples just before it saves a checkpoint, so a verified state means its samples are whole too.
+  const recordSamples = async () => {
+    if (ctx.samples === null) return;
+    const found = await findSamples(out, ctx.samples.sinceMs, samples);
+    if (found.length === samples.length) return;
+    samples = found;
+    guard("samples", () => ctx.store.saveSamples(ctx.id, samples));
+  };
   let statusRecorded = false;
   let pgid: number | null = null;
   let stopping: Promise<unknown> = Promise.resolve();
@@ -66,8 +76,10 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
       const point: ResumePoint = { step, state: stateDir(out, step), checkpoints, gone: null };
       guard("resume point", () => ctx.store.saveResumePoint(ctx.id, point));
       ctx.log.info("state saved", { job_id: ctx.id, step, pausing });
-      ctx.changed();
       if (pausing) void stop("pause");
+      void recordSamples()
+        .catch((err: Error) => ctx.log.error("could not list the run's samples", { job_id: ctx.id, error: err.message }))
+        .finally(ctx.changed);
     },
   });
   const watchdog = startWatchdog({ stallMs: ctx.stallMs, deadline: ctx.deadline }, (reason) => void stop(reason));
@@ -119,8 +131,10 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
       outputFile: ctx.outputFile,
       logTail: tailLines(ctx.logPath, LOG_LINES_FOR_OUTCOME),
       oomKills: oomKillsAtStart === null ? null : (readOomKills(ctx.memoryEvents) ?? oomKillsAtStart) - oomKillsAtStart,
+      phase: tracker.progress().phase,
     });
     const point = await settle(outcome.status === "succeeded");
+    await recordSamples().catch((err: Error) => ctx.log.error("could not list the run's samples", { job_id: ctx.id, error: err.message }));
     await writeUntilDone(guard, "final record", () => {
       if (point !== null) ctx.store.saveResumePoint(ctx.id, point);
       ctx.store.saveProgress(ctx.id, tracker.progress());

@@ -8,6 +8,7 @@ import type { TrainRequest } from "../request/schema.ts";
 import type { Checkpoint, JobRow, JobStore } from "../store/job-store.ts";
 import { createStateHealth } from "../store/state-health.ts";
 import { jobPaths, type LaunchFile } from "./job-dir.ts";
+import type { Sample } from "./samples.ts";
 import { markedProcesses } from "../os/marker.ts";
 import { reconcileOnStart } from "./reconcile.ts";
 import { createWriteGuard, writeUntilDone } from "./retry.ts";
@@ -52,6 +53,7 @@ export function createSupervisor(deps: SupervisorDeps) {
       resumedAt: row.resumed_from_step ?? 0,
       checkpoints: row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]),
       pauseRequested: row.pause_requested_at !== null,
+      samples: (request.samples ?? 0) > 0 ? { known: row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]), sinceMs: Date.parse(row.created_at) } : null,
       memoryEvents: deps.memoryEvents ?? null,
       changed: () => notify(row.id),
     };
