@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import openapiTS, { astToString } from "openapi-typescript";
+import { Phase } from "../src/job.ts";
 import { inProcessApp } from "./support/app-harness.ts";
 import { REPO, makeHostTree } from "./support/host-tree.ts";
 import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
@@ -70,6 +71,15 @@ export async function dispatchAndRead(body: components["schemas"]["TrainRequest"
   const notAStatus: Job["status"] = "done";
   return [status, tier, code, notAStatus];
 }
+
+export async function newestSample(id: string): Promise<Blob | null> {
+  const { data: job } = await client.GET("/train/{id}", { params: { path: { id } } });
+  const sample: components["schemas"]["Sample"] | undefined = job?.samples.at(-1);
+  const template: "portrait" | "full_body" | "close_up" | "candid" | null | undefined = sample?.template;
+  if (!sample || template === undefined) return null;
+  const { data } = await client.GET("/train/{id}/samples/{name}", { params: { path: { id, name: sample.name } }, parseAs: "blob" });
+  return data ?? null;
+}
 `;
 
 // The same call with the mistakes a generated client exists to catch.
@@ -127,7 +137,15 @@ describe("the OpenAPI document and the tools that consume it", () => {
     expect(schemas.JobView.properties.status).toEqual({ $ref: "#/components/schemas/JobStatus" });
     expect(schemas.JobView.properties.phase).toEqual({ $ref: "#/components/schemas/Phase" });
     expect(schemas.JobView.properties.error_code).toEqual({ $ref: "#/components/schemas/ErrorCode" });
-    expect(schemas.Phase).toEqual({ type: "string", enum: ["loading", "caching", "training", "sampling", "saving", "done"] });
+    expect(schemas.JobView.properties.samples).toMatchObject({ type: "array", items: { $ref: "#/components/schemas/Sample" } });
+    expect(schemas.Sample.required).toEqual(["step", "index", "template", "name", "bytes", "url"]);
+    expect(schemas.Sample.properties.template.anyOf).toEqual([{ type: "string", enum: ["portrait", "full_body", "close_up", "candid"] }, { type: "null" }]);
+    expect(schemas.TrainRequest.properties.samples).toEqual({ type: "integer", minimum: 0, maximum: 4 });
+    expect(schemas.TrainRequest.required).not.toContain("samples");
+    expect(Object.keys(doc.paths["/train/{id}/samples/{name}"].get.responses[200].content)).toEqual(["image/png"]);
+    // Derived from the one enum, whatever phases it gains.
+    expect(schemas.Phase).toEqual({ type: "string", enum: Phase.options });
+    expect(Phase.options).toContain("sampling");
     expect(schemas.TrainRequest.properties.tier).toEqual({ type: "string", enum: ["fast", "balanced", "quality"] });
     expect(schemas.Conflict.properties.reason.enum).toEqual(["busy", "output_exists", "insufficient_vram", "cotenant_active", "insufficient_disk", "not_resumable"]);
     expect(schemas.Unavailable.properties.reason.enum).toEqual(["gpu_probe_failed", "state_unwritable", "spawn_failed"]);

@@ -1,5 +1,5 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { Conflict, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, Resumed, TRAIN_REQUEST_EXAMPLE } from "../src/api/openapi.ts";
+import { Conflict, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, Problem, Resumed, TRAIN_REQUEST_EXAMPLE } from "../src/api/openapi.ts";
 import { TrainRequest } from "../src/request/schema.ts";
 import { inProcessApp } from "./support/app-harness.ts";
 import { makeHostTree } from "./support/host-tree.ts";
@@ -95,5 +95,31 @@ describe("GET /openapi.json", () => {
       const parsed = schema.safeParse(body);
       expect(parsed.success ? [] : parsed.error.issues).toEqual([]);
     }
+  });
+
+  test("a samples job's record and its sample route answer as documented: the PNG as image/png, an unlisted name a Problem 404", async () => {
+    using tree = makeHostTree();
+    await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
+    const route = (await a.json("/openapi.json")).body.paths["/train/{id}/samples/{name}"].get;
+    expect(route.parameters.map((p: any) => [p.in, p.name, p.required])).toEqual([["path", "id", true], ["path", "name", true]]);
+    expect(Object.keys(route.responses)).toEqual(["200", "401", "404"]);
+    const request = tree.validRequest({ samples: 2 });
+    const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request) })).body.worker_job_id;
+    await a.supervisor.settle();
+
+    const job = (await a.json(`/train/${id}`)).body;
+    const parsed = JobView.safeParse(job);
+    expect(parsed.success ? [] : parsed.error.issues).toEqual([]);
+    expect(job.samples).toHaveLength(20);
+    const res = await a.app.request(job.samples[0].url);
+    expect(res.status).toBe(200);
+    expect([res.headers.get("content-type")]).toEqual(Object.keys(route.responses[200].content));
+    expect(new Uint8Array(await res.arrayBuffer()).subarray(0, 4)).toEqual(new Uint8Array([0x89, 0x50, 0x4e, 0x47]));
+    for (const path of [`/train/${id}/samples/not-listed.png`, `/train/00000000-0000-4000-8000-000000000000/samples/${job.samples[0].name}`]) {
+      const missing = await a.json(path);
+      expect(missing.status).toBe(404);
+      expect(Problem.safeParse(missing.body).success).toBe(true);
+    }
+    expect(route.responses[404].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/Problem" });
   });
 });

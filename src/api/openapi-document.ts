@@ -2,7 +2,7 @@ import { z } from "zod";
 import { ErrorCode, JobStatus, Phase } from "../job.ts";
 import { TrainRequest } from "../request/schema.ts";
 import {
-  Checkpoint, Conflict, DetailItem, Dispatched, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, Problem, Resumed, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError,
+  Checkpoint, Conflict, DetailItem, Dispatched, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, Problem, Resumed, Sample, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError,
 } from "./openapi.ts";
 import { CurveQuery, ListQuery, LogQuery } from "./queries.ts";
 
@@ -13,6 +13,7 @@ const COMPONENTS = {
   ErrorCode,
   TrainRequest,
   Checkpoint,
+  Sample,
   JobView,
   JobList,
   Dispatched,
@@ -47,6 +48,7 @@ const answer = (description: string, name: Component, example?: unknown) => ({ d
 const text = (description: string, type: string) => ({ description, content: { [type]: { schema: { type: "string" } } } });
 const problem = (description: string) => answer(description, "Problem");
 const jobId = { name: "id", in: "path", required: true, schema: { type: "string", format: "uuid" } };
+const sampleName = { name: "name", in: "path", required: true, description: "a `name` of the job's `samples`", schema: { type: "string" } };
 // zod writes a default first; the document has always listed it last.
 const queryParameters = (query: z.ZodObject) =>
   Object.entries(query.shape).map(([name, field]) => {
@@ -121,6 +123,19 @@ export function openApiDocument(version: string) {
           summary: "Loss curve, thinned to max_points",
           parameters: [jobId, ...queryParameters(CurveQuery)],
           responses: { 200: answer("(step, loss) points", "LossCurve"), 401: unauthorized, 404: notFound, 422: answer("bad max_points", "ValidationError") },
+        },
+      },
+      "/train/{id}/samples/{name}": {
+        get: {
+          operationId: "getJobSample",
+          summary: "One preview PNG the job's `samples` list",
+          description: "Only a name the record lists is served; the file never changes, so it may be cached.",
+          parameters: [jobId, sampleName],
+          responses: {
+            200: { description: "the PNG", content: { "image/png": { schema: { type: "string", format: "binary" } } } },
+            401: unauthorized,
+            404: problem("no such job, a name the job does not list, or a sample no longer in the output dir"),
+          },
         },
       },
       "/train/{id}/pause": {

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ErrorCode, JobStatus as Status, Phase } from "../job.ts";
-import { TrainRequest } from "../request/schema.ts";
+import { SAMPLE_TEMPLATES } from "../recipe/samples.ts";
+import { MAX_SAMPLES, TrainRequest } from "../request/schema.ts";
 
 // Response shapes, in zod so the OpenAPI document (openapi-document.ts), the client and the tests that check real
 // answers share them.
@@ -8,6 +9,16 @@ export { JobStatus as Status } from "../job.ts";
 
 /** A verified intermediate LoRA a run saved beside its state. */
 export const Checkpoint = z.strictObject({ step: z.int().min(1), path: z.string(), sha256: z.string().regex(/^[0-9a-f]{64}$/), bytes: z.int().min(0) });
+
+/** A preview PNG the run drew at a checkpoint; `url` serves it (behind the same token). */
+export const Sample = z.strictObject({
+  step: z.int().min(1).describe("the checkpoint's step"),
+  index: z.int().min(0).max(MAX_SAMPLES - 1).describe("which of the request's samples: the recipe's template of that index"),
+  template: z.enum(SAMPLE_TEMPLATES.map((t) => t.name)).nullable().describe("the prompt template it was drawn from"),
+  name: z.string().describe("the file's name in <output_dir>/sample/"),
+  bytes: z.int().min(0),
+  url: z.string().describe("GET /train/{id}/samples/{name}, relative to the worker"),
+});
 
 export const JobView = z.strictObject({
   worker_job_id: z.uuid(),
@@ -40,6 +51,7 @@ export const JobView = z.strictObject({
   resumed_from_step: z.int().min(0).optional().describe("the step of the state this job started from"),
   resumed_by: z.uuid().optional().describe("the job that continues this one"),
   resume_gone: z.string().optional().describe("why a saved state of this job is gone"),
+  samples: z.array(Sample).describe("the preview images drawn so far, by step then index; a resumed job's start with its predecessor's"),
   forced_kill: z.boolean(),
   request: TrainRequest,
 });
@@ -114,8 +126,15 @@ export const TRAIN_REQUEST_EXAMPLE = {
   seed: 1234,
 };
 
+const EXAMPLE_JOB_ID = "3f1c2a4e-5b6d-4e7f-8a9b-0c1d2e3f4a5b";
+
+function exampleSample(index: number, bytes: number) {
+  const name = `ohwx_person_000600_0${index}_20261130102712_${1234 + index}.png`;
+  return { step: 600, index, template: SAMPLE_TEMPLATES[index]!.name, name, bytes, url: `/train/${EXAMPLE_JOB_ID}/samples/${name}` };
+}
+
 export const JOB_VIEW_EXAMPLE = {
-  worker_job_id: "3f1c2a4e-5b6d-4e7f-8a9b-0c1d2e3f4a5b",
+  worker_job_id: EXAMPLE_JOB_ID,
   status: "training",
   phase: "training",
   step: 640,
@@ -136,6 +155,7 @@ export const JOB_VIEW_EXAMPLE = {
     },
   ],
   paused: false,
+  samples: [exampleSample(0, 1_184_213), exampleSample(1, 1_204_693)],
   forced_kill: false,
-  request: TRAIN_REQUEST_EXAMPLE,
+  request: { ...TRAIN_REQUEST_EXAMPLE, samples: 2 },
 };

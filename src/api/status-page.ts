@@ -23,7 +23,8 @@ function contentSecurityPolicy(html: string): string {
     `script-src ${hashesOf(html, "script")}`,
     `style-src ${hashesOf(html, "style")}`,
     "connect-src 'self'",
-    "img-src data:",
+    // blob: for the preview samples, which the page fetches with the token and shows as object URLs.
+    "img-src data: blob:",
     "base-uri 'none'",
     "form-action 'none'",
     "frame-ancestors 'none'",

@@ -65,18 +65,19 @@ export function outcomeLines(view: JobView): string[] {
   return [];
 }
 
-/** `status ID` for a person: one labelled line per fact. */
-export function statusLines(view: JobView): string[] {
+/** `status ID` for a person: one labelled line per fact; `baseUrl` (the worker's) makes the samples' URLs absolute. */
+export function statusLines(view: JobView, baseUrl: string): string[] {
   const r = view.request;
   const rows: [string, string][] = [
     ["job", view.worker_job_id],
     ["status", `${view.status}${view.paused ? " (paused)" : ""}, phase ${view.phase}${view.simulated ? " (simulated trainer)" : ""}`],
     ["progress", `${steps(view)} steps, loss ${loss(view)}${isTerminal(view.status) ? "" : `, ETA ${duration(view.eta_s)}`}`],
-    ["request", `tier ${String(r.tier)} on device ${String(r.device_index)}, ${String(r.output_name)}, trigger ${String(r.trigger)}, seed ${String(r.seed)}`],
+    ["request", `tier ${String(r.tier)} on device ${String(r.device_index)}, ${String(r.output_name)}, trigger ${String(r.trigger)}, seed ${String(r.seed)}${r.samples ? `, ${r.samples} samples a checkpoint` : ""}`],
     ["created", view.created_at],
     ...(view.started_at ? [["started", view.started_at] as [string, string]] : []),
     ...(view.ended_at ? [["ended", view.ended_at] as [string, string]] : []),
     ...resumeRows(view),
+    ...sampleRows(view, baseUrl),
   ];
   const hint = resumeHint(view);
   return [...rows.map(([k, v]) => `${k.padEnd(9)}${v}`), ...outcomeLines(view), ...(hint === null ? [] : [hint])];
@@ -92,6 +93,16 @@ function resumeRows(view: JobView): [string, string][] {
   view.checkpoints.forEach((c, i) => rows.push([i === 0 ? "saved" : "", `step ${c.step}: ${c.path}`]));
   if (view.resumed_by) rows.push(["resumed", `by job ${view.resumed_by}`]);
   return rows;
+}
+
+// One row per checkpoint, in step order: each preview's template and the URL that serves it (with the token).
+function sampleRows(view: JobView, baseUrl: string): [string, string][] {
+  // A worker from before issue 19 sends no `samples`.
+  const byStep = Map.groupBy(view.samples ?? [], (s) => s.step);
+  return [...byStep].map(([step, samples], i) => [
+    i === 0 ? "samples" : "",
+    `step ${step}: ${samples.map((s) => `${s.template ?? `#${s.index}`} ${baseUrl}${s.url}`).join(", ")}`,
+  ]);
 }
 
 /** The command that continues a resumable job, or null. */

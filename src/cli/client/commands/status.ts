@@ -8,7 +8,8 @@ export const status: ClientCommand = {
   usage: "status [ID] [--json] [--follow]",
   help: `Shows job ID, or without ID the active job (or says that none is active; with --json, prints null).
 On a terminal an active job is drawn live until it ends; --follow does that anywhere (plain lines when not a
-terminal, one JSON record per line with --json). Otherwise one snapshot: labelled lines, or the record with --json.
+terminal, one JSON record per line with --json). Otherwise one snapshot: labelled lines (with the URL of each
+preview sample, which needs the same token), or the record with --json.
 Exit: by the job's status: 0 succeeded, still running, or no active job; 1 failed; 3 cancelled.`,
   values: [],
   flags: ["json", "follow"],
@@ -23,10 +24,10 @@ Exit: by the job's status: 0 succeeded, still running, or no active job; 1 faile
     const view = await client.job(id);
     const live = !isTerminal(view.status) && (options.flags.has("follow") || (out.isTTY && !json));
     if (!live) {
-      out.write(json ? `${jsonText(view)}\n` : statusLines(view).map((l) => `${l}\n`).join(""));
+      out.write(json ? `${jsonText(view)}\n` : statusLines(view, client.url).map((l) => `${l}\n`).join(""));
       return exitCodeOf(view);
     }
-    if (!json) out.write(statusLines(view).slice(0, 2).map((l) => `${l}\n`).join(""));
+    if (!json) out.write(statusLines(view, client.url).slice(0, 2).map((l) => `${l}\n`).join(""));
     return exitCodeOf(await followJob(client, id, followRenderer(out, json)));
   },
 };

@@ -1,0 +1,154 @@
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { join } from "node:path";
+import { TOKEN_A, writeTokens } from "./support/auth-setup.ts";
+import { ensureBinary } from "./support/binary.ts";
+import { PHONE, launchChromium, type Browser, type Page } from "./support/chromium.ts";
+import { runCli } from "./support/cli-process.ts";
+import { MAIN, SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
+import { OVERFLOWS, openStatusPage, saveScreenshot } from "./support/status-page.ts";
+import { waitFor } from "./support/wait.ts";
+import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+
+// Preview samples (issue 19) as a person meets them: the status page's strip in headless Chromium, behind a
+// token, and `lora-worker status`. The simulated fast run checkpoints every 40 steps and writes real 768 px PNGs.
+setDefaultTimeout(90_000);
+
+const TERMINAL = ["succeeded", "failed", "cancelled"];
+const ALL_STEPS = Array.from({ length: 10 }, (_, i) => 400 - 40 * i);
+
+// Expressions evaluated in the page.
+const STRIP = `[...document.querySelectorAll("#samples-strip .sample-row")].map((row) => ({
+  step: row.querySelector(".sample-step").textContent,
+  images: [...row.querySelectorAll(".sample")].map((b) => ({ label: b.querySelector(".sample-label").textContent, width: b.querySelector("img").naturalWidth })),
+}))`;
+type Strip = Array<{ step: string; images: Array<{ label: string; width: number }> }>;
+const SAMPLE_FETCHES = `performance.getEntriesByType("resource").map((e) => new URL(e.name).pathname).filter((p) => p.includes("/samples/"))`;
+const DECODED = `[...document.querySelectorAll("#samples-strip img")].filter((img) => img.naturalWidth > 0).length`;
+const untilEnded = (worker: WorkerProcess, id: string, init?: RequestInit) =>
+  waitFor(async () => {
+    const { body } = await worker.json(`/train/${id}`, init);
+    return TERMINAL.includes(body.status) ? body : null;
+  }, `job ${id} to end`, 60_000);
+
+let binary: string;
+let browser: Browser;
+beforeAll(async () => {
+  binary = ensureBinary();
+  browser = await launchChromium();
+}, 120_000);
+afterAll(async () => {
+  await browser?.[Symbol.asyncDispose]();
+});
+
+async function enterToken(page: Page) {
+  await page.until(`document.getElementById("token-dialog").open`, "the token form");
+  await page.focus("#token-input");
+  await page.type(TOKEN_A);
+  await page.pressEnter();
+}
+
+describe("preview samples on the status page and in the client", () => {
+  test("behind a token, a samples: 2 job's strip grows live, newest checkpoint first, each image fetched once and decoded, and a click opens the full image", async () => {
+    using tree = makeHostTree();
+    const tokenFile = writeTokens(join(tree.root, "etc"), [TOKEN_A]);
+    // 400 steps at 0.03 s: a checkpoint about every 1.2 s, so the page sees the strip grow.
+    await using worker = await startWorker(tree.writeConfig(`${SIMULATE_TABLES(0.03)}[auth]\ntoken_file = ${JSON.stringify(tokenFile)}\n`), { command: [binary] });
+    const auth = { authorization: `Bearer ${TOKEN_A}` };
+    const posted = await worker.json("/train", { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify(tree.validRequest({ samples: 2 })) });
+    const id = posted.body.worker_job_id as string;
+    const page = await openStatusPage(browser, worker);
+    await page.evaluate("performance.setResourceTimingBufferSize(10000)");
+    await enterToken(page);
+
+    // The first checkpoint's images, decoded; then a later checkpoint lands above them without reloading them.
+    await page.until(`document.querySelector('#samples-strip .sample-row[data-step="40"] img')?.naturalWidth > 0`, "the step 40 previews to show", 30_000);
+    await page.evaluate(`window.__first = document.querySelector('#samples-strip .sample-row[data-step="40"] img'); window.__firstSrc = window.__first.src`);
+    await page.until(`document.querySelector("#samples-strip .sample-row").dataset.step !== "40"`, "a newer checkpoint on top", 30_000);
+    const final = await untilEnded(worker, id, { headers: auth });
+    expect(final).toMatchObject({ status: "succeeded", request: { samples: 2 } });
+    await page.until(`document.getElementById("job-status").textContent === "succeeded" && document.querySelectorAll("#samples-strip .sample-row").length === 10`, "all ten checkpoints after the run");
+    expect(await page.evaluate(`[window.__first.isConnected, window.__first.src === window.__firstSrc, window.__first.src.startsWith("blob:")]`)).toEqual([true, true, true]);
+    expect(await page.evaluate(text("#samples-note"))).toBe("2 per checkpoint · 10 checkpoints");
+
+    const strip = await page.until<Strip>(`((rows) => rows[0].images.every((i) => i.width > 0) && rows)(${STRIP})`, "the newest row decoded");
+    expect(strip.map((row) => [row.step, row.images.map((i) => i.label)])).toEqual(ALL_STEPS.map((step) => [`step ${step}`, ["portrait", "full body"]]));
+    await saveScreenshot(page, "samples-strip");
+    // Each checkpoint came in on top while the page watched, so every image was fetched as it arrived, and once.
+    await page.evaluate(`document.getElementById("samples-strip").scrollTop = 1e6`);
+    await page.until(`${DECODED} === 20`, "every preview decoded", 20_000);
+    expect((await page.evaluate<Strip>(STRIP)).flatMap((row) => row.images.map((i) => i.width))).toEqual(Array(20).fill(768));
+    const fetched = await page.evaluate<string[]>(SAMPLE_FETCHES);
+    expect(fetched.toSorted()).toEqual(final.samples.map((s: { url: string }) => s.url).toSorted());
+
+    // A click opens the full image.
+    await page.evaluate(`document.querySelector('#samples-strip .sample-row[data-step="400"] .sample').click()`);
+    await page.until(`document.getElementById("sample-dialog").open && document.getElementById("sample-full").naturalWidth > 0`, "the full image");
+    expect(await page.evaluate(`[${text("#sample-title")}, ${text("#sample-name")}, document.getElementById("sample-full").naturalWidth]`)).toEqual(["step 400 · portrait", final.samples[18].name, 768]);
+    await saveScreenshot(page, "samples-full-image");
+    await page.evaluate(`document.getElementById("sample-close").click()`);
+    expect(await page.evaluate(`[document.getElementById("sample-dialog").open, document.getElementById("sample-full").hasAttribute("src")]`)).toEqual([false, false]);
+    expect(await page.evaluate(OVERFLOWS)).toEqual([]);
+    expect(page.errors).toEqual([]);
+  });
+
+  test("at a phone's width the strip fits and fetches a finished run's older rows only as they scroll into view; a sampling phase says so, and a job without samples shows no strip", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.002)), { command: [binary] });
+    const plain = (await worker.postTrain(tree.validRequest())).body.worker_job_id as string;
+    await untilEnded(worker, plain);
+    const id = (await worker.postTrain(tree.validRequest({ samples: 4, output_name: "with_previews" }))).body.worker_job_id as string;
+    await untilEnded(worker, id);
+    const page = await openStatusPage(browser, worker, PHONE);
+
+    const strip = await page.until<Strip>(`document.getElementById("job-id").textContent === "${id}" && ((rows) => rows.length === 10 && rows[0].images.every((i) => i.width > 0) && rows)(${STRIP})`, "the job's newest previews");
+    expect(strip[0]!.images.map((i) => i.label)).toEqual(["portrait", "full body", "close up", "candid"]);
+    expect(await page.evaluate(OVERFLOWS)).toEqual([]);
+    await saveScreenshot(page, "phone-samples", { fullPage: true });
+    // The strip shows a few rows of a finished run: the oldest are fetched only once they scroll into view.
+    expect(strip.at(-1)!.images.map((i) => i.width)).toEqual([0, 0, 0, 0]);
+    expect(await page.evaluate<string[]>(SAMPLE_FETCHES)).not.toContain(`/train/${id}/samples/${(await worker.json(`/train/${id}`)).body.samples[0].name}`);
+    await page.evaluate(`document.getElementById("samples-strip").scrollTop = 1e6`);
+    await page.until(`${DECODED} === 40`, "every preview decoded after scrolling", 20_000);
+
+    // A checkpoint's sampling, rendered by the page's own functions in one task.
+    const sampling = `(() => {
+      state.job = { ...state.job, status: "training", phase: "sampling", step: 120, ended_at: undefined };
+      renderJob();
+      return [${text("#job-phase")}, ${text("#samples-note")}];
+    })()`;
+    expect(await page.evaluate(sampling)).toEqual(["sampling", "drawing 4 previews at step 120…"]);
+
+    await page.evaluate(`focus(${JSON.stringify(plain)})`);
+    await page.until(`document.getElementById("job-id").textContent === "${plain}"`, "the job without samples");
+    expect(await page.evaluate(`[document.getElementById("job-samples").hidden, document.querySelectorAll("#samples-strip .sample").length]`)).toEqual([true, 0]);
+    expect(page.errors).toEqual([]);
+  });
+
+  test("status ID prints each checkpoint's preview URLs, which serve the PNG with the token and a 401 without; --json is the record", async () => {
+    using tree = makeHostTree();
+    const tokenFile = writeTokens(join(tree.root, "etc"), [TOKEN_A]);
+    await using worker = await startWorker(tree.writeConfig(`${SIMULATE_TABLES(0.002)}[auth]\ntoken_file = ${JSON.stringify(tokenFile)}\n`));
+    const auth = { authorization: `Bearer ${TOKEN_A}` };
+    const posted = await worker.json("/train", { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify(tree.validRequest({ samples: 2 })) });
+    const final = await untilEnded(worker, posted.body.worker_job_id, { headers: auth });
+    const env = { LORA_WORKER_URL: worker.url, LORA_WORKER_TOKEN: TOKEN_A };
+
+    const [status, json] = await Promise.all([runCli(process.execPath, [MAIN, "status", final.worker_job_id], env), runCli(process.execPath, [MAIN, "status", final.worker_job_id, "--json"], env)]);
+    expect([status.exitCode, status.stderr]).toEqual([0, ""]);
+    const url = (i: number) => `${worker.url}${final.samples[i].url}`;
+    const rows = ALL_STEPS.toReversed().map((step, i) => `${i === 0 ? "samples  " : "         "}step ${step}: portrait ${url(2 * i)}, full_body ${url(2 * i + 1)}`);
+    expect(status.stdout).toContain(`\n${rows.join("\n")}\nsucceeded after `);
+    expect(status.stdout).toContain(", seed 42, 2 samples a checkpoint\n");
+    expect(JSON.parse(json.stdout)).toEqual(final);
+
+    const printed = /^samples {2}step 40: portrait (\S+),/m.exec(status.stdout)![1]!;
+    const image = await fetch(printed, { headers: auth });
+    expect([image.status, image.headers.get("content-type"), (await image.bytes()).length]).toEqual([200, "image/png", final.samples[0].bytes]);
+    const refused = await fetch(printed);
+    expect([refused.status, refused.headers.get("content-type")]).toEqual([401, "application/json"]);
+  });
+});
+
+function text(selector: string): string {
+  return `(document.querySelector(${JSON.stringify(selector)})?.textContent ?? null)`;
+}
