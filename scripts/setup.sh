@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a fresh machine with Node.js and npm needs: the pinned Bun, the locked dependencies and,
 # with --test-tools, the Debian packages the tests drive (systemd-analyze, curl, setpriv, script, pkill,
-# chromium).
+# chromium, and Slurm with munge for a single-node test cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +19,11 @@ if [ "${1:-}" = "--test-tools" ]; then
   command -v script >/dev/null 2>&1 || missing+=(bsdutils)
   command -v pkill >/dev/null 2>&1 || missing+=(procps)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  # The Slurm daemons live in /usr/sbin, which a non-root PATH may lack.
+  [ -x /usr/sbin/slurmctld ] || missing+=(slurmctld)
+  [ -x /usr/sbin/slurmd ] || missing+=(slurmd)
+  [ -x /usr/sbin/munged ] || missing+=(munge)
+  command -v sbatch >/dev/null 2>&1 || missing+=(slurm-client)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]}"
     apt-get update -qq >/dev/null

@@ -126,9 +126,14 @@ describe("checkpoints, pause and resume (compiled binary, simulated trainer)", (
 
   test("a pause after the run's last resumable state lets it finish: the state at its last step is not a pause point", async () => {
     using tree = makeHostTree();
-    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.01)), { command: [binary] });
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.02)), { command: [binary] });
     const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
-    await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 362, "the steps after the last state before the end");
+    // Past the state at 360 and after it was verified (a state still being verified when the pause comes is the one
+    // the run pauses at).
+    await waitFor(async () => {
+      const { body } = await worker.json(`/train/${id}`);
+      return body.step > 362 && body.resume_step === 360;
+    }, "the steps after the last state before the end");
     const paused = await post(worker, `/train/${id}/pause`);
     expect(paused).toMatchObject({ status: 200, body: { status: "succeeded", paused: false, step: 400, resume_step: null } });
     expect(paused.body.lora_sha256).toBe(sha256(paused.body.lora_path));

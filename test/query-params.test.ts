@@ -77,7 +77,7 @@ describe("405", () => {
     );
     const expected = Object.entries<any>(doc.paths).map(([path, item]) => {
       const allow = Object.keys(item).map((m) => m.toUpperCase()).sort().join(", ");
-      return [path, 405, allow, `method PUT not allowed on ${path.replace("{id}", ":id")}; allowed: ${allow}`];
+      return [path, 405, allow, `method PUT not allowed on ${path.replace(/\{(\w+)\}/g, ":$1")}; allowed: ${allow}`];
     });
     expect(seen).toEqual(expected);
   });

@@ -10,6 +10,7 @@ import { SCHEMA } from "../src/store/schema.sql.ts";
 const LATER_COLUMNS = [
   "stop_requested_at", "dataset_files", "dataset_bytes", "dataset_sha256", "pruned_at", "output_file", "resume_step", "resume_state",
   "resume_gone", "checkpoints", "resumed_from", "resumed_from_step", "resumed_by", "pause_requested_at", "samples",
+  "slurm_job_id",
 ];
 
 function firstReleaseSchema(): string {

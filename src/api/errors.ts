@@ -41,7 +41,9 @@ export function refusalError(result: Exclude<DispatchResult, { ok: true }>): Api
     case "busy": {
       const detail = result.unsupervised
         ? `processes of job ${result.activeId} are running but this worker does not supervise them (they are being stopped); no training starts until they are gone`
-        : `another training is running (job ${result.activeId}); one job runs at a time`;
+        : result.limit === undefined
+          ? `another training is running (job ${result.activeId}); one job runs at a time`
+          : `${result.limit} trainings are active (slurm.max_active_jobs), among them job ${result.activeId}`;
       return new ApiError(409, { detail, reason: "busy", active_job_id: result.activeId }, { "Retry-After": BUSY_RETRY_AFTER_S });
     }
     case "state_unwritable":

@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { createSlurmClient, parseFields } from "../slurm/client.ts";
 import type { AuthGate } from "../auth/setup.ts";
 import type { LoadedConfig } from "../config/load.ts";
 import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
@@ -36,6 +37,16 @@ function stateFact(supervisor: Supervisor, path: string) {
   return failure === null ? { path, writable: true } : { path, writable: false, error: failure.error, since: failure.since };
 }
 
+// On the Slurm backend the GPUs are the cluster's: each node's gres and what of it running jobs hold.
+async function clusterGpus(config: SystemRouteDeps["loaded"]["config"]) {
+  const listed = await createSlurmClient(config.slurm).nodes();
+  if (!listed.ok) throw new ApiError(503, { detail: `scontrol show node: ${listed.error}`, reason: "gpu_probe_failed" });
+  const nodes = listed.stdout.split("\n").filter((line) => line.trim() !== "").map(parseFields).map((node) => ({
+    name: node.NodeName ?? "", state: node.State ?? "", gres: node.Gres ?? "", gres_used: node.GresUsed ?? "",
+  }));
+  return { backend: "slurm", nodes };
+}
+
 export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics }) {
   const { loaded, supervisor, gpu } = deps;
   const { config } = loaded;
@@ -46,6 +57,9 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
         status: "ok",
         version: deps.version,
         active_job_id: supervisor.activeJobId(),
+        active_job_ids: supervisor.activeJobIds(),
+        backend: config.trainer.backend,
+        ...(config.trainer.backend === "slurm" ? { max_active_jobs: config.slurm.max_active_jobs } : {}),
         trainer_mode: config.trainer.mode,
         simulated: config.trainer.mode === "simulate",
         auth_mode: deps.auth.mode,
@@ -67,6 +81,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
     })
     .get("/gpu-status", async (c) => {
       deps.keepOpen?.(c.req.raw); // bounded by the probe's own timeout, which may exceed the idle timeout
+      if (config.trainer.backend === "slurm") return c.json(await clusterGpus(config));
       const result = await gpu.read();
       if (!result.ok) throw new ApiError(503, { detail: result.detail, reason: "gpu_probe_failed" });
       return c.json(gpuStatusView(result.devices, config, supervisor.activeTrainerPid()));

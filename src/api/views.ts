@@ -3,13 +3,13 @@ import { cotenantsOf } from "../gpu/admission.ts";
 import type { GpuDevice } from "../gpu/probe.ts";
 import { isActive } from "../job.ts";
 import { readProcStat } from "../os/proc.ts";
-import type { Progress } from "../progress/progress.ts";
+import type { LiveProgress } from "../supervisor/supervisor.ts";
 import type { Checkpoint, JobRow, LossPoint } from "../store/job-store.ts";
 import { SAMPLE_TEMPLATES } from "../recipe/samples.ts";
 import type { Sample } from "../supervisor/samples.ts";
 
 // The wire shape of SPEC §3; optional fields appear only when they carry a value.
-export function jobView(row: JobRow, live: Progress | null) {
+export function jobView(row: JobRow, live: LiveProgress | null) {
   const progress = live ?? { phase: row.phase, step: row.step, total_steps: row.total_steps, loss: row.loss, eta_s: row.eta_s };
   const terminal = !isActive(row.status);
   return {
@@ -31,6 +31,7 @@ export function jobView(row: JobRow, live: Progress | null) {
     ...optional({ started_at: row.started_at, ended_at: row.ended_at }),
     simulated: row.simulated === 1,
     ...optional({ exit_code: row.exit_code, signal: row.signal, admission_warning: row.admission_warning }),
+    ...optional({ queue_reason: live?.queue_reason ?? null, slurm_job_id: row.slurm_job_id }),
     ...(row.dataset_sha256 === null ? {} : { dataset: { files: row.dataset_files, bytes: row.dataset_bytes, sha256: row.dataset_sha256 } }),
     ...resumeView(row),
     samples: samplesOf(row).map(({ path: _path, ...sample }) => ({

@@ -2,7 +2,7 @@ import { formatCheck, formatSummary, hasFailure, loadDoctorConfig, type CheckRes
 import { chooseAccountNames, DEFAULT_UNIT_PATH } from "../doctor/account-source.ts";
 import { checkHandoffRoot, checkModelRoot, checkPort, checkServiceAccount, checkStateDir, checkTokenFile } from "../doctor/host-checks.ts";
 import { createRunAs, resolveServiceAccount } from "../doctor/service-account.ts";
-import { checkAccelerate, checkNvidiaSmi, checkNvidiaUvm, checkSdScripts, checkTrainerPython } from "../doctor/trainer-checks.ts";
+import { checkAccelerate, checkNvidiaSmi, checkNvidiaUvm, checkSdScripts, checkSlurm, checkTrainerPython } from "../doctor/trainer-checks.ts";
 import { parseArgs, UsageError } from "./args.ts";
 
 const EXIT_FAIL = 1;
@@ -38,6 +38,7 @@ async function runChecks(deps: DoctorDeps): Promise<CheckResult[]> {
     ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
     checkStateDir(config, account, runAs),
     checkNvidiaSmi(config),
+    checkSlurm(config),
     checkNvidiaUvm(config, deps.devDir),
     checkPort(config),
     checkTokenFile(config, account, runAs),

@@ -25,6 +25,9 @@ const Device = z.strictObject({
   index: z.int().min(0).max(63),
   name: z.string().min(1).max(64),
   class: DeviceClass,
+  // On the Slurm backend the GPU a run asks Slurm for (sbatch --gres), e.g. "gpu:a6000:1": the device is then a
+  // GPU type anywhere in the cluster, and `index` only names it in requests.
+  gres: z.string().regex(/^[A-Za-z0-9_]+(:[A-Za-z0-9_.-]+)*$/, "must be a Slurm gres like gpu:a6000:1").optional(),
 });
 export type Device = z.infer<typeof Device>;
 
@@ -55,6 +58,8 @@ export const ConfigSchema = z.strictObject({
   trainer: z
     .strictObject({
       mode: z.enum(["real", "simulate"]).default("real"),
+      // local: runs on this host, one at a time; slurm: each run is a batch job on a Slurm cluster (see [slurm]).
+      backend: z.enum(["local", "slurm"]).default("local"),
       accelerate: absolutePath.default(DEFAULTS.accelerate),
       sd_scripts_dir: absolutePath.default(DEFAULTS.sd_scripts_dir),
       cancel_grace_seconds: z.number().positive().max(600).default(10),
@@ -67,6 +72,18 @@ export const ConfigSchema = z.strictObject({
       max_files: z.int().min(1).max(1_000_000).default(2000),
       max_bytes: z.int().min(1024 * 1024).max(2 ** 40).default(4 * 1024 ** 3),
       max_file_bytes: z.int().min(1024).max(2 ** 40).default(100 * 1024 * 1024),
+    })
+    .prefault({}),
+  // The Slurm backend: how many runs the worker admits at once (each a batch job that waits in Slurm's queue for its
+  // GPU), where the commands are, and where jobs go (partition and account as the cluster's policy requires).
+  slurm: z
+    .strictObject({
+      max_active_jobs: z.int().min(1).max(1000).default(1),
+      bin_dir: absolutePath.default("/usr/bin"),
+      partition: z.string().regex(/^[A-Za-z0-9_.-]*$/).default(""),
+      account: z.string().regex(/^[A-Za-z0-9_.-]*$/).default(""),
+      // How often a run's state is asked of Slurm (scontrol): the delay before a start, an end or a queue reason shows.
+      poll_seconds: z.number().min(0.1).max(60).default(1),
     })
     .prefault({}),
   // Job directories (logs, dataset copies) of ended jobs older than this are removed; the records stay.
@@ -145,6 +162,11 @@ export const ConfigSchema = z.strictObject({
       message: "device indexes must be unique",
     })
     .default(DEFAULT_DEVICES),
+}).superRefine((config, ctx) => {
+  if (config.trainer.backend !== "slurm") return;
+  for (const [i, device] of config.devices.entries()) {
+    if (device.gres === undefined) ctx.addIssue({ code: "custom", path: ["devices", i, "gres"], message: 'is required with trainer.backend = "slurm"' });
+  }
 });
 
 export type Config = z.infer<typeof ConfigSchema>;

@@ -34,7 +34,7 @@ export type DispatchResult =
   | { ok: false; kind: "idempotency_mismatch"; detail: string }
   | { ok: false; kind: "refused"; refusal: Refusal }
   | { ok: false; kind: "output_exists"; detail: string }
-  | { ok: false; kind: "busy"; activeId: string; unsupervised: boolean }
+  | { ok: false; kind: "busy"; activeId: string; unsupervised: boolean; limit?: number }
   | { ok: false; kind: "state_unwritable"; detail: string }
   | { ok: false; kind: "insufficient_disk"; shortfall: DiskShortfall }
   | { ok: false; kind: "not_resumable"; detail: string }
@@ -57,12 +57,15 @@ export type Dispatcher = ReturnType<typeof createDispatcher>;
 // POST /train from top to bottom: parse once → replay check → validate → admission → claim → plan → start.
 export function createDispatcher(deps: DispatcherDeps) {
   const { store, config, supervisor, now, log } = deps;
+  // One run at a time on this host; on Slurm as many as slurm.max_active_jobs, each waiting in its queue for a GPU.
+  const maxActive = config.trainer.backend === "slurm" ? config.slurm.max_active_jobs : 1;
   // A replayed recording trains for its own number of steps, not the tier's.
   const expectedTotal = (request: TrainRequest) => (config.trainer.mode === "simulate" && config.simulate.replay_log !== "" ? null : TIERS[request.tier].maxTrainSteps);
 
   // A fresh probe right before the spawn: a cached answer may predate the co-tenant's last model load.
+  // On the Slurm backend Slurm places the run on a GPU it has free: this host's nvidia-smi says nothing about it.
   const admit = async (train: CheckedTrain): Promise<Admission> => {
-    if (config.gpu.admission === "off") return { admit: true, warning: null };
+    if (config.gpu.admission === "off" || config.trainer.backend === "slurm") return { admit: true, warning: null };
     return judgeAdmission(await deps.gpu.read({ fresh: true }), train.device, train.request.tier, config, train.request.samples ?? 0);
   };
 
@@ -89,9 +92,10 @@ export function createDispatcher(deps: DispatcherDeps) {
         id, request: train.request, requestHash: hash, idempotencyKey: key, admissionWarning, simulated: config.trainer.mode === "simulate",
         logPath: jobPaths(config.state_dir, id).log, now: now().toISOString(), totalSteps: expectedTotal(train.request), dataset: origin.dataset,
         outputFile: train.outputFile, resumes: origin.resumes, samples: origin.samples,
+        maxActive,
       });
       if (!claimed.inserted && "resumedBy" in claimed) return alreadyResumed(origin.resumes?.id ?? "", claimed.resumedBy);
-      if (!claimed.inserted) return { ok: false, kind: "busy", activeId: claimed.activeId, unsupervised: false };
+      if (!claimed.inserted) return { ok: false, kind: "busy", activeId: claimed.activeId, unsupervised: false, ...(maxActive > 1 ? { limit: maxActive } : {}) };
       // This run's saves would land on the same names: a state another job could resume from is gone from now.
       for (const state of claimed.superseded) {
         rmSync(state, { recursive: true, force: true });
@@ -133,7 +137,8 @@ export function createDispatcher(deps: DispatcherDeps) {
       writeFileSync(paths.datasetConfig, plan.dataset_toml, { mode: 0o640 });
       if (plan.sample_prompts !== undefined) writeFileSync(paths.samplePrompts, plan.sample_prompts, { mode: 0o640 });
       mkdirSync(train.outputDir, { recursive: true, mode: 0o770 });
-      await supervisor.start(row, train.outputFile, { argv: plan.argv, env: plan.env, cwd: plan.cwd, log: paths.log, logMaxBytes: config.trainer.log_max_bytes });
+      const launchFile = { argv: plan.argv, env: plan.env, cwd: plan.cwd, log: paths.log, logMaxBytes: config.trainer.log_max_bytes, inheritEnv: plan.inheritEnv };
+      await supervisor.start(row, train.outputFile, launchFile, train.device);
       log.info("job started", {
         job_id: row.id, tier: train.request.tier, device_index: train.device.index, simulated: config.trainer.mode === "simulate",
         ...(resume === null ? {} : { resumed_from: row.resumed_from, resume_step: resume.step }),

@@ -1,6 +1,7 @@
 import { statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Config } from "../config/schema.ts";
+import { createSlurmClient, parseFields } from "../slurm/client.ts";
 import { createGpuProbe } from "../gpu/probe.ts";
 import { fail, ok, relaxedInSimulate, warn, type CheckResult, type DoctorDeps } from "./doctor.ts";
 import { PROBE_PROGRAM, readReports, STAGES, stopReason, type Reports, type Stage } from "./python-probe.ts";
@@ -44,8 +45,35 @@ function lastLine(output: string): string {
   return output.split("\n").filter((l) => l.trim() !== "").at(-1) ?? "no output";
 }
 
+// On the Slurm backend: the controller answers, and every configured device's gres is on some node. That the job
+// directories are on storage the nodes share cannot be seen from here: the line says so.
+export async function checkSlurm(config: Config): Promise<CheckResult[]> {
+  if (config.trainer.backend !== "slurm") return [];
+  const name = "slurm";
+  const nodes = await createSlurmClient(config.slurm).nodes();
+  if (!nodes.ok) return [fail(name, `scontrol show node failed: ${nodes.error}`, "check slurm.bin_dir, SLURM_CONF and that slurmctld is up (scontrol ping)")];
+  const gres = nodes.stdout.split("\n").map((line) => parseFields(line).Gres ?? "").filter((g) => g !== "" && g !== "(null)");
+  const unknown = config.devices.filter((d) => !gres.some((g) => offers(g, d.gres ?? "")));
+  if (unknown.length > 0) {
+    const names = unknown.map((d) => `device ${d.index} asks for ${d.gres}`).join(", ");
+    return [fail(name, `${names}, which no node offers (nodes: ${gres.join("; ") || "no gres"})`, "fix the devices' gres to a type the cluster has")];
+  }
+  const shared = "state_dir, handoff_root, the model roots and this binary must be at the same paths on every node (not checkable from here)";
+  return [ok(name, `the controller answers and offers every device's gres; ${shared}`)];
+}
+
+// "gpu:a6000:1" is offered by a node whose Gres holds "gpu:a6000:N"; "gpu:1" by any gpu.
+function offers(nodeGres: string, wanted: string): boolean {
+  const [kind, type] = wanted.split(":");
+  return nodeGres.split(",").some((entry) => {
+    const [k, t] = entry.split(":");
+    return k === kind && (wanted.split(":").length < 3 || t === type);
+  });
+}
+
 export async function checkNvidiaSmi(config: Config): Promise<CheckResult> {
   const name = "nvidia-smi";
+  if (config.trainer.backend === "slurm") return ok(name, "not checked: on the Slurm backend the GPUs are the nodes', which Slurm places runs on");
   const probe = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: 0 });
   const result = await probe.read({ fresh: true });
   if (!result.ok) {
@@ -68,6 +96,7 @@ export async function checkNvidiaSmi(config: Config): Promise<CheckResult> {
 
 /** With NoNewPrivileges the worker cannot run nvidia-modprobe (setuid) to create the node, so it must exist already. */
 export function checkNvidiaUvm(config: Config, devDir: string): CheckResult {
+  if (config.trainer.backend === "slurm") return ok("nvidia-uvm", "not checked: on the Slurm backend the trainer runs on the nodes");
   return relaxedInSimulate(config, uvmNode(devDir), "the simulated trainer uses no CUDA");
 }
 

@@ -21,11 +21,16 @@ export interface ResumeFrom {
 export interface LaunchPlan {
   argv: string[];
   env: Record<string, string>;
+  /** On the Slurm backend, what the trainer takes from the job's environment: Slurm names its GPUs. */
+  inheritEnv?: string[];
   cwd: string;
   dataset_toml: string;
   /** The JSON prompts file of a run that takes preview samples; absent without samples. */
   sample_prompts?: string;
 }
+
+// What slurmd sets for a job's --gres GPUs.
+const SLURM_GPU_ENV = ["CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "GPU_DEVICE_ORDINAL", "SLURM_JOB_ID"];
 
 // Without --num_processes 1 accelerate goes multi-GPU when two GPUs are visible.
 const LAUNCH_FLAGS = [
@@ -42,6 +47,7 @@ export function buildLaunch(train: CheckedTrain, config: Config, paths: JobPaths
   return {
     argv: [...trainer, "launch", ...LAUNCH_FLAGS, join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths), ...resumeFlags(resume)],
     env: childEnv(train, config, paths),
+    ...(config.trainer.backend === "slurm" ? { inheritEnv: SLURM_GPU_ENV } : {}),
     // No sd-scripts checkout exists in simulate mode; the job's own directory stands in.
     cwd: config.trainer.mode === "simulate" ? paths.dir : sdScripts,
     dataset_toml: datasetToml(train, paths.dataset, resume?.repeatsScale ?? 1),
@@ -128,7 +134,8 @@ function childEnv(train: CheckedTrain, config: Config, paths: JobPaths): Record<
     HOME: config.state_dir,
     LANG: "C.UTF-8",
     CUDA_DEVICE_ORDER: "PCI_BUS_ID",
-    CUDA_VISIBLE_DEVICES: String(train.device.index),
+    // On the Slurm backend the GPU is Slurm's to choose, and it says which in the job's environment.
+    ...(config.trainer.backend === "slurm" ? {} : { CUDA_VISIBLE_DEVICES: String(train.device.index) }),
     PYTHONUNBUFFERED: "1",
     HF_HOME: paths.hfHome,
     HF_HUB_OFFLINE: "1",

@@ -56,6 +56,8 @@ export interface JobRow {
   pause_requested_at: string | null;
   /** JSON array of Sample: the preview images of the run (and of the runs it resumed), as found on disk. */
   samples: string | null;
+  /** The run's Slurm batch job, on the Slurm backend. */
+  slurm_job_id: string | null;
   log_path: string;
 }
 
@@ -93,6 +95,8 @@ export interface NewJob {
   resumes?: { id: string; step: number; state: string } | null;
   /** The preview images the job starts with (a resume's predecessor's), as a JSON array. */
   samples?: string | null;
+  /** How many jobs may be active at once: 1 on this host, slurm.max_active_jobs on the Slurm backend. */
+  maxActive?: number;
 }
 
 export type Claim = { inserted: true; superseded: string[] } | { inserted: false; activeId: string } | { inserted: false; resumedBy: string };
@@ -165,6 +169,7 @@ const ADDED_COLUMNS: Array<[name: string, type: string]> = [
   ["resumed_by", "TEXT"],
   ["pause_requested_at", "TEXT"],
   ["samples", "TEXT"],
+  ["slurm_job_id", "TEXT"],
 ];
 
 // Before the schema's indexes, which may name an added column. A new database has no table yet: the schema makes it.
@@ -202,7 +207,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
        simulated, log_path, dataset_files, dataset_bytes, dataset_sha256, output_file, resumed_from, resumed_from_step, resume_step, resume_state, samples)
      SELECT $id, 'starting', 'loading', $step, $total_steps, $now, $request, $request_hash, $idempotency_key, $admission_warning,
        $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256, $output_file, $resumed_from, $resume_step, $resume_step, $resume_state, $samples
-     WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE ${ACTIVE_SQL})`,
+     WHERE (SELECT count(*) FROM jobs WHERE ${ACTIVE_SQL}) < $max_active`,
   );
   // A resume takes its predecessor once: the first to link wins.
   const linkResume = db.prepare("UPDATE jobs SET resumed_by=? WHERE id=? AND resumed_by IS NULL");
@@ -226,6 +231,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0, log_path: job.logPath,
         step: resumes?.step ?? 0, output_file: job.outputFile ?? null, resumed_from: resumes?.id ?? null,
         resume_step: resumes?.step ?? null, resume_state: resumes?.state ?? null, samples: job.samples ?? null,
+        max_active: job.maxActive ?? 1,
       });
       if (res.changes !== 1) return { inserted: false, activeId: activeQuery.get()?.id ?? "unknown" };
       if (resumes && linkResume.run(job.id, resumes.id).changes !== 1) {
@@ -334,6 +340,13 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       return write(() => changed(
         db.run(`UPDATE jobs SET shim_pid=?, shim_start_ticks=?, boot_id=? WHERE id=? AND ${ACTIVE_SQL}`, [identity.pid, identity.startTicks, identity.bootId, id]),
       ));
+    },
+    markSlurm(id: string, jobId: string): boolean {
+      return write(() => changed(db.run(`UPDATE jobs SET slurm_job_id=? WHERE id=? AND ${ACTIVE_SQL}`, [jobId, id])));
+    },
+    // A run placed by a scheduler has no trainer identity of this host to record: it started when it began to run.
+    markStarted(id: string, now: string): boolean {
+      return write(() => changed(db.run(`UPDATE jobs SET started_at=COALESCE(started_at, ?) WHERE id=? AND ${ACTIVE_SQL}`, [now, id])));
     },
     markTraining(id: string): boolean {
       const moved = write(() => changed(db.run(`UPDATE jobs SET status='training' WHERE id=? AND status='starting'`, [id])));

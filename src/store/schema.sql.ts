@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   resumed_by TEXT,
   pause_requested_at TEXT,
   samples TEXT,
+  slurm_job_id TEXT,
   log_path TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);

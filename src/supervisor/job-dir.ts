@@ -38,6 +38,8 @@ export function jobPaths(stateDir: string, id: string): JobPaths {
 export interface LaunchFile {
   argv: string[];
   env: Record<string, string>;
+  /** Variables the shim passes on from its own environment: what Slurm sets for the job (its GPUs). */
+  inheritEnv?: string[];
   cwd: string;
   log: string;
   logMaxBytes: number;
@@ -71,7 +73,13 @@ export const readExit = (dir: string) => readJsonOrNull<ExitFile>(exitPath(dir))
 // A backstop for filesystems where inotify is silent, and the pace of the "is the shim alive" check.
 const POLL_MS = 500;
 
-export type ExitWatch = ExitFile | { lost: true };
+/** A scheduler's own verdict on the run (Slurm's TIMEOUT, OUT_OF_MEMORY, NODE_FAIL), which outranks the shim's word. */
+export interface SchedulerVerdict {
+  scheduler: "TIMEOUT" | "OUT_OF_MEMORY" | "NODE_FAIL";
+  detail: string;
+}
+
+export type ExitWatch = ExitFile | { lost: true } | SchedulerVerdict;
 
 // Resolves when the shim records the trainer's end, or when the shim is gone without a word
 // (killed with -9, say): then the exit status is lost and the caller must say so. Throws at once,

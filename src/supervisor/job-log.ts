@@ -10,6 +10,8 @@ export const SLICE_BYTES = 64 * 1024;
 const BATCH_DELAY_MS = 25;
 // A safety net for filesystems where inotify says nothing (NFS, some overlays).
 const FALLBACK_POLL_MS = 1000;
+// The pace of a log followed by polling alone: progress within a quarter second, as with inotify.
+const POLL_MS = 250;
 
 export interface LogFollower {
   /** Reads what is there, one slice a turn, yielding to the event loop between slices. */
@@ -18,8 +20,9 @@ export interface LogFollower {
   stop(): void;
 }
 
-// Follows a file the trainer appends to; the trainer never writes into a pipe of ours.
-export function followLog(path: string, onText: (text: string) => void): LogFollower {
+// Follows a file the trainer appends to; the trainer never writes into a pipe of ours. With `poll`, on a timer
+// alone: a log on a network filesystem, written on another node, delivers no inotify event here.
+export function followLog(path: string, onText: (text: string) => void, options = { poll: false }): LogFollower {
   const fd = openSync(path, "r");
   const decoder = new TextDecoder("utf-8");
   const buf = Buffer.alloc(READ_CHUNK);
@@ -57,8 +60,8 @@ export function followLog(path: string, onText: (text: string) => void): LogFoll
   const schedule = () => {
     pending ??= setTimeout(drain, BATCH_DELAY_MS);
   };
-  const watcher: FSWatcher = watch(path, schedule);
-  const poll = setInterval(schedule, FALLBACK_POLL_MS);
+  const watcher: FSWatcher | null = options.poll ? null : watch(path, schedule);
+  const poll = setInterval(schedule, options.poll ? POLL_MS : FALLBACK_POLL_MS);
 
   return {
     drain,
@@ -74,7 +77,7 @@ export function followLog(path: string, onText: (text: string) => void): LogFoll
       } finally {
         // A throwing onText must not leak the fd and the inotify watch.
         stopped = true;
-        watcher.close();
+        watcher?.close();
         clearInterval(poll);
         closeSync(fd);
       }

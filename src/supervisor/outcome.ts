@@ -1,6 +1,6 @@
 import type { SafetensorsVerdict } from "../safetensors/verify.ts";
 import { type ErrorCode, isCancel, type Outcome, type Phase, type StopReason } from "../job.ts";
-import type { ExitWatch } from "./job-dir.ts";
+import type { ExitWatch, SchedulerVerdict } from "./job-dir.ts";
 import { decisiveLine, SIGNATURES, withoutLauncherFrames } from "./failure-signatures.ts";
 
 export interface ExitFacts {
@@ -46,9 +46,12 @@ export function decideOutcome(facts: ExitFacts): Outcome {
   return { ...base, status: "failed", error_code: failure.code, error: `${lead}${failure.what}; ${exitText(ended)}.${tailText(facts.logTail)}` };
 }
 
+const SCHEDULER_CODES: Record<SchedulerVerdict["scheduler"], ErrorCode> = { TIMEOUT: "timeout", OUT_OF_MEMORY: "host_oom_killed", NODE_FAIL: "node_failed" };
+
 function classify(facts: ExitFacts, exitCode: number | null, signal: string | null): Failure {
   const { ended, verdict } = facts;
   if ("spawn_error" in ended) return { code: "spawn_failed", what: `the trainer could not be started: ${ended.spawn_error}` };
+  if ("scheduler" in ended) return { code: SCHEDULER_CODES[ended.scheduler], what: ended.detail };
   const reason = facts.stopReason;
   if (reason !== null && reason !== "cancel" && reason !== "pause") return { code: reason, what: STOPPED[reason] };
   const found = SIGNATURES.find((s) => s.pattern.test(facts.logTail.join("\n")));
@@ -93,6 +96,7 @@ function killedFromOutside(facts: ExitFacts, line?: string): Failure {
 
 function exitText(ended: ExitWatch): string {
   if ("lost" in ended) return "exit status unknown";
+  if ("scheduler" in ended) return `Slurm state ${ended.scheduler}`;
   if ("spawn_error" in ended) return "never started";
   return ended.signal ? `killed by ${ended.signal}` : `exit code ${ended.exit_code}`;
 }

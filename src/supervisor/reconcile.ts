@@ -32,6 +32,12 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
   const settled = new Set<string>();
   for (const job of deps.store.activeJobs()) {
     settled.add(job.id);
+    // Slurm holds a batch job's processes on whatever node, across its own restarts and ours: it says how it ends.
+    if (job.slurm_job_id !== null) {
+      deps.log.info("re-adopting job after restart", { job_id: job.id, slurm_job_id: job.slurm_job_id });
+      adopt({ row: job, ids: { shim: null, trainer: null }, pendingStop: pendingStopOf(job, deps.now) });
+      continue;
+    }
     const verdict = judge(job, bootId, marked.get(job.id) ?? []);
     if (typeof verdict === "object") {
       deps.log.info("re-adopting job after restart", { job_id: job.id, shim_pid: verdict.shim?.pid ?? null, pid: verdict.trainer?.pid ?? null });

@@ -4,11 +4,11 @@ import type { Progress } from "../progress/progress.ts";
 import type { StopReason } from "../job.ts";
 import type { Checkpoint, JobStore } from "../store/job-store.ts";
 import type { Sample } from "./samples.ts";
-import { type JobFile, jobFilePath, type LaunchFile, launchPath, readTrainer, watchExit } from "./job-dir.ts";
+import { type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readTrainer, watchExit } from "./job-dir.ts";
 import { writeJsonAtomic } from "../fs.ts";
 import { JOB_MARKER_ENV } from "../os/marker.ts";
 import { identify, isSameProcess, type ProcessIdentity } from "../os/proc.ts";
-import { signalGroup, sweepStrays, terminateGroup, waitGroupGone } from "../os/terminate.ts";
+import { liveGroupMembers, signalGroup, sweepStrays, terminateGroup, waitGroupGone } from "../os/terminate.ts";
 import { untilDone } from "./retry.ts";
 import { supervise } from "./supervise.ts";
 
@@ -45,11 +45,31 @@ export interface RunContext {
 export interface Run {
   readonly id: string;
   pgid(): number | null;
+  /** Why the scheduler still holds the run (Slurm's pending reason), or null once it runs or on this host. */
+  queued(): string | null;
   progress(): Progress;
   stop(reason: StopReason): Promise<void>;
   /** Stops the run right after its next state is verified; a run that ends first simply ends. */
   pause(): void;
   readonly finished: Promise<void>;
+}
+
+/**
+ * Where a run's processes live and how they end: this host's process groups (below), or a Slurm job (slurm/).
+ * The supervision of a run (supervise.ts) is the same for both.
+ */
+export interface Placement {
+  /** The trainer's end as its shim recorded it, the scheduler's verdict, or that it was lost. */
+  exit: Promise<ExitWatch>;
+  /** SIGTERM to everything of the run, SIGKILL after graceMs; true when SIGKILL was needed. */
+  stop(graceMs: number): Promise<boolean>;
+  /** After the end: nothing of the run is left; true when that needed SIGKILL. */
+  clear(graceMs: number): Promise<boolean>;
+  /** The trainer's process group, when it runs on this host. */
+  pgid(): number | null;
+  queued(): string | null;
+  /** Follow the log by reading it on a timer: network filesystems deliver no inotify. */
+  pollLog: boolean;
 }
 
 /** A stop recorded before the worker restarted, carried through by the next one. */
@@ -78,7 +98,7 @@ export async function startRun(ctx: RunContext, launch: LaunchFile, job: JobFile
     const shimIdentity = identify(shim.pid);
     ctx.store.markShim(ctx.id, shimIdentity);
     const trainer = waitForTrainer(ctx, shimIdentity).then(recordTrainer(ctx));
-    return supervise(ctx, shimIdentity, trainer, watchExit(ctx.dir, () => isSameProcess(shimIdentity), shim.exited), null);
+    return supervise(ctx, localPlacement(ctx, shimIdentity, trainer, watchExit(ctx.dir, () => isSameProcess(shimIdentity), shim.exited)), null);
   } catch (err) {
     await abandon(ctx, shim.pid);
     throw new LaunchFailed(`${(err as Error).message} (after the trainer's shim had started; it and everything it started were stopped)`);
@@ -91,7 +111,42 @@ export function adoptRun(ctx: RunContext, ids: Identities, pendingStop: PendingS
   const alive = () => shim !== null && isSameProcess(shim);
   // A live shim that has not yet named its trainer is about to: wait for it as a fresh launch would.
   const trainer = ids.trainer === null && shim !== null ? waitForTrainer(ctx, shim).then(recordTrainer(ctx)) : Promise.resolve(ids.trainer);
-  return supervise(ctx, shim, trainer, watchExit(ctx.dir, alive), pendingStop);
+  return supervise(ctx, localPlacement(ctx, shim, trainer, watchExit(ctx.dir, alive)), pendingStop);
+}
+
+// The shim exits right after it records the trainer's end; one that lingers is swept with the rest.
+const SHIM_EXIT_WAIT_MS = 1000;
+
+// This host: the trainer leads its own process group; without a known trainer (its shim gone before naming it),
+// the job's marker finds what is left.
+function localPlacement(ctx: RunContext, shim: ProcessIdentity | null, trainer: Promise<ProcessIdentity | null>, exit: Promise<ExitWatch>): Placement {
+  let pgid: number | null = null;
+  void trainer.then((t) => {
+    pgid = t?.pid ?? null;
+  });
+  return {
+    exit,
+    pollLog: false,
+    pgid: () => pgid,
+    queued: () => null,
+    async stop(graceMs) {
+      const identity = await trainer;
+      return identity ? (await terminateGroup(identity.pid, graceMs)).forced : (await sweepStrays(ctx.id)) > 0;
+    },
+    async clear(graceMs) {
+      const identity = await trainer;
+      const forced = identity !== null && liveGroupMembers(identity.pid).length > 0 && (await terminateGroup(identity.pid, graceMs)).forced;
+      if (shim) await shimGone(shim);
+      await sweepStrays(ctx.id);
+      return forced;
+    },
+  };
+}
+
+async function shimGone(shim: ProcessIdentity): Promise<void> {
+  const deadline = performance.now() + SHIM_EXIT_WAIT_MS;
+  while (isSameProcess(shim) && performance.now() < deadline) await Bun.sleep(10);
+  if (isSameProcess(shim)) signalGroup(shim.pid, "SIGKILL");
 }
 
 // Recording the trainer is bookkeeping: the run follows it from the promise even if the write fails.

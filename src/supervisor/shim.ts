@@ -59,7 +59,8 @@ function cut(launch: LaunchFile): void {
 function spawnTrainer(launch: LaunchFile) {
   const fd = openSync(launch.log, "a", 0o640);
   try {
-    return Bun.spawn(launch.argv, { cwd: launch.cwd, env: launch.env, stdio: ["ignore", fd, fd], detached: true });
+    const inherited = Object.fromEntries((launch.inheritEnv ?? []).flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]])));
+    return Bun.spawn(launch.argv, { cwd: launch.cwd, env: { ...inherited, ...launch.env }, stdio: ["ignore", fd, fd], detached: true });
   } catch (err) {
     return { spawn_error: (err as Error).message };
   } finally {

@@ -5,9 +5,7 @@ import type { ExitWatch } from "./job-dir.ts";
 import { followLog, tailLines } from "./job-log.ts";
 import { readOomKills } from "./oom-kills.ts";
 import { decideOutcome } from "./outcome.ts";
-import { isSameProcess, type ProcessIdentity } from "../os/proc.ts";
-import { liveGroupMembers, signalGroup, sweepStrays, terminateGroup } from "../os/terminate.ts";
-import type { PendingStop, Run, RunContext } from "./run.ts";
+import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
 import { createWriteGuard, untilDone, writeUntilDone } from "./retry.ts";
 import { followStates, runOutput, settleStates, stateDir, stillThere } from "./checkpoints.ts";
 import type { ResumePoint } from "../store/job-store.ts";
@@ -17,10 +15,9 @@ import { startWatchdog } from "./watchdog.ts";
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
 const PERSIST_INTERVAL_MS = 1000;
 const LOG_LINES_FOR_OUTCOME = 200;
-// The shim exits right after it records the trainer's end; one that lingers is swept with the rest.
-const SHIM_EXIT_WAIT_MS = 1000;
 
-export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer: Promise<ProcessIdentity | null>, exit: Promise<ExitWatch>, pending: PendingStop | null): Run {
+// One run's bookkeeping, wherever its processes live (the placement: this host, or a Slurm job).
+export function supervise(ctx: RunContext, placement: Placement, pending: PendingStop | null): Run {
   const guard = createWriteGuard(ctx.log, ctx.id);
   const oomKillsAtStart = readOomKills(ctx.memoryEvents);
   const tracker = createTracker({ expectedTotal: ctx.expectedTotal, resumedAt: ctx.resumedAt, nanUpdates: ctx.nanUpdates, persistEveryMs: PERSIST_INTERVAL_MS });
@@ -37,24 +34,18 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
     guard("samples", () => ctx.store.saveSamples(ctx.id, samples));
   };
   let statusRecorded = false;
-  let pgid: number | null = null;
   let stopping: Promise<unknown> = Promise.resolve();
   let stopReason: StopReason | null = null;
   let forcedKill = false;
-  void trainer.then((t) => {
-    pgid = t?.pid ?? null;
-  });
 
   const persist = () => {
     const progress = tracker.progress();
     const points = tracker.pendingLoss();
     tracker.persisted(guard("progress", () => ctx.store.saveProgressUnsynced(ctx.id, progress, points)));
   };
-  // Without a known trainer (its shim gone before naming it), the job's marker finds what is left.
-  const killGroup = async (graceMs: number) => {
-    const identity = await trainer;
+  const kill = async (graceMs: number) => {
     const forced = await untilDone(
-      async () => (identity ? (await terminateGroup(identity.pid, graceMs)).forced : (await sweepStrays(ctx.id)) > 0),
+      () => placement.stop(graceMs),
       (err) => ctx.log.error("could not yet stop the job; retrying", { job_id: ctx.id, error: err.message }),
     );
     forcedKill ||= forced;
@@ -65,7 +56,7 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
     stopReason ??= reason;
     guard("stop reason", () => ctx.store.requestStop(ctx.id, reason, ctx.now().toISOString()));
     ctx.log.info("stopping job", { job_id: ctx.id, reason });
-    stopping = stopping.then(() => killGroup(graceMs));
+    stopping = stopping.then(() => kill(graceMs));
     return stopping.then(() => undefined);
   };
   // A verified state is offered at once; a pause waits for exactly this moment.
@@ -82,7 +73,7 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
         .finally(ctx.changed);
     },
   });
-  const watchdog = startWatchdog({ stallMs: ctx.stallMs, deadline: ctx.deadline }, (reason) => void stop(reason));
+  const watchdog = startWatchdog({ stallMs: ctx.stallMs, deadline: ctx.deadline }, (reason) => void stop(reason), () => placement.queued() !== null);
   const onText = (text: string) => {
     watchdog.touch();
     const firstWords = !statusRecorded;
@@ -103,7 +94,7 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
     } catch (err) {
       ctx.log.error("could not take in trainer output", { job_id: ctx.id, error: (err as Error).message });
     }
-  });
+  }, { poll: placement.pollLog });
   // A stop recorded by a worker that has since restarted: sent again, with what is left of its grace.
   if (pending) {
     stopReason = pending.reason;
@@ -113,12 +104,13 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
   const end = async (ended: ExitWatch) => {
     watchdog.stop();
     states.stop();
-    // The leader's exit is not the tree's: wait out a kill in progress, then sweep what is left.
+    // The leader's exit is not the tree's: wait out a kill in progress, then clear what is left.
     await stopping;
-    const identity = await trainer;
-    if (identity && liveGroupMembers(identity.pid).length > 0) forcedKill = (await terminateGroup(identity.pid, ctx.graceMs)).forced || forcedKill;
-    if (shim) await shimGone(shim);
-    await untilDone(() => sweepStrays(ctx.id), (err) => ctx.log.error("could not yet sweep the job's leftovers; retrying", { job_id: ctx.id, error: err.message }));
+    const forced = await untilDone(
+      () => placement.clear(ctx.graceMs),
+      (err) => ctx.log.error("could not yet sweep the job's leftovers; retrying", { job_id: ctx.id, error: err.message }),
+    );
+    forcedKill ||= forced;
     follower.stop();
     tracker.flush();
     persist();
@@ -160,15 +152,9 @@ export function supervise(ctx: RunContext, shim: ProcessIdentity | null, trainer
     ctx.log.info("pausing job at its next saved state", { job_id: ctx.id });
   };
 
-  const finished = exit.then(end).catch((err: Error) => {
+  const finished = placement.exit.then(end).catch((err: Error) => {
     ctx.log.error("supervision of the job ended in error", { job_id: ctx.id, error: err.message, stack: err.stack });
   });
 
-  return { id: ctx.id, pgid: () => pgid, progress: () => tracker.progress(), stop: (reason) => stop(reason), pause, finished };
-}
-
-async function shimGone(shim: ProcessIdentity): Promise<void> {
-  const deadline = performance.now() + SHIM_EXIT_WAIT_MS;
-  while (isSameProcess(shim) && performance.now() < deadline) await Bun.sleep(10);
-  if (isSameProcess(shim)) signalGroup(shim.pid, "SIGKILL");
+  return { id: ctx.id, pgid: placement.pgid, queued: placement.queued, progress: () => tracker.progress(), stop: (reason) => stop(reason), pause, finished };
 }

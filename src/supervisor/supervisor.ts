@@ -13,6 +13,9 @@ import { markedProcesses } from "../os/marker.ts";
 import { reconcileOnStart } from "./reconcile.ts";
 import { createWriteGuard, writeUntilDone } from "./retry.ts";
 import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";
+import { adoptSlurmRun, type SlurmPlan, startSlurmRun } from "./slurm-run.ts";
+import { createSlurmClient } from "../slurm/client.ts";
+import type { Device } from "../config/schema.ts";
 
 export interface SupervisorDeps {
   store: JobStore;
@@ -27,6 +30,9 @@ export interface SupervisorDeps {
 
 export type Supervisor = ReturnType<typeof createSupervisor>;
 
+/** A running job's progress, and why a scheduler still holds it (null once it runs). */
+export type LiveProgress = Progress & { queue_reason: string | null };
+
 // The runs of this worker: started, adopted after a restart, watched, cancelled, settled.
 export function createSupervisor(deps: SupervisorDeps) {
   const { store, config, now, log } = deps;
@@ -39,15 +45,26 @@ export function createSupervisor(deps: SupervisorDeps) {
   };
 
   // The run's bounds come from its record: the tier's total was recorded at the claim, so an adopted run has it too.
+  const slurm = config.trainer.backend === "slurm" ? createSlurmClient(config.slurm) : null;
+  // A device's gres and the tier's bound as Slurm's --time (whole minutes, rounded up).
+  const slurmPlan = (tier: TrainRequest["tier"], device: Device | undefined): SlurmPlan => ({
+    slurm: slurm!,
+    gres: device?.gres ?? "gpu:1",
+    timeMinutes: Math.ceil(config.watchdog.tier_timeout_seconds[tier] / 60),
+    pollMs: config.slurm.poll_seconds * 1000,
+  });
+  const deviceOf = (request: TrainRequest) => config.devices.find((d) => d.index === request.device_index);
   const contextFor = (row: JobRow, outputFile: string): RunContext => {
     const request = JSON.parse(row.request) as TrainRequest;
     const paths = jobPaths(config.state_dir, row.id);
     const startedAt = Date.parse(row.started_at ?? row.created_at);
+    // On Slurm the tier's bound is its --time, counted by Slurm from the start, not from the time in its queue.
+    const deadline = slurm ? Number.POSITIVE_INFINITY : startedAt + config.watchdog.tier_timeout_seconds[request.tier] * 1000;
     return {
       id: row.id, dir: paths.dir, logPath: paths.log, outputFile, store, now, log,
       graceMs: config.trainer.cancel_grace_seconds * 1000,
       stallMs: config.watchdog.stall_seconds * 1000,
-      deadline: startedAt + config.watchdog.tier_timeout_seconds[request.tier] * 1000,
+      deadline,
       nanUpdates: config.watchdog.nan_updates,
       expectedTotal: row.total_steps,
       resumedAt: row.resumed_from_step ?? 0,
@@ -70,14 +87,16 @@ export function createSupervisor(deps: SupervisorDeps) {
 
   return {
     // Starts a claimed job's shim and follows it; throws (having stopped whatever it started) when it cannot.
-    async start(row: JobRow, outputFile: string, launch: LaunchFile): Promise<void> {
+    async start(row: JobRow, outputFile: string, launch: LaunchFile, device: Device): Promise<void> {
       launches.add(row.id);
       try {
+        const request = JSON.parse(row.request) as TrainRequest;
         const job = {
-          id: row.id, request: JSON.parse(row.request) as unknown, request_hash: row.request_hash, idempotency_key: row.idempotency_key,
+          id: row.id, request, request_hash: row.request_hash, idempotency_key: row.idempotency_key,
           admission_warning: row.admission_warning, simulated: row.simulated === 1, created_at: row.created_at,
         };
-        track(await startRun(contextFor(row, outputFile), launch, job, deps.selfCommand));
+        const ctx = contextFor(row, outputFile);
+        track(await (slurm ? startSlurmRun(ctx, launch, job, deps.selfCommand, slurmPlan(request.tier, device)) : startRun(ctx, launch, job, deps.selfCommand)));
       } finally {
         launches.delete(row.id);
       }
@@ -141,8 +160,12 @@ export function createSupervisor(deps: SupervisorDeps) {
       return runs.has(id);
     },
 
-    progress(id: string): Progress | null {
-      return runs.get(id)?.progress() ?? null;
+    // A run Slurm still holds shows as queued, with Slurm's reason.
+    progress(id: string): LiveProgress | null {
+      const run = runs.get(id);
+      if (!run) return null;
+      const reason = run.queued();
+      return reason === null ? { ...run.progress(), queue_reason: null } : { ...run.progress(), phase: "queued", queue_reason: reason };
     },
 
     activeTrainerPid(): number | null {
@@ -154,13 +177,23 @@ export function createSupervisor(deps: SupervisorDeps) {
       return store.activeJobs()[0]?.id ?? null;
     },
 
+    activeJobIds(): string[] {
+      return store.activeJobs().map((j) => j.id);
+    },
+
+    /** Why the scheduler still holds the job, while it does. */
+    queued(id: string): string | null {
+      return runs.get(id)?.queued() ?? null;
+    },
+
     // Re-adopts what survived a restart of the worker (or the loss of its database); fails what did not.
     reconcile(): void {
       reconcileOnStart({ store, stateDir: config.state_dir, now, log }, ({ row, ids, pendingStop }) => {
         const request = JSON.parse(row.request) as TrainRequest;
         const outputFile = join(request.output_dir, `${request.output_name}.safetensors`);
         try {
-          track(adoptRun(contextFor(row, outputFile), ids, pendingStop));
+          const ctx = contextFor(row, outputFile);
+          track(row.slurm_job_id !== null && slurm ? adoptSlurmRun(ctx, row.slurm_job_id, slurmPlan(request.tier, deviceOf(request)), pendingStop) : adoptRun(ctx, ids, pendingStop));
         } catch (err) {
           log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
         }

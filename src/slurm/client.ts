@@ -1,0 +1,85 @@
+// The Slurm commands the worker runs, and what it reads from them (Slurm 22.05: `scontrol` has no --json, plain
+// `sacct` needs an accounting database, so a job's state is read from `scontrol show job -o`, kept MinJobAge
+// seconds after its end).
+import { join } from "node:path";
+
+export interface SlurmSettings {
+  /** Where sbatch, scancel and scontrol are. */
+  bin_dir: string;
+  partition: string;
+  account: string;
+}
+
+/** A job as `scontrol show job -o` shows it, or null once Slurm has forgotten it. */
+export interface JobState {
+  /** JobState: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, ... */
+  state: string;
+  /** Reason: why a pending job waits (Resources, Priority, ...), or None. */
+  reason: string;
+  /** ExitCode: "<exit code>:<signal>" of the batch script. */
+  exitCode: string;
+}
+
+// States in which the job's processes may still run (or are about to).
+const LIVE_STATES = new Set(["PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT"]);
+// A command that does not answer within this is treated as failed (and retried by the caller's next look).
+const COMMAND_TIMEOUT_MS = 15_000;
+
+export const isLive = (job: JobState) => LIVE_STATES.has(job.state);
+
+export type CommandResult = { ok: true; stdout: string } | { ok: false; error: string };
+
+export function createSlurmClient(settings: SlurmSettings) {
+  const run = async (command: string, args: string[]): Promise<CommandResult> => {
+    const proc = Bun.spawn([join(settings.bin_dir, command), ...args], { stdout: "pipe", stderr: "pipe", env: { PATH: "/usr/bin:/bin", ...slurmEnv() } });
+    const timer = setTimeout(() => proc.kill("SIGKILL"), COMMAND_TIMEOUT_MS);
+    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    clearTimeout(timer);
+    if (code === 0) return { ok: true, stdout };
+    return { ok: false, error: stderr.trim().split("\n").slice(-3).join(" ") || `${command} exited ${code}` };
+  };
+  return {
+    /** Submits a batch script; the job id, or Slurm's refusal. */
+    async submit(script: string, options: string[]): Promise<{ ok: true; jobId: string } | { ok: false; error: string }> {
+      const placement = [
+        ...(settings.partition === "" ? [] : [`--partition=${settings.partition}`]),
+        ...(settings.account === "" ? [] : [`--account=${settings.account}`]),
+      ];
+      const res = await run("sbatch", ["--parsable", ...placement, ...options, script]);
+      if (!res.ok) return res;
+      // --parsable prints "<id>" or "<id>;<cluster>".
+      const jobId = res.stdout.trim().split(";")[0] ?? "";
+      return /^\d+$/.test(jobId) ? { ok: true, jobId } : { ok: false, error: `sbatch printed no job id: ${res.stdout.trim()}` };
+    },
+    async state(jobId: string): Promise<JobState | null | { error: string }> {
+      const res = await run("scontrol", ["show", "job", "-o", jobId]);
+      if (!res.ok) return /Invalid job id/i.test(res.error) ? null : { error: res.error };
+      const fields = parseFields(res.stdout);
+      return { state: (fields.JobState ?? "UNKNOWN").split("+")[0]!, reason: fields.Reason ?? "None", exitCode: fields.ExitCode ?? "" };
+    },
+    /** A signal to every process of the job (--full: the batch script and all it started), or cancels a pending job. */
+    async signal(jobId: string, signal: "TERM" | "KILL" | null): Promise<CommandResult> {
+      return run("scancel", signal === null ? [jobId] : ["--full", `--signal=${signal}`, jobId]);
+    },
+    async nodes(): Promise<CommandResult> {
+      return run("scontrol", ["show", "node", "-o"]);
+    },
+  };
+}
+
+export type SlurmClient = ReturnType<typeof createSlurmClient>;
+
+// The worker's own environment is not passed on, but a client needs to find its cluster.
+function slurmEnv(): Record<string, string> {
+  const conf = process.env.SLURM_CONF;
+  return conf === undefined ? {} : { SLURM_CONF: conf };
+}
+
+/** `Key=Value Key=Value ...` as scontrol -o prints it; a value runs to the next ` Key=`. */
+export function parseFields(line: string): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (const match of line.trim().matchAll(/(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(.*?)(?=\s[A-Za-z][A-Za-z0-9_:/]*=|$)/g)) {
+    fields[match[1]!] = match[2]!;
+  }
+  return fields;
+}

@@ -1,0 +1,163 @@
+// A run as a Slurm batch job: the batch script is this program's shim in the job directory (on storage the nodes
+// share), so launch.json, trainer.json, exit.json and train.log work as on this host. Slurm is the truth about
+// whether the run's processes live: it places them (--gres), bounds them (--time), signals and kills every one of
+// them (proctrack/cgroup catches a setsid escapee too) and keeps them across its own restarts.
+import { closeSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { writeJsonAtomic } from "../fs.ts";
+import { JOB_MARKER_ENV } from "../os/marker.ts";
+import { isLive, type JobState, type SlurmClient } from "../slurm/client.ts";
+import { type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit } from "./job-dir.ts";
+import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
+import { supervise } from "./supervise.ts";
+
+export interface SlurmPlan {
+  slurm: SlurmClient;
+  /** What the run asks of Slurm: the device's gres and the tier's time limit. */
+  gres: string;
+  timeMinutes: number;
+  pollMs: number;
+}
+
+// While a stop waits for Slurm to report the end, it asks this often.
+const STOP_POLL_MS = 200;
+// SIGKILL through Slurm ends a job within seconds; one still live after this is asked again (untilDone retries).
+const KILL_WAIT_MS = 60_000;
+const SLURM_OUT = "slurm.out";
+
+export async function startSlurmRun(ctx: RunContext, launch: LaunchFile, job: JobFile, shimCommand: string[], plan: SlurmPlan): Promise<Run> {
+  writeJsonAtomic(jobFilePath(ctx.dir), job);
+  writeJsonAtomic(launchPath(ctx.dir), launch);
+  closeSync(openSync(ctx.logPath, "a", 0o640));
+  const script = join(ctx.dir, "slurm.sh");
+  writeFileSync(script, batchScript(ctx, shimCommand), { mode: 0o750 });
+  const submitted = await plan.slurm.submit(script, [
+    `--job-name=lora-worker-${ctx.id}`, `--chdir=${ctx.dir}`, `--output=${join(ctx.dir, SLURM_OUT)}`,
+    `--gres=${plan.gres}`, `--time=${plan.timeMinutes}`,
+    // Nothing of the worker's environment; a node failure ends the run (NODE_FAIL) instead of starting it over.
+    "--export=NONE", "--no-requeue",
+  ]);
+  if (!submitted.ok) throw new Error(`Slurm refused the batch job: ${submitted.error}`);
+  try {
+    ctx.store.markSlurm(ctx.id, submitted.jobId);
+  } catch (err) {
+    await plan.slurm.signal(submitted.jobId, null);
+    throw err;
+  }
+  ctx.log.info("submitted to Slurm", { job_id: ctx.id, slurm_job_id: submitted.jobId, gres: plan.gres });
+  return supervise(ctx, slurmPlacement(ctx, submitted.jobId, plan), null);
+}
+
+export function adoptSlurmRun(ctx: RunContext, slurmJobId: string, plan: SlurmPlan, pending: PendingStop | null): Run {
+  return supervise(ctx, slurmPlacement(ctx, slurmJobId, plan), pending);
+}
+
+function batchScript(ctx: RunContext, shimCommand: string[]): string {
+  const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
+  return [
+    "#!/bin/sh",
+    `# lora-worker job ${ctx.id}: the shim starts the trainer and records its end in this directory.`,
+    `export ${JOB_MARKER_ENV}=${quote(ctx.id)}`,
+    `exec ${[...shimCommand, "shim", ctx.dir].map(quote).join(" ")}`,
+    "",
+  ].join("\n");
+}
+
+function slurmPlacement(ctx: RunContext, jobId: string, plan: SlurmPlan): Placement {
+  const { slurm } = plan;
+  let pending: string | null = null;
+  let running = false;
+  const look = async (): Promise<JobState | null | "unknown"> => {
+    const state = await slurm.state(jobId);
+    if (state !== null && "error" in state) {
+      ctx.log.warn("could not read the Slurm job's state; asking again", { job_id: ctx.id, slurm_job_id: jobId, error: state.error });
+      return "unknown";
+    }
+    return state;
+  };
+  const exit = new Promise<ExitWatch>((resolve) => {
+    const tick = async () => {
+      const state = await look();
+      if (state === "unknown" || (state !== null && isLive(state))) {
+        if (state !== "unknown") observe(state);
+        setTimeout(() => void tick(), plan.pollMs);
+        return;
+      }
+      pending = null;
+      resolve(endOf(ctx, jobId, state));
+    };
+    void tick();
+  });
+  const observe = (state: JobState) => {
+    const reason = state.state === "PENDING" ? state.reason : null;
+    const starts = state.state === "RUNNING" && !running;
+    if (reason === pending && !starts) return;
+    pending = reason;
+    if (starts) {
+      running = true;
+      try {
+        ctx.store.markStarted(ctx.id, ctx.now().toISOString());
+      } catch (err) {
+        ctx.log.error("could not record the run's start", { job_id: ctx.id, error: (err as Error).message });
+      }
+    }
+    ctx.changed();
+  };
+  const ended = async (withinMs: number): Promise<boolean> => {
+    const deadline = Date.now() + withinMs;
+    for (;;) {
+      const state = await look();
+      if (state === null || (state !== "unknown" && !isLive(state))) return true;
+      if (Date.now() >= deadline) return false;
+      await Bun.sleep(STOP_POLL_MS);
+    }
+  };
+  return {
+    exit,
+    pollLog: true,
+    pgid: () => null,
+    queued: () => pending,
+    // TERM to every process of the job (a pending job is simply cancelled), then KILL after the grace.
+    async stop(graceMs) {
+      const state = await look();
+      if (state === null || (state !== "unknown" && !isLive(state))) return false;
+      const waiting = state !== "unknown" && state.state === "PENDING";
+      await slurm.signal(jobId, waiting ? null : "TERM");
+      if (await ended(graceMs)) return false;
+      const killed = await slurm.signal(jobId, "KILL");
+      if (!(await ended(KILL_WAIT_MS))) throw new Error(`Slurm job ${jobId} is still live after SIGKILL${killed.ok ? "" : `: ${killed.error}`}`);
+      return true;
+    },
+    async clear() {
+      if (!(await ended(KILL_WAIT_MS))) throw new Error(`Slurm job ${jobId} is still live after its end`);
+      return false;
+    },
+  };
+}
+
+const VERDICTS: Record<string, (jobId: string) => ExitWatch> = {
+  TIMEOUT: (id) => ({ scheduler: "TIMEOUT", detail: `Slurm stopped the run at its time limit (job ${id}, sbatch --time from watchdog.tier_timeout_seconds)` }),
+  OUT_OF_MEMORY: (id) => ({ scheduler: "OUT_OF_MEMORY", detail: `Slurm reports the run ran out of host memory (job ${id}, OUT_OF_MEMORY)` }),
+  NODE_FAIL: (id) => ({ scheduler: "NODE_FAIL", detail: `the node running it failed (Slurm job ${id}, NODE_FAIL)` }),
+};
+
+// Slurm's verdict outranks the shim's record (a trainer stopped at the time limit records a SIGTERM); otherwise the
+// shim's record says how the trainer ended. A batch job that failed with neither never got its shim going.
+function endOf(ctx: RunContext, jobId: string, state: JobState | null): ExitWatch {
+  const verdict = state === null ? undefined : VERDICTS[state.state];
+  if (verdict) return verdict(jobId);
+  const recorded = readExit(ctx.dir);
+  if (recorded !== null) return recorded;
+  if (state?.state === "FAILED") {
+    return { spawn_error: `Slurm job ${jobId} failed (ExitCode=${state.exitCode}) before its shim recorded anything: ${tail(join(ctx.dir, SLURM_OUT))}`, ended_at: ctx.now().toISOString() };
+  }
+  return { lost: true };
+}
+
+function tail(path: string): string {
+  try {
+    return readFileSync(path, "utf8").trim().split("\n").slice(-3).join(" ") || "its output is empty";
+  } catch {
+    return "it wrote no output";
+  }
+}

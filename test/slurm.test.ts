@@ -1,0 +1,184 @@
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { readTrainer } from "../src/supervisor/job-dir.ts";
+import { ensureBinary } from "./support/binary.ts";
+import { SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
+import { isLive, processesMarkedWith } from "./support/job-processes.ts";
+import { type SlurmCluster, slurmUnavailable, startSlurmCluster } from "./support/slurm-cluster.ts";
+import { waitFor } from "./support/wait.ts";
+import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+
+// Issue 17: the compiled worker with trainer.backend = "slurm" against a real single-node Slurm cluster with two
+// fake GPUs, started once for this file. The simulated trainer runs inside the batch jobs, through the shim.
+setDefaultTimeout(120_000);
+
+const unavailable = slurmUnavailable();
+const TERMINAL = ["succeeded", "failed", "cancelled"];
+
+let binary: string;
+let cluster: SlurmCluster;
+beforeAll(async () => {
+  if (unavailable !== null) return;
+  binary = ensureBinary();
+  cluster = await startSlurmCluster({ gpus: 2 });
+}, 180_000);
+afterAll(async () => {
+  await cluster?.[Symbol.asyncDispose]();
+});
+
+function slurmConfig(tree: HostTree, opts: { secondsPerStep: number; maxActive?: number; fail?: string }): string {
+  const tables = SIMULATE_TABLES(opts.secondsPerStep)
+    .replace('mode = "simulate"', 'mode = "simulate"\nbackend = "slurm"')
+    .replace("[gpu]", `${opts.fail === undefined ? "" : `fail = ${JSON.stringify(opts.fail)}\n`}[gpu]`);
+  const slurm = `[slurm]\nmax_active_jobs = ${opts.maxActive ?? 1}\npartition = ${JSON.stringify(cluster.partition)}\npoll_seconds = 0.2\n`;
+  const devices = `[[devices]]\nindex = 0\nname = "fake GPU"\nclass = "24gb"\ngres = "gpu:1"\n`;
+  return tree.writeConfig(`${tables}${slurm}${devices}`);
+}
+
+async function untilEnded(worker: WorkerProcess, id: string) {
+  return waitFor(async () => {
+    const { body } = await worker.json(`/train/${id}`);
+    return TERMINAL.includes(body.status) ? body : null;
+  }, `job ${id} to end`, 90_000);
+}
+
+// The GPUs Slurm gave the run, as its trainer sees them (the node is this host).
+function trainerGpus(tree: HostTree, id: string): string | undefined {
+  const trainer = readTrainer(join(tree.state, "jobs", id));
+  if (trainer === null) return undefined;
+  const environ = readFileSync(`/proc/${trainer.pid}/environ`, "utf8").split("\0");
+  return environ.find((v) => v.startsWith("CUDA_VISIBLE_DEVICES="))?.slice("CUDA_VISIBLE_DEVICES=".length);
+}
+
+describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, single-node cluster)", () => {
+  test("a run is a batch job that trains to a verified LoRA; /healthz names the backend, /gpu-status the cluster's GPUs", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(slurmConfig(tree, { secondsPerStep: 0.005 }), { command: [binary], env: cluster.env });
+    expect((await worker.json("/healthz")).body).toMatchObject({ backend: "slurm", max_active_jobs: 1 });
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    const final = await untilEnded(worker, id);
+    const slurmJobId: string = final.slurm_job_id;
+    expect(slurmJobId).toMatch(/^\d+$/);
+    expect(final).toMatchObject({ status: "succeeded", step: 400, total_steps: 400 });
+    expect(final.lora_sha256).toBe(new Bun.CryptoHasher("sha256").update(readFileSync(final.lora_path)).digest("hex"));
+    expect(cluster.jobState(slurmJobId)).toMatchObject({ JobState: "COMPLETED", JobName: `lora-worker-${id}` });
+    const launch = JSON.parse(readFileSync(join(tree.state, "jobs", id, "launch.json"), "utf8"));
+    expect(launch.env.CUDA_VISIBLE_DEVICES).toBeUndefined();
+    const gpus = (await worker.json("/gpu-status")).body;
+    expect(gpus).toMatchObject({ backend: "slurm", nodes: [{ name: cluster.nodeName, gres: expect.stringContaining("gpu") }] });
+  });
+
+  test("doctor checks the cluster: the controller answers and offers every device's gres, or names the one it lacks", async () => {
+    using tree = makeHostTree();
+    const doctor = (config: string) => {
+      const res = Bun.spawnSync([binary, "doctor", "--config", config], { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...cluster.env } });
+      return res.stdout.toString().split("\n").find((line) => line.includes(" slurm: ")) ?? res.stdout.toString();
+    };
+    expect(doctor(slurmConfig(tree, { secondsPerStep: 0.05 }))).toMatch(/^OK {3}slurm: the controller answers and offers every device's gres; state_dir, .* must be at the same paths on every node/);
+    const config = slurmConfig(tree, { secondsPerStep: 0.05 });
+    writeFileSync(config, readFileSync(config, "utf8").replace('gres = "gpu:1"', 'gres = "gpu:h100:1"'));
+    expect(doctor(config)).toMatch(/^FAIL slurm: device 0 asks for gpu:h100:1, which no node offers/);
+  });
+
+  test("two runs at once get distinct GPUs from Slurm; a third past max_active_jobs is refused busy", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(slurmConfig(tree, { secondsPerStep: 0.05, maxActive: 2 }), { command: [binary], env: cluster.env });
+    const a = (await worker.postTrain(tree.validRequest({ output_name: "a" }))).body.worker_job_id;
+    const b = (await worker.postTrain(tree.validRequest({ output_name: "b" }))).body.worker_job_id;
+    const third = await worker.postTrain(tree.validRequest({ output_name: "c" }));
+    expect(third).toMatchObject({ status: 409, body: { reason: "busy", detail: expect.stringContaining("slurm.max_active_jobs") } });
+    const [ga, gb] = await waitFor(() => {
+      const seen = [trainerGpus(tree, a), trainerGpus(tree, b)];
+      return seen.every((g) => g !== undefined) ? seen : null;
+    }, "both trainers to run");
+    expect(ga).not.toBe(gb);
+    expect((await worker.json("/healthz")).body.active_job_ids.sort()).toEqual([a, b].sort());
+    for (const id of [a, b]) expect((await worker.json(`/train/${id}/cancel`, { method: "POST" })).body.status).toBe("cancelled");
+  });
+
+  test("a run Slurm holds pending is starting, phase queued, with Slurm's reason; it runs once a GPU frees", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(slurmConfig(tree, { secondsPerStep: 0.05, maxActive: 3 }), { command: [binary], env: cluster.env });
+    const running = [0, 1].map(async (i) => (await worker.postTrain(tree.validRequest({ output_name: `r${i}` }))).body.worker_job_id);
+    const [r0, r1] = await Promise.all(running);
+    // Both GPUs taken: the third waits for Resources (while the first two still wait too, Slurm says Priority).
+    for (const id of [r0, r1]) await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 0, "both runs to train");
+    const waiting = (await worker.postTrain(tree.validRequest({ output_name: "w" }))).body.worker_job_id;
+    const queued = await waitFor(async () => {
+      const { body } = await worker.json(`/train/${waiting}`);
+      // Until the scheduler has looked at it, Slurm's reason is None.
+      return body.phase === "queued" && body.queue_reason !== "None" ? body : null;
+    }, "the third run to be queued with a reason");
+    expect(queued).toMatchObject({ status: "starting", phase: "queued", queue_reason: "Resources" });
+    await worker.json(`/train/${r0}/cancel`, { method: "POST" });
+    await waitFor(async () => (await worker.json(`/train/${waiting}`)).body.step > 0, "the queued run to train once a GPU freed");
+    for (const id of [r1, waiting]) await worker.json(`/train/${id}/cancel`, { method: "POST" });
+  });
+
+  test("cancel of a tree that ignores SIGTERM and has a setsid grandchild leaves nothing", async () => {
+    using tree = makeHostTree();
+    const config = slurmConfig(tree, { secondsPerStep: 0.05, fail: "ignore-sigterm,setsid-orphan@2" });
+    await using worker = await startWorker(config, { command: [binary], env: cluster.env });
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 3, "the stray to be spawned");
+    expect(processesMarkedWith(id).length).toBeGreaterThan(2);
+    const cancelled = (await worker.json(`/train/${id}/cancel`, { method: "POST" })).body;
+    expect(cancelled).toMatchObject({ status: "cancelled", forced_kill: true });
+    expect(processesMarkedWith(id).filter(isLive)).toEqual([]);
+    expect(cluster.jobState(cancelled.slurm_job_id).JobState).not.toMatch(/RUNNING|PENDING|COMPLETING/);
+  });
+
+  test("a worker killed with -9 mid-run re-adopts its batch job by slurm_job_id", async () => {
+    using tree = makeHostTree();
+    const config = slurmConfig(tree, { secondsPerStep: 0.02 });
+    let id: string;
+    {
+      await using worker = await startWorker(config, { command: [binary], env: cluster.env });
+      id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+      await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 5, "training to start");
+    }
+    await using restarted = await startWorker(config, { command: [binary], env: cluster.env });
+    expect(restarted.output()).toContain('"msg":"re-adopting job after restart"');
+    const final = await untilEnded(restarted, id);
+    expect(final).toMatchObject({ status: "succeeded", step: 400 });
+  });
+
+  test("Slurm's TIMEOUT is the job's timeout", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(slurmConfig(tree, { secondsPerStep: 0.05 }), { command: [binary], env: cluster.env });
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 2, "training to start");
+    const slurmJobId = (await worker.json(`/train/${id}`)).body.slurm_job_id;
+    cluster.expireTimeLimit(slurmJobId);
+    const final = await untilEnded(worker, id);
+    expect(final).toMatchObject({ status: "failed", error_code: "timeout", error: expect.stringContaining("time limit") });
+  });
+
+  test("a batch job Slurm refuses (an unknown partition) is 503 spawn_failed with Slurm's words, and nothing runs", async () => {
+    using tree = makeHostTree();
+    const config = slurmConfig(tree, { secondsPerStep: 0.05 });
+    writeFileSync(config, readFileSync(config, "utf8").replace(`partition = ${JSON.stringify(cluster.partition)}`, 'partition = "nowhere"'));
+    await using worker = await startWorker(config, { command: [binary], env: cluster.env });
+    const refused = await worker.postTrain(tree.validRequest());
+    expect(refused).toMatchObject({ status: 503, body: { reason: "spawn_failed", detail: expect.stringContaining("Invalid partition name specified") } });
+    const record = (await worker.json(`/train/${refused.body.worker_job_id}`)).body;
+    expect(record).toMatchObject({ status: "failed", error_code: "spawn_failed" });
+    expect((await worker.json("/healthz")).body.active_job_ids).toEqual([]);
+  });
+
+  // Last: it takes the node down and back up.
+  test("the node failing under a run is node_failed", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(slurmConfig(tree, { secondsPerStep: 0.05 }), { command: [binary], env: cluster.env });
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 2, "training to start");
+    try {
+      expect(cluster.run(["scontrol", "update", `NodeName=${cluster.nodeName}`, "State=DOWN", "Reason=test"]).exitCode).toBe(0);
+      const final = await untilEnded(worker, id);
+      expect(final).toMatchObject({ status: "failed", error_code: "node_failed", error: expect.stringContaining("NODE_FAIL") });
+    } finally {
+      cluster.run(["scontrol", "update", `NodeName=${cluster.nodeName}`, "State=RESUME"]);
+    }
+  });
+});
