@@ -1,12 +1,10 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { closeSync, openSync } from "node:fs";
 import { cp, mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { verifySafetensors } from "../src/safetensors/verify.ts";
+import { runSimulated } from "./support/sim-run.ts";
 
-const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
-const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
 // One image repeated 5 times at batch size 1: 5 batches per epoch, so 12 steps take 3 epochs.
 const REPEATS = 5;
 const MAX_STEPS = 12;
@@ -29,35 +27,11 @@ async function workspace(): Promise<Workspace> {
   return { dir, [Symbol.asyncDispose]: () => rm(dir, { recursive: true, force: true }) };
 }
 
-// The worker's flags for a run writing to `<dir>/<out>`, then the checkpoint flags under test.
-function launchArgv(dir: string, out: string, extra: string[]): string[] {
-  const flags = [
-    `--pretrained_model_name_or_path=${join(dir, "model.safetensors")}`,
-    `--dataset_config=${join(dir, "dataset.toml")}`,
-    `--output_dir=${join(dir, out)}`,
-    ...["--output_name=mylora", "--save_model_as=safetensors", "--network_module=networks.lora", "--network_dim=4"],
-    ...[`--max_train_steps=${MAX_STEPS}`, "--seed=42", "--mixed_precision=bf16", "--console_log_simple"],
-  ];
-  return ["launch", "--num_processes=1", "--mixed_precision=bf16", SCRIPT, ...flags, ...extra];
-}
-
-// stdout and stderr share one file, as in the worker's job log; the child keeps its own copy of the fd.
 async function simulate(dir: string, out: string, extra: string[], knobs: Record<string, string> = {}) {
-  const logPath = join(dir, `${out}.log`);
-  const env = { LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0", ...knobs };
-  const log = openSync(logPath, "w");
-  const argv = [process.execPath, ENTRY, ...launchArgv(dir, out, extra)];
-  const proc = (() => {
-    try {
-      return Bun.spawn(argv, { stdin: "ignore", stdout: log, stderr: log, env });
-    } finally {
-      closeSync(log);
-    }
-  })();
-  await proc.exited;
-  const text = await Bun.file(logPath).text();
+  const run = { dir, outputDir: join(dir, out), steps: MAX_STEPS, extra, knobs, logPath: join(dir, `${out}.log`) };
+  const { exitCode, log } = await runSimulated(run);
   // The log without its tqdm redraws: what print() and the logger wrote, line by line.
-  return { exitCode: proc.exitCode, log: text, lines: text.replace(/\r[^\r\n]*/g, "") };
+  return { exitCode, log, lines: log.replace(/\r[^\r\n]*/g, "") };
 }
 
 // Each `steps:` redraw's n/total, in order.

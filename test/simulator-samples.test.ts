@@ -1,12 +1,11 @@
 import { describe, expect, test } from "bun:test";
-import { closeSync, existsSync, openSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { crc32, inflateSync } from "node:zlib";
+import { runSimulated } from "./support/sim-run.ts";
 
-const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
-const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
 // One image repeated 5 times at batch size 1: 5 batches per epoch, so 8 steps take 2 epochs.
 const REPEATS = 5;
 const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
@@ -35,28 +34,8 @@ async function workspace(prompts: unknown[] = PROMPTS): Promise<Workspace> {
   return { dir, out, prompts: join(dir, "prompts.json"), [Symbol.asyncDispose]: () => rm(dir, { recursive: true, force: true }) };
 }
 
-// stdout and stderr share one file, as in the worker's job log; the child keeps its own copy of the fd.
-async function simulate(job: Workspace, steps: number, extra: string[], knobs: Record<string, string> = {}) {
-  const flags = [
-    `--pretrained_model_name_or_path=${join(job.dir, "model.safetensors")}`,
-    `--dataset_config=${join(job.dir, "dataset.toml")}`,
-    `--output_dir=${job.out}`,
-    ...["--output_name=mylora", "--save_model_as=safetensors", "--network_module=networks.lora", "--network_dim=4"],
-    ...[`--max_train_steps=${steps}`, "--seed=42", "--mixed_precision=bf16", "--console_log_simple"],
-  ];
-  const logPath = join(job.dir, "train.log");
-  const env = { LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0", ...knobs };
-  const log = openSync(logPath, "w");
-  const argv = [process.execPath, ENTRY, "launch", "--num_processes=1", SCRIPT, ...flags, ...extra];
-  const proc = (() => {
-    try {
-      return Bun.spawn(argv, { stdin: "ignore", stdout: log, stderr: log, env });
-    } finally {
-      closeSync(log);
-    }
-  })();
-  await proc.exited;
-  return { exitCode: proc.exitCode, log: await Bun.file(logPath).text() };
+function simulate(job: Workspace, steps: number, extra: string[], knobs: Record<string, string> = {}) {
+  return runSimulated({ dir: job.dir, outputDir: job.out, steps, extra, knobs, logPath: join(job.dir, "train.log") });
 }
 
 // What a reader keeps of the log, in order: `steps n` for each redraw of the steps bar (repeats folded, and
