@@ -1,3 +1,4 @@
+import { Database } from "bun:sqlite";
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -131,7 +132,7 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
 
   test("a worker killed with -9 mid-run re-adopts its batch job by slurm_job_id", async () => {
     using tree = makeHostTree();
-    const config = slurmConfig(tree, { secondsPerStep: 0.02 });
+    const config = slurmConfig(tree, { secondsPerStep: 0.01 });
     let id: string;
     {
       await using worker = await startWorker(config, { command: [binary], env: cluster.env });
@@ -144,13 +145,47 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
     expect(final).toMatchObject({ status: "succeeded", step: 400 });
   });
 
+  test("a job whose Slurm id never reached the record (a crash right after sbatch) is found again by its name", async () => {
+    using tree = makeHostTree();
+    const config = slurmConfig(tree, { secondsPerStep: 0.01 });
+    let id: string;
+    let slurmJobId: string;
+    {
+      await using worker = await startWorker(config, { command: [binary], env: cluster.env });
+      id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+      slurmJobId = await waitFor(async () => {
+        const { body } = await worker.json(`/train/${id}`);
+        return body.step > 5 ? body.slurm_job_id : null;
+      }, "training to start");
+    }
+    const db = new Database(join(tree.state, "jobs.db"));
+    db.run("UPDATE jobs SET slurm_job_id = NULL WHERE id = ?", [id]);
+    db.close();
+    await using restarted = await startWorker(config, { command: [binary], env: cluster.env });
+    const final = await untilEnded(restarted, id);
+    expect(final).toMatchObject({ status: "succeeded", step: 400, slurm_job_id: slurmJobId });
+  });
+
+  test("a run cancelled in Slurm from outside the worker fails and says so", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(slurmConfig(tree, { secondsPerStep: 0.05 }), { command: [binary], env: cluster.env });
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    const slurmJobId = await waitFor(async () => {
+      const { body } = await worker.json(`/train/${id}`);
+      return body.step > 2 ? body.slurm_job_id : null;
+    }, "training to start");
+    expect(cluster.run(["scancel", slurmJobId]).exitCode).toBe(0);
+    const final = await untilEnded(worker, id);
+    expect(final).toMatchObject({ status: "failed", error_code: "trainer_crashed", error: expect.stringContaining("cancelled outside the worker") });
+  });
+
   test("Slurm's TIMEOUT is the job's timeout", async () => {
     using tree = makeHostTree();
     await using worker = await startWorker(slurmConfig(tree, { secondsPerStep: 0.05 }), { command: [binary], env: cluster.env });
     const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
     await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 2, "training to start");
     const slurmJobId = (await worker.json(`/train/${id}`)).body.slurm_job_id;
-    cluster.expireTimeLimit(slurmJobId);
+    await cluster.expireTimeLimit(slurmJobId);
     const final = await untilEnded(worker, id);
     expect(final).toMatchObject({ status: "failed", error_code: "timeout", error: expect.stringContaining("time limit") });
   });

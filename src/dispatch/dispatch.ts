@@ -137,7 +137,10 @@ export function createDispatcher(deps: DispatcherDeps) {
       writeFileSync(paths.datasetConfig, plan.dataset_toml, { mode: 0o640 });
       if (plan.sample_prompts !== undefined) writeFileSync(paths.samplePrompts, plan.sample_prompts, { mode: 0o640 });
       mkdirSync(train.outputDir, { recursive: true, mode: 0o770 });
-      const launchFile = { argv: plan.argv, env: plan.env, cwd: plan.cwd, log: paths.log, logMaxBytes: config.trainer.log_max_bytes, inheritEnv: plan.inheritEnv };
+      const launchFile = {
+        argv: plan.argv, env: plan.env, cwd: plan.cwd, log: paths.log, logMaxBytes: config.trainer.log_max_bytes,
+        inheritEnv: plan.inheritEnv, forwardSignals: config.trainer.backend === "slurm",
+      };
       await supervisor.start(row, train.outputFile, launchFile, train.device);
       log.info("job started", {
         job_id: row.id, tier: train.request.tier, device_index: train.device.index, simulated: config.trainer.mode === "simulate",

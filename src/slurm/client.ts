@@ -61,6 +61,12 @@ export function createSlurmClient(settings: SlurmSettings) {
     async signal(jobId: string, signal: "TERM" | "KILL" | null): Promise<CommandResult> {
       return run("scancel", signal === null ? [jobId] : ["--full", `--signal=${signal}`, jobId]);
     },
+    /** The job Slurm knows by this name, or null: how a job submitted just before a crash is found again. */
+    async byName(name: string): Promise<string | null | { error: string }> {
+      const res = await run("squeue", ["--noheader", `--name=${name}`, "--format=%i"]);
+      if (!res.ok) return { error: res.error };
+      return res.stdout.trim().split("\n").find((line) => /^\d+$/.test(line.trim()))?.trim() ?? null;
+    },
     async nodes(): Promise<CommandResult> {
       return run("scontrol", ["show", "node", "-o"]);
     },

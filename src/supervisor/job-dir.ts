@@ -15,6 +15,7 @@ import type { ProcessIdentity } from "../os/proc.ts";
 //   shim.json     the shim's identity (written by the shim before it starts the trainer)
 //   trainer.json  the trainer's identity (written by the shim once it runs)
 //   exit.json     how the trainer ended, or why it never started (written by the shim last)
+//   slurm.sh      on the Slurm backend, the batch script that runs the shim (written before sbatch)
 export interface JobPaths {
   id: string;
   dir: string;
@@ -40,6 +41,8 @@ export interface LaunchFile {
   env: Record<string, string>;
   /** Variables the shim passes on from its own environment: what Slurm sets for the job (its GPUs). */
   inheritEnv?: string[];
+  /** The shim passes SIGTERM and SIGINT on to the trainer's group (it is a Slurm batch script); else ignores them. */
+  forwardSignals?: boolean;
   cwd: string;
   log: string;
   logMaxBytes: number;
@@ -64,6 +67,7 @@ export const launchPath = (dir: string) => join(dir, "launch.json");
 export const shimPath = (dir: string) => join(dir, "shim.json");
 export const trainerPath = (dir: string) => join(dir, "trainer.json");
 export const exitPath = (dir: string) => join(dir, "exit.json");
+export const SLURM_SCRIPT = "slurm.sh";
 
 export const readJobFile = (dir: string) => readJsonOrNull<JobFile>(jobFilePath(dir));
 export const readShim = (dir: string) => readJsonOrNull<ProcessIdentity>(shimPath(dir));
@@ -73,9 +77,9 @@ export const readExit = (dir: string) => readJsonOrNull<ExitFile>(exitPath(dir))
 // A backstop for filesystems where inotify is silent, and the pace of the "is the shim alive" check.
 const POLL_MS = 500;
 
-/** A scheduler's own verdict on the run (Slurm's TIMEOUT, OUT_OF_MEMORY, NODE_FAIL), which outranks the shim's word. */
+/** A scheduler's own verdict on the run (Slurm's TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, CANCELLED), which outranks the shim's word. */
 export interface SchedulerVerdict {
-  scheduler: "TIMEOUT" | "OUT_OF_MEMORY" | "NODE_FAIL";
+  scheduler: "TIMEOUT" | "OUT_OF_MEMORY" | "NODE_FAIL" | "CANCELLED";
   detail: string;
 }
 

@@ -46,7 +46,9 @@ export function decideOutcome(facts: ExitFacts): Outcome {
   return { ...base, status: "failed", error_code: failure.code, error: `${lead}${failure.what}; ${exitText(ended)}.${tailText(facts.logTail)}` };
 }
 
-const SCHEDULER_CODES: Record<SchedulerVerdict["scheduler"], ErrorCode> = { TIMEOUT: "timeout", OUT_OF_MEMORY: "host_oom_killed", NODE_FAIL: "node_failed" };
+const SCHEDULER_CODES: Record<SchedulerVerdict["scheduler"], ErrorCode> = {
+  TIMEOUT: "timeout", OUT_OF_MEMORY: "host_oom_killed", NODE_FAIL: "node_failed", CANCELLED: "trainer_crashed",
+};
 
 function classify(facts: ExitFacts, exitCode: number | null, signal: string | null): Failure {
   const { ended, verdict } = facts;

@@ -3,7 +3,7 @@ import { dirname, join } from "node:path";
 import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
-import { readExit, readJobFile, readShim, readTrainer } from "./job-dir.ts";
+import { readExit, readJobFile, readShim, readTrainer, SLURM_SCRIPT } from "./job-dir.ts";
 import { markedProcesses } from "../os/marker.ts";
 import { identify, isSameProcess, readBootId, readProcStat, type ProcessIdentity } from "../os/proc.ts";
 import type { Identities, PendingStop } from "./run.ts";
@@ -11,6 +11,8 @@ import { sweepStrays } from "../os/terminate.ts";
 
 export interface ReconcileDeps {
   store: JobStore;
+  /** On the Slurm backend a job whose batch script was written is Slurm's to account for, recorded id or not. */
+  slurm: boolean;
   stateDir: string;
   now: () => Date;
   log: Logger;
@@ -33,7 +35,7 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
   for (const job of deps.store.activeJobs()) {
     settled.add(job.id);
     // Slurm holds a batch job's processes on whatever node, across its own restarts and ours: it says how it ends.
-    if (job.slurm_job_id !== null) {
+    if (job.slurm_job_id !== null || (deps.slurm && existsSync(join(dirname(job.log_path), SLURM_SCRIPT)))) {
       deps.log.info("re-adopting job after restart", { job_id: job.id, slurm_job_id: job.slurm_job_id });
       adopt({ row: job, ids: { shim: null, trainer: null }, pendingStop: pendingStopOf(job, deps.now) });
       continue;

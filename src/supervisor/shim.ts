@@ -2,6 +2,7 @@ import { closeSync, openSync } from "node:fs";
 import { readJsonOrNull, writeJsonAtomic } from "../fs.ts";
 import { exitPath, launchPath, shimPath, trainerPath, type LaunchFile } from "./job-dir.ts";
 import { identify } from "../os/proc.ts";
+import { signalGroup } from "../os/terminate.ts";
 import { capLog } from "./job-log.ts";
 
 // One shim per job, like containerd's: it starts the trainer, outlives any restart of the worker,
@@ -26,6 +27,9 @@ export async function runShim(jobDir: string): Promise<number> {
     return 1;
   }
   await writeWhenPossible(trainerPath(jobDir), identify(proc.pid));
+  // Under a scheduler the shim is the batch script, and the scheduler's SIGTERM (a cancel, the time limit) is for
+  // the trainer: passed on to its process group. On this host only the worker signals the trainer, directly.
+  if (launch.forwardSignals) for (const signal of ["SIGTERM", "SIGINT"] as const) process.on(signal, () => signalGroup(proc.pid, signal));
   const cap = setInterval(() => cut(launch), CAP_CHECK_MS);
   await proc.exited;
   clearInterval(cap);

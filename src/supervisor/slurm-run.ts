@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { writeJsonAtomic } from "../fs.ts";
 import { JOB_MARKER_ENV } from "../os/marker.ts";
 import { isLive, type JobState, type SlurmClient } from "../slurm/client.ts";
-import { type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit } from "./job-dir.ts";
+import { type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit, SLURM_SCRIPT } from "./job-dir.ts";
 import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
 import { supervise } from "./supervise.ts";
 
@@ -25,14 +25,16 @@ const STOP_POLL_MS = 200;
 const KILL_WAIT_MS = 60_000;
 const SLURM_OUT = "slurm.out";
 
+export const slurmJobName = (id: string) => `lora-worker-${id}`;
+
 export async function startSlurmRun(ctx: RunContext, launch: LaunchFile, job: JobFile, shimCommand: string[], plan: SlurmPlan): Promise<Run> {
   writeJsonAtomic(jobFilePath(ctx.dir), job);
   writeJsonAtomic(launchPath(ctx.dir), launch);
   closeSync(openSync(ctx.logPath, "a", 0o640));
-  const script = join(ctx.dir, "slurm.sh");
+  const script = join(ctx.dir, SLURM_SCRIPT);
   writeFileSync(script, batchScript(ctx, shimCommand), { mode: 0o750 });
   const submitted = await plan.slurm.submit(script, [
-    `--job-name=lora-worker-${ctx.id}`, `--chdir=${ctx.dir}`, `--output=${join(ctx.dir, SLURM_OUT)}`,
+    `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.dir}`, `--output=${join(ctx.dir, SLURM_OUT)}`,
     `--gres=${plan.gres}`, `--time=${plan.timeMinutes}`,
     // Nothing of the worker's environment; a node failure ends the run (NODE_FAIL) instead of starting it over.
     "--export=NONE", "--no-requeue",
@@ -48,7 +50,8 @@ export async function startSlurmRun(ctx: RunContext, launch: LaunchFile, job: Jo
   return supervise(ctx, slurmPlacement(ctx, submitted.jobId, plan), null);
 }
 
-export function adoptSlurmRun(ctx: RunContext, slurmJobId: string, plan: SlurmPlan, pending: PendingStop | null): Run {
+// A job recorded without its Slurm id (the worker stopped between sbatch and the record) is found by its name.
+export function adoptSlurmRun(ctx: RunContext, slurmJobId: string | null, plan: SlurmPlan, pending: PendingStop | null): Run {
   return supervise(ctx, slurmPlacement(ctx, slurmJobId, plan), pending);
 }
 
@@ -63,11 +66,25 @@ function batchScript(ctx: RunContext, shimCommand: string[]): string {
   ].join("\n");
 }
 
-function slurmPlacement(ctx: RunContext, jobId: string, plan: SlurmPlan): Placement {
+function slurmPlacement(ctx: RunContext, recordedId: string | null, plan: SlurmPlan): Placement {
   const { slurm } = plan;
   let pending: string | null = null;
   let running = false;
+  let jobId = recordedId;
+  const find = async (): Promise<string | null> => {
+    const found = await slurm.byName(slurmJobName(ctx.id));
+    if (found === null || typeof found === "object") return null;
+    ctx.log.info("found the run's Slurm job by its name", { job_id: ctx.id, slurm_job_id: found });
+    try {
+      ctx.store.markSlurm(ctx.id, found);
+    } catch (err) {
+      ctx.log.error("could not record the run's Slurm job", { job_id: ctx.id, error: (err as Error).message });
+    }
+    return found;
+  };
   const look = async (): Promise<JobState | null | "unknown"> => {
+    jobId ??= await find();
+    if (jobId === null) return null;
     const state = await slurm.state(jobId);
     if (state !== null && "error" in state) {
       ctx.log.warn("could not read the Slurm job's state; asking again", { job_id: ctx.id, slurm_job_id: jobId, error: state.error });
@@ -84,7 +101,7 @@ function slurmPlacement(ctx: RunContext, jobId: string, plan: SlurmPlan): Placem
         return;
       }
       pending = null;
-      resolve(endOf(ctx, jobId, state));
+      resolve(endOf(ctx, jobId ?? "(none found)", state));
     };
     void tick();
   });
@@ -121,10 +138,11 @@ function slurmPlacement(ctx: RunContext, jobId: string, plan: SlurmPlan): Placem
     async stop(graceMs) {
       const state = await look();
       if (state === null || (state !== "unknown" && !isLive(state))) return false;
+      const id = jobId!;
       const waiting = state !== "unknown" && state.state === "PENDING";
-      await slurm.signal(jobId, waiting ? null : "TERM");
+      await slurm.signal(id, waiting ? null : "TERM");
       if (await ended(graceMs)) return false;
-      const killed = await slurm.signal(jobId, "KILL");
+      const killed = await slurm.signal(id, "KILL");
       if (!(await ended(KILL_WAIT_MS))) throw new Error(`Slurm job ${jobId} is still live after SIGKILL${killed.ok ? "" : `: ${killed.error}`}`);
       return true;
     },
@@ -136,6 +154,8 @@ function slurmPlacement(ctx: RunContext, jobId: string, plan: SlurmPlan): Placem
 }
 
 const VERDICTS: Record<string, (jobId: string) => ExitWatch> = {
+  // Not by this worker, whose cancel is recorded first and so reads as cancelled.
+  CANCELLED: (id) => ({ scheduler: "CANCELLED", detail: `Slurm job ${id} was cancelled outside the worker (scancel)` }),
   TIMEOUT: (id) => ({ scheduler: "TIMEOUT", detail: `Slurm stopped the run at its time limit (job ${id}, sbatch --time from watchdog.tier_timeout_seconds)` }),
   OUT_OF_MEMORY: (id) => ({ scheduler: "OUT_OF_MEMORY", detail: `Slurm reports the run ran out of host memory (job ${id}, OUT_OF_MEMORY)` }),
   NODE_FAIL: (id) => ({ scheduler: "NODE_FAIL", detail: `the node running it failed (Slurm job ${id}, NODE_FAIL)` }),

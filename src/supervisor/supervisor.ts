@@ -188,12 +188,12 @@ export function createSupervisor(deps: SupervisorDeps) {
 
     // Re-adopts what survived a restart of the worker (or the loss of its database); fails what did not.
     reconcile(): void {
-      reconcileOnStart({ store, stateDir: config.state_dir, now, log }, ({ row, ids, pendingStop }) => {
+      reconcileOnStart({ store, stateDir: config.state_dir, now, log, slurm: slurm !== null }, ({ row, ids, pendingStop }) => {
         const request = JSON.parse(row.request) as TrainRequest;
         const outputFile = join(request.output_dir, `${request.output_name}.safetensors`);
         try {
           const ctx = contextFor(row, outputFile);
-          track(row.slurm_job_id !== null && slurm ? adoptSlurmRun(ctx, row.slurm_job_id, slurmPlan(request.tier, deviceOf(request)), pendingStop) : adoptRun(ctx, ids, pendingStop));
+          track(slurm ? adoptSlurmRun(ctx, row.slurm_job_id, slurmPlan(request.tier, deviceOf(request)), pendingStop) : adoptRun(ctx, ids, pendingStop));
         } catch (err) {
           log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
         }

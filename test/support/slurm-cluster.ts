@@ -29,7 +29,7 @@ export interface SlurmCluster extends AsyncDisposable {
   jobState(id: string): Record<string, string>;
   // Moves a running job's end time to now. slurmctld checks time limits every 30 s (a compile-time
   // constant), so the job turns TIMEOUT 0-30 s later; a shorter TimeLimit is rounded up to a minute.
-  expireTimeLimit(id: string): void;
+  expireTimeLimit(id: string): Promise<unknown>;
 }
 
 // slurmd sends SIGKILL max(KillWait, 5) s after SIGTERM, so less than 5 buys nothing.
@@ -69,7 +69,9 @@ export async function startSlurmCluster(opts: SlurmClusterOptions = {}): Promise
     partition: PARTITION,
     run,
     jobState: (id) => parseJobRecord(checked(run(["scontrol", "show", "job", "-o", id]), `scontrol show job ${id}`)),
-    expireTimeLimit: (id) => void checked(run(["scontrol", "update", `JobId=${id}`, "EndTime=now"]), `expiring job ${id}`),
+    // Slurm refuses an end time that is not after the job's start (a job started within this second): asked again.
+    expireTimeLimit: (id) =>
+      waitFor(() => run(["scontrol", "update", `JobId=${id}`, "EndTime=now"]).exitCode === 0, `Slurm to take job ${id}'s end time`),
     [Symbol.asyncDispose]: () => stopCluster(dir, daemons, run, opts.killWaitSeconds ?? DEFAULTS.killWaitSeconds),
   };
   try {
