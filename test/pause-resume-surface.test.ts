@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
-import { launchChromium, PHONE, type Browser } from "./support/chromium.ts";
+import { chromiumForTests, PHONE } from "./support/chromium.ts";
 import { runCli } from "./support/cli-process.ts";
 import { MAIN, SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { OVERFLOWS, openStatusPage, saveScreenshot } from "./support/status-page.ts";
@@ -111,13 +111,7 @@ describe("lora-worker pause and resume against a worker running simulated jobs",
 });
 
 describe("the status page's pause and resume, in headless Chromium", () => {
-  let browser: Browser;
-  beforeAll(async () => {
-    browser = await launchChromium();
-  }, 60_000);
-  afterAll(async () => {
-    await browser?.[Symbol.asyncDispose]();
-  });
+  const browser = chromiumForTests();
 
   const shown = (id: string) => `!document.getElementById(${JSON.stringify(id)}).hidden`;
   const text = (id: string) => `document.getElementById(${JSON.stringify(id)}).textContent`;

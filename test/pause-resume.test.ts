@@ -165,7 +165,7 @@ describe("checkpoints, pause and resume (compiled binary, simulated trainer)", (
       predecessor = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
       expect(await untilEnded(worker, predecessor)).toMatchObject({ error_code: "cuda_oom", resume_step: 40 });
     }
-    const config = tree.writeConfig(SIMULATE_TABLES(0.02));
+    const config = tree.writeConfig(SIMULATE_TABLES(0.01));
     let id: string;
     {
       await using worker = await startWorker(config, { command: [binary] });

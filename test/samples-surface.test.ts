@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
 import { TOKEN_A, writeTokens } from "./support/auth-setup.ts";
 import { ensureBinary } from "./support/binary.ts";
-import { PHONE, launchChromium, type Browser, type Page } from "./support/chromium.ts";
+import { chromiumForTests, PHONE, type Page } from "./support/chromium.ts";
 import { runCli } from "./support/cli-process.ts";
 import { MAIN, SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
 import { OVERFLOWS, openStatusPage, saveScreenshot } from "./support/status-page.ts";
@@ -31,14 +31,10 @@ const untilEnded = (worker: WorkerProcess, id: string, init?: RequestInit) =>
   }, `job ${id} to end`, 60_000);
 
 let binary: string;
-let browser: Browser;
-beforeAll(async () => {
+beforeAll(() => {
   binary = ensureBinary();
-  browser = await launchChromium();
 }, 120_000);
-afterAll(async () => {
-  await browser?.[Symbol.asyncDispose]();
-});
+const browser = chromiumForTests();
 
 async function enterToken(page: Page) {
   await page.until(`document.getElementById("token-dialog").open`, "the token form");

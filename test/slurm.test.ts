@@ -1,5 +1,5 @@
 import { Database } from "bun:sqlite";
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { readTrainer } from "../src/supervisor/job-dir.ts";
@@ -26,6 +26,12 @@ beforeAll(async () => {
 }, 180_000);
 afterAll(async () => {
   await cluster?.[Symbol.asyncDispose]();
+});
+// A test that failed midway leaves its batch jobs running: they must not hold the GPUs of the next.
+afterEach(async () => {
+  if (unavailable !== null) return;
+  cluster.run(["scancel", `--partition=${cluster.partition}`]);
+  await waitFor(() => cluster.run(["squeue", "--noheader"]).stdout.trim() === "", "the cluster's queue to empty", 30_000);
 });
 
 function slurmConfig(tree: HostTree, opts: { secondsPerStep: number; maxActive?: number; fail?: string }): string {
@@ -67,7 +73,7 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
     const launch = JSON.parse(readFileSync(join(tree.state, "jobs", id, "launch.json"), "utf8"));
     expect(launch.env.CUDA_VISIBLE_DEVICES).toBeUndefined();
     const gpus = (await worker.json("/gpu-status")).body;
-    expect(gpus).toMatchObject({ backend: "slurm", nodes: [{ name: cluster.nodeName, gres: expect.stringContaining("gpu") }] });
+    expect(gpus).toMatchObject({ backend: "slurm", nodes: [{ name: cluster.nodeName, gpus: [{ type: "a6000", total: 2, allocated: 0 }] }] });
   });
 
   test("doctor checks the cluster: the controller answers and offers every device's gres, or names the one it lacks", async () => {
@@ -94,7 +100,11 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
       return seen.every((g) => g !== undefined) ? seen : null;
     }, "both trainers to run");
     expect(ga).not.toBe(gb);
+    expect((await worker.json("/gpu-status")).body.nodes[0].gpus).toEqual([{ type: "a6000", total: 2, allocated: 2 }]);
     expect((await worker.json("/healthz")).body.active_job_ids.sort()).toEqual([a, b].sort());
+    // Each active job has its own progress series.
+    const metrics = await (await worker.request("/metrics")).text();
+    for (const id of [a, b]) expect(metrics).toMatch(new RegExp(`^lora_worker_active_job_step\\{job_id="${id}"\\} \\d+$`, "m"));
     for (const id of [a, b]) expect((await worker.json(`/train/${id}/cancel`, { method: "POST" })).body.status).toBe("cancelled");
   });
 
@@ -132,7 +142,7 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
 
   test("a worker killed with -9 mid-run re-adopts its batch job by slurm_job_id", async () => {
     using tree = makeHostTree();
-    const config = slurmConfig(tree, { secondsPerStep: 0.01 });
+    const config = slurmConfig(tree, { secondsPerStep: 0.005 });
     let id: string;
     {
       await using worker = await startWorker(config, { command: [binary], env: cluster.env });
@@ -147,7 +157,7 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
 
   test("a job whose Slurm id never reached the record (a crash right after sbatch) is found again by its name", async () => {
     using tree = makeHostTree();
-    const config = slurmConfig(tree, { secondsPerStep: 0.01 });
+    const config = slurmConfig(tree, { secondsPerStep: 0.005 });
     let id: string;
     let slurmJobId: string;
     {

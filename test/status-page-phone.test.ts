@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { ensureBinary } from "./support/binary.ts";
-import { PHONE, launchChromium, type Browser, type Page } from "./support/chromium.ts";
+import { chromiumForTests, PHONE, type Page } from "./support/chromium.ts";
 import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
 import { OVERFLOWS, gpuScenario, openStatusPage, saveScreenshot } from "./support/status-page.ts";
 import { startWorker } from "./support/worker-process.ts";
@@ -48,14 +48,10 @@ const RENDER_WIDEST = `(() => {
 })()`;
 
 let binary: string;
-let browser: Browser;
-beforeAll(async () => {
+beforeAll(() => {
   binary = ensureBinary();
-  browser = await launchChromium();
 }, 120_000);
-afterAll(async () => {
-  await browser?.[Symbol.asyncDispose]();
-});
+const browser = chromiumForTests();
 
 // Waits until `condition`, an expression over `rows`, holds in the page, and returns the rows.
 async function jobRows(page: Page, condition: string, what: string) {

@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { TOKEN_A, writeTokens } from "./support/auth-setup.ts";
 import { ensureBinary } from "./support/binary.ts";
-import { launchChromium, type Browser, type Page } from "./support/chromium.ts";
+import { chromiumForTests, type Page } from "./support/chromium.ts";
 import { REPO, SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
 import { HOSTILE_NAME, OVERFLOWS, TTS, gpuScenario, openStatusPage as openOn, saveScreenshot } from "./support/status-page.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
@@ -65,14 +65,10 @@ const CUT_FIRST_STREAM = `(() => {
 })()`;
 
 let binary: string;
-let browser: Browser;
-beforeAll(async () => {
+beforeAll(() => {
   binary = ensureBinary();
-  browser = await launchChromium();
 }, 120_000);
-afterAll(async () => {
-  await browser?.[Symbol.asyncDispose]();
-});
+const browser = chromiumForTests();
 
 const openStatusPage = (worker: WorkerProcess) => openOn(browser, worker);
 

@@ -4,7 +4,7 @@ import { cotenantsOf } from "../gpu/admission.ts";
 import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
 import { JobStatus } from "../job.ts";
 import type { JobStore } from "../store/job-store.ts";
-import type { Supervisor } from "../supervisor/supervisor.ts";
+import type { LiveProgress, Supervisor } from "../supervisor/supervisor.ts";
 
 // Prometheus text exposition (format 0.0.4): "# HELP", "# TYPE", then `name{label="value"} number` lines.
 // Label values escape backslash, double quote and newline; HELP text escapes backslash and newline.
@@ -116,23 +116,29 @@ interface WorkerMetricsDeps {
 
 export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
   const counts = deps.store.countByStatus();
-  const activeId = deps.supervisor.activeJobId();
-  const live = activeId === null ? null : deps.supervisor.progress(activeId);
-  const active = (name: string, help: string, value: number | null | undefined): Family => ({
+  // One sample per active job, labelled by it: one on this host, up to slurm.max_active_jobs on Slurm.
+  const live = deps.supervisor.activeJobIds().flatMap((id) => {
+    const progress = deps.supervisor.progress(id);
+    return progress === null ? [] : [{ id, progress }];
+  });
+  const active = (name: string, help: string, value: (p: LiveProgress) => number | null): Family => ({
     name,
     help,
     kind: "gauge",
-    samples: activeId === null || value === null || value === undefined ? [] : [{ labels: { job_id: activeId }, value }],
+    samples: live.flatMap(({ id, progress }) => {
+      const v = value(progress);
+      return v === null ? [] : [{ labels: { job_id: id }, value: v }];
+    }),
   });
   return [
     { name: "lora_worker_build_info", help: "Version and commit of this worker.", kind: "gauge", samples: [{ labels: { version: deps.version, commit: deps.commit }, value: 1 }] },
     { name: "lora_worker_state_writable", help: "1 while the job database takes writes; 0 while the state dir cannot (new trains are refused).", kind: "gauge", samples: [{ value: deps.supervisor.stateFailure() === null ? 1 : 0 }] },
     { name: "lora_worker_state_dir_bytes", help: "Bytes under the state dir (records, logs, dataset copies), as the last retention round measured them.", kind: "gauge", samples: deps.stateBytes === null ? [] : [{ value: deps.stateBytes }] },
     { name: "lora_worker_jobs", help: "Jobs in the database, by status.", kind: "gauge", samples: JobStatus.options.map((status) => ({ labels: { status }, value: counts[status] ?? 0 })) },
-    active("lora_worker_active_job_step", "Current step of the active job.", live?.step),
-    active("lora_worker_active_job_total_steps", "Total steps of the active job.", live?.total_steps),
-    active("lora_worker_active_job_loss", "Latest finite avr_loss of the active job.", live?.loss),
-    active("lora_worker_active_job_eta_seconds", "Estimated seconds left for the active job.", live?.eta_s),
+    active("lora_worker_active_job_step", "Current step of each active job.", (p) => p.step),
+    active("lora_worker_active_job_total_steps", "Total steps of each active job.", (p) => p.total_steps),
+    active("lora_worker_active_job_loss", "Latest finite avr_loss of each active job.", (p) => p.loss),
+    active("lora_worker_active_job_eta_seconds", "Estimated seconds left for each active job.", (p) => p.eta_s),
   ];
 }
 

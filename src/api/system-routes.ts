@@ -42,9 +42,24 @@ async function clusterGpus(config: SystemRouteDeps["loaded"]["config"]) {
   const listed = await createSlurmClient(config.slurm).nodes();
   if (!listed.ok) throw new ApiError(503, { detail: `scontrol show node: ${listed.error}`, reason: "gpu_probe_failed" });
   const nodes = listed.stdout.split("\n").filter((line) => line.trim() !== "").map(parseFields).map((node) => ({
-    name: node.NodeName ?? "", state: node.State ?? "", gres: node.Gres ?? "", gres_used: node.GresUsed ?? "",
+    name: node.NodeName ?? "", state: node.State ?? "", gpus: gpuCounts(node.Gres ?? "", node.GresUsed ?? ""),
+    gres: node.Gres ?? "", gres_used: node.GresUsed ?? "",
   }));
   return { backend: "slurm", nodes };
+}
+
+// "gpu:a6000:2(S:0)" and "gpu:a6000:1(IDX:0)" (a type is optional) as { type, total, allocated } per GPU type.
+function gpuCounts(gres: string, used: string) {
+  const counts = (text: string) => {
+    const byType = new Map<string, number>();
+    for (const entry of text.split(/,(?![^(]*\))/)) {
+      const match = /^gpu(?::([^:(]+))?:(\d+)/.exec(entry.trim());
+      if (match) byType.set(match[1] ?? "", (byType.get(match[1] ?? "") ?? 0) + Number(match[2]));
+    }
+    return byType;
+  };
+  const allocated = counts(used);
+  return [...counts(gres)].map(([type, total]) => ({ type: type === "" ? null : type, total, allocated: allocated.get(type) ?? 0 }));
 }
 
 export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics }) {

@@ -68,7 +68,7 @@ export function createSlurmClient(settings: SlurmSettings) {
       return res.stdout.trim().split("\n").find((line) => /^\d+$/.test(line.trim()))?.trim() ?? null;
     },
     async nodes(): Promise<CommandResult> {
-      return run("scontrol", ["show", "node", "-o"]);
+      return run("scontrol", ["--details", "show", "node", "-o"]);
     },
   };
 }

@@ -1,3 +1,4 @@
+import { afterAll, beforeAll } from "bun:test";
 // Headless Chromium (Debian's `chromium`) driven over the DevTools protocol on its own WebSocket:
 // no browser download and no driver library. Chromium prints `DevTools listening on ws://…` on stderr
 // once it is ready; every command is `{id, method, params, sessionId}` and is answered by the same id.
@@ -48,6 +49,18 @@ export interface Page {
 
 export interface Browser extends AsyncDisposable {
   open(url: string, viewport?: Viewport): Promise<Page>;
+}
+
+/** One Chromium for the tests of a file (or describe block): launched before the first, closed after the last. */
+export function chromiumForTests(): Pick<Browser, "open"> {
+  let browser: Browser | undefined;
+  beforeAll(async () => {
+    browser = await launchChromium();
+  }, 2 * LAUNCH_TIMEOUT_MS);
+  afterAll(async () => {
+    await browser?.[Symbol.asyncDispose]();
+  });
+  return { open: (url, viewport) => browser!.open(url, viewport) };
 }
 
 export function findChromium(): string | null {

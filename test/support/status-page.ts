@@ -19,7 +19,7 @@ export function gpuScenario(tree: HostTree): string {
   return dir;
 }
 
-export async function openStatusPage(browser: Browser, worker: WorkerProcess, viewport?: Viewport): Promise<Page> {
+export async function openStatusPage(browser: Pick<Browser, "open">, worker: WorkerProcess, viewport?: Viewport): Promise<Page> {
   const res = await worker.request("/");
   if (res.status !== 200) throw new Error(`GET / answered ${res.status}: this dist/lora-worker does not serve the status page (publicly); rebuild it with \`bun run build\``);
   return browser.open(`${worker.url}/`, viewport);
