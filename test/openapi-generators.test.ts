@@ -148,7 +148,7 @@ describe("the OpenAPI document and the tools that consume it", () => {
     expect(Phase.options).toContain("sampling");
     expect(schemas.TrainRequest.properties.tier).toEqual({ type: "string", enum: ["fast", "balanced", "quality"] });
     expect(schemas.Conflict.properties.reason.enum).toEqual(["busy", "output_exists", "insufficient_vram", "cotenant_active", "insufficient_disk", "not_resumable"]);
-    expect(schemas.Unavailable.properties.reason.enum).toEqual(["gpu_probe_failed", "state_unwritable", "spawn_failed"]);
+    expect(schemas.Unavailable.properties.reason.enum).toEqual(["gpu_probe_failed", "state_unwritable", "spawn_failed", "slurm_refused"]);
     expect(doc.paths["/train/{id}"].get.responses[200].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/JobView" });
   });
 

@@ -1,6 +1,6 @@
 import { Database } from "bun:sqlite";
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { readTrainer } from "../src/supervisor/job-dir.ts";
 import { ensureBinary } from "./support/binary.ts";
@@ -9,6 +9,8 @@ import { isLive, processesMarkedWith } from "./support/job-processes.ts";
 import { type SlurmCluster, slurmUnavailable, startSlurmCluster } from "./support/slurm-cluster.ts";
 import { waitFor } from "./support/wait.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { chromiumForTests } from "./support/chromium.ts";
+import { openStatusPage, saveScreenshot } from "./support/status-page.ts";
 
 // Issue 17: the compiled worker with trainer.backend = "slurm" against a real single-node Slurm cluster with two
 // fake GPUs, started once for this file. The simulated trainer runs inside the batch jobs, through the shim.
@@ -59,6 +61,8 @@ function trainerGpus(tree: HostTree, id: string): string | undefined {
 }
 
 describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, single-node cluster)", () => {
+  const browser = chromiumForTests();
+
   test("a run is a batch job that trains to a verified LoRA; /healthz names the backend, /gpu-status the cluster's GPUs", async () => {
     using tree = makeHostTree();
     await using worker = await startWorker(slurmConfig(tree, { secondsPerStep: 0.005 }), { command: [binary], env: cluster.env });
@@ -70,10 +74,17 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
     expect(final).toMatchObject({ status: "succeeded", step: 400, total_steps: 400 });
     expect(final.lora_sha256).toBe(new Bun.CryptoHasher("sha256").update(readFileSync(final.lora_path)).digest("hex"));
     expect(cluster.jobState(slurmJobId)).toMatchObject({ JobState: "COMPLETED", JobName: `lora-worker-${id}` });
+    expect((await worker.json(`/train/${id}/metrics`)).body).toMatchObject({ total_points: 400 });
     const launch = JSON.parse(readFileSync(join(tree.state, "jobs", id, "launch.json"), "utf8"));
     expect(launch.env.CUDA_VISIBLE_DEVICES).toBeUndefined();
     const gpus = (await worker.json("/gpu-status")).body;
     expect(gpus).toMatchObject({ backend: "slurm", nodes: [{ name: cluster.nodeName, gpus: [{ type: "a6000", total: 2, allocated: 0 }] }] });
+    // The status page draws the cluster's nodes, not a probe failure.
+    const page = await openStatusPage(browser, worker);
+    await page.until(`document.getElementById("gpus").textContent.includes("a6000: 0 of 2 allocated")`, "the cluster's GPUs on the page");
+    expect(await page.evaluate(`document.getElementById("gpus").textContent`)).toContain(cluster.nodeName);
+    await page.until(`document.getElementById("loss-curve").dataset.points === "400"`, "the loss curve");
+    await saveScreenshot(page, "slurm-gpus");
   });
 
   test("doctor checks the cluster: the controller answers and offers every device's gres, or names the one it lacks", async () => {
@@ -200,16 +211,16 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
     expect(final).toMatchObject({ status: "failed", error_code: "timeout", error: expect.stringContaining("time limit") });
   });
 
-  test("a batch job Slurm refuses (an unknown partition) is 503 spawn_failed with Slurm's words, and nothing runs", async () => {
+  test("a run Slurm would refuse (an unknown partition) is 503 slurm_refused with Slurm's words, and nothing is created", async () => {
     using tree = makeHostTree();
     const config = slurmConfig(tree, { secondsPerStep: 0.05 });
     writeFileSync(config, readFileSync(config, "utf8").replace(`partition = ${JSON.stringify(cluster.partition)}`, 'partition = "nowhere"'));
     await using worker = await startWorker(config, { command: [binary], env: cluster.env });
     const refused = await worker.postTrain(tree.validRequest());
-    expect(refused).toMatchObject({ status: 503, body: { reason: "spawn_failed", detail: expect.stringContaining("Invalid partition name specified") } });
-    const record = (await worker.json(`/train/${refused.body.worker_job_id}`)).body;
-    expect(record).toMatchObject({ status: "failed", error_code: "spawn_failed" });
-    expect((await worker.json("/healthz")).body.active_job_ids).toEqual([]);
+    expect(refused).toMatchObject({ status: 503, body: { reason: "slurm_refused", detail: expect.stringContaining("Invalid partition name specified") } });
+    expect((await worker.json("/train")).body.jobs).toEqual([]);
+    expect(existsSync(join(tree.state, "jobs")) ? readdirSync(join(tree.state, "jobs")) : []).toEqual([]);
+    expect(cluster.run(["squeue", "--noheader"]).stdout.trim()).toBe("");
   });
 
   // Last: it takes the node down and back up.

@@ -54,6 +54,8 @@ export function refusalError(result: Exclude<DispatchResult, { ok: true }>): Api
       return new ApiError(409, { detail: result.detail, reason: "not_resumable" });
     case "no_such_job":
       return noSuchJob();
+    case "slurm_refused":
+      return new ApiError(503, { detail: `${result.detail}; check the [slurm] settings and the devices' gres (lora-worker doctor)`, reason: "slurm_refused" });
     case "launch_failed":
       return new ApiError(503, { detail: result.job.error ?? "the trainer could not be started", reason: "spawn_failed", worker_job_id: result.job.id });
   }

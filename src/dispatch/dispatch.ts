@@ -39,6 +39,7 @@ export type DispatchResult =
   | { ok: false; kind: "insufficient_disk"; shortfall: DiskShortfall }
   | { ok: false; kind: "not_resumable"; detail: string }
   | { ok: false; kind: "no_such_job" }
+  | { ok: false; kind: "slurm_refused"; detail: string }
   | { ok: false; kind: "launch_failed"; job: JobRow };
 
 type Refused = Exclude<DispatchResult, { ok: true }>;
@@ -168,6 +169,8 @@ export function createDispatcher(deps: DispatcherDeps) {
     if (again) return again;
     const shortfall = diskShortfall(train.outputDir, TIERS[train.request.tier], train.resumed);
     if (shortfall !== null) return { ok: false, kind: "insufficient_disk", shortfall };
+    const refused = await supervisor.placementRefusal(train.request, train.device);
+    if (refused !== null) return { ok: false, kind: "slurm_refused", detail: `Slurm would not take the run: ${refused}` };
     const id = randomUUID();
     const prepared = await prepare(id, train);
     if (!prepared.ok) return prepared;

@@ -41,15 +41,15 @@ export function createSlurmClient(settings: SlurmSettings) {
   return {
     /** Submits a batch script; the job id, or Slurm's refusal. */
     async submit(script: string, options: string[]): Promise<{ ok: true; jobId: string } | { ok: false; error: string }> {
-      const placement = [
-        ...(settings.partition === "" ? [] : [`--partition=${settings.partition}`]),
-        ...(settings.account === "" ? [] : [`--account=${settings.account}`]),
-      ];
-      const res = await run("sbatch", ["--parsable", ...placement, ...options, script]);
+      const res = await run("sbatch", ["--parsable", ...placementOf(settings), ...options, script]);
       if (!res.ok) return res;
       // --parsable prints "<id>" or "<id>;<cluster>".
       const jobId = res.stdout.trim().split(";")[0] ?? "";
       return /^\d+$/.test(jobId) ? { ok: true, jobId } : { ok: false, error: `sbatch printed no job id: ${res.stdout.trim()}` };
+    },
+    /** Whether Slurm would take such a job (a partition, account and gres it knows), without submitting it. */
+    async wouldTake(options: string[]): Promise<CommandResult> {
+      return run("sbatch", ["--test-only", ...placementOf(settings), ...options, "--wrap=true"]);
     },
     async state(jobId: string): Promise<JobState | null | { error: string }> {
       const res = await run("scontrol", ["show", "job", "-o", jobId]);
@@ -74,6 +74,13 @@ export function createSlurmClient(settings: SlurmSettings) {
 }
 
 export type SlurmClient = ReturnType<typeof createSlurmClient>;
+
+function placementOf(settings: SlurmSettings): string[] {
+  return [
+    ...(settings.partition === "" ? [] : [`--partition=${settings.partition}`]),
+    ...(settings.account === "" ? [] : [`--account=${settings.account}`]),
+  ];
+}
 
 // The worker's own environment is not passed on, but a client needs to find its cluster.
 function slurmEnv(): Record<string, string> {

@@ -27,6 +27,16 @@ const SLURM_OUT = "slurm.out";
 
 export const slurmJobName = (id: string) => `lora-worker-${id}`;
 
+// What the run asks of Slurm; nothing of the worker's environment; a node failure ends the run (NODE_FAIL) instead
+// of starting it over.
+const resourceOptions = (plan: SlurmPlan) => [`--gres=${plan.gres}`, `--time=${plan.timeMinutes}`, "--export=NONE", "--no-requeue"];
+
+/** Why Slurm would refuse the run (an unknown partition, account or gres), asked before anything is recorded. */
+export async function slurmRefusal(plan: SlurmPlan): Promise<string | null> {
+  const answer = await plan.slurm.wouldTake(resourceOptions(plan));
+  return answer.ok ? null : answer.error;
+}
+
 export async function startSlurmRun(ctx: RunContext, launch: LaunchFile, job: JobFile, shimCommand: string[], plan: SlurmPlan): Promise<Run> {
   writeJsonAtomic(jobFilePath(ctx.dir), job);
   writeJsonAtomic(launchPath(ctx.dir), launch);
@@ -34,10 +44,7 @@ export async function startSlurmRun(ctx: RunContext, launch: LaunchFile, job: Jo
   const script = join(ctx.dir, SLURM_SCRIPT);
   writeFileSync(script, batchScript(ctx, shimCommand), { mode: 0o750 });
   const submitted = await plan.slurm.submit(script, [
-    `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.dir}`, `--output=${join(ctx.dir, SLURM_OUT)}`,
-    `--gres=${plan.gres}`, `--time=${plan.timeMinutes}`,
-    // Nothing of the worker's environment; a node failure ends the run (NODE_FAIL) instead of starting it over.
-    "--export=NONE", "--no-requeue",
+    `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.dir}`, `--output=${join(ctx.dir, SLURM_OUT)}`, ...resourceOptions(plan),
   ]);
   if (!submitted.ok) throw new Error(`Slurm refused the batch job: ${submitted.error}`);
   try {

@@ -13,7 +13,7 @@ import { markedProcesses } from "../os/marker.ts";
 import { reconcileOnStart } from "./reconcile.ts";
 import { createWriteGuard, writeUntilDone } from "./retry.ts";
 import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";
-import { adoptSlurmRun, type SlurmPlan, startSlurmRun } from "./slurm-run.ts";
+import { adoptSlurmRun, type SlurmPlan, slurmRefusal, startSlurmRun } from "./slurm-run.ts";
 import { createSlurmClient } from "../slurm/client.ts";
 import type { Device } from "../config/schema.ts";
 
@@ -100,6 +100,11 @@ export function createSupervisor(deps: SupervisorDeps) {
       } finally {
         launches.delete(row.id);
       }
+    },
+
+    /** On the Slurm backend, why Slurm would refuse this run; null when it would take it (or on this host). */
+    async placementRefusal(request: TrainRequest, device: Device): Promise<string | null> {
+      return slurm ? slurmRefusal(slurmPlan(request.tier, device)) : null;
     },
 
     // The slot stays claimed until the failure is on record; a state dir that cannot take it is retried.
