@@ -133,6 +133,11 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
       return body.phase === "queued" && body.queue_reason !== "None" ? body : null;
     }, "the third run to be queued with a reason");
     expect(queued).toMatchObject({ status: "starting", phase: "queued", queue_reason: "Resources" });
+    // The page says why it waits.
+    const page = await openStatusPage(browser, worker);
+    await page.evaluate(`focus(${JSON.stringify(waiting)})`);
+    await page.until(`document.getElementById("job-meta").textContent.includes("waiting in Slurm's queue: Resources")`, "the queue reason on the page");
+    expect(await page.evaluate(`document.getElementById("job-phase").textContent`)).toBe("queued");
     await worker.json(`/train/${r0}/cancel`, { method: "POST" });
     await waitFor(async () => (await worker.json(`/train/${waiting}`)).body.step > 0, "the queued run to train once a GPU freed");
     for (const id of [r1, waiting]) await worker.json(`/train/${id}/cancel`, { method: "POST" });
