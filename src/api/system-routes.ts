@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { createSlurmClient, parseFields } from "../slurm/client.ts";
+import { createSlurmClient } from "../slurm/client.ts";
 import type { AuthGate } from "../auth/setup.ts";
 import type { LoadedConfig } from "../config/load.ts";
 import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
@@ -37,29 +37,16 @@ function stateFact(supervisor: Supervisor, path: string) {
   return failure === null ? { path, writable: true } : { path, writable: false, error: failure.error, since: failure.since };
 }
 
-// On the Slurm backend the GPUs are the cluster's: each node's gres and what of it running jobs hold.
+// On the Slurm backend the GPUs are the cluster's: each node's, by type, and what of them running jobs hold.
 async function clusterGpus(config: SystemRouteDeps["loaded"]["config"]) {
   const listed = await createSlurmClient(config.slurm).nodes();
   if (!listed.ok) throw new ApiError(503, { detail: `scontrol show node: ${listed.error}`, reason: "gpu_probe_failed" });
-  const nodes = listed.stdout.split("\n").filter((line) => line.trim() !== "").map(parseFields).map((node) => ({
-    name: node.NodeName ?? "", state: node.State ?? "", gpus: gpuCounts(node.Gres ?? "", node.GresUsed ?? ""),
-    gres: node.Gres ?? "", gres_used: node.GresUsed ?? "",
-  }));
-  return { backend: "slurm", nodes };
+  return { backend: "slurm", nodes: listed.nodes };
 }
 
-// "gpu:a6000:2(S:0)" and "gpu:a6000:1(IDX:0)" (a type is optional) as { type, total, allocated } per GPU type.
-function gpuCounts(gres: string, used: string) {
-  const counts = (text: string) => {
-    const byType = new Map<string, number>();
-    for (const entry of text.split(/,(?![^(]*\))/)) {
-      const match = /^gpu(?::([^:(]+))?:(\d+)/.exec(entry.trim());
-      if (match) byType.set(match[1] ?? "", (byType.get(match[1] ?? "") ?? 0) + Number(match[2]));
-    }
-    return byType;
-  };
-  const allocated = counts(used);
-  return [...counts(gres)].map(([type, total]) => ({ type: type === "" ? null : type, total, allocated: allocated.get(type) ?? 0 }));
+// The first active job keeps its old field for arbo's client; on Slurm there may be more.
+function activeJobs(ids: string[]) {
+  return { active_job_id: ids[0] ?? null, active_job_ids: ids };
 }
 
 export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics }) {
@@ -71,8 +58,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
       c.json({
         status: "ok",
         version: deps.version,
-        active_job_id: supervisor.activeJobId(),
-        active_job_ids: supervisor.activeJobIds(),
+        ...activeJobs(supervisor.activeJobIds()),
         backend: config.trainer.backend,
         ...(config.trainer.backend === "slurm" ? { max_active_jobs: config.slurm.max_active_jobs } : {}),
         trainer_mode: config.trainer.mode,

@@ -1,7 +1,7 @@
 import { statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import type { Config } from "../config/schema.ts";
-import { createSlurmClient, parseFields } from "../slurm/client.ts";
+import { createSlurmClient, type SlurmNode } from "../slurm/client.ts";
 import { createGpuProbe } from "../gpu/probe.ts";
 import { fail, ok, relaxedInSimulate, warn, type CheckResult, type DoctorDeps } from "./doctor.ts";
 import { PROBE_PROGRAM, readReports, STAGES, stopReason, type Reports, type Stage } from "./python-probe.ts";
@@ -50,25 +50,23 @@ function lastLine(output: string): string {
 export async function checkSlurm(config: Config): Promise<CheckResult[]> {
   if (config.trainer.backend !== "slurm") return [];
   const name = "slurm";
-  const nodes = await createSlurmClient(config.slurm).nodes();
-  if (!nodes.ok) return [fail(name, `scontrol show node failed: ${nodes.error}`, "check slurm.bin_dir, SLURM_CONF and that slurmctld is up (scontrol ping)")];
-  const gres = nodes.stdout.split("\n").map((line) => parseFields(line).Gres ?? "").filter((g) => g !== "" && g !== "(null)");
-  const unknown = config.devices.filter((d) => !gres.some((g) => offers(g, d.gres ?? "")));
+  const listed = await createSlurmClient(config.slurm).nodes();
+  if (!listed.ok) return [fail(name, `scontrol show node failed: ${listed.error}`, "check slurm.bin_dir, SLURM_CONF and that slurmctld is up (scontrol ping)")];
+  const unknown = config.devices.filter((d) => !listed.nodes.some((node) => offers(node, d.gres ?? "")));
   if (unknown.length > 0) {
     const names = unknown.map((d) => `device ${d.index} asks for ${d.gres}`).join(", ");
-    return [fail(name, `${names}, which no node offers (nodes: ${gres.join("; ") || "no gres"})`, "fix the devices' gres to a type the cluster has")];
+    const offered = listed.nodes.map((n) => n.gres).filter((g) => g !== "" && g !== "(null)").join("; ") || "no gres";
+    return [fail(name, `${names}, which no node offers (nodes: ${offered})`, "fix the devices' gres to a type the cluster has")];
   }
   const shared = "state_dir, handoff_root, the model roots and this binary must be at the same paths on every node (not checkable from here)";
   return [ok(name, `the controller answers and offers every device's gres; ${shared}`)];
 }
 
-// "gpu:a6000:1" is offered by a node whose Gres holds "gpu:a6000:N"; "gpu:1" by any gpu.
-function offers(nodeGres: string, wanted: string): boolean {
-  const [kind, type] = wanted.split(":");
-  return nodeGres.split(",").some((entry) => {
-    const [k, t] = entry.split(":");
-    return k === kind && (wanted.split(":").length < 3 || t === type);
-  });
+// "gpu:a6000:1" is offered by a node with a6000 GPUs; "gpu:1" by any node with GPUs.
+function offers(node: SlurmNode, wanted: string): boolean {
+  const [kind, type, count] = wanted.split(":");
+  const typed = count !== undefined;
+  return kind === "gpu" && node.gpus.some((g) => !typed || g.type === type);
 }
 
 export async function checkNvidiaSmi(config: Config): Promise<CheckResult> {

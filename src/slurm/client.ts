@@ -67,13 +67,45 @@ export function createSlurmClient(settings: SlurmSettings) {
       if (!res.ok) return { error: res.error };
       return res.stdout.trim().split("\n").find((line) => /^\d+$/.test(line.trim()))?.trim() ?? null;
     },
-    async nodes(): Promise<CommandResult> {
-      return run("scontrol", ["--details", "show", "node", "-o"]);
+    /** The cluster's nodes with their GPUs by type (--details adds GresUsed), or why scontrol could not say. */
+    async nodes(): Promise<{ ok: true; nodes: SlurmNode[] } | { ok: false; error: string }> {
+      const res = await run("scontrol", ["--details", "show", "node", "-o"]);
+      if (!res.ok) return res;
+      const lines = res.stdout.split("\n").filter((line) => line.trim() !== "");
+      return { ok: true, nodes: lines.map(parseFields).map(nodeOf) };
     },
   };
 }
 
 export type SlurmClient = ReturnType<typeof createSlurmClient>;
+
+export interface SlurmNode {
+  name: string;
+  state: string;
+  gpus: Array<{ type: string | null; total: number; allocated: number }>;
+  /** Slurm's own words: Gres and GresUsed as scontrol prints them. */
+  gres: string;
+  gres_used: string;
+}
+
+function nodeOf(fields: Record<string, string>): SlurmNode {
+  const gres = fields.Gres ?? "";
+  const used = fields.GresUsed ?? "";
+  const allocated = gpuCounts(used);
+  const gpus = [...gpuCounts(gres)].map(([type, total]) => ({ type: type === "" ? null : type, total, allocated: allocated.get(type) ?? 0 }));
+  return { name: fields.NodeName ?? "", state: fields.State ?? "", gpus, gres, gres_used: used };
+}
+
+// "gpu:a6000:2(S:0)" or "gpu:a6000:1(IDX:0)" (a type is optional, entries comma-separated outside parentheses):
+// GPUs by type, "" for untyped.
+function gpuCounts(text: string): Map<string, number> {
+  const byType = new Map<string, number>();
+  for (const entry of text.split(/,(?![^(]*\))/)) {
+    const match = /^gpu(?::([^:(]+))?:(\d+)/.exec(entry.trim());
+    if (match) byType.set(match[1] ?? "", (byType.get(match[1] ?? "") ?? 0) + Number(match[2]));
+  }
+  return byType;
+}
 
 function placementOf(settings: SlurmSettings): string[] {
   return [
