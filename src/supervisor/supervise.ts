@@ -26,12 +26,17 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
   let pausing = ctx.pauseRequested;
   let samples = ctx.samples?.known ?? [];
   // sd-scripts samples just before it saves a checkpoint, so a verified state means its samples are whole too.
+  // An output dir that cannot be listed now leaves the record as it is until the next look.
   const recordSamples = async () => {
     if (ctx.samples === null) return;
-    const found = await findSamples(out, ctx.samples.sinceMs, samples);
-    if (found.length === samples.length) return;
-    samples = found;
-    guard("samples", () => ctx.store.saveSamples(ctx.id, samples));
+    try {
+      const found = await findSamples(out, ctx.samples.sinceMs, samples);
+      if (found.length === samples.length) return;
+      samples = found;
+      guard("samples", () => ctx.store.saveSamples(ctx.id, samples));
+    } catch (err) {
+      ctx.log.error("could not list the run's samples", { job_id: ctx.id, error: (err as Error).message });
+    }
   };
   let statusRecorded = false;
   let stopping: Promise<unknown> = Promise.resolve();
@@ -68,9 +73,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       guard("resume point", () => ctx.store.saveResumePoint(ctx.id, point));
       ctx.log.info("state saved", { job_id: ctx.id, step, pausing });
       if (pausing) void stop("pause");
-      void recordSamples()
-        .catch((err: Error) => ctx.log.error("could not list the run's samples", { job_id: ctx.id, error: err.message }))
-        .finally(ctx.changed);
+      void recordSamples().finally(ctx.changed);
     },
   });
   const watchdog = startWatchdog({ stallMs: ctx.stallMs, deadline: ctx.deadline }, (reason) => void stop(reason), () => placement.queued() !== null);
@@ -126,7 +129,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       phase: tracker.progress().phase,
     });
     const point = await settle(outcome.status === "succeeded");
-    await recordSamples().catch((err: Error) => ctx.log.error("could not list the run's samples", { job_id: ctx.id, error: err.message }));
+    await recordSamples();
     await writeUntilDone(guard, "final record", () => {
       if (point !== null) ctx.store.saveResumePoint(ctx.id, point);
       ctx.store.saveProgress(ctx.id, tracker.progress());
