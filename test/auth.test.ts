@@ -130,7 +130,7 @@ describe("where the tokens come from", () => {
     const setup = gateFor({ tokenFile, listen: "0.0.0.0:8203" });
     expect(setup).toEqual({
       ok: false,
-      errors: [
+      error: [
         `${tokenFile} line 3: a token must be at least 16 characters`,
         `${tokenFile} line 4: a token may hold only A-Z a-z 0-9 . _ ~ + / - (and trailing =), with no spaces`,
       ],
@@ -141,14 +141,14 @@ describe("where the tokens come from", () => {
   test("a token file holding only comments refuses setup even on loopback: it is there, so a token was meant", () => {
     using tree = makeHostTree();
     const tokenFile = writeTokens(tree.root, ["# nothing yet", ""]);
-    expect(gateFor({ tokenFile })).toEqual({ ok: false, errors: [`${tokenFile} holds no token (only blank lines or comments)`] });
+    expect(gateFor({ tokenFile })).toEqual({ ok: false, error: [`${tokenFile} holds no token (only blank lines or comments)`] });
   });
 
   test("a token path that cannot be read (here a directory) refuses setup instead of running open", () => {
     using tree = makeHostTree();
     const tokenFile = join(tree.root, "token.d");
     mkdirSync(tokenFile);
-    expect(gateFor({ tokenFile })).toEqual({ ok: false, errors: [`cannot read ${tokenFile} (EISDIR)`] });
+    expect(gateFor({ tokenFile })).toEqual({ ok: false, error: [`cannot read ${tokenFile} (EISDIR)`] });
   });
 });
 
@@ -158,8 +158,8 @@ describe("when the worker may run without a token", () => {
     const tokenFile = join(tree.root, "etc", "token");
     const setup = gateFor({ tokenFile, listen: "0.0.0.0:8203" });
     if (setup.ok) throw new Error("expected a refusal");
-    expect(setup.errors.join("\n")).toContain(`umask 077; openssl rand -hex 32 > ${tokenFile}`);
-    expect(setup.errors.join("\n")).toContain('auth.mode = "none"');
+    expect(setup.error.join("\n")).toContain(`umask 077; openssl rand -hex 32 > ${tokenFile}`);
+    expect(setup.error.join("\n")).toContain('auth.mode = "none"');
   });
 
   test("a loopback listen without a token runs open and says so; with a token file it requires the token", () => {

@@ -8,7 +8,7 @@ describe("config", () => {
   test("a file naming only the paths loads, and every other key is reported as a default in use", async () => {
     using tree = makeHostTree();
     const result = await loadConfig({ path: tree.writeConfig('[trainer]\nmode = "simulate"\n'), env: {} });
-    if (!result.ok) throw new Error(result.errors.join("\n"));
+    if (!result.ok) throw new Error(result.error.join("\n"));
     expect(result.value.config.trainer.accelerate).toBe("/opt/fluxgym/.venv/bin/accelerate");
     expect(result.value.defaultsInUse).toContain("trainer.accelerate");
     expect(result.value.defaultsInUse).not.toContain("trainer.mode");
@@ -20,7 +20,7 @@ describe("config", () => {
     const result = await loadConfig({ path: tree.writeConfig(), env: {} });
     expect(result).toEqual({
       ok: false,
-      errors: [
+      error: [
         "trainer.accelerate: /opt/fluxgym/.venv/bin/accelerate does not exist",
         "trainer.sd_scripts_dir: /opt/fluxgym/sd-scripts/sdxl_train_network.py does not exist",
       ],
@@ -31,7 +31,7 @@ describe("config", () => {
     using tree = makeHostTree();
     const env = { LORA_WORKER_TRAINER_MODE: "simulate", LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0.25" };
     const result = await loadConfig({ path: tree.writeConfig(), env });
-    if (!result.ok) throw new Error(result.errors.join("\n"));
+    if (!result.ok) throw new Error(result.error.join("\n"));
     expect(result.value.config.trainer.mode).toBe("simulate");
     expect(result.value.config.simulate.seconds_per_step).toBe(0.25);
     expect(result.value.envOverrides.sort()).toEqual(["simulate.seconds_per_step", "trainer.mode"]);
@@ -42,7 +42,7 @@ describe("config", () => {
     const path = tree.writeConfig('colour = "blue"\n[trainer]\nmode = "simulate"\nspeed = 3\n[simulate]\nseconds_per_step = "fast"\n');
     const result = await loadConfig({ path, env: { LORA_WORKER_LISTN: "x", LORA_WORKER_GPU_PROBE_TIMEOUT_MS: "soon" } });
     expect(result.ok).toBe(false);
-    const errors = result.ok ? [] : result.errors;
+    const errors = result.ok ? [] : result.error;
     expect(errors.map((e) => e.split(":")[0]).sort()).toEqual([
       "LORA_WORKER_GPU_PROBE_TIMEOUT_MS",
       "LORA_WORKER_LISTN",
@@ -71,12 +71,12 @@ describe("config", () => {
     ];
     for (const [fail, why] of refusals) {
       const errors = [`simulate.fail: must be "" or a comma-separated list of failures: ${why}`];
-      expect(await load(`fail = ${JSON.stringify(fail)}`)).toEqual({ ok: false, errors });
+      expect(await load(`fail = ${JSON.stringify(fail)}`)).toEqual({ ok: false, error: errors });
     }
     const replay = `replay_log = "/recorded/run.log"\nfail = "ignore-sigterm,setsid-orphan@2,oom@3"`;
     const only = "fail may hold only ignore-sigterm, orphan@N and setsid-orphan@N, as the recorded log decides how the run ends";
     const clash = `simulate.fail: oom@3 cannot join replay_log: with replay_log, ${only}`;
-    expect(await load(replay)).toEqual({ ok: false, errors: [clash] });
+    expect(await load(replay)).toEqual({ ok: false, error: [clash] });
     expect((await load(replay.replace(",oom@3", ""))).ok).toBe(true);
   });
 
@@ -90,12 +90,12 @@ describe("config", () => {
     using tree = makeHostTree();
     writeFileSync(tree.configPath, `handoff_root = "${join(tree.root, "nope")}"\nmodel_roots = ["${tree.models}"]\nstate_dir = "${tree.state}"\n[trainer]\nmode = "simulate"\n`);
     const result = await loadConfig({ path: tree.configPath, env: {} });
-    expect(result).toEqual({ ok: false, errors: [`handoff_root: directory ${join(tree.root, "nope")} does not exist`] });
+    expect(result).toEqual({ ok: false, error: [`handoff_root: directory ${join(tree.root, "nope")} does not exist`] });
   });
 
   test("an explicit config file that does not exist is an error, not silently the defaults", async () => {
     const result = await loadConfig({ path: "/nonexistent/config.toml", env: {} });
-    expect(result).toEqual({ ok: false, errors: ["config file /nonexistent/config.toml does not exist"] });
+    expect(result).toEqual({ ok: false, error: ["config file /nonexistent/config.toml does not exist"] });
   });
 
   test("serve refuses to start on a bad config, exits 78 and lists the problems", async () => {

@@ -1,6 +1,6 @@
-import type { Listen } from "../config/listen.ts";
-import type { Config } from "../config/schema.ts";
+import type { Config, Listen } from "../config/schema.ts";
 import type { Logger } from "../logger.ts";
+import { fail, ok, type Result } from "../result.ts";
 import { locateTokenSource, readTokenSource, reloadingTokens, type TokenSet, type TokenSource } from "./tokens.ts";
 
 // "none-loopback": auth.mode is "token" but no token exists and the bind is loopback, so the worker runs open.
@@ -13,7 +13,8 @@ export interface AuthGate {
   metricsPublic: boolean;
 }
 
-export type AuthSetup = { ok: true; gate: AuthGate } | { ok: false; errors: string[] };
+// The error: why the worker must not start, one line a problem.
+export type AuthSetup = Result<AuthGate, string[]>;
 
 export interface AuthInputs {
   config: Pick<Config, "auth" | "listen">;
@@ -23,21 +24,26 @@ export interface AuthInputs {
 
 export function setUpAuth({ config, credentialsDirectory, log }: AuthInputs): AuthSetup {
   const { auth, listen } = config;
-  const open = (mode: AuthMode): AuthSetup => ({ ok: true, gate: { mode, tokens: null, source: null, metricsPublic: auth.metrics_public } });
-  if (auth.mode === "none") return open("none");
+  const gate = (mode: AuthMode, source: TokenSource | null, tokens: TokenSet | null): AuthSetup =>
+    ok({ mode, tokens, source, metricsPublic: auth.metrics_public });
+  if (auth.mode === "none") return gate("none", null, null);
   const located = locateTokenSource(auth.token_file, credentialsDirectory);
-  if (!located.ok) return { ok: false, errors: [located.error] };
-  const { source } = located;
-  if (source === null) return listen.loopback ? open("none-loopback") : { ok: false, errors: noTokenHelp(listen, auth.token_file) };
+  if (!located.ok) return fail([located.error]);
+  const source = located.value;
+  if (source === null) {
+    return listen.loopback ? gate("none-loopback", null, null) : fail(noTokenHelp(listen, auth.token_file));
+  }
   const read = readTokenSource(source);
-  if (!read.ok) return { ok: false, errors: read.errors };
-  return { ok: true, gate: { mode: "token", tokens: reloadingTokens(source, read.tokens, log), source, metricsPublic: auth.metrics_public } };
+  if (!read.ok) return read;
+  return gate("token", source, reloadingTokens(source, read.value, log));
 }
 
 function noTokenHelp(listen: Listen, tokenFile: string): string[] {
   return [
-    `listen = "${listen.text}" is not a loopback address and no bearer token is configured (neither ${tokenFile} nor $CREDENTIALS_DIRECTORY/token exists)`,
-    `create one, readable only by the worker's user, and give the same token to arbo:  umask 077; openssl rand -hex 32 > ${tokenFile}`,
+    `listen = "${listen.text}" is not a loopback address and no bearer token is configured ` +
+      `(neither ${tokenFile} nor $CREDENTIALS_DIRECTORY/token exists)`,
+    "create one, readable only by the worker's user, and give the same token to arbo:  " +
+      `umask 077; openssl rand -hex 32 > ${tokenFile}`,
     `or pass one with systemd: LoadCredential=token:/path/to/token in the unit`,
     `or, to run without authentication on purpose, set auth.mode = "none" (LORA_WORKER_AUTH_MODE=none)`,
   ];

@@ -2,12 +2,14 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../logger.ts";
+import { fail, ok, type Result } from "../result.ts";
 
 // A token file: one token a line; blank lines and `#` comments ignored; several tokens valid at once.
 export const MIN_TOKEN_LENGTH = 16;
 const TOKEN_CHARS = /^[A-Za-z0-9._~+/-]+=*$/; // RFC 6750 b64token: what fits in "Authorization: Bearer"
 
-export type TokenLines = { ok: true; tokens: string[] } | { ok: false; errors: string[] };
+// The tokens of a source, or every problem with it.
+export type TokenLines = Result<string[], string[]>;
 
 // Errors name the line, never its content: a bad line may still be a secret.
 export function parseTokenLines(text: string, source: string): TokenLines {
@@ -16,13 +18,16 @@ export function parseTokenLines(text: string, source: string): TokenLines {
   text.split("\n").forEach((raw, i) => {
     const line = raw.trim();
     if (line === "" || line.startsWith("#")) return;
-    if (!TOKEN_CHARS.test(line)) errors.push(`${source} line ${i + 1}: a token may hold only A-Z a-z 0-9 . _ ~ + / - (and trailing =), with no spaces`);
-    else if (line.length < MIN_TOKEN_LENGTH) errors.push(`${source} line ${i + 1}: a token must be at least ${MIN_TOKEN_LENGTH} characters`);
-    else tokens.push(line);
+    const where = `${source} line ${i + 1}`;
+    if (!TOKEN_CHARS.test(line)) {
+      errors.push(`${where}: a token may hold only A-Z a-z 0-9 . _ ~ + / - (and trailing =), with no spaces`);
+    } else if (line.length < MIN_TOKEN_LENGTH) {
+      errors.push(`${where}: a token must be at least ${MIN_TOKEN_LENGTH} characters`);
+    } else tokens.push(line);
   });
-  if (errors.length > 0) return { ok: false, errors };
-  if (tokens.length === 0) return { ok: false, errors: [`${source} holds no token (only blank lines or comments)`] };
-  return { ok: true, tokens };
+  if (errors.length > 0) return fail(errors);
+  if (tokens.length === 0) return fail([`${source} holds no token (only blank lines or comments)`]);
+  return ok(tokens);
 }
 
 export interface TokenSet {
@@ -55,27 +60,32 @@ export interface TokenSource {
 
 export const CREDENTIAL_NAME = "token";
 
-export type Located = { ok: true; source: TokenSource | null } | { ok: false; error: string };
+// null: no source exists, which is not an error.
+export type Located = Result<TokenSource | null>;
 
 // systemd's LoadCredential= wins over auth.token_file: the unit hands this credential to this service on purpose.
 export function locateTokenSource(tokenFile: string, credentialsDirectory: string | undefined): Located {
-  const candidates: TokenSource[] = [
-    ...(credentialsDirectory ? [{ kind: "systemd-credential" as const, path: join(credentialsDirectory, CREDENTIAL_NAME) }] : []),
-    { kind: "token-file", path: tokenFile },
-  ];
+  const credential: TokenSource[] = credentialsDirectory
+    ? [{ kind: "systemd-credential", path: join(credentialsDirectory, CREDENTIAL_NAME) }]
+    : [];
+  const candidates: TokenSource[] = [...credential, { kind: "token-file", path: tokenFile }];
   for (const candidate of candidates) {
     const presence = presenceOf(candidate.path);
-    if (presence === "present") return { ok: true, source: candidate };
-    if (presence !== "absent") return { ok: false, error: `cannot check ${candidate.path} (${presence}); a token source that cannot be read is not treated as absent` };
+    if (presence === "present") return ok(candidate);
+    if (presence !== "absent") {
+      return fail(
+        `cannot check ${candidate.path} (${presence}); a token source that cannot be read is not treated as absent`,
+      );
+    }
   }
-  return { ok: true, source: null };
+  return ok(null);
 }
 
 export function readTokenSource(source: TokenSource): TokenLines {
   try {
     return parseTokenLines(readFileSync(source.path, "utf8"), source.path);
   } catch (err) {
-    return { ok: false, errors: [`cannot read ${source.path} (${(err as NodeJS.ErrnoException).code ?? "error"})`] };
+    return fail([`cannot read ${source.path} (${(err as NodeJS.ErrnoException).code ?? "error"})`]);
   }
 }
 
@@ -94,7 +104,12 @@ export const TOKEN_CHECK_MS = 1000;
 
 // Rotation without a restart: a changed file is read again (looked at no more than once a TOKEN_CHECK_MS); a
 // change that breaks it keeps the last good set.
-export function reloadingTokens(source: TokenSource, initial: readonly string[], log: Logger, clock: () => number = () => performance.now()): TokenSet {
+export function reloadingTokens(
+  source: TokenSource,
+  initial: readonly string[],
+  log: Logger,
+  clock: () => number = () => performance.now(),
+): TokenSet {
   let current = tokenSet(initial);
   let seen = fingerprint(source.path);
   let checkedAt = clock();
@@ -107,10 +122,14 @@ export function reloadingTokens(source: TokenSource, initial: readonly string[],
     seen = now;
     const read = readTokenSource(source);
     if (read.ok) {
-      current = tokenSet(read.tokens);
-      log.info("auth tokens reloaded", { token_source: source.kind, token_path: source.path, tokens: read.tokens.length });
+      current = tokenSet(read.value);
+      const fields = { token_source: source.kind, token_path: source.path, tokens: read.value.length };
+      log.info("auth tokens reloaded", fields);
     } else {
-      log.error("auth token change ignored; the previous tokens stay valid", { token_path: source.path, errors: read.errors });
+      log.error("auth token change ignored; the previous tokens stay valid", {
+        token_path: source.path,
+        errors: read.error,
+      });
     }
   };
   return {

@@ -18,7 +18,8 @@ export async function planCommand(argv: string[]): Promise<number> {
   const body = await readRequest(positional[0]!);
   const checked = await checkTrain(body, loaded.config);
   if (!checked.ok) {
-    process.stdout.write(`${JSON.stringify(checked.kind === "invalid" ? { detail: checked.detail } : { detail: checked.detail, reason: checked.kind }, null, 2)}\n`);
+    const { error } = checked;
+    process.stdout.write(`${JSON.stringify(error.kind === "invalid" ? { detail: error.detail } : { detail: error.detail, reason: error.kind }, null, 2)}\n`);
     return 1;
   }
   const plan = buildLaunch(checked.value, loaded.config, jobPaths(loaded.config.state_dir, PLAN_JOB_ID), trainerCommand(loaded.config));
@@ -30,7 +31,7 @@ export async function planCommand(argv: string[]): Promise<number> {
 export async function loadConfigOrExit(path: string | undefined, refusalFormat: LogFormat): Promise<LoadedConfig> {
   const result = await loadConfig({ path, env: process.env });
   if (result.ok) return result.value;
-  refuseToStart(refusalFormat, { reason: "the configuration is invalid", errors: result.errors, exitCode: EXIT_CONFIG });
+  refuseToStart(refusalFormat, { reason: "the configuration is invalid", errors: result.error, exitCode: EXIT_CONFIG });
 }
 
 // This program, whether compiled or run from source: it is the shim and the simulated trainer.

@@ -103,8 +103,8 @@ function claimStateOrExit(stateDir: string, refusals: LogFormat) {
 // Refusing to start is a configuration error: same exit code, same shape of message.
 function authOrExit(config: Config, log: Logger, refusals: LogFormat): AuthGate {
   const setup = setUpAuth({ config, credentialsDirectory: process.env.CREDENTIALS_DIRECTORY, log });
-  if (setup.ok) return setup.gate;
-  refuseToStart(refusals, { reason: "authentication is not set up", errors: setup.errors, exitCode: EXIT_CONFIG });
+  if (setup.ok) return setup.value;
+  refuseToStart(refusals, { reason: "authentication is not set up", errors: setup.error, exitCode: EXIT_CONFIG });
 }
 
 function warnIfOpen(auth: AuthGate, config: Config, log: Logger): void {

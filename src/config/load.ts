@@ -3,9 +3,10 @@ import { dirname, join } from "node:path";
 import type { z } from "zod";
 import { TIER_NAMES, TIERS } from "../tiers.ts";
 import { statOrNull } from "../fs.ts";
+import { fail, ok, type Result } from "../result.ts";
 import { ConfigSchema, DEFAULTS, type Config } from "./schema.ts";
-import { CONFIG_KEYS, ENV_PREFIX, getPath, setPath, type ConfigKey } from "./keys.ts";
 
+export const ENV_PREFIX = "LORA_WORKER_";
 export const DEFAULT_CONFIG_PATH = "/etc/lora-worker/config.toml";
 export const CONFIG_PATH_ENV = `${ENV_PREFIX}CONFIG`;
 // Read by the operator CLI (which worker to talk to), not configuration of this worker.
@@ -18,7 +19,7 @@ export interface LoadedConfig {
   envOverrides: string[];
 }
 
-export type ConfigResult = { ok: true; value: LoadedConfig } | { ok: false; errors: string[] };
+export type ConfigResult = Result<LoadedConfig, string[]>;
 
 export interface ConfigSource {
   path: string | undefined;
@@ -30,40 +31,38 @@ export async function loadConfig(source: ConfigSource): Promise<ConfigResult> {
   const explicit = source.path ?? source.env[CONFIG_PATH_ENV];
   const file = explicit ?? DEFAULT_CONFIG_PATH;
   const raw = await readToml(file, explicit !== undefined);
-  if (!raw.ok) return { ok: false, errors: [raw.error] };
-  const env = applyEnv(raw.value, source.env);
-  const parsed = ConfigSchema.safeParse(raw.value);
+  if (!raw.ok) return fail([raw.error]);
+  const toml = raw.value.table;
+  const env = applyEnv(toml, source.env);
+  const parsed = ConfigSchema.safeParse(toml);
   const issues = parsed.success ? [] : parsed.error.issues;
   const errors = [
     ...env.errors,
     ...describeIssues(issues),
-    ...checkPaths(pathsToCheck(raw.value, issues)),
+    ...checkPaths(pathsToCheck(toml, issues)),
     ...(parsed.success ? checkVramNeeds(parsed.data) : []),
   ];
-  if (!parsed.success || errors.length > 0) return { ok: false, errors };
-  return {
-    ok: true,
-    value: {
-      config: parsed.data,
-      file: raw.found ? file : null,
-      defaultsInUse: CONFIG_KEYS.filter((k) => getPath(raw.value, k.key) === undefined).map((k) => k.key),
-      envOverrides: env.applied,
-    },
-  };
+  if (!parsed.success || errors.length > 0) return fail(errors);
+  return ok({
+    config: parsed.data,
+    file: raw.value.found ? file : null,
+    defaultsInUse: CONFIG_KEYS.filter((k) => getPath(toml, k.key) === undefined).map((k) => k.key),
+    envOverrides: env.applied,
+  });
 }
 
-type TomlRead = { ok: true; found: boolean; value: Record<string, unknown> } | { ok: false; error: string };
+type TomlRead = Result<{ found: boolean; table: Record<string, unknown> }>;
 
 async function readToml(path: string, required: boolean): Promise<TomlRead> {
   const file = Bun.file(path);
   if (!(await file.exists())) {
-    if (required) return { ok: false, error: `config file ${path} does not exist` };
-    return { ok: true, found: false, value: {} };
+    if (required) return fail(`config file ${path} does not exist`);
+    return ok({ found: false, table: {} });
   }
   try {
-    return { ok: true, found: true, value: Bun.TOML.parse(await file.text()) as Record<string, unknown> };
+    return ok({ found: true, table: Bun.TOML.parse(await file.text()) as Record<string, unknown> });
   } catch (err) {
-    return { ok: false, error: `config file ${path} is not valid TOML: ${(err as Error).message}` };
+    return fail(`config file ${path} is not valid TOML: ${(err as Error).message}`);
   }
 }
 
@@ -71,7 +70,8 @@ function applyEnv(target: Record<string, unknown>, env: Record<string, string | 
   const errors: string[] = [];
   const applied: string[] = [];
   for (const [name, value] of Object.entries(env)) {
-    if (!name.startsWith(ENV_PREFIX) || name === CONFIG_PATH_ENV || CLIENT_ENV.includes(name) || value === undefined) continue;
+    const notConfig = name === CONFIG_PATH_ENV || CLIENT_ENV.includes(name);
+    if (!name.startsWith(ENV_PREFIX) || notConfig || value === undefined) continue;
     const key = CONFIG_KEYS.find((k) => k.env === name);
     if (!key) {
       errors.push(`${name}: unknown environment override (known: ${knownEnvNames()})`);
@@ -86,16 +86,16 @@ function applyEnv(target: Record<string, unknown>, env: Record<string, string | 
   return { errors, applied };
 }
 
-function convertEnv(key: ConfigKey, value: string): { ok: true; value: unknown } | { ok: false; error: string } {
-  if (key.kind === "list") return { ok: true, value: value.split(":").filter((p) => p !== "") };
+function convertEnv(key: ConfigKey, value: string): Result<unknown> {
+  if (key.kind === "list") return ok(value.split(":").filter((p) => p !== ""));
   if (key.kind === "boolean") {
-    if (value === "true" || value === "false") return { ok: true, value: value === "true" };
-    return { ok: false, error: `expected true or false, got ${JSON.stringify(value)}` };
+    if (value === "true" || value === "false") return ok(value === "true");
+    return fail(`expected true or false, got ${JSON.stringify(value)}`);
   }
-  if (key.kind !== "number") return { ok: true, value };
+  if (key.kind !== "number") return ok(value);
   const n = Number(value);
-  if (value.trim() === "" || !Number.isFinite(n)) return { ok: false, error: `expected a number, got ${JSON.stringify(value)}` };
-  return { ok: true, value: n };
+  if (value.trim() === "" || !Number.isFinite(n)) return fail(`expected a number, got ${JSON.stringify(value)}`);
+  return ok(n);
 }
 
 function knownEnvNames(): string {
@@ -139,10 +139,11 @@ function pathsToCheck(raw: Record<string, unknown>, issues: z.core.$ZodIssue[]):
     return typeof value === "string" ? value : value === undefined ? fallback : undefined;
   };
   const roots = getPath(raw, "model_roots");
+  const stringRoots = Array.isArray(roots) ? roots.filter((r): r is string => typeof r === "string") : null;
   return {
     handoff_root: pick("handoff_root", DEFAULTS.handoff_root),
     state_dir: pick("state_dir", DEFAULTS.state_dir),
-    model_roots: bad.has("model_roots") ? [] : Array.isArray(roots) ? roots.filter((r): r is string => typeof r === "string") : [...DEFAULTS.model_roots],
+    model_roots: bad.has("model_roots") ? [] : (stringRoots ?? [...DEFAULTS.model_roots]),
     real: pick("trainer.mode", "real") === "real",
     accelerate: pick("trainer.accelerate", DEFAULTS.accelerate),
     sd_scripts_dir: pick("trainer.sd_scripts_dir", DEFAULTS.sd_scripts_dir),
@@ -187,4 +188,79 @@ function executableError(key: string, path: string): string | null {
   } catch {
     return `${key}: ${path} is not executable`;
   }
+}
+
+// The overridable leaf keys: one table drives environment overrides and "default in use" reporting.
+export type KeyKind = "string" | "number" | "boolean" | "list" | "table";
+
+export interface ConfigKey {
+  key: string;
+  env: string | null; // null: too structured for one environment variable
+  kind: KeyKind;
+}
+
+const LEAVES: Array<[string, KeyKind]> = [
+  ["listen", "string"],
+  ["state_dir", "string"],
+  ["handoff_root", "string"],
+  ["model_roots", "list"],
+  ["trainer.mode", "string"],
+  ["trainer.backend", "string"],
+  ["trainer.accelerate", "string"],
+  ["trainer.sd_scripts_dir", "string"],
+  ["trainer.cancel_grace_seconds", "number"],
+  ["trainer.log_max_bytes", "number"],
+  ["dataset.max_files", "number"],
+  ["dataset.max_bytes", "number"],
+  ["dataset.max_file_bytes", "number"],
+  ["slurm.max_active_jobs", "number"],
+  ["slurm.bin_dir", "string"],
+  ["slurm.partition", "string"],
+  ["slurm.account", "string"],
+  ["slurm.poll_seconds", "number"],
+  ["retention.keep_days", "number"],
+  ["retention.keep_last", "number"],
+  ["watchdog.stall_seconds", "number"],
+  ["watchdog.nan_updates", "number"],
+  ["watchdog.tier_timeout_seconds", "table"],
+  ["auth.mode", "string"],
+  ["auth.token_file", "string"],
+  ["auth.metrics_public", "boolean"],
+  ["simulate.seconds_per_step", "number"],
+  ["simulate.fail", "string"],
+  ["simulate.replay_log", "string"],
+  ["simulate.replay_speed", "number"],
+  ["gpu.nvidia_smi", "string"],
+  ["gpu.probe_timeout_ms", "number"],
+  ["gpu.cache_ttl_ms", "number"],
+  ["gpu.admission", "string"],
+  ["gpu.cotenant_patterns", "table"],
+  ["gpu.vram_need_mib", "table"],
+  ["devices", "table"],
+];
+
+export const CONFIG_KEYS: ConfigKey[] = LEAVES.map(([key, kind]) => ({
+  key,
+  kind,
+  env: kind === "table" ? null : ENV_PREFIX + key.replaceAll(".", "_").toUpperCase(),
+}));
+
+export function getPath(obj: Record<string, unknown>, key: string): unknown {
+  let cur: unknown = obj;
+  for (const part of key.split(".")) {
+    if (typeof cur !== "object" || cur === null || !Object.hasOwn(cur, part)) return undefined;
+    cur = (cur as Record<string, unknown>)[part];
+  }
+  return cur;
+}
+
+export function setPath(obj: Record<string, unknown>, key: string, value: unknown): void {
+  const parts = key.split(".");
+  let cur = obj;
+  for (const part of parts.slice(0, -1)) {
+    const next = Object.hasOwn(cur, part) ? cur[part] : undefined;
+    if (typeof next !== "object" || next === null) cur[part] = {};
+    cur = cur[part] as Record<string, unknown>;
+  }
+  cur[parts.at(-1)!] = value;
 }

@@ -1,7 +1,7 @@
+import { isIP } from "node:net";
 import { z } from "zod";
 import { parseFailurePlan, replayClash } from "../simulator/knobs.ts";
 import { DeviceClass } from "../tiers.ts";
-import { parseListen } from "./listen.ts";
 
 // Defaults are the reference host of SPEC §1; every one is reported when in use.
 export const DEFAULTS = {
@@ -19,7 +19,6 @@ const absolutePath = z
   .string()
   .min(1)
   .refine((p) => p.startsWith("/"), { message: "must be an absolute path" });
-
 
 const Device = z.strictObject({
   index: z.int().min(0).max(63),
@@ -125,7 +124,10 @@ export const ConfigSchema = z.strictObject({
           ctx.addIssue({ code: "custom", message: `must be "" or a comma-separated list of failures: ${plan.error}` });
         })
         .default(""),
-      replay_log: z.string().refine((p) => p === "" || p.startsWith("/"), "must be empty or an absolute path").default(""),
+      replay_log: z
+        .string()
+        .refine((p) => p === "" || p.startsWith("/"), "must be empty or an absolute path")
+        .default(""),
       replay_speed: z.number().positive().max(1e6).default(1),
     })
     .superRefine((sim, ctx) => {
@@ -165,8 +167,43 @@ export const ConfigSchema = z.strictObject({
 }).superRefine((config, ctx) => {
   if (config.trainer.backend !== "slurm") return;
   for (const [i, device] of config.devices.entries()) {
-    if (device.gres === undefined) ctx.addIssue({ code: "custom", path: ["devices", i, "gres"], message: 'is required with trainer.backend = "slurm"' });
+    if (device.gres !== undefined) continue;
+    const message = 'is required with trainer.backend = "slurm"';
+    ctx.addIssue({ code: "custom", path: ["devices", i, "gres"], message });
   }
 });
 
 export type Config = z.infer<typeof ConfigSchema>;
+
+// `listen` parsed once: serve binds host:port, doctor probes it, auth asks whether it is loopback, a client dials url.
+export interface Listen {
+  // As written in the config: what messages and /healthz quote.
+  text: string;
+  // Without IPv6 brackets: "::1", "0.0.0.0", "localhost".
+  host: string;
+  port: number;
+  // As a client dials it (a wildcard bind is reached on loopback); null on port 0, which only the running worker knows.
+  url: string | null;
+  loopback: boolean;
+}
+
+// `text` has passed the schema's "host:port" pattern ("127.0.0.1:8203", "[::1]:8203", "localhost:8203").
+export function parseListen(text: string): Listen {
+  const at = text.lastIndexOf(":");
+  const host = text.slice(0, at).replace(/^\[(.*)\]$/, "$1");
+  const port = Number(text.slice(at + 1));
+  return { text, host, port, url: port === 0 ? null : dialedUrl(host, port), loopback: isLoopback(host) };
+}
+
+function dialedUrl(host: string, port: number): string {
+  const dialed = host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "::1" : host;
+  return `http://${dialed.includes(":") ? `[${dialed}]` : dialed}:${port}`;
+}
+
+function isLoopback(hostname: string): boolean {
+  const host = hostname.toLowerCase();
+  if (host === "localhost") return true;
+  if (isIP(host) === 4) return host.startsWith("127.");
+  if (isIP(host) === 6) return host === "::1" || /^::ffff:127\./.test(host);
+  return false;
+}

@@ -69,7 +69,7 @@ export async function loadDoctorConfig(source: ConfigSource): Promise<DoctorConf
     return { result: ok("config", `${where} (trainer mode ${config.trainer.mode}, ${defaultsInUse.length} keys at their default)`), config };
   }
   return {
-    result: fail("config", `serve refuses to start: ${loaded.errors.join("; ")}`, `edit ${file} (every key is in the README's "Configuration")`),
+    result: fail("config", `serve refuses to start: ${loaded.error.join("; ")}`, `edit ${file} (every key is in the README's "Configuration")`),
     config: await schemaOnly(file, explicit !== undefined),
   };
 }

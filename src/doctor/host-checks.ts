@@ -161,5 +161,5 @@ function tokenProblems(file: string): string[] {
     return []; // unreadable by doctor itself (not root): the readability check above speaks for the worker
   }
   const parsed = parseTokenLines(text, file);
-  return parsed.ok ? [] : parsed.errors;
+  return parsed.ok ? [] : parsed.error;
 }

@@ -40,8 +40,8 @@ export function gateFor(o: GateOptions) {
 
 export function mustGate(o: GateOptions): AuthGate {
   const setup = gateFor(o);
-  if (!setup.ok) throw new Error(setup.errors.join("\n"));
-  return setup.gate;
+  if (!setup.ok) throw new Error(setup.error.join("\n"));
+  return setup.value;
 }
 
 // The app in process over a real supervisor and store, behind the given gate.

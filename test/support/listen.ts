@@ -1,4 +1,4 @@
-import { parseListen } from "../../src/config/listen.ts";
+import { parseListen } from "../../src/config/schema.ts";
 
 // The two readings of one `listen` string the tests table: whether it is loopback, and the URL a client dials.
 export const isLoopbackListen = (listen: string): boolean => parseListen(listen).loopback;

@@ -49,7 +49,7 @@ async function workerAddress(path: string, env: Env): Promise<WorkerAddress> {
   // The loader refuses unknown LORA_WORKER_* names, and these two are the client's own.
   const { [URL_ENV]: _url, [TOKEN_ENV]: _token, ...configEnv } = env;
   const loaded = await loadConfig({ path, env: configEnv });
-  if (!loaded.ok) throw new UsageError(`cannot use the worker's config ${path}:\n${loaded.errors.map((e) => `  - ${e}`).join("\n")}`);
+  if (!loaded.ok) throw new UsageError(`cannot use the worker's config ${path}:\n${loaded.error.map((e) => `  - ${e}`).join("\n")}`);
   const { listen, auth } = loaded.value.config;
   return {
     url: listen.url,
@@ -61,10 +61,12 @@ async function workerAddress(path: string, env: Env): Promise<WorkerAddress> {
 function tokenOf(tokenFile: string, credentialsDirectory: string | undefined): string | null {
   const located = locateTokenSource(tokenFile, credentialsDirectory);
   if (!located.ok) throw new UsageError(`${located.error}; pass --token or ${TOKEN_ENV}`);
-  if (located.source === null) return null;
-  const read = readTokenSource(located.source);
-  if (!read.ok) throw new UsageError(`cannot take the worker's token: ${read.errors.join("; ")}; pass --token or ${TOKEN_ENV}`);
-  return read.tokens[0]!;
+  if (located.value === null) return null;
+  const read = readTokenSource(located.value);
+  if (!read.ok) {
+    throw new UsageError(`cannot take the worker's token: ${read.error.join("; ")}; pass --token or ${TOKEN_ENV}`);
+  }
+  return read.value[0]!;
 }
 
 function portZero(configPath: string): never {
