@@ -1,13 +1,33 @@
-import { formatCheck, formatSummary, hasFailure, loadDoctorConfig, type CheckResult, type DoctorDeps } from "../doctor/doctor.ts";
-import { chooseAccountNames, DEFAULT_UNIT_PATH } from "../doctor/account-source.ts";
-import { checkHandoffRoot, checkModelRoot, checkPort, checkServiceAccount, checkStateDir, checkTokenFile } from "../doctor/host-checks.ts";
-import { createRunAs, resolveServiceAccount } from "../doctor/service-account.ts";
-import { checkAccelerate, checkNvidiaSmi, checkNvidiaUvm, checkSdScripts, checkSlurm, checkTrainerPython } from "../doctor/trainer-checks.ts";
+import {
+  formatCheck,
+  formatSummary,
+  hasFailure,
+  loadDoctorConfig,
+  type CheckResult,
+  type DoctorDeps,
+} from "../doctor/doctor.ts";
+import {
+  checkHandoffRoot,
+  checkModelRoot,
+  checkPort,
+  checkServiceAccount,
+  checkStateDir,
+  checkTokenFile,
+} from "../doctor/host-checks.ts";
+import { chooseAccountNames, createRunAs, DEFAULT_UNIT_PATH, resolveServiceAccount } from "../doctor/service-account.ts";
+import {
+  checkAccelerate,
+  checkNvidiaSmi,
+  checkNvidiaUvm,
+  checkSdScripts,
+  checkSlurm,
+  checkTrainerPython,
+} from "../doctor/trainer-checks.ts";
 import { parseArgs, UsageError } from "./args.ts";
 
 const EXIT_FAIL = 1;
 
-/** `lora-worker doctor`: one line per check, OK / WARN / FAIL with the fix; exit 1 on any FAIL. */
+// `lora-worker doctor`: one line per check, OK / WARN / FAIL with the fix; exit 1 on any FAIL.
 export async function doctorCommand(argv: string[]): Promise<number> {
   const { positional, values } = parseArgs(argv, { values: ["config", "user", "group", "unit", "dev-dir"] });
   if (positional.length > 0) throw new UsageError(`doctor takes no arguments, got ${positional.join(" ")}`);
@@ -18,15 +38,17 @@ export async function doctorCommand(argv: string[]): Promise<number> {
     print("doctor: the other checks need a config that parses; fix it and run doctor again");
     return EXIT_FAIL;
   }
-  const names = chooseAccountNames({ user: values.user, group: values.group, unitPath: values.unit ?? DEFAULT_UNIT_PATH });
+  const unitPath = values.unit ?? DEFAULT_UNIT_PATH;
+  const names = chooseAccountNames({ user: values.user, group: values.group, unitPath });
   const account = resolveServiceAccount(names.user, names.group, names.source);
-  const checks = [result, ...(await runChecks({ config, account, runAs: createRunAs(account), devDir: values["dev-dir"] ?? "/dev" }))];
+  const deps: DoctorDeps = { config, account, runAs: createRunAs(account), devDir: values["dev-dir"] ?? "/dev" };
+  const checks = [result, ...(await runChecks(deps))];
   for (const check of checks.slice(1)) print(formatCheck(check));
   print(formatSummary(checks));
   return hasFailure(checks) ? EXIT_FAIL : 0;
 }
 
-/** Every check after the config, in the order an operator would go through the host by hand; they run at once. */
+// Every check after the config, in the order an operator would go through the host by hand; they run at once.
 async function runChecks(deps: DoctorDeps): Promise<CheckResult[]> {
   const { config, account, runAs } = deps;
   const checks = await Promise.all([

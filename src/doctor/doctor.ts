@@ -14,17 +14,18 @@ export interface CheckResult {
 
 export const ok = (name: string, detail: string): CheckResult => ({ status: "OK", name, detail });
 
-export const warn = (name: string, detail: string, fix?: string): CheckResult => ({ status: "WARN", name, detail, ...(fix ? { fix } : {}) });
+export const warn = (name: string, detail: string, fix?: string): CheckResult =>
+  ({ status: "WARN", name, detail, ...(fix ? { fix } : {}) });
 
 export const fail = (name: string, detail: string, fix: string): CheckResult => ({ status: "FAIL", name, detail, fix });
 
-/** Several problems found by one check become one FAIL line; none is an OK line. */
+// Several problems found by one check become one FAIL line; none is an OK line.
 export function fromProblems(name: string, problems: string[], fixes: string[], okDetail: string): CheckResult {
   if (problems.length === 0) return ok(name, okDetail);
   return fail(name, problems.join("; "), fixes.join("; "));
 }
 
-/** In simulate mode, a FAIL that only the deployment or real training would meet is a WARN that says why. */
+// In simulate mode, a FAIL that only the deployment or real training would meet is a WARN that says why.
 export function relaxedInSimulate(config: Config, check: CheckResult, why: string): CheckResult {
   if (config.trainer.mode !== "simulate" || check.status !== "FAIL") return check;
   return { ...check, status: "WARN", detail: `${check.detail}; trainer.mode is "simulate": ${why}` };
@@ -54,7 +55,7 @@ export interface DoctorDeps {
 
 export interface DoctorConfig {
   result: CheckResult;
-  /** What the other checks look at; null when the file does not even parse against the schema. */
+  // What the other checks look at; null when the file does not even parse against the schema.
   config: Config | null;
 }
 
@@ -66,10 +67,12 @@ export async function loadDoctorConfig(source: ConfigSource): Promise<DoctorConf
   if (loaded.ok) {
     const { config, defaultsInUse } = loaded.value;
     const where = loaded.value.file ? `${file} parses` : `no file at ${file}, every key at its default`;
-    return { result: ok("config", `${where} (trainer mode ${config.trainer.mode}, ${defaultsInUse.length} keys at their default)`), config };
+    const detail = `${where} (trainer mode ${config.trainer.mode}, ${defaultsInUse.length} keys at their default)`;
+    return { result: ok("config", detail), config };
   }
+  const fix = `edit ${file} (every key is in the README's "Configuration")`;
   return {
-    result: fail("config", `serve refuses to start: ${loaded.error.join("; ")}`, `edit ${file} (every key is in the README's "Configuration")`),
+    result: fail("config", `serve refuses to start: ${loaded.error.join("; ")}`, fix),
     config: await schemaOnly(file, explicit !== undefined),
   };
 }

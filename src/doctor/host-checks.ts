@@ -5,7 +5,7 @@ import { statOrNull } from "../fs.ts";
 import { fail, fromProblems, ok, relaxedInSimulate, warn, type CheckResult } from "./doctor.ts";
 import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
 
-/** SPEC §1: setgid so every file arbo or the worker creates there joins the handoff group; nothing for others. */
+// SPEC §1: setgid so every file arbo or the worker creates there joins the handoff group; nothing for others.
 const HANDOFF_MODE = 0o2770;
 const HEALTHZ_TIMEOUT_MS = 2000;
 
@@ -19,21 +19,31 @@ export function checkServiceAccount(config: Config, account: ServiceAccount): Ch
     account.gid === null ? `group ${account.group} does not exist` : null,
   ].filter((m): m is string => m !== null);
   if (missing.length > 0) {
-    return fail(name, `${missing.join("; ")}${namedBy(account)} (the checks below ran as ${ranAs})`, "run install.sh, which creates them, or pass --user/--group naming the unit's User= and Group=");
+    const fix = "run install.sh, which creates them, or pass --user/--group naming the unit's User= and Group=";
+    return fail(name, `${missing.join("; ")}${namedBy(account)} (the checks below ran as ${ranAs})`, fix);
   }
   const who = `${account.user} (uid ${account.uid}) with group ${account.group} (gid ${account.gid})`;
   if (account.source.kind === "running") {
     const none = `no unit at ${account.source.unitPath} and no --user`;
-    if (config.trainer.mode === "simulate") return ok(name, `${who}, the user running doctor: ${none}, and trainer.mode is "simulate": the worker runs as whoever starts it`);
-    return fail(name, `${none}, so which account serve runs as is unknown; the checks below ran as ${who}, the user running doctor`, "install with install.sh (it writes the unit's User=), or pass --user/--group naming the account that runs serve");
+    if (config.trainer.mode === "simulate") {
+      const anyone = 'trainer.mode is "simulate": the worker runs as whoever starts it';
+      return ok(name, `${who}, the user running doctor: ${none}, and ${anyone}`);
+    }
+    const fix = "install with install.sh (it writes the unit's User=), " +
+      "or pass --user/--group naming the account that runs serve";
+    const unknown = `${none}, so which account serve runs as is unknown; ` +
+      `the checks below ran as ${who}, the user running doctor`;
+    return fail(name, unknown, fix);
   }
   if (account.switchedBy === "none") {
-    return warn(name, `${who}${namedBy(account)}; doctor runs as ${ranAs} and cannot switch, so the checks below ran as ${ranAs}`, `run doctor as root (sudo) or as ${account.user}`);
+    const stuck = `doctor runs as ${ranAs} and cannot switch, so the checks below ran as ${ranAs}`;
+    return warn(name, `${who}${namedBy(account)}; ${stuck}`, `run doctor as root (sudo) or as ${account.user}`);
   }
   return ok(name, `${who}${namedBy(account)}; the checks below ran as ${account.user}`);
 }
 
-const namedBy = (account: ServiceAccount) => (account.source.kind === "unit" ? ` (named by ${account.source.path})` : "");
+const namedBy = (account: ServiceAccount) =>
+  account.source.kind === "unit" ? ` (named by ${account.source.path})` : "";
 
 export async function checkHandoffRoot(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
   const name = "handoff root";
@@ -50,7 +60,8 @@ export async function checkHandoffRoot(config: Config, account: ServiceAccount, 
   }
   if ((st.mode & 0o7777) !== HANDOFF_MODE) {
     const setgid = st.mode & 0o2000 ? "" : ", setgid bit missing";
-    problems.push(`${dir} is mode ${octal(st.mode)}${setgid}; want ${octal(HANDOFF_MODE)} (setgid, rwx for owner and group, nothing for others)`);
+    const want = `${octal(HANDOFF_MODE)} (setgid, rwx for owner and group, nothing for others)`;
+    problems.push(`${dir} is mode ${octal(st.mode)}${setgid}; want ${want}`);
     fixes.push(`chmod ${octal(HANDOFF_MODE)} ${dir}`);
   }
   const sharing = problems.length; // group and mode: how arbo shares the directory, which only the deployment has
@@ -58,8 +69,10 @@ export async function checkHandoffRoot(config: Config, account: ServiceAccount, 
     problems.push(`${account.user} cannot create files in ${dir}`);
     fixes.push(`make every parent of ${dir} traversable by ${account.user} (chmod o+x)`);
   }
-  const check = fromProblems(name, problems, fixes, `${dir} is ${octal(st.mode)} group ${account.group}, writable by ${account.user}`);
-  return problems.length > sharing ? check : relaxedInSimulate(config, check, "no arbo shares the directory through the group");
+  const fine = `${dir} is ${octal(st.mode)} group ${account.group}, writable by ${account.user}`;
+  const check = fromProblems(name, problems, fixes, fine);
+  if (problems.length > sharing) return check;
+  return relaxedInSimulate(config, check, "no arbo shares the directory through the group");
 }
 
 export async function checkModelRoot(root: string, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
@@ -68,7 +81,8 @@ export async function checkModelRoot(root: string, account: ServiceAccount, runA
   if (!st) return fail(name, `${root} does not exist`, "create it or fix model_roots in the config");
   if (!st.isDirectory()) return fail(name, `${root} is not a directory`, "point model_roots at directories");
   if (!(await holdsFor(runAs, ["-r", root, "-a", "-x", root]))) {
-    return fail(name, `${root} is not readable by ${account.user}`, `chmod o+rx ${root}, or give ${account.group} read on it`);
+    const fix = `chmod o+rx ${root}, or give ${account.group} read on it`;
+    return fail(name, `${root} is not readable by ${account.user}`, fix);
   }
   return ok(name, `${root} is readable by ${account.user}`);
 }
@@ -93,12 +107,18 @@ export async function checkPort(config: Config): Promise<CheckResult> {
   const bind = tryBind(host, port);
   if (bind.free) return ok(name, `${text} is free`);
   if (bind.code !== "EADDRINUSE") {
-    return fail(name, `cannot bind ${text}: ${bind.code}`, "check the listen address exists on this host; ports below 1024 need privileges the unit does not grant");
+    const fix = "check the listen address exists on this host; " +
+      "ports below 1024 need privileges the unit does not grant";
+    return fail(name, `cannot bind ${text}: ${bind.code}`, fix);
   }
   const healthz = `${url}/healthz`;
   const worker = await workerOnPort(healthz);
-  if (worker) return ok(name, `${text} is held by this worker (lora-worker ${worker.version}, trainer mode ${worker.trainer_mode})`);
-  return fail(name, `${text} is held by another program (${healthz} is not lora-worker's)`, `find it with: ss -ltnp 'sport = :${port}'; stop it or change listen`);
+  if (worker) {
+    const ours = `lora-worker ${worker.version}, trainer mode ${worker.trainer_mode}`;
+    return ok(name, `${text} is held by this worker (${ours})`);
+  }
+  const fix = `find it with: ss -ltnp 'sport = :${port}'; stop it or change listen`;
+  return fail(name, `${text} is held by another program (${healthz} is not lora-worker's)`, fix);
 }
 
 type BindOutcome = { free: true } | { free: false; code: string };
@@ -112,23 +132,25 @@ function tryBind(hostname: string, port: number): BindOutcome {
   }
 }
 
-/** Our /healthz shape (SPEC §3): anything else holding the port is another program. */
+// Our /healthz shape (SPEC §3): anything else holding the port is another program.
 async function workerOnPort(url: string): Promise<{ version: string; trainer_mode: string } | null> {
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(HEALTHZ_TIMEOUT_MS) });
     const body = (await res.json()) as Record<string, unknown>;
-    const ours = res.ok && body.status === "ok" && typeof body.version === "string" && typeof body.trainer_mode === "string" && "auth_mode" in body;
+    const ours = res.ok && body.status === "ok" && typeof body.version === "string" &&
+      typeof body.trainer_mode === "string" && "auth_mode" in body;
     return ours ? { version: body.version as string, trainer_mode: body.trainer_mode as string } : null;
   } catch {
     return null;
   }
 }
 
-/** The API tokens: one per line, readable by the worker, by nobody outside root and the service group. */
+// The API tokens: one per line, readable by the worker, by nobody outside root and the service group.
 export async function checkTokenFile(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
   const name = "token file";
   if (config.auth.mode === "none") {
-    return warn(name, 'auth.mode is "none": every client that reaches the port can start, read and cancel jobs', 'set auth.mode = "token"');
+    const open = 'auth.mode is "none": every client that reaches the port can start, read and cancel jobs';
+    return warn(name, open, 'set auth.mode = "token"');
   }
   const file = config.auth.token_file;
   const safe = `chown root:${account.group} ${file} && chmod 0640 ${file}`;
@@ -136,19 +158,28 @@ export async function checkTokenFile(config: Config, account: ServiceAccount, ru
   try {
     st = statSync(file);
   } catch {
-    const missing = fail(name, `${file} does not exist`, `install.sh creates it, or: umask 077; openssl rand -hex 32 > ${file}`);
+    const fix = `install.sh creates it, or: umask 077; openssl rand -hex 32 > ${file}`;
+    const missing = fail(name, `${file} does not exist`, fix);
     if (!config.listen.loopback) return missing;
-    return relaxedInSimulate(config, missing, `serve runs without a token on the loopback listen ${config.listen.text}, open to every local user`);
+    const why = `serve runs without a token on the loopback listen ${config.listen.text}, open to every local user`;
+    return relaxedInSimulate(config, missing, why);
   }
-  if (!st.isFile()) return fail(name, `${file} is not a regular file`, "replace it with a file holding one token per line");
+  if (!st.isFile()) {
+    return fail(name, `${file} is not a regular file`, "replace it with a file holding one token per line");
+  }
   const problems: string[] = [];
   // Permission bits only: a token file's setuid, setgid and sticky bits mean nothing.
   const mode = octal(st.mode & 0o777);
   if (st.mode & 0o007) problems.push(`${file} is mode ${mode}, open to every user`);
-  if (st.uid !== 0 && st.uid !== account.uid) problems.push(`${file} is owned by uid ${st.uid}, not root or ${account.user}`);
+  if (st.uid !== 0 && st.uid !== account.uid) {
+    problems.push(`${file} is owned by uid ${st.uid}, not root or ${account.user}`);
+  }
   if (!(await holdsFor(runAs, ["-r", file]))) problems.push(`${file} is not readable by ${account.user}`);
   const unusable = problems.length === 0 ? tokenProblems(file) : [];
-  if (unusable.length > 0) return fail(name, unusable.join("; "), `write one token a line, as serve reads them: umask 077; openssl rand -hex 32 > ${file}`);
+  if (unusable.length > 0) {
+    const fix = `write one token a line, as serve reads them: umask 077; openssl rand -hex 32 > ${file}`;
+    return fail(name, unusable.join("; "), fix);
+  }
   return fromProblems(name, problems, [safe], `${file} is ${mode}, owner uid ${st.uid}, readable by ${account.user}`);
 }
 

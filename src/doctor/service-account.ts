@@ -1,5 +1,85 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { signalGroup } from "../os/terminate.ts";
-import type { AccountSource } from "./account-source.ts";
+
+// Where install.sh puts the unit; its User= and Group= are who the deployed worker runs as.
+export const DEFAULT_UNIT_PATH = "/etc/systemd/system/lora-worker.service";
+
+// Whose account doctor checks as, and why that one: named with --user, by the installed unit, or the user
+// running doctor.
+export type AccountSource = { kind: "option" } | { kind: "unit"; path: string } | { kind: "running"; unitPath: string };
+
+export interface AccountNames {
+  user: string;
+  group: string;
+  source: AccountSource;
+}
+
+/**
+ * --user/--group first, then the installed unit's User=/Group=, then the user running doctor; a missing group is
+ * the user's own.
+ */
+export function chooseAccountNames(options: { user?: string; group?: string; unitPath: string }): AccountNames {
+  const unit = readUnitAccount(options.unitPath);
+  const source: AccountSource = options.user !== undefined
+    ? { kind: "option" }
+    : unit
+      ? { kind: "unit", path: options.unitPath }
+      : { kind: "running", unitPath: options.unitPath };
+  const user = options.user ?? unit?.user ?? runningUser();
+  const group = options.group ?? unit?.group ?? primaryGroup(user);
+  return { user, group, source };
+}
+
+// systemd's own default: a unit without User= runs as root; drop-ins override the unit, later ones win.
+function readUnitAccount(path: string): { user: string; group?: string } | null {
+  const texts = [readOrNull(path), ...dropIns(path).map(readOrNull)];
+  if (texts[0] === null) return null;
+  let user = "root";
+  let group: string | undefined;
+  for (const line of texts.join("\n").split("\n")) {
+    const [, key, value] = /^\s*(User|Group)\s*=\s*(\S*)\s*$/.exec(line) ?? [];
+    if (key === "User") user = value || "root";
+    if (key === "Group") group = value || undefined;
+  }
+  return { user, group };
+}
+
+function dropIns(unitPath: string): string[] {
+  const dir = `${unitPath}.d`;
+  try {
+    return readdirSync(dir).filter((name) => name.endsWith(".conf")).sort().map((name) => join(dir, name));
+  } catch {
+    return [];
+  }
+}
+
+function readOrNull(path: string): string | null {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return null;
+  }
+}
+
+// By uid, not $USER (Bun's userInfo() reads the environment); a uid without a passwd entry is named by its number.
+function runningUser(): string {
+  const uid = String(process.geteuid?.() ?? "");
+  return getent("passwd", uid)?.[0] ?? uid;
+}
+
+// As systemd does without Group=; a user that does not exist is named as its own group (the check fails on the user).
+function primaryGroup(user: string): string {
+  const gid = getent("passwd", user)?.[3];
+  if (gid === undefined) return user;
+  return getent("group", gid)?.[0] ?? gid;
+}
+
+// getent, not /etc/passwd: the service user may come from LDAP or sssd.
+function getent(database: "passwd" | "group", key: string): string[] | null {
+  const res = Bun.spawnSync(["getent", database, key], { stdout: "pipe", stderr: "ignore" });
+  return res.exitCode === 0 ? res.stdout.toString().trim().split(":") : null;
+}
 
 /** The identity the unit runs the worker as (`User=`, `Group=`); ids are null when the name does not resolve. */
 export interface ServiceAccount {
@@ -7,7 +87,7 @@ export interface ServiceAccount {
   group: string;
   uid: number | null;
   gid: number | null;
-  /** How doctor runs a command as that identity: switching with setpriv (as root), directly (already it), or not at all. */
+  /** How doctor runs a command as that identity: with setpriv (as root), directly (already it), or not at all. */
   switchedBy: "setpriv" | "self" | "none";
   /** Why this account: named with --user, by the installed unit, or the user running doctor. */
   source: AccountSource;
@@ -18,15 +98,16 @@ export type RunAs = (argv: string[], opts?: { env?: Record<string, string>; time
 const DEFAULT_RUN_TIMEOUT_MS = 10_000;
 const BASE_PATH = "/usr/local/bin:/usr/bin:/bin";
 
-// getent, not /etc/passwd: the service user may come from LDAP or sssd.
 function lookupId(database: "passwd" | "group", name: string): number | null {
-  const res = Bun.spawnSync(["getent", database, name], { stdout: "pipe", stderr: "ignore" });
-  if (res.exitCode !== 0) return null;
-  const id = Number(res.stdout.toString().split(":")[2]);
+  const id = Number(getent(database, name)?.[2]);
   return Number.isInteger(id) ? id : null;
 }
 
-export function resolveServiceAccount(user: string, group: string, source: AccountSource = { kind: "option" }): ServiceAccount {
+export function resolveServiceAccount(
+  user: string,
+  group: string,
+  source: AccountSource = { kind: "option" },
+): ServiceAccount {
   const uid = lookupId("passwd", user);
   const gid = lookupId("group", group);
   const euid = process.geteuid?.() ?? -1;
@@ -40,10 +121,13 @@ export function createRunAs(account: ServiceAccount): RunAs {
   const prefix = account.switchedBy === "setpriv"
     ? ["setpriv", `--reuid=${account.uid}`, `--regid=${account.gid}`, "--init-groups", "--"]
     : [];
-  return (argv, opts = {}) => boundedRun([...prefix, ...argv], { PATH: BASE_PATH, LANG: "C.UTF-8", ...opts.env }, opts.timeoutMs ?? DEFAULT_RUN_TIMEOUT_MS);
+  return (argv, opts = {}) => {
+    const env = { PATH: BASE_PATH, LANG: "C.UTF-8", ...opts.env };
+    return boundedRun([...prefix, ...argv], env, opts.timeoutMs ?? DEFAULT_RUN_TIMEOUT_MS);
+  };
 }
 
-/** `test EXPR` as the service account: true when the expression holds for it. */
+// `test EXPR` as the service account: true when the expression holds for it.
 export async function holdsFor(runAs: RunAs, testArgs: string[]): Promise<boolean> {
   return (await runAs(["test", ...testArgs])).exitCode === 0;
 }
@@ -54,9 +138,9 @@ export async function holdsFor(runAs: RunAs, testArgs: string[]): Promise<boolea
 // the kernel cannot kill (a driver call in state D): past the deadline it returns what was printed.
 
 export interface RunResult {
-  /** null when the process was killed, or did not end by the deadline. */
+  // null when the process was killed, or did not end by the deadline.
   exitCode: number | null;
-  /** stderr then stdout, trimmed: for messages. */
+  // stderr then stdout, trimmed: for messages.
   output: string;
   stdout: string;
   stderr: string;

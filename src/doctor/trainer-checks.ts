@@ -1,14 +1,14 @@
 import { statSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { z } from "zod";
 import type { Config } from "../config/schema.ts";
 import { createSlurmClient, type SlurmNode } from "../slurm/client.ts";
 import { createGpuProbe } from "../gpu/probe.ts";
 import { fail, ok, relaxedInSimulate, warn, type CheckResult, type DoctorDeps } from "./doctor.ts";
-import { PROBE_PROGRAM, readReports, STAGES, stopReason, type Reports, type Stage } from "./python-probe.ts";
 import { holdsFor, type RunAs, type RunResult, type ServiceAccount } from "./service-account.ts";
 
 const ACCELERATE_TIMEOUT_MS = 60_000;
-/** Importing torch on a cold page cache, or a first CUDA init, takes seconds; a minute is a hang. */
+// Importing torch on a cold page cache, or a first CUDA init, takes seconds; a minute is a hang.
 const PYTHON_DEADLINE_MS = 60_000;
 const SIMULATE_SKIP = 'trainer.mode is "simulate": not checked, no real training runs';
 
@@ -22,7 +22,9 @@ export async function checkAccelerate(config: Config, account: ServiceAccount, r
     timeoutMs: ACCELERATE_TIMEOUT_MS,
   });
   if (res.exitCode === 0) return ok(name, `${accelerate} runs as ${account.user}`);
-  const why = res.timedOut ? `timed out after ${ACCELERATE_TIMEOUT_MS / 1000} s` : `exit ${res.exitCode ?? "by signal"}: ${lastLine(res.output)}`;
+  const why = res.timedOut
+    ? `timed out after ${ACCELERATE_TIMEOUT_MS / 1000} s`
+    : `exit ${res.exitCode ?? "by signal"}: ${lastLine(res.output)}`;
   return fail(
     name,
     `${accelerate} does not run as ${account.user} (${why})`,
@@ -34,11 +36,15 @@ export async function checkSdScripts(config: Config, account: ServiceAccount, ru
   const name = "sd-scripts";
   if (config.trainer.mode === "simulate") return warn(name, SIMULATE_SKIP);
   const script = join(config.trainer.sd_scripts_dir, "sdxl_train_network.py");
-  if (await holdsFor(runAs, ["-f", script, "-a", "-r", script])) return ok(name, `${script} is readable by ${account.user}`);
-  if (!(await holdsFor(runAs, ["-f", script]))) {
-    return fail(name, `${script} does not exist (or ${account.user} cannot reach it)`, "set trainer.sd_scripts_dir to the sd-scripts checkout");
+  if (await holdsFor(runAs, ["-f", script, "-a", "-r", script])) {
+    return ok(name, `${script} is readable by ${account.user}`);
   }
-  return fail(name, `${script} is not readable by ${account.user}`, `chmod o+r, or give ${account.user} group read on it`);
+  if (!(await holdsFor(runAs, ["-f", script]))) {
+    const missing = `${script} does not exist (or ${account.user} cannot reach it)`;
+    return fail(name, missing, "set trainer.sd_scripts_dir to the sd-scripts checkout");
+  }
+  const fix = `chmod o+r, or give ${account.user} group read on it`;
+  return fail(name, `${script} is not readable by ${account.user}`, fix);
 }
 
 function lastLine(output: string): string {
@@ -51,14 +57,19 @@ export async function checkSlurm(config: Config): Promise<CheckResult[]> {
   if (config.trainer.backend !== "slurm") return [];
   const name = "slurm";
   const listed = await createSlurmClient(config.slurm).nodes();
-  if (!listed.ok) return [fail(name, `scontrol show node failed: ${listed.error}`, "check slurm.bin_dir, SLURM_CONF and that slurmctld is up (scontrol ping)")];
+  if (!listed.ok) {
+    const fix = "check slurm.bin_dir, SLURM_CONF and that slurmctld is up (scontrol ping)";
+    return [fail(name, `scontrol show node failed: ${listed.error}`, fix)];
+  }
   const unknown = config.devices.filter((d) => !listed.nodes.some((node) => offers(node, d.gres ?? "")));
   if (unknown.length > 0) {
     const names = unknown.map((d) => `device ${d.index} asks for ${d.gres}`).join(", ");
     const offered = listed.nodes.map((n) => n.gres).filter((g) => g !== "" && g !== "(null)").join("; ") || "no gres";
-    return [fail(name, `${names}, which no node offers (nodes: ${offered})`, "fix the devices' gres to a type the cluster has")];
+    const fix = "fix the devices' gres to a type the cluster has";
+    return [fail(name, `${names}, which no node offers (nodes: ${offered})`, fix)];
   }
-  const shared = "state_dir, handoff_root, the model roots and this binary must be at the same paths on every node (not checkable from here)";
+  const shared = "state_dir, handoff_root, the model roots and this binary must be at the same paths on every node " +
+    "(not checkable from here)";
   return [ok(name, `the controller answers and offers every device's gres; ${shared}`)];
 }
 
@@ -71,37 +82,46 @@ function offers(node: SlurmNode, wanted: string): boolean {
 
 export async function checkNvidiaSmi(config: Config): Promise<CheckResult> {
   const name = "nvidia-smi";
-  if (config.trainer.backend === "slurm") return ok(name, "not checked: on the Slurm backend the GPUs are the nodes', which Slurm places runs on");
+  if (config.trainer.backend === "slurm") {
+    return ok(name, "not checked: on the Slurm backend the GPUs are the nodes', which Slurm places runs on");
+  }
   const probe = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: 0 });
   const result = await probe.read({ fresh: true });
   if (!result.ok) {
-    return fail(name, `${config.gpu.nvidia_smi} failed: ${result.detail}`, "run nvidia-smi by hand; fix the driver, or point gpu.nvidia_smi at it");
+    const fix = "run nvidia-smi by hand; fix the driver, or point gpu.nvidia_smi at it";
+    return fail(name, `${config.gpu.nvidia_smi} failed: ${result.detail}`, fix);
   }
   const missing = config.devices.filter((d) => !result.devices.some((g) => g.index === d.index));
   if (missing.length > 0) {
     const seen = result.devices.map((g) => `${g.index} ${g.name}`).join(", ") || "none";
     const names = missing.map((d) => `device ${d.index} (${d.name})`).join(", ");
-    return fail(name, `${names} not seen by nvidia-smi (it sees: ${seen})`, "fix [[devices]] in the config to match nvidia-smi's indexes");
+    const fix = "fix [[devices]] in the config to match nvidia-smi's indexes";
+    return fail(name, `${names} not seen by nvidia-smi (it sees: ${seen})`, fix);
   }
-  const seen = config.devices.map((d) => `${d.index} ${result.devices.find((g) => g.index === d.index)!.name}`).join(", ");
-  const renamed = config.devices.filter((d) => !result.devices.find((g) => g.index === d.index)!.name.includes(d.name));
+  const nameOf = (index: number) => result.devices.find((g) => g.index === index)!.name;
+  const seen = config.devices.map((d) => `${d.index} ${nameOf(d.index)}`).join(", ");
+  const renamed = config.devices.filter((d) => !nameOf(d.index).includes(d.name));
   if (renamed.length > 0) {
     const which = renamed.map((d) => `device ${d.index} is configured as "${d.name}"`).join(", ");
-    return warn(name, `sees ${seen}, but ${which}`, "check that [[devices]] index order matches CUDA_DEVICE_ORDER=PCI_BUS_ID");
+    const fix = "check that [[devices]] index order matches CUDA_DEVICE_ORDER=PCI_BUS_ID";
+    return warn(name, `sees ${seen}, but ${which}`, fix);
   }
   return ok(name, `sees the configured devices: ${seen}`);
 }
 
 /** With NoNewPrivileges the worker cannot run nvidia-modprobe (setuid) to create the node, so it must exist already. */
 export function checkNvidiaUvm(config: Config, devDir: string): CheckResult {
-  if (config.trainer.backend === "slurm") return ok("nvidia-uvm", "not checked: on the Slurm backend the trainer runs on the nodes");
+  if (config.trainer.backend === "slurm") {
+    return ok("nvidia-uvm", "not checked: on the Slurm backend the trainer runs on the nodes");
+  }
   return relaxedInSimulate(config, uvmNode(devDir), "the simulated trainer uses no CUDA");
 }
 
 function uvmNode(devDir: string): CheckResult {
   const name = "nvidia-uvm";
   const node = join(devDir, "nvidia-uvm");
-  const load = "load it at boot: echo nvidia-uvm > /etc/modules-load.d/nvidia-uvm.conf, and now: modprobe nvidia-uvm && nvidia-modprobe -u -c=0";
+  const load = "load it at boot: echo nvidia-uvm > /etc/modules-load.d/nvidia-uvm.conf, " +
+    "and now: modprobe nvidia-uvm && nvidia-modprobe -u -c=0";
   try {
     const st = statSync(node);
     if (!st.isCharacterDevice()) return fail(name, `${node} is not a character device`, load);
@@ -111,15 +131,58 @@ function uvmNode(devDir: string): CheckResult {
   return ok(name, `${node} exists`);
 }
 
+// The question doctor asks the trainer's interpreter, and what its answer says. The program does, in
+// a run's order, what a run needs of the venv: import torch, ask it for CUDA devices, import
+// bitsandbytes (AdamW8bit imports it only once the model is loaded and the latents are cached). It
+// reports each stage on stdout as it passes it, so a crash or a hang shows the stage it stopped in.
+
+const STAGES = ["torch", "cuda", "bitsandbytes"] as const;
+type Stage = (typeof STAGES)[number];
+
+export const REPORT_MARK = "lora-worker-doctor ";
+
+const PROBE_PROGRAM = `import json
+def report(stage, **facts):
+    print(${JSON.stringify(REPORT_MARK)} + json.dumps(dict(stage=stage, **facts)), flush=True)
+import torch
+report("torch", version=torch.__version__)
+available = torch.cuda.is_available()
+names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if available else []
+report("cuda", available=available, cuda=torch.version.cuda, devices=names)
+import bitsandbytes
+report("bitsandbytes", version=getattr(bitsandbytes, "__version__", "unknown"))
+`;
+
+const Report = z.discriminatedUnion("stage", [
+  z.object({ stage: z.literal("torch"), version: z.string() }),
+  z.object({
+    stage: z.literal("cuda"),
+    available: z.boolean(),
+    cuda: z.string().nullable(),
+    devices: z.array(z.string()),
+  }),
+  z.object({ stage: z.literal("bitsandbytes"), version: z.string() }),
+]);
+export type Report = z.infer<typeof Report>;
+type Reports = { [S in Stage]?: Extract<Report, { stage: S }> };
+
+// Python's last word on an uncaught exception: `ImportError: …`, `torch.OutOfMemoryError: …`.
+const EXCEPTION_LINE = /^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b:?/;
+// Enough of a message to name the problem on one line.
+const MAX_WHY_CHARS = 240;
+
 const DOING: Record<Stage, string> = {
   torch: "import torch",
   cuda: "answer torch.cuda.is_available()",
   bitsandbytes: "import bitsandbytes",
 };
 const FIX: Record<Stage, string> = {
-  torch: "install torch in the venv beside trainer.accelerate (the one sd-scripts runs in), readable by the service user",
-  cuda: "install a CUDA build of torch that matches the driver (nvidia-smi shows its CUDA version), and check /dev/nvidia-uvm",
-  bitsandbytes: "install a bitsandbytes that matches this torch and CUDA in the venv: AdamW8bit fails minutes into every run without it",
+  torch: "install torch in the venv beside trainer.accelerate (the one sd-scripts runs in), " +
+    "readable by the service user",
+  cuda: "install a CUDA build of torch that matches the driver (nvidia-smi shows its CUDA version), " +
+    "and check /dev/nvidia-uvm",
+  bitsandbytes: "install a bitsandbytes that matches this torch and CUDA in the venv: " +
+    "AdamW8bit fails minutes into every run without it",
 };
 
 /** The venv's interpreter (accelerate runs sd-scripts with it) as the service user: torch, CUDA, bitsandbytes. */
@@ -129,22 +192,62 @@ export async function checkTrainerPython(deps: DoctorDeps): Promise<CheckResult[
   const python = join(dirname(config.trainer.accelerate), "python");
   const deadlineMs = deps.pythonDeadlineMs ?? PYTHON_DEADLINE_MS;
   const run = await runAs([python, "-c", PROBE_PROGRAM], {
-    env: { PATH: `${dirname(python)}:/usr/local/bin:/usr/bin:/bin`, HOME: config.state_dir, CUDA_DEVICE_ORDER: "PCI_BUS_ID", PYTHONUNBUFFERED: "1" },
+    env: {
+      PATH: `${dirname(python)}:/usr/local/bin:/usr/bin:/bin`,
+      HOME: config.state_dir,
+      CUDA_DEVICE_ORDER: "PCI_BUS_ID",
+      PYTHONUNBUFFERED: "1",
+    },
     timeoutMs: deadlineMs,
   });
   const reports = readReports(run.stdout);
   const stopped = STAGES.find((stage) => reports[stage] === undefined);
   const who = `${python} as ${account.user}`;
   return STAGES.map((stage) => {
-    if (stage === stopped) return fail(stage, `${who} did not ${DOING[stage]}: ${whyStopped(run, deadlineMs)}`, FIX[stage]);
+    if (stage === stopped) {
+      return fail(stage, `${who} did not ${DOING[stage]}: ${whyStopped(run, deadlineMs)}`, FIX[stage]);
+    }
     if (reports[stage] === undefined) return warn(stage, `not checked: ${who} stopped before it, at ${stopped}`);
     return passed(stage, reports, deps, who);
   });
 }
 
+function readReports(stdout: string): Reports {
+  const reports: Reports = {};
+  for (const line of stdout.split("\n")) {
+    if (!line.startsWith(REPORT_MARK)) continue;
+    const parsed = Report.safeParse(parseJson(line.slice(REPORT_MARK.length)));
+    if (parsed.success) Object.assign(reports, { [parsed.data.stage]: parsed.data });
+  }
+  return reports;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
 function whyStopped(run: RunResult, deadlineMs: number): string {
   if (run.timedOut) return `no answer within ${deadlineMs / 1000} s; killed at the deadline`;
   return `exit ${run.exitCode ?? "by signal"}, ${stopReason(run)}`;
+}
+
+// Why the program stopped short: the exception it died of (with a message that runs over several
+// lines joined into one), else its last line of output.
+function stopReason(run: RunResult): string {
+  const lines = run.stderr.split("\n");
+  const at = lines.findLastIndex((line) => EXCEPTION_LINE.test(line));
+  const why = at === -1
+    ? lastProbeLine(run.output)
+    : lines.slice(at).map((line) => line.trim()).filter((line) => line !== "").join(" ");
+  return why.length > MAX_WHY_CHARS ? `${why.slice(0, MAX_WHY_CHARS - 1)}…` : why;
+}
+
+function lastProbeLine(output: string): string {
+  return output.split("\n").filter((line) => line.trim() !== "" && !line.startsWith(REPORT_MARK)).at(-1) ?? "no output";
 }
 
 function passed(stage: Stage, reports: Reports, deps: DoctorDeps, who: string): CheckResult {
@@ -161,7 +264,8 @@ function cudaResult(cuda: NonNullable<Reports["cuda"]>, { config }: DoctorDeps):
   const missing = config.devices.filter((device) => device.index >= cuda.devices.length);
   if (missing.length > 0) {
     const names = missing.map((device) => `device ${device.index} (${device.name})`).join(", ");
-    return fail("cuda", `${names} not seen by torch (it sees: ${seen || "none"})`, "fix [[devices]] in the config, or the driver, so that torch sees every configured index");
+    const fix = "fix [[devices]] in the config, or the driver, so that torch sees every configured index";
+    return fail("cuda", `${names} not seen by torch (it sees: ${seen || "none"})`, fix);
   }
   return ok("cuda", `torch sees ${cuda.devices.length} CUDA device(s): ${seen} (${build})`);
 }

@@ -1,4 +1,4 @@
-import { REPORT_MARK, type Report } from "../../src/doctor/python-probe.ts";
+import { REPORT_MARK, type Report } from "../../src/doctor/trainer-checks.ts";
 import { writeExecutable } from "./scratch-files.ts";
 
 // What a venv with a CUDA torch on the reference host's two cards and a working bitsandbytes reports.
