@@ -4,7 +4,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { verifySafetensors } from "../src/safetensors/verify.ts";
-import { judgeEnding, parseRecordedLog } from "../src/simulator/recorded-log.ts";
+import { judgeEnding, parseRecordedLog } from "../src/simulator/replay.ts";
 import { within } from "./support/wait.ts";
 
 const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");

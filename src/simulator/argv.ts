@@ -2,15 +2,15 @@
 // as Python's argparse reads them (`--flag value` or `--flag=value`, switches, int/float/choices), but
 // strictly: an unknown or abbreviated flag is an argparse error (`usage: ...`, `<prog>: error: ...`,
 // exit 2), so a flag the worker misspells fails here as it would in sd-scripts (INV-T7).
-import { pyStrRepr } from "./python.ts";
+import { fail, ok, type Result } from "../result.ts";
+import { pyStrRepr } from "./io.ts";
 
 export type ScriptArgs = ReturnType<typeof scriptArgs>;
-// On failure, what argparse writes to stderr before it exits ARGPARSE_ERROR_EXIT.
-export type ArgvParse<T> = { ok: true; value: T } | { ok: false; error: string };
 
 // A flag is a switch, takes a value of a type, or takes one of its choices (None: the default).
 type Spec = "switch" | "str" | "int" | "float" | "int_or_float" | readonly (string | null)[];
 type Values = Map<string, string | number | true>;
+type Parsed = { values: Values; rest: string[] };
 
 export const ARGPARSE_ERROR_EXIT = 2;
 export const SCRIPT_NAME = "sdxl_train_network.py";
@@ -42,21 +42,22 @@ const SCRIPT_OPTIONS: Record<string, Spec> = {
     "dpmsingle", "k_lms", "k_euler", "k_euler_a", "k_dpm_2", "k_dpm_2_a"],
 };
 
-// The launch flags, then the script and everything after it, untouched (argparse.REMAINDER).
-export function parseLaunch(args: string[]): ArgvParse<{ script: string; scriptArgs: string[] }> {
+// The launch flags, then the script and everything after it, untouched (argparse.REMAINDER). On failure,
+// what argparse writes to stderr before it exits ARGPARSE_ERROR_EXIT; so for parseScriptArgs.
+export function parseLaunch(args: string[]): Result<{ script: string; scriptArgs: string[] }> {
   const parsed = parseOptions(args, LAUNCH_OPTIONS, true);
-  const fail = (message: string) => argparseError(`${LAUNCH_PROG} [options] training_script ...`, LAUNCH_PROG, message);
-  if (!parsed.ok) return fail(parsed.error);
+  const usage = (message: string) => argparseError(`${LAUNCH_PROG} [options] training_script ...`, LAUNCH_PROG, message);
+  if (!parsed.ok) return usage(parsed.error);
   const [script, ...scriptArgs] = parsed.value.rest;
-  if (script === undefined) return fail("the following arguments are required: training_script, training_script_args");
-  return { ok: true, value: { script, scriptArgs } };
+  if (script === undefined) return usage("the following arguments are required: training_script, training_script_args");
+  return ok({ script, scriptArgs });
 }
 
 // `randomSeed` stands in for sd-scripts' random.randint(0, 2**32) when --seed is absent.
-export function parseScriptArgs(args: string[], randomSeed: () => number): ArgvParse<ScriptArgs> {
+export function parseScriptArgs(args: string[], randomSeed: () => number): Result<ScriptArgs> {
   const parsed = parseOptions(args, SCRIPT_OPTIONS, false);
   if (!parsed.ok) return argparseError(`${SCRIPT_NAME} [options]`, SCRIPT_NAME, parsed.error);
-  return { ok: true, value: scriptArgs(parsed.value.values, randomSeed) };
+  return ok(scriptArgs(parsed.value.values, randomSeed));
 }
 
 // sd-scripts' argparse namespace, with its defaults, as far as the simulator reads it.
@@ -99,7 +100,7 @@ function scriptArgs(values: Values, randomSeed: () => number) {
 
 // With `stopAtPositional`, parsing ends at the first non-flag and `rest` holds it and all after it;
 // otherwise every non-flag is an unrecognized argument.
-function parseOptions(args: string[], specs: Record<string, Spec>, stopAtPositional: boolean) {
+function parseOptions(args: string[], specs: Record<string, Spec>, stopAtPositional: boolean): Result<Parsed> {
   const values: Values = new Map();
   const unrecognized: string[] = [];
   let rest: string[] = [];
@@ -115,19 +116,19 @@ function parseOptions(args: string[], specs: Record<string, Spec>, stopAtPositio
     const spec = flag.startsWith("--") && Object.hasOwn(specs, name) ? specs[name]! : null;
     if (spec === null) unrecognized.push(arg);
     else if (spec === "switch") {
-      if (inline !== undefined) return failure(`argument ${flag}: ignored explicit argument ${pyStrRepr(inline)}`);
+      if (inline !== undefined) return fail(`argument ${flag}: ignored explicit argument ${pyStrRepr(inline)}`);
       values.set(name, true);
     } else {
       const raw = inline ?? takeValue(args[index + 1]);
-      if (raw === undefined) return failure(`argument ${flag}: expected one argument`);
+      if (raw === undefined) return fail(`argument ${flag}: expected one argument`);
       if (inline === undefined) index += 1;
       const value = convert(raw, spec);
-      if (value === undefined) return failure(`argument ${flag}: ${invalid(raw, spec)}`);
+      if (value === undefined) return fail(`argument ${flag}: ${invalid(raw, spec)}`);
       values.set(name, value);
     }
   }
-  if (unrecognized.length > 0) return failure(`unrecognized arguments: ${unrecognized.join(" ")}`);
-  return { ok: true as const, value: { values, rest } };
+  if (unrecognized.length > 0) return fail(`unrecognized arguments: ${unrecognized.join(" ")}`);
+  return ok({ values, rest });
 }
 
 // argparse reads a following "-x" as the next flag unless it looks like a negative number.
@@ -151,10 +152,6 @@ function invalid(raw: string, spec: Exclude<Spec, "switch">): string {
   return `invalid choice: ${pyStrRepr(raw)} (choose from ${allowed})`;
 }
 
-function failure(error: string): { ok: false; error: string } {
-  return { ok: false, error };
-}
-
 function argparseError(usage: string, prog: string, message: string): { ok: false; error: string } {
-  return failure(`usage: ${usage}\n${prog}: error: ${message}\n`);
+  return fail(`usage: ${usage}\n${prog}: error: ${message}\n`);
 }

@@ -7,15 +7,13 @@
 //                                          ignore-sigterm
 //   LORA_WORKER_SIMULATE_REPLAY_LOG        absolute path of a recorded sd-scripts log to replay
 //   LORA_WORKER_SIMULATE_REPLAY_SPEED      how many times faster than the log's own clock, > 0 (default 1)
+import { fail, ok, type Result } from "../result.ts";
 
 // A stepped failure strikes at training step N (1-based) before that step completes, in list order;
 // sample-oom strikes in step N's sampling instead, if there is one (samples.ts).
 export type StepFailure =
-  | { kind: "oom"; step: number }
-  | { kind: "sample-oom"; step: number }
-  | { kind: "nan"; step: number }
+  | { kind: "oom" | "sample-oom" | "nan" | "hang"; step: number }
   | { kind: "exit"; step: number; code: number }
-  | { kind: "hang"; step: number }
   | { kind: "orphan"; step: number; escapeGroup: boolean };
 
 export interface FailurePlan {
@@ -30,7 +28,6 @@ export interface Knobs {
   replay: { logPath: string; speed: number } | null;
 }
 
-type Result<T> = { ok: true; value: T } | { ok: false; error: string };
 type Env = Record<string, string | undefined>;
 type Failure = StepFailure | { kind: "ignore-sigterm" };
 
@@ -61,7 +58,7 @@ export function parseFailurePlan(text: string): Result<FailurePlan> {
     failures.push(parsed.value);
   }
   const strikes = failures.filter((failure): failure is StepFailure => failure.kind !== "ignore-sigterm");
-  return { ok: true, value: { ignoreSigterm: strikes.length < failures.length, strikes } };
+  return ok({ ignoreSigterm: strikes.length < failures.length, strikes });
 }
 
 // A replayed log decides how the run ends, so only strays can join it: the first failure that cannot.
@@ -74,15 +71,15 @@ export function readKnobs(env: Env): Result<Knobs> {
   const secondsPerStep = readNumber(env, SECONDS_PER_STEP, 0.5, (value) => value >= 0);
   if (secondsPerStep === null) return invalid(env, SECONDS_PER_STEP, "must be a non-negative number of seconds");
   const failures = parseFailurePlan(env[FAIL] ?? "");
-  if (!failures.ok) return refuse(`${FAIL}: ${failures.error}`);
+  if (!failures.ok) return fail(`${FAIL}: ${failures.error}`);
   const speed = readNumber(env, REPLAY_SPEED, 1, (value) => value > 0);
   if (speed === null) return invalid(env, REPLAY_SPEED, "must be a positive number");
   const logPath = env[REPLAY_LOG] ?? "";
-  if (logPath === "") return { ok: true, value: { secondsPerStep, failures: failures.value, replay: null } };
+  if (logPath === "") return ok({ secondsPerStep, failures: failures.value, replay: null });
   if (!logPath.startsWith("/")) return invalid(env, REPLAY_LOG, "must be an absolute path");
   const clash = replayClash(failures.value);
-  if (clash !== null) return refuse(`${FAIL}: ${clash} cannot join ${REPLAY_LOG}, whose log decides how the run ends`);
-  return { ok: true, value: { secondsPerStep, failures: failures.value, replay: { logPath, speed } } };
+  if (clash !== null) return fail(`${FAIL}: ${clash} cannot join ${REPLAY_LOG}, whose log decides how the run ends`);
+  return ok({ secondsPerStep, failures: failures.value, replay: { logPath, speed } });
 }
 
 function parseFailure(text: string): Result<Failure> {
@@ -91,13 +88,12 @@ function parseFailure(text: string): Result<Failure> {
     const match = new RegExp(`^${syntax.replace(/N|CODE/g, "(\\d+)")}$`).exec(text);
     if (match === null) continue;
     const [step = "1", code = "0"] = match.slice(1);
-    const padded = [step, code].some((number) => LEADING_ZERO.test(number));
-    if (padded) return refuse(`numbers in ${quoted} must not have leading zeros`);
-    if (Number(step) < 1) return refuse(`step in ${quoted} must be at least 1`);
-    if (Number(code) > MAX_EXIT_CODE) return refuse(`exit code in ${quoted} must be 0-${MAX_EXIT_CODE}`);
-    return { ok: true, value: build(Number(step), Number(code)) };
+    if ([step, code].some((number) => LEADING_ZERO.test(number))) return fail(`numbers in ${quoted} must not have leading zeros`);
+    if (Number(step) < 1) return fail(`step in ${quoted} must be at least 1`);
+    if (Number(code) > MAX_EXIT_CODE) return fail(`exit code in ${quoted} must be 0-${MAX_EXIT_CODE}`);
+    return ok(build(Number(step), Number(code)));
   }
-  return refuse(`${quoted} is not one of ${FORMS.map(([syntax]) => syntax).join(", ")}`);
+  return fail(`${quoted} is not one of ${FORMS.map(([syntax]) => syntax).join(", ")}`);
 }
 
 // Null when the value is not a finite number that `accept` allows.
@@ -109,9 +105,5 @@ function readNumber(env: Env, name: string, fallback: number, accept: (value: nu
 }
 
 function invalid(env: Env, name: string, rule: string): Result<Knobs> {
-  return refuse(`${name}=${JSON.stringify(env[name])} ${rule}`);
-}
-
-function refuse(error: string): { ok: false; error: string } {
-  return { ok: false, error };
+  return fail(`${name}=${JSON.stringify(env[name])} ${rule}`);
 }

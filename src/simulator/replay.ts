@@ -1,48 +1,110 @@
-// Replaying a recorded sd-scripts log instead of simulating a run, in a live run's framing: plain lines
-// on stdout; each tqdm line on stderr as the redraw it records, "\r" + the meter and no newline of its
-// own, then the log's "\n" (on stdout when stdout text was glued after the bar). `steps:` bars keep the
-// log's own pace, tqdm's elapsed time divided by the speed; other lines print at once. Then the run ends
-// as its log says it must have (recorded-log.ts judgeEnding).
-import type { ScriptArgs } from "./argv.ts";
-import { print, type Io, type Log } from "./io.ts";
-import type { FailurePlan } from "./knobs.ts";
-import { finalLoraPath, writeLoraFile } from "./lora-file.ts";
-import { judgeEnding, lastStepsBar, type RecordedLine } from "./recorded-log.ts";
-import type { TrainingPlan } from "./training-loop.ts";
+// Replaying a recorded sd-scripts log instead of simulating a run. A log copied from a terminal keeps only the
+// last redraw of each bar line, at times with stdout text glued after it; a raw log keeps every redraw on one
+// physical line, "\r" before each, and each redraw is read as a line of its own, its bar by progress/tqdm-bar.ts.
+// The replay keeps a live run's framing: plain lines on stdout; each tqdm line on stderr as the redraw it
+// records, "\r" + the meter and no newline of its own, then the log's "\n" (on stdout when stdout text was glued
+// after the bar). `steps:` bars keep the log's own pace, tqdm's elapsed time divided by the speed; other lines
+// print at once. Then the run ends as its log says it must have (judgeEnding).
+import { readFile } from "node:fs/promises";
+import { parseTqdmBar, type TqdmBar } from "../progress/tqdm-bar.ts";
+import { fail, ok, type Result } from "../result.ts";
+import { finalLoraPath, writeLoraFile } from "./checkpoint.ts";
+import { print, type Trainer } from "./io.ts";
+import { REPLAY_LOG, type FailurePlan, type Knobs } from "./knobs.ts";
 
-export interface Replay {
-  io: Io;
-  log: Log;
-  args: ScriptArgs;
-  outputDir: string;
-  lines: RecordedLine[];
-  speed: number;
-  failures: FailurePlan;
+export interface RecordedLine {
+  // The line without its newline.
+  text: string;
+  // False for a redraw that a later "\r" on the same line overwrites, and for an unterminated last line.
+  newline: boolean;
+  // True when a "\r" on the same physical line came before it: it is drawn over what was there.
+  redraw: boolean;
+  bar: RecordedBar | null;
 }
+
+// `meter` is the status line as tqdm drew it, up to its closing "]"; `after` the text glued after it.
+type RecordedBar = Pick<TqdmBar, "description" | "n" | "total"> & {
+  meter: string;
+  after: string;
+  // tqdm's own clock; null where the line shows none.
+  elapsedSeconds: number | null;
+};
+
+type Ending = { kind: "exit"; code: number } | { kind: "save" };
 
 const MODEL_SAVED = "model saved.";
 // SDXL's native size: a recorded log does not say what resolution its dataset had.
 const RESOLUTION: [number, number] = [1024, 1024];
-// The `running training / 学習開始` block, for the metadata of the LoRA a replay saves.
-const STATED = {
-  trainImages: /^\s*num train images \* repeats .*: (\d+)$/,
-  batchesPerEpoch: /^\s*num batches per epoch .*: (\d+)$/,
-  epochs: /^\s*num epochs .*: (\d+)$/,
-  batchSize: /^\s*batch size per device .*: (\d+)$/,
-};
+// The elapsed MM:SS or H:MM:SS that opens tqdm's bracket: the replay's pace, which tqdm-bar.ts leaves out.
+const ELAPSED = /\[(\d+(?::\d\d){1,2})[<,]/;
+// Python's exit status for an uncaught exception, and for a script it cannot open or bad arguments.
+const EXCEPTION_EXIT = 1;
+const USAGE_EXIT = 2;
+const TRACEBACK = "Traceback (most recent call last):";
+const UNCAUGHT = /Traceback \(most recent call last\):|CUDA out of memory|OutOfMemoryError/;
+// The last line of an uncaught exception: `RuntimeError: ...`, `torch.OutOfMemoryError: ...`.
+const EXCEPTION_LINE = /^\W*[\w.]*(?:Error|Exception)(?::|$)/;
+// The first rule whose evidence the log holds decides; a log that simply stops died without saying why.
+const ENDINGS: ReadonlyArray<[evidence: (lines: RecordedLine[]) => boolean, ending: Ending]> = [
+  [(lines) => anyLine(lines, /: can't open file .*\[Errno 2\]/), exit(USAGE_EXIT)],
+  [(lines) => /^\S+: error: /.test(lastText(lines)), exit(USAGE_EXIT)],
+  [(lines) => anyLine(lines, UNCAUGHT), exit(EXCEPTION_EXIT)],
+  [(lines) => EXCEPTION_LINE.test(lastText(lines)), exit(EXCEPTION_EXIT)],
+  // sd-scripts returns normally when it finds no images.
+  [(lines) => anyLine(lines, /No data found/), exit(0)],
+  [trainedToTheEnd, { kind: "save" }],
+];
+// Python's reports of exceptions it went on past: one in a `__del__`, a weakref or atexit callback
+// (often at shutdown, after the model is saved), or one that ended a thread rather than the program.
+const IGNORED_REPORT = /^Exception (?:ignored\b|in thread\b)/;
+const FRAME = /^\s+\S/;
+const CHAINED = /^(?:During handling of the above exception|The above exception was the direct cause)/;
+
+// The recorded log the knobs name, null when there is none, or why it cannot be read.
+export async function readRecordedLog(replay: Knobs["replay"]): Promise<Result<RecordedLine[] | null>> {
+  if (replay === null) return ok(null);
+  try {
+    return ok(parseRecordedLog(await readFile(replay.logPath, "utf8")));
+  } catch (error) {
+    return fail(`${REPLAY_LOG}: ${(error as Error).message}`);
+  }
+}
+
+export function parseRecordedLog(text: string): RecordedLine[] {
+  if (text === "") return [];
+  const texts = text.split("\n");
+  const unterminated = texts.pop()!;
+  const lines = texts.flatMap((line) => recordedLines(line, true));
+  if (unterminated !== "") lines.push(...recordedLines(unterminated, false));
+  return lines;
+}
+
+// Exceptions Python reported and went on past are no evidence: the run did not end on them.
+export function judgeEnding(lines: RecordedLine[]): Ending {
+  const fatal = withoutIgnoredExceptions(lines);
+  return ENDINGS.find(([evidence]) => evidence(fatal))?.[1] ?? exit(EXCEPTION_EXIT);
+}
 
 // Resolves to the exit code the Python process would have had.
-export async function replayRun(replay: Replay): Promise<number> {
-  const startedAt = replay.io.wallClock();
-  await play(replay);
-  const ending = judgeEnding(replay.lines);
+export async function replayRun(trainer: Trainer, lines: RecordedLine[], knobs: Knobs): Promise<number> {
+  const startedAt = trainer.io.wallClock();
+  await play(trainer, lines, knobs.replay?.speed ?? 1, knobs.failures);
+  const ending = judgeEnding(lines);
   if (ending.kind === "exit") return ending.code;
-  await save(replay, startedAt);
+  // The file is always written where the worker expects it; the lines only where the log lacks them.
+  const { io, log, args, outputDir } = trainer;
+  const announced = lines.some((line) => line.text.includes(MODEL_SAVED));
+  const path = finalLoraPath(outputDir, args.output_name);
+  if (!announced) print(io, `saving checkpoint: ${path}`);
+  // A recording's own plan and captions are not carried over: only the step count.
+  const steps = lastStepsBar(lines)?.n ?? 0;
+  const plan = { trainImages: 0, batchesPerEpoch: steps, epochs: 1, totalSteps: steps };
+  await writeLoraFile(trainer, path, { plan, resolution: RESOLUTION, tagFrequency: {}, startedAt }, steps, 1);
+  if (!announced) log("INFO", MODEL_SAVED);
   return 0;
 }
 
-async function play(replay: Replay): Promise<void> {
-  const { io, lines, speed, failures } = replay;
+async function play({ io }: Trainer, lines: RecordedLine[], speed: number, failures: FailurePlan): Promise<void> {
   const start = io.now();
   let step = 0;
   for (const { text, newline, redraw, bar } of lines) {
@@ -55,9 +117,8 @@ async function play(replay: Replay): Promise<void> {
       if (bar.elapsedSeconds !== null) await io.sleep(Math.max(0, start + bar.elapsedSeconds / speed - io.now()));
       // Strays planned for the steps the log has just gone past.
       for (const strike of failures.strikes) {
-        if (strike.kind === "orphan" && strike.step > step && strike.step <= bar.n) {
-          io.spawnStray({ escapeGroup: strike.escapeGroup, ignoreSigterm: failures.ignoreSigterm });
-        }
+        if (strike.kind !== "orphan" || strike.step <= step || strike.step > bar.n) continue;
+        io.spawnStray(strike.escapeGroup, failures.ignoreSigterm);
       }
       step = Math.max(step, bar.n);
     }
@@ -67,30 +128,71 @@ async function play(replay: Replay): Promise<void> {
   }
 }
 
-// The file is always written where the worker expects it; the lines only where the log lacks them.
-async function save({ io, log, args, outputDir, lines }: Replay, startedAt: number): Promise<void> {
-  const announced = lines.some((line) => line.text.includes(MODEL_SAVED));
-  const path = finalLoraPath(outputDir, args.output_name);
-  const steps = lastStepsBar(lines)?.n ?? 0;
-  if (!announced) print(io, `saving checkpoint: ${path}`);
-  const plan = recordedPlan(lines, steps);
-  const run = { args, plan, resolution: RESOLUTION, steps, epoch: plan.epochs, startedAt };
-  // A recording says nothing of the captions it trained on.
-  await writeLoraFile(path, { ...run, tagFrequency: {}, finishedAt: io.wallClock() });
-  if (!announced) log("INFO", MODEL_SAVED);
+// The last `steps:` bar: how far training got.
+function lastStepsBar(lines: RecordedLine[]): RecordedBar | null {
+  return lines.findLast((line) => line.bar?.description === "steps")?.bar ?? null;
 }
 
-// Whatever the log leaves out follows from the step count.
-function recordedPlan(lines: RecordedLine[], totalSteps: number): TrainingPlan {
-  const stated = (pattern: RegExp, fallback: number) => {
-    const match = lines.map((line) => pattern.exec(line.text)).find((found) => found !== null);
-    return Number(match?.[1] ?? fallback);
-  };
-  return {
-    trainImages: stated(STATED.trainImages, 0),
-    batchesPerEpoch: stated(STATED.batchesPerEpoch, totalSteps),
-    epochs: stated(STATED.epochs, 1),
-    batchSizes: [stated(STATED.batchSize, 1)],
-    totalSteps,
-  };
+// One physical line: every non-empty "\r"-separated piece, only the last ending the line; the "\r" of a
+// CRLF ends the line rather than redrawing it.
+function recordedLines(raw: string, newline: boolean): RecordedLine[] {
+  const pieces = raw.replace(/\r$/, "").split("\r");
+  const drawn = pieces.flatMap((text, index) => (text === "" ? [] : [{ text, redraw: index > 0 }]));
+  if (drawn.length === 0) return [{ text: "", newline, redraw: false, bar: null }];
+  const ends = (index: number) => newline && index === drawn.length - 1;
+  return drawn.map(({ text, redraw }, index) => ({ text, newline: ends(index), redraw, bar: recordedBar(text) }));
+}
+
+function recordedBar(line: string): RecordedBar | null {
+  const bar = parseTqdmBar(line);
+  if (bar === null) return null;
+  // tqdm-bar.ts trims what follows the "]"; the replay must put back exactly what was there.
+  const close = line.lastIndexOf("]", line.trimEnd().length - bar.trailing.length - 1) + 1;
+  const meter = line.slice(0, close);
+  const clock = ELAPSED.exec(meter)?.[1];
+  const elapsedSeconds = clock?.split(":").reduce((seconds, part) => seconds * 60 + Number(part), 0) ?? null;
+  return { meter, after: line.slice(close), description: bar.description, n: bar.n, total: bar.total, elapsedSeconds };
+}
+
+function trainedToTheEnd(lines: RecordedLine[]): boolean {
+  const bar = lastStepsBar(lines);
+  return bar !== null && bar.n === bar.total;
+}
+
+function exit(code: number): Ending {
+  return { kind: "exit", code };
+}
+
+function anyLine(lines: RecordedLine[], pattern: RegExp): boolean {
+  return lines.some((line) => pattern.test(line.text));
+}
+
+function lastText(lines: RecordedLine[]): string {
+  return lines.findLast((line) => line.text.trim() !== "")?.text ?? "";
+}
+
+function withoutIgnoredExceptions(lines: RecordedLine[]): RecordedLine[] {
+  const kept: RecordedLine[] = [];
+  let index = 0;
+  while (index < lines.length) {
+    if (IGNORED_REPORT.test(lines[index]!.text)) index = reportEnd(lines, index + 1);
+    else kept.push(lines[index++]!);
+  }
+  return kept;
+}
+
+// Just past a report: `Traceback ...:`, indented frames, the exception line at column 0, and for a chained
+// exception a blank line, the chaining sentence, a blank line and the next traceback.
+function reportEnd(lines: RecordedLine[], start: number): number {
+  let index = start;
+  for (;;) {
+    if (lines[index]?.text === TRACEBACK) {
+      index += 1;
+      while (index < lines.length && FRAME.test(lines[index]!.text)) index += 1;
+    }
+    if (index < lines.length) index += 1;
+    const chained = CHAINED.test(lines[index + 1]?.text ?? "") && lines[index + 3]?.text === TRACEBACK;
+    if (lines[index]?.text !== "" || !chained) return index;
+    index += 3;
+  }
 }

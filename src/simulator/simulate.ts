@@ -1,25 +1,50 @@
-// The simulated trainer: this executable standing in for `accelerate launch ... sdxl_train_network.py
-// ...`, with the same argv, output and exit codes, so the worker can run end to end without a GPU.
-// accelerate runs the trainer as a child and exits 1 whenever the trainer exits non-zero.
-// No signal handlers, like sd-scripts: SIGTERM or SIGINT kill the run and nothing is saved, unless
-// the failure plan asks for ignore-sigterm.
-import { readFile } from "node:fs/promises";
-import { ARGPARSE_ERROR_EXIT, parseLaunch } from "./argv.ts";
-import { processIo, type Io } from "./io.ts";
-import { readKnobs, REPLAY_LOG, type Knobs } from "./knobs.ts";
-import { calledProcessError, PYTHON } from "./python.ts";
-import { parseRecordedLog } from "./recorded-log.ts";
-import { runTrainer, type TrainerLaunch } from "./train.ts";
+// The simulated trainer: this executable standing in for `accelerate launch ... sdxl_train_network.py ...`,
+// with the same argv, output and exit codes, so the worker can run end to end without a GPU. accelerate runs
+// the trainer as a child and exits 1 whenever the trainer exits non-zero. No signal handlers, like sd-scripts:
+// SIGTERM or SIGINT kill the run and nothing is saved, unless the failure plan asks for ignore-sigterm.
+// NetworkTrainer.train() runs in sd-scripts' order; its loop, as seen from outside: `epoch e/E` on stdout at
+// each epoch start, a `steps:` tqdm bar on stderr redrawn at every step with avr_loss, the samples then the
+// checkpoints due after each step's bar update (the bar's clock paused while sampling), and the failures the
+// plan asks for. A resumed loop starts where stages.ts resumePoint says, skipping batches unseen.
+import { statSync } from "node:fs";
+import { basename, resolve } from "node:path";
+import { ok } from "../result.ts";
+import { ARGPARSE_ERROR_EXIT, parseLaunch, parseScriptArgs, SCRIPT_NAME } from "./argv.ts";
+import { saveFinal, saveStepCheckpoint, type RunFacts } from "./checkpoint.ts";
+import { createLog, CUDA_OOM, PATH_NOT_GIVEN, print, processIo, pyStrRepr, raise, traceback } from "./io.ts";
+import { seededRandom, type Io, type Trainer } from "./io.ts";
+import { readKnobs, type Knobs, type StepFailure } from "./knobs.ts";
+import { readRecordedLog, replayRun, type RecordedLine } from "./replay.ts";
+import { sampleImages } from "./samples.ts";
+import { announceTraining, cacheInputs, loadDatasets, loadState, logSkippedEpochs, resumePoint } from "./stages.ts";
+import type { ResumePoint, TrainingPlan } from "./stages.ts";
+import { ProgressBar } from "./tqdm.ts";
 
+// Where the training venv lives on the deployment host (SPEC §1); only named in error output.
+const PYTHON = "/opt/fluxgym/.venv/bin/python";
 const ACCELERATE_FAILURE_EXIT = 1;
 const BAD_KNOB_EXIT = 2;
+// Python's own exit status for a script it cannot open.
+const CANNOT_OPEN_EXIT = 2;
+const NO_DATA =
+  "No data found. Please verify arguments (train_data_dir must be the parent of folders with images) / 画像がありません。" +
+  "引数指定を確認してください（train_data_dirには画像があるフォルダではなく、画像があるフォルダの親フォルダを指定する必要があります）";
+const TEXT_ENCODER_CACHED =
+  "AssertionError: network for Text Encoder cannot be trained with caching Text Encoder outputs / " +
+  "Text Encoderの出力をキャッシュしながらText Encoderのネットワークを学習することはできません";
+// Keeps the event loop alive while a hang is simulated.
+const HANG_TICK_MS = 60_000;
+// An SDXL LoRA's loss: a mean that falls early and then flattens, each step scattered 0.35x-1.65x around it.
+const LOSS_FLOOR = 0.075;
+const LOSS_EARLY_EXCESS = 0.045;
+const LOSS_DECAY_PER_RUN = 3;
 
 export async function runSimulatedLaunch(args: string[], env: Record<string, string | undefined>): Promise<number> {
   const io = processIo(env);
   const knobs = readKnobs(env);
   if (!knobs.ok) return refuseKnobs(io, knobs.error);
-  const replay = await loadReplay(knobs.value);
-  if (typeof replay === "string") return refuseKnobs(io, replay);
+  const recorded = await readRecordedLog(knobs.value.replay);
+  if (!recorded.ok) return refuseKnobs(io, recorded.error);
   // A handler, even one that does nothing, replaces the default action of dying.
   if (knobs.value.failures.ignoreSigterm) for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => {});
   const launch = parseLaunch(args);
@@ -28,23 +53,142 @@ export async function runSimulatedLaunch(args: string[], env: Record<string, str
     return ARGPARSE_ERROR_EXIT;
   }
   const { script, scriptArgs } = launch.value;
-  const exitCode = await runTrainer({ io, knobs: knobs.value, replay, script, scriptArgs });
+  const exitCode = await runScript(io, knobs.value, recorded.value, script, scriptArgs);
   if (exitCode === 0) return 0;
-  io.stderr(calledProcessError([PYTHON, script, ...scriptArgs], exitCode));
+  // accelerate's simple_launcher when the trainer exits non-zero.
+  const command = `[${[PYTHON, script, ...scriptArgs].map(pyStrRepr).join(", ")}]`;
+  io.stderr(traceback(`subprocess.CalledProcessError: Command '${command}' returned non-zero exit status ${exitCode}.`));
   return ACCELERATE_FAILURE_EXIT;
-}
-
-// The recorded log to replay, null when there is none, or why it cannot be read.
-async function loadReplay(knobs: Knobs): Promise<TrainerLaunch["replay"] | string> {
-  if (knobs.replay === null) return null;
-  try {
-    return { lines: parseRecordedLog(await readFile(knobs.replay.logPath, "utf8")), speed: knobs.replay.speed };
-  } catch (error) {
-    return `${REPLAY_LOG}: ${(error as Error).message}`;
-  }
 }
 
 function refuseKnobs(io: Io, message: string): number {
   io.stderr(`lora-worker simulate: ${message}\n`);
   return BAD_KNOB_EXIT;
+}
+
+// sdxl_train_network.py as a process, or a recorded log replayed in its place: the exit code Python would have.
+async function runScript(io: Io, knobs: Knobs, recorded: RecordedLine[] | null, script: string, argv: string[]) {
+  if (basename(script) !== SCRIPT_NAME) {
+    io.stderr(`${PYTHON}: can't open file ${pyStrRepr(resolve(script))}: [Errno 2] No such file or directory\n`);
+    return CANNOT_OPEN_EXIT;
+  }
+  const parsed = parseScriptArgs(argv, () => Math.floor(Math.random() * 2 ** 32));
+  if (!parsed.ok) {
+    io.stderr(parsed.error);
+    return ARGPARSE_ERROR_EXIT;
+  }
+  const args = parsed.value;
+  const { dataset_config: configPath, pretrained_model_name_or_path: modelPath, output_dir: outputDir } = args;
+  if (configPath === null || modelPath === null || outputDir === null) return raise(io, PATH_NOT_GIVEN);
+  const trainer = { io, log: createLog(io, args.console_log_simple), args, outputDir };
+  if (recorded !== null) return replayRun(trainer, recorded, knobs);
+  return train(trainer, knobs, configPath, modelPath);
+}
+
+async function train(trainer: Trainer, knobs: Knobs, configPath: string, modelPath: string): Promise<number> {
+  const { io, log, args } = trainer;
+  const startedAt = io.wallClock();
+  log("INFO", `Loading dataset config from ${configPath}`);
+  const datasets = await loadDatasets(configPath, args.caption_extension);
+  if (!datasets.ok) return raise(io, datasets.error);
+  // sd-scripts returns normally when it finds no images.
+  if (datasets.value.every((dataset) => dataset.trainImages === 0)) {
+    log("ERROR", NO_DATA);
+    return 0;
+  }
+  if (args.cache_text_encoder_outputs && !args.network_train_unet_only) return raise(io, TEXT_ENCODER_CACHED);
+  // A path that is not a file goes to diffusers as a repo id, which an absolute path can never be.
+  if (!statSync(modelPath, { throwIfNoEntry: false })?.isFile()) {
+    const why = `pretrained_model_name_or_path "${modelPath}" is neither a valid local path nor a valid repo id.`;
+    return raise(io, `ValueError: The provided ${why} Please check the parameter.`);
+  }
+  log("INFO", `load StableDiffusion checkpoint: ${modelPath}`);
+  await io.sleep(knobs.secondsPerStep);
+  await cacheInputs(trainer, datasets.value, knobs.secondsPerStep);
+  const resumed = args.resume === null ? ok(0) : loadState(trainer, args.resume);
+  if (!resumed.ok) return raise(io, resumed.error);
+  const plan = announceTraining(io, datasets.value, args.max_train_steps);
+  const start = resumePoint(log, plan, resumed.value, args.skip_until_initial_step);
+  if (!start.ok) return raise(io, start.error);
+  const first = await sampleImages(trainer, knobs.failures, knobs.secondsPerStep, 0, "first");
+  if (typeof first === "object") return first.exitCode;
+  logSkippedEpochs(log, plan, start.value);
+  const tagFrequency = Object.assign({}, ...datasets.value.map((dataset) => dataset.tagFrequency));
+  const run = { plan, resolution: datasets.value[0]!.resolution, tagFrequency, startedAt };
+  return trainingLoop(trainer, knobs, run, start.value);
+}
+
+// A finished loop saves, then closes its bar: sd-scripts never closes it, so it closes when Python exits.
+async function trainingLoop(trainer: Trainer, knobs: Knobs, run: RunFacts, start: ResumePoint): Promise<number> {
+  const { io, args } = trainer;
+  const { plan } = run;
+  const { failures, secondsPerStep } = knobs;
+  const bar = new ProgressBar(io, "steps", plan.totalSteps - start.initialStep);
+  const loss = lossCurve(plan, args.seed, failures.strikes);
+  let globalStep = start.initialStep;
+  for (let epoch = start.epoch; epoch < plan.epochs; epoch += 1) {
+    print(io, `\nepoch ${epoch + 1}/${plan.epochs}\n`);
+    // skip_first_batches drops all but the last batch to skip, which enumerate() numbers 0 and the loop passes.
+    const skipped = epoch === start.epoch ? start.initialStep : 0;
+    const batches = plan.batchesPerEpoch - Math.max(0, skipped - 1);
+    for (let step = Math.min(skipped, 1); step < batches && globalStep < plan.totalSteps; step += 1) {
+      for (const failure of failures.strikes.filter((strike) => strike.step === globalStep + 1)) {
+        const exitCode = await strike(io, failure, failures.ignoreSigterm, bar);
+        if (exitCode !== null) return exitCode;
+      }
+      await io.sleep(secondsPerStep);
+      bar.update();
+      globalStep += 1;
+      const sampled = await sampleImages(trainer, failures, secondsPerStep, globalStep, "step");
+      if (typeof sampled === "object") {
+        bar.close();
+        return sampled.exitCode;
+      }
+      // sd-scripts unpauses after every step, but at real step times only sampling moves the clock.
+      if (sampled === "sampled") bar.unpause();
+      await saveStepCheckpoint(trainer, run, globalStep, epoch);
+      bar.setPostfix({ avr_loss: loss(globalStep, epoch === 0 ? null : step) });
+    }
+  }
+  await saveFinal(trainer, run, globalStep);
+  bar.close();
+  return 0;
+}
+
+// sd-scripts' LossRecorder: epoch 1 averages every loss so far, later epochs a window one epoch long (the loss
+// at the same step is replaced, a gap counts as 0); a NaN (from nan@N on) never leaves the running total.
+function lossCurve(plan: TrainingPlan, seed: number, strikes: StepFailure[]) {
+  const random = seededRandom(seed);
+  const nanFrom = Math.min(...strikes.map((strike) => (strike.kind === "nan" ? strike.step : Infinity)));
+  const window: number[] = [];
+  let total = 0;
+  return (globalStep: number, slot: number | null): number => {
+    const decay = Math.exp((-LOSS_DECAY_PER_RUN * globalStep) / Math.max(1, plan.totalSteps));
+    const loss = (LOSS_FLOOR + LOSS_EARLY_EXCESS * decay) * (0.35 + 1.3 * random());
+    const value = globalStep >= nanFrom ? Number.NaN : loss;
+    const at = slot ?? window.length;
+    total = total - (window[at] ?? 0) + value;
+    window[at] = value;
+    return total / window.length;
+  };
+}
+
+// The trainer's exit code for a failure that ends the run, or null for one that lets it go on.
+async function strike(io: Io, failure: StepFailure, ignoreSigterm: boolean, bar: ProgressBar): Promise<number | null> {
+  switch (failure.kind) {
+    case "oom":
+      io.stderr(traceback(CUDA_OOM));
+      bar.close();
+      return 1;
+    case "exit":
+      return failure.code;
+    case "hang":
+      setInterval(() => {}, HANG_TICK_MS);
+      return new Promise<never>(() => {});
+    case "orphan":
+      io.spawnStray(failure.escapeGroup, ignoreSigterm);
+      return null;
+    default:
+      return null;
+  }
 }

@@ -1,104 +1,176 @@
 // The stages of NetworkTrainer.train() before the first step, as far as the worker reads them: the dataset
-// config and its images, the base model, the caching bars ("caching latents" starts the job's caching
-// phase) and the "running training" block, whose total the worker reads and a replay's LoRA metadata too.
-import { readdir, stat } from "node:fs/promises";
+// config and its images, the caching bars ("caching latents" starts the job's caching phase), --resume's state
+// folder as accelerate 1.6.0's load_state and sd-scripts' load hook read it, and the "running training" block,
+// whose total the worker reads. With --skip_until_initial_step sd-scripts skips whole epochs and restarts
+// global_step at the steps left over, step mod batches per epoch (its issue #1999, unfixed while PR #1406 stays
+// open): reproduced as it is, since the worker must live with it.
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { readdir } from "node:fs/promises";
 import { basename, extname, join } from "node:path";
 import { z } from "zod";
-import type { ScriptArgs } from "./argv.ts";
-import { print, type Io, type Log } from "./io.ts";
-import { traceback } from "./python.ts";
+import { fail, ok, type Result } from "../result.ts";
+import { STATE_FILES } from "./checkpoint.ts";
+import { print, pyRepr, pyStrRepr, type Io, type Log, type Trainer } from "./io.ts";
 import { tickThrough } from "./tqdm.ts";
-import type { TrainingPlan } from "./training-loop.ts";
 
 export interface Dataset {
   resolution: [number, number];
   batchSize: number;
-  images: number;
   // Images times repeats: what sd-scripts calls num_train_images.
   trainImages: number;
-  /** Every image read, by its path: latents are cached beside it. */
+  // Every image read, by its path: latents are cached beside it.
   imagePaths: string[];
-  /** Caption tags counted per image dir's name, as sd-scripts writes them to ss_tag_frequency. */
+  // Caption tags counted per image dir's name, as sd-scripts writes them to ss_tag_frequency.
   tagFrequency: Record<string, Record<string, number>>;
 }
 
-export type DatasetLoad = { ok: true; value: Dataset[] } | { ok: false; error: string };
+export interface TrainingPlan {
+  trainImages: number;
+  batchesPerEpoch: number;
+  epochs: number;
+  totalSteps: number;
+}
+
+// The loop's first epoch (0-based) and global_step, which is also how many batches it skips in that epoch;
+// `skipped` is the saved step with --skip_until_initial_step, else 0.
+export interface ResumePoint {
+  epoch: number;
+  initialStep: number;
+  skipped: number;
+}
 
 // sd-scripts' IMAGE_EXTENSIONS that the worker accepts.
 const IMAGE_FILE = /\.(png|jpe?g|webp)$/i;
-const LATENT_PLACEHOLDER = "simulated latents\n";
+const NOT_FOUND = "FileNotFoundError: [Errno 2] No such file or directory:";
 const Size = z.number().int().positive();
 const Subset = z.object({ image_dir: z.string(), num_repeats: Size.default(1) });
 const Resolution = z.union([Size, z.tuple([Size, Size])]);
 const DatasetTable = z.object({ resolution: Resolution, batch_size: Size.default(1), subsets: z.array(Subset) });
 const DatasetConfig = z.object({ datasets: z.array(DatasetTable).min(1) });
+const STEPS_LEFT_ASSERTION =
+  "AssertionError: max_train_steps should be greater than initial step / " +
+  "max_train_stepsは初期ステップより大きい必要があります";
 
 // The datasets, or the exception sd-scripts raises on the config. Captions are read here, as sd-scripts does.
-export async function loadDatasets(path: string, captionExtension: string): Promise<DatasetLoad> {
+export async function loadDatasets(path: string, captionExtension: string): Promise<Result<Dataset[]>> {
   const file = Bun.file(path);
-  if (!(await file.exists())) return { ok: false, error: `ValueError: file not found / ファイルが見つかりません: ${path}` };
+  if (!(await file.exists())) return fail(`ValueError: file not found / ファイルが見つかりません: ${path}`);
   let document: unknown;
   try {
     document = Bun.TOML.parse(await file.text());
   } catch (error) {
-    return { ok: false, error: `toml.decoder.TomlDecodeError: ${(error as Error).message}` };
+    return fail(`toml.decoder.TomlDecodeError: ${(error as Error).message}`);
   }
   const config = DatasetConfig.safeParse(document);
-  if (!config.success) {
-    const issue = config.error.issues[0];
-    const where = issue?.path.join(".");
-    return { ok: false, error: `voluptuous.error.MultipleInvalid: ${issue?.message} @ data['${where}']` };
-  }
-  return { ok: true, value: await Promise.all(config.data.datasets.map((d) => readDataset(d, captionExtension))) };
-}
-
-// False when loading failed, with the traceback on stderr. A path that is not a file goes to diffusers as a
-// repo id, which an absolute path can never be.
-export async function loadModel(io: Io, log: Log, modelPath: string, seconds: number): Promise<boolean> {
-  if (!(await isFile(modelPath))) {
-    const path = `pretrained_model_name_or_path "${modelPath}"`;
-    const why = `${path} is neither a valid local path nor a valid repo id. Please check the parameter.`;
-    io.stderr(traceback(`ValueError: The provided ${why}`));
-    return false;
-  }
-  log("INFO", `load StableDiffusion checkpoint: ${modelPath}`);
-  await io.sleep(seconds);
-  return true;
+  if (config.success) return ok(await Promise.all(config.data.datasets.map((d) => readDataset(d, captionExtension))));
+  const issue = config.error.issues[0];
+  return fail(`voluptuous.error.MultipleInvalid: ${issue?.message} @ data['${issue?.path.join(".")}']`);
 }
 
 // One bar per dataset and cache, each taking `seconds` (train_util.py new_cache_latents and friends).
-export async function cacheInputs(io: Io, log: Log, datasets: Dataset[], args: ScriptArgs, seconds: number) {
-  for (const dataset of args.cache_latents ? datasets : []) {
+export async function cacheInputs({ io, log, args }: Trainer, datasets: Dataset[], seconds: number): Promise<void> {
+  for (const { imagePaths } of args.cache_latents ? datasets : []) {
     log("INFO", "caching latents...");
-    await tickThrough(io, dataset.images, seconds);
+    await tickThrough(io, imagePaths.length, seconds);
     // --cache_latents_to_disk: one .npz beside each image, where the next run would look for it.
-    if (args.cache_latents_to_disk) await Promise.all(dataset.imagePaths.map((image) => Bun.write(`${stem(image)}.npz`, LATENT_PLACEHOLDER)));
+    if (!args.cache_latents_to_disk) continue;
+    await Promise.all(imagePaths.map((image) => Bun.write(`${stem(image)}.npz`, "simulated latents\n")));
   }
   for (const dataset of args.cache_text_encoder_outputs ? datasets : []) {
     log("INFO", "caching Text Encoder outputs...");
-    await tickThrough(io, Math.ceil(dataset.images / dataset.batchSize), seconds);
+    await tickThrough(io, Math.ceil(dataset.imagePaths.length / dataset.batchSize), seconds);
   }
 }
 
-export function announceTraining(io: Io, plan: TrainingPlan): void {
+// The step train_state.json records (0 without one), or the exception loading the folder raises.
+export function loadState({ log }: Trainer, dir: string): Result<number> {
+  log("INFO", `resume training from local state: ${dir}`);
+  if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
+    return fail(`ValueError: Tried to find ${dir} but folder does not exist`);
+  }
+  log("INFO", `Loading states from ${dir}`);
+  const step = readTrainState(log, join(dir, STATE_FILES.trainState));
+  if (!step.ok) return step;
+  // accelerate loads torch's file when the safetensors one is absent.
+  const model = existsSync(join(dir, STATE_FILES.model)) ? STATE_FILES.model : "pytorch_model.bin";
+  // No sampler file: sd-scripts' samplers are not accelerate's own (checkpoint.ts).
+  const loads: [file: string | null, what: string][] = [
+    [model, "model weights"],
+    [STATE_FILES.optimizer, "optimizer states"],
+    [STATE_FILES.scheduler, "scheduler states"],
+    [null, "dataloader sampler states"],
+  ];
+  for (const [file, what] of loads) {
+    const path = file === null ? null : join(dir, file);
+    if (path !== null && !existsSync(path)) return fail(`${NOT_FOUND} ${pyStrRepr(path)}`);
+    log("INFO", `All ${what} loaded successfully`);
+  }
+  // accelerate swallows any failure to restore the random states.
+  const random = existsSync(join(dir, STATE_FILES.randomStates));
+  log("INFO", random ? "All random states loaded successfully" : "Could not load random states");
+  log("INFO", "Loading in 0 custom states");
+  return step;
+}
+
+// One bucket per dataset (the simulator does not look inside images), so every batch is full but the last.
+export function announceTraining(io: Io, datasets: Dataset[], totalSteps: number): TrainingPlan {
+  const batchesPerEpoch = datasets.reduce((sum, d) => sum + Math.ceil(d.trainImages / d.batchSize), 0);
+  const trainImages = datasets.reduce((sum, d) => sum + d.trainImages, 0);
+  const plan = { trainImages, batchesPerEpoch, epochs: Math.ceil(totalSteps / batchesPerEpoch), totalSteps };
   print(io, "running training / 学習開始");
   print(io, `  num train images * repeats / 学習画像の数×繰り返し回数: ${plan.trainImages}`);
   print(io, `  num batches per epoch / 1epochのバッチ数: ${plan.batchesPerEpoch}`);
   print(io, `  num epochs / epoch数: ${plan.epochs}`);
-  print(io, `  batch size per device / バッチサイズ: ${plan.batchSizes.join(", ")}`);
+  print(io, `  batch size per device / バッチサイズ: ${datasets.map((d) => d.batchSize).join(", ")}`);
   print(io, `  total optimization steps / 学習ステップ数: ${plan.totalSteps}`);
+  return plan;
+}
+
+// train_network.py's initial_step and epoch_to_start, with its log line before --sample_at_first's samples.
+export function resumePoint(log: Log, plan: TrainingPlan, step: number, skip: boolean): Result<ResumePoint> {
+  if (step <= 0) return ok({ epoch: 0, initialStep: 0, skipped: 0 });
+  if (plan.totalSteps <= step) return fail(`${STEPS_LEFT_ASSERTION}: ${plan.totalSteps} vs ${step}`);
+  const epoch = Math.floor(step / plan.batchesPerEpoch);
+  // Without --skip_until_initial_step only the epoch number moves on: global_step starts at 0 again.
+  if (!skip) return ok({ epoch, initialStep: 0, skipped: 0 });
+  log("INFO", `skipping ${step} steps / ${step}ステップをスキップします`);
+  return ok({ epoch, initialStep: step - epoch * plan.batchesPerEpoch, skipped: step });
+}
+
+// The training loop's first lines, after --sample_at_first's samples: each whole epoch a resumed run skips.
+export function logSkippedEpochs(log: Log, plan: TrainingPlan, { epoch, skipped }: ResumePoint): void {
+  for (let index = 0; skipped > 0 && index < epoch; index += 1) {
+    const left = skipped - index * plan.batchesPerEpoch;
+    log("INFO", `skipping epoch ${index + 1} because initial_step (multiplied) is ${left}`);
+  }
+}
+
+// load_model_hook: current_step, or what json.load raises, or a KeyError for a missing or non-integer step.
+function readTrainState(log: Log, path: string): Result<number> {
+  if (!existsSync(path)) return ok(0);
+  let state: { current_step?: unknown } | null;
+  try {
+    state = JSON.parse(readFileSync(path, "utf8"));
+  } catch (error) {
+    return fail(`json.decoder.JSONDecodeError: ${(error as Error).message}`);
+  }
+  const step = state?.current_step;
+  if (typeof step !== "number" || !Number.isInteger(step)) return fail("KeyError: 'current_step'");
+  log("INFO", `load train state from ${path}: ${pyRepr(state)}`);
+  return ok(step);
 }
 
 async function readDataset(dataset: z.infer<typeof DatasetTable>, captionExtension: string): Promise<Dataset> {
   const listed = dataset.subsets.map(async (subset) => ({ ...subset, images: await imagesIn(subset.image_dir) }));
   const subsets = await Promise.all(listed);
-  const tagFrequency: Record<string, Record<string, number>> = {};
-  for (const subset of subsets) tagFrequency[basename(subset.image_dir)] = await countTags(subset.images, captionExtension);
+  const tagFrequency: Dataset["tagFrequency"] = {};
+  for (const subset of subsets) {
+    tagFrequency[basename(subset.image_dir)] = await countTags(subset.images, captionExtension);
+  }
   const { resolution } = dataset;
   return {
     resolution: typeof resolution === "number" ? [resolution, resolution] : resolution,
     batchSize: dataset.batch_size,
-    images: subsets.reduce((sum, subset) => sum + subset.images.length, 0),
     trainImages: subsets.reduce((sum, subset) => sum + subset.images.length * subset.num_repeats, 0),
     imagePaths: subsets.flatMap((subset) => subset.images),
     tagFrequency,
@@ -119,19 +191,12 @@ async function countTags(images: string[], captionExtension: string): Promise<Re
   for (const image of images) {
     const caption = Bun.file(stem(image) + captionExtension);
     if (!(await caption.exists())) continue;
-    for (const tag of (await caption.text()).split(",").map((t) => t.trim()).filter((t) => t !== "")) counts[tag] = (counts[tag] ?? 0) + 1;
+    const tags = (await caption.text()).split(",").map((tag) => tag.trim());
+    for (const tag of tags.filter((t) => t !== "")) counts[tag] = (counts[tag] ?? 0) + 1;
   }
   return counts;
 }
 
 function stem(path: string): string {
   return path.slice(0, path.length - extname(path).length);
-}
-
-async function isFile(path: string): Promise<boolean> {
-  try {
-    return (await stat(path)).isFile();
-  } catch {
-    return false;
-  }
 }
