@@ -3,11 +3,11 @@ import { parseArgs as tokenize, type ParseArgsOptionsConfig } from "node:util";
 export class UsageError extends Error {}
 
 export interface OptionSpec {
-  /** Options that take a value: `--name value` or `--name=value`. */
+  // Options that take a value: `--name value` or `--name=value`.
   values: readonly string[];
-  /** Options that take none: `--name`. */
+  // Options that take none: `--name`.
   flags?: readonly string[];
-  /** Short spellings of flags, e.g. `{ f: "follow" }` for `-f`. */
+  // Short spellings of flags, e.g. `{ f: "follow" }` for `-f`.
   short?: Readonly<Record<string, string>>;
 }
 
@@ -55,10 +55,12 @@ function isArgumentWord(word: string): boolean {
   return /^-[^-]/.test(word) && !/^-[A-Za-z]$/.test(word);
 }
 
-/** A positive integer option, or undefined when absent; anything else is a usage error that quotes it. */
+// A positive integer option, or undefined when absent; anything else is a usage error that quotes it.
 export function positiveInt(parsed: ParsedArgs, name: string): number | undefined {
   const raw = parsed.values[name];
   if (raw === undefined) return undefined;
-  if (!/^[1-9]\d{0,8}$/.test(raw)) throw new UsageError(`--${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+  if (!/^[1-9]\d{0,8}$/.test(raw)) {
+    throw new UsageError(`--${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+  }
   return Number(raw);
 }

@@ -14,7 +14,12 @@ import {
   checkStateDir,
   checkTokenFile,
 } from "../doctor/host-checks.ts";
-import { chooseAccountNames, createRunAs, DEFAULT_UNIT_PATH, resolveServiceAccount } from "../doctor/service-account.ts";
+import {
+  chooseAccountNames,
+  createRunAs,
+  DEFAULT_UNIT_PATH,
+  resolveServiceAccount,
+} from "../doctor/service-account.ts";
 import {
   checkAccelerate,
   checkNvidiaSmi,

@@ -1,11 +1,10 @@
 import { loadConfig, type LoadedConfig } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
-import { formatFor, type LogFormat } from "../logger.ts";
+import { createLogger, formatFor, type LogFormat } from "../logger.ts";
 import { buildLaunch } from "../recipe/command.ts";
 import { checkTrain } from "../request/check.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
 import { UsageError, parseArgs } from "./args.ts";
-import { refuseToStart } from "./refuse.ts";
 
 // The job id in a plan is the literal "plan": the real one is drawn at dispatch.
 export const PLAN_JOB_ID = "plan";
@@ -19,10 +18,12 @@ export async function planCommand(argv: string[]): Promise<number> {
   const checked = await checkTrain(body, loaded.config);
   if (!checked.ok) {
     const { error } = checked;
-    process.stdout.write(`${JSON.stringify(error.kind === "invalid" ? { detail: error.detail } : { detail: error.detail, reason: error.kind }, null, 2)}\n`);
+    const answer = error.kind === "invalid" ? { detail: error.detail } : { detail: error.detail, reason: error.kind };
+    process.stdout.write(`${JSON.stringify(answer, null, 2)}\n`);
     return 1;
   }
-  const plan = buildLaunch(checked.value, loaded.config, jobPaths(loaded.config.state_dir, PLAN_JOB_ID), trainerCommand(loaded.config));
+  const { config } = loaded;
+  const plan = buildLaunch(checked.value, config, jobPaths(config.state_dir, PLAN_JOB_ID), trainerCommand(config));
   process.stdout.write(`${JSON.stringify(plan, null, 2)}\n`);
   return 0;
 }
@@ -32,6 +33,26 @@ export async function loadConfigOrExit(path: string | undefined, refusalFormat: 
   const result = await loadConfig({ path, env: process.env });
   if (result.ok) return result.value;
   refuseToStart(refusalFormat, { reason: "the configuration is invalid", errors: result.error, exitCode: EXIT_CONFIG });
+}
+
+export interface Refusal {
+  // What stops the start, completing "refusing to start: …".
+  reason: string;
+  errors: string[];
+  exitCode: number;
+}
+
+// A refusal is the last line a failed start leaves: the logger's error line on stderr (one JSON object,
+// with its priority on the journal's stream), or on a terminal a sentence and one line per problem.
+export function refuseToStart(format: LogFormat, { reason, errors, exitCode }: Refusal): never {
+  if (format === "human") {
+    const problems = errors.map((e) => `  - ${e}\n`).join("");
+    process.stderr.write(`lora-worker: refusing to start, ${reason}:\n${problems}`);
+  } else {
+    const log = createLogger(format, (line) => process.stderr.write(line));
+    log.error(`refusing to start: ${reason}`, { errors, exit_code: exitCode });
+  }
+  process.exit(exitCode);
 }
 
 // This program, whether compiled or run from source: it is the shim and the simulated trainer.

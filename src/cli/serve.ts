@@ -13,8 +13,7 @@ import { createRetention } from "../supervisor/retention.ts";
 import { createSupervisor } from "../supervisor/supervisor.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
-import { EXIT_CONFIG, loadConfigOrExit, selfCommand, trainerCommand } from "./plan.ts";
-import { refuseToStart } from "./refuse.ts";
+import { EXIT_CONFIG, loadConfigOrExit, refuseToStart, selfCommand, trainerCommand } from "./plan.ts";
 
 // An idle keep-alive connection, or a handler slower than this, is closed; the few answers bounded by their
 // own deadline (cancel, gpu-status) lift it. Headers must arrive whole within Bun's fixed ~10 s regardless.
@@ -38,32 +37,67 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const auth = authOrExit(config, log, refusals);
   mkdirSync(join(config.state_dir, "jobs"), { recursive: true, mode: 0o750 });
   const { lock, store } = claimStateOrExit(config.state_dir, refusals);
-  const gpu = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: config.gpu.cache_ttl_ms });
+  const gpu = createGpuProbe({
+    nvidiaSmi: config.gpu.nvidia_smi,
+    timeoutMs: config.gpu.probe_timeout_ms,
+    ttlMs: config.gpu.cache_ttl_ms,
+  });
   const now = () => new Date();
-  const supervisor = createSupervisor({ store, config, selfCommand: selfCommand(), now, log, memoryEvents: ownMemoryEvents() });
+  const memoryEvents = ownMemoryEvents();
+  const supervisor = createSupervisor({ store, config, selfCommand: selfCommand(), now, log, memoryEvents });
   supervisor.reconcile();
-  const retention = createRetention({ store, stateDir: config.state_dir, keepDays: config.retention.keep_days, keepLast: config.retention.keep_last, now, log });
+  const { keep_days: keepDays, keep_last: keepLast } = config.retention;
+  const retention = createRetention({ store, stateDir: config.state_dir, keepDays, keepLast, now, log });
   retention.start();
-  const dispatcher = createDispatcher({ store, gpu, config, supervisor, trainerCommand: trainerCommand(config), now, log });
+  const trainer = trainerCommand(config);
+  const dispatcher = createDispatcher({ store, gpu, config, supervisor, trainerCommand: trainer, now, log });
   // One probe at start-up so the log and /healthz say at once whether nvidia-smi answers.
-  void gpu.read().then((r) => (r.ok ? log.info("gpu probe", { devices: r.devices.length }) : log.warn("gpu probe failed", { detail: r.detail })));
+  void gpu.read().then((r) => {
+    if (r.ok) log.info("gpu probe", { devices: r.devices.length });
+    else log.warn("gpu probe failed", { detail: r.detail });
+  });
   let keepOpen: (req: Request) => void = () => {};
-  const app = createApp({ loaded, supervisor, dispatcher, gpu, store, log, auth, keepOpen: (req) => keepOpen(req), version: BUILD.version, startedAt: Date.now(), stateBytes: retention.stateBytes });
-  const server = Bun.serve({ hostname: config.listen.host, port: config.listen.port, fetch: app.fetch, maxRequestBodySize: TRANSPORT_BODY_LIMIT, idleTimeout: IDLE_TIMEOUT_S });
+  const app = createApp({
+    loaded,
+    supervisor,
+    dispatcher,
+    gpu,
+    store,
+    log,
+    auth,
+    keepOpen: (req) => keepOpen(req),
+    version: BUILD.version,
+    startedAt: Date.now(),
+    stateBytes: retention.stateBytes,
+  });
+  const server = Bun.serve({
+    hostname: config.listen.host,
+    port: config.listen.port,
+    fetch: app.fetch,
+    maxRequestBodySize: TRANSPORT_BODY_LIMIT,
+    idleTimeout: IDLE_TIMEOUT_S,
+  });
   keepOpen = (req) => server.timeout(req, 0);
+  const host = server.hostname?.includes(":") ? `[${server.hostname}]` : server.hostname;
   log.info("listening", {
-    url: `http://${server.hostname?.includes(":") ? `[${server.hostname}]` : server.hostname}:${server.port}`,
+    url: `http://${host}:${server.port}`,
     version: BUILD.version,
     commit: BUILD.commit,
     trainer_mode: config.trainer.mode,
     simulated: config.trainer.mode === "simulate",
     auth_mode: auth.mode,
-    ...(auth.source && { auth_token_source: auth.source.kind, auth_token_path: auth.source.path, auth_tokens: auth.tokens?.size }),
+    ...(auth.source && {
+      auth_token_source: auth.source.kind,
+      auth_token_path: auth.source.path,
+      auth_tokens: auth.tokens?.size,
+    }),
     config_file: loaded.file,
     config_defaults_in_use: loaded.defaultsInUse,
     env_overrides: loaded.envOverrides,
   });
-  if (config.trainer.mode === "simulate") log.warn("trainer mode is SIMULATE: no real training happens and every job is marked simulated");
+  if (config.trainer.mode === "simulate") {
+    log.warn("trainer mode is SIMULATE: no real training happens and every job is marked simulated");
+  }
   warnIfOpen(auth, config, log);
   const stop = (signal: string) => {
     log.info("stopping", { signal, active_job_id: supervisor.activeJobId() });
@@ -79,7 +113,9 @@ export async function serveCommand(argv: string[]): Promise<void> {
   process.on("SIGINT", () => stop("SIGINT"));
   // The last line of defence: background work catches its own errors, and one that slips through is a bug
   // to log, not a reason to leave running trainings unsupervised.
-  process.on("unhandledRejection", (err) => log.error("unhandled rejection", { error: String(err), stack: (err as Error)?.stack }));
+  process.on("unhandledRejection", (err) => {
+    log.error("unhandled rejection", { error: String(err), stack: (err as Error)?.stack });
+  });
 }
 
 // One worker per state dir, and never one serving from a damaged database.
@@ -108,8 +144,16 @@ function authOrExit(config: Config, log: Logger, refusals: LogFormat): AuthGate 
 }
 
 function warnIfOpen(auth: AuthGate, config: Config, log: Logger): void {
-  if (auth.mode === "none") log.warn(`auth mode is none (auth.mode = "none"): every client that reaches ${config.listen.text} can start, read and cancel jobs`);
+  const { text } = config.listen;
+  if (auth.mode === "none") {
+    log.warn(
+      `auth mode is none (auth.mode = "none"): every client that reaches ${text} can start, read and cancel jobs`,
+    );
+  }
   if (auth.mode === "none-loopback") {
-    log.warn(`auth mode is none-loopback: no token at ${config.auth.token_file}, so any local user can start, read and cancel jobs on ${config.listen.text}; create the file to require a token`);
+    log.warn(
+      `auth mode is none-loopback: no token at ${config.auth.token_file}, ` +
+        `so any local user can start, read and cancel jobs on ${text}; create the file to require a token`,
+    );
   }
 }
