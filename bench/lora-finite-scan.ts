@@ -117,7 +117,7 @@ export async function measure(): Promise<Row[]> {
       const stream = await timed(() => sha256Stream(path));
       const verify = await timed(() => verifySafetensors(path));
       if (read.value !== bytes) throw new Error(`read ${read.value} of ${bytes} bytes`);
-      if (!verify.value.ok || verify.value.sha256 !== sha.value || stream.value !== sha.value || verify.value.nonFinite.tensors !== 0) {
+      if (!verify.value.ok || verify.value.value.sha256 !== sha.value || stream.value !== sha.value || verify.value.value.nonFinite.tensors !== 0) {
         throw new Error(`verifySafetensors disagrees with the baselines: ${JSON.stringify({ ...verify.value, metadata: undefined })}`);
       }
       if (round > 0) times.read.push(read.ms), times.sha.push(sha.ms), times.stream.push(stream.ms), times.verify.push(verify.ms);

@@ -34,10 +34,12 @@ describe("VRAM admission", () => {
     const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0, samples: 2 }));
     expect(result).toMatchObject({
       ok: false,
-      kind: "refused",
-      refusal: {
-        reason: "cotenant_active", needed_mib: 20_000 + SAMPLING_VRAM_MIB["24gb"], free_mib: 21232,
-        detail: expect.stringContaining(`needs ${20_000 + SAMPLING_VRAM_MIB["24gb"]} MiB (20000 to train and ${SAMPLING_VRAM_MIB["24gb"]} to take preview samples)`),
+      error: {
+        kind: "refused",
+        refusal: {
+          reason: "cotenant_active", needed_mib: 20_000 + SAMPLING_VRAM_MIB["24gb"], free_mib: 21232,
+          detail: expect.stringContaining(`needs ${20_000 + SAMPLING_VRAM_MIB["24gb"]} MiB (20000 to train and ${SAMPLING_VRAM_MIB["24gb"]} to take preview samples)`),
+        },
       },
     });
     expect(h.jobDirs()).toEqual([]);
@@ -50,14 +52,16 @@ describe("VRAM admission", () => {
     const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
     expect(result).toEqual({
       ok: false,
-      kind: "refused",
-      refusal: {
-        reason: "cotenant_active",
-        detail: 'tier "fast" needs 14000 MiB free on device 0 (RTX 3090) but 9564 MiB are free while python3 /opt/tts/server.py (pid 48213) holds it',
-        device_index: 0,
-        free_mib: 9564,
-        needed_mib: 14000,
-        cotenants: [{ device_index: 0, pid: 48213, name: "python3 /opt/tts/server.py", used_mib: 15000 }],
+      error: {
+        kind: "refused",
+        refusal: {
+          reason: "cotenant_active",
+          detail: 'tier "fast" needs 14000 MiB free on device 0 (RTX 3090) but 9564 MiB are free while python3 /opt/tts/server.py (pid 48213) holds it',
+          device_index: 0,
+          free_mib: 9564,
+          needed_mib: 14000,
+          cotenants: [{ device_index: 0, pid: 48213, name: "python3 /opt/tts/server.py", used_mib: 15000 }],
+        },
       },
     });
     expect(h.jobDirs()).toEqual([]);
@@ -67,7 +71,7 @@ describe("VRAM admission", () => {
   test("a quality train on a card full of something else is refused as insufficient_vram", async () => {
     await using h = harness("busy-cards", "enforce");
     const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "quality", device_index: 1 }));
-    expect(result).toMatchObject({ ok: false, kind: "refused", refusal: { reason: "insufficient_vram", free_mib: 19136, needed_mib: 36000, cotenants: [] } });
+    expect(result).toMatchObject({ ok: false, error: { kind: "refused", refusal: { reason: "insufficient_vram", free_mib: 19136, needed_mib: 36000, cotenants: [] } } });
   });
 
   test("admission probes nvidia-smi afresh, not from the cache", async () => {
@@ -81,7 +85,7 @@ describe("VRAM admission", () => {
   test("contrast: on idle cards the same train is admitted and runs", async () => {
     await using h = harness("two-gpus-tts", "enforce");
     const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
-    expect(result).toMatchObject({ ok: true, job: { admission_warning: null } });
+    expect(result).toMatchObject({ ok: true, value: { admission_warning: null } });
     await h.supervisor.settle();
   });
 
@@ -89,14 +93,14 @@ describe("VRAM admission", () => {
     await using h = harness("busy-cards", "warn");
     const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
     if (!result.ok) throw new Error(JSON.stringify(result));
-    expect(result.job.admission_warning).toStartWith('admitted against advice: tier "fast" needs 14000 MiB');
+    expect(result.value.admission_warning).toStartWith('admitted against advice: tier "fast" needs 14000 MiB');
     await h.supervisor.settle();
   });
 
   test("a failing nvidia-smi refuses under enforce with its own words", async () => {
     await using h = harness("no-driver", "enforce");
     const result = await h.dispatcher.dispatch(h.tree.validRequest());
-    expect(result).toMatchObject({ ok: false, kind: "refused", refusal: { reason: "gpu_probe_failed", detail: expect.stringContaining("couldn't communicate with the NVIDIA driver") } });
+    expect(result).toMatchObject({ ok: false, error: { kind: "refused", refusal: { reason: "gpu_probe_failed", detail: expect.stringContaining("couldn't communicate with the NVIDIA driver") } } });
   });
 
   test("under off nvidia-smi is not consulted at all", async () => {

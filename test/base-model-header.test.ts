@@ -24,10 +24,10 @@ async function baseModelRefusal(tree: HostTree, model: string) {
   const before = snapshotFiles(tree);
   const body = tree.validRequest({ base_model_path: model });
   const result = await checkTrain(body, configFor(tree));
-  if (result.ok || result.kind !== "invalid") throw new Error(`expected a 422, got ${JSON.stringify(result)}`);
+  if (result.ok || result.error.kind !== "invalid") throw new Error(`expected a 422, got ${JSON.stringify(result)}`);
   expect(snapshotFiles(tree)).toEqual(before);
-  for (const item of result.detail) expect(pathsNotSent(item.msg, JSON.stringify(body))).toEqual([]);
-  return result.detail;
+  for (const item of result.error.detail) expect(pathsNotSent(item.msg, JSON.stringify(body))).toEqual([]);
+  return result.error.detail;
 }
 
 function lengthPrefixed(header: string, data: Uint8Array): Buffer {
@@ -119,7 +119,7 @@ describe("a base model whose safetensors header is broken is refused at POST /tr
     using tree = makeHostTree();
     const model = writeCheckpoint(join(tree.models, "v1-5.safetensors"), CHECKPOINT_KEYS.sd15);
     const result = await checkTrain(tree.validRequest({ base_model_path: model, output_dir: "/tmp/elsewhere" }), configFor(tree));
-    expect(!result.ok && result.kind === "invalid" && result.detail.map((d) => [d.loc[1], d.type])).toEqual([
+    expect(!result.ok && result.error.kind === "invalid" && result.error.detail.map((d) => [d.loc[1], d.type])).toEqual([
       ["base_model_path", "not_sdxl_checkpoint"],
       ["output_dir", "path_outside_root"],
     ]);

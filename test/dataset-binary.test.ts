@@ -75,8 +75,8 @@ describe("the compiled worker trains on a private copy", () => {
 
     expect(job).toMatchObject({ status: "succeeded", dataset: { files: 4 } });
     const verdict = await verifySafetensors(job.lora_path);
-    if (!verdict.ok) throw new Error(verdict.detail);
-    expect(JSON.parse(verdict.metadata.ss_tag_frequency!)).toEqual({ "10_ohwx person": { ohwx: 2, "blue shirt": 1, smiling: 1 } });
+    if (!verdict.ok) throw new Error(verdict.error.detail);
+    expect(JSON.parse(verdict.value.metadata.ss_tag_frequency!)).toEqual({ "10_ohwx person": { ohwx: 2, "blue shirt": 1, smiling: 1 } });
     expect(readFileSync(job.lora_path, "latin1")).not.toContain("SECRET-TOKEN");
     // Nothing was added to arbo's folder (no latent caches): only the LoRA in out/ is new.
     expect(snapshotFiles(tree).filter((f) => !f.includes("/out"))).toEqual(before.filter((f) => !f.includes("/out")));
@@ -91,6 +91,6 @@ describe("the compiled worker trains on a private copy", () => {
     const job = await finished(posted.body.worker_job_id);
     expect(job.status).toBe("succeeded");
     const verdict = await verifySafetensors(job.lora_path);
-    expect(verdict.ok && JSON.parse(verdict.metadata.ss_tag_frequency!)).toEqual({ "10_ohwx person": { ohwx: 1, "red hat": 1 } });
+    expect(verdict.ok && JSON.parse(verdict.value.metadata.ss_tag_frequency!)).toEqual({ "10_ohwx person": { ohwx: 1, "red hat": 1 } });
   });
 });

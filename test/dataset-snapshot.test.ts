@@ -23,10 +23,10 @@ function harness(tree: HostTree, dataset: Record<string, number> = {}) {
 async function refusal(tree: HostTree, dataset: Record<string, number> = {}) {
   await using s = harness(tree, dataset);
   const result = await s.dispatcher.dispatch(tree.validRequest());
-  if (result.ok || result.kind !== "invalid") throw new Error(`expected a 422, got ${JSON.stringify(result)}`);
+  if (result.ok || result.error.kind !== "invalid") throw new Error(`expected a 422, got ${JSON.stringify(result)}`);
   expect(s.store.list(null, 10, null)).toEqual([]);
   expect(readdirSync(tree.state).filter((name) => name !== "jobs.db" && !name.startsWith("jobs.db-"))).toEqual([]);
-  return result.detail;
+  return result.error.detail;
 }
 
 async function trained(s: ReturnType<typeof harness>, tree: HostTree, overrides: Record<string, unknown> = {}) {
@@ -37,8 +37,8 @@ async function trained(s: ReturnType<typeof harness>, tree: HostTree, overrides:
 
 async function tagsIn(loraPath: string): Promise<Record<string, Record<string, number>>> {
   const verdict = await verifySafetensors(loraPath);
-  if (!verdict.ok) throw new Error(verdict.detail);
-  return JSON.parse(verdict.metadata.ss_tag_frequency!);
+  if (!verdict.ok) throw new Error(verdict.error.detail);
+  return JSON.parse(verdict.value.metadata.ss_tag_frequency!);
 }
 
 describe("every file the trainer would read is checked at dispatch", () => {
@@ -131,7 +131,7 @@ describe("the copy takes only the file that was checked", () => {
       using tree = makeHostTree();
       const bounds = { max_files: 100, max_bytes: 1 << 20, max_file_bytes: 1 << 20 };
       const scan = await scanDataset(tree.dataset, tree.handoff, bounds);
-      if (!scan.ok) throw new Error(scan.msg);
+      if (!scan.ok) throw new Error(scan.error.msg);
       // ctime has the kernel clock's resolution: a rewrite within the same tick as the check would read as untouched.
       await waitFor(() => Date.now() > scan.value.files[1]!.ctimeMs + 10, "the clock to move past the checked ctime");
       swap(tree);
@@ -147,7 +147,7 @@ describe("the copy takes only the file that was checked", () => {
     using tree = makeHostTree();
     const bounds = { max_files: 100, max_bytes: 1 << 20, max_file_bytes: 1 << 20 };
     const scan = await scanDataset(tree.dataset, tree.handoff, bounds);
-    if (!scan.ok) throw new Error(scan.msg);
+    if (!scan.ok) throw new Error(scan.error.msg);
     const dest = join(tree.state, "copy");
     mkdirSync(dest);
 

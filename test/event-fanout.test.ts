@@ -37,7 +37,7 @@ async function fanoutHarness(secondsPerStep: number) {
   const result = await s.dispatcher.dispatch(tree.validRequest(), null);
   if (!result.ok) throw new Error(`dispatch refused: ${JSON.stringify(result)}`);
   return {
-    app, counts, id: result.job.id,
+    app, counts, id: result.value.id,
     async [Symbol.asyncDispose]() {
       await s[Symbol.asyncDispose]();
       tree[Symbol.dispose]();

@@ -1,10 +1,16 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { parseHeaderless, splitCsvLine } from "../src/gpu/nvidia-csv.ts";
+import {
+  DEVICE_QUERY,
+  parseHeaderless,
+  parseQuantity,
+  PROCESS_QUERY,
+  readDeviceNumbers,
+  splitCsvLine,
+  toDeviceRow,
+  toProcessRow,
+} from "../src/gpu/nvidia-smi.ts";
 import { joinDevices } from "../src/gpu/probe.ts";
-import { DEVICE_QUERY, readDeviceNumbers, toDeviceRow } from "../src/gpu/nvidia-csv.ts";
-import { PROCESS_QUERY, toProcessRow } from "../src/gpu/nvidia-csv.ts";
-import { parseQuantity } from "../src/gpu/nvidia-csv.ts";
 import { parseWithHeader } from "./support/nvidia-csv.ts";
 
 const REAL = join(import.meta.dir, "fixtures/real");
@@ -18,39 +24,39 @@ describe("query-gpu output", () => {
     const records = parseHeaderless(text, { fields }, (record) => record);
     expect(records).toEqual({
       ok: true,
-      rows: [{ "memory.total": "2004", "memory.free": "2004", "memory.used": "0", "temperature.gpu": "44", "fan.speed": "[N/A]", "utilization.gpu": "0", "utilization.memory": "0" }],
+      value: [{ "memory.total": "2004", "memory.free": "2004", "memory.used": "0", "temperature.gpu": "44", "fan.speed": "[N/A]", "utilization.gpu": "0", "utilization.memory": "0" }],
     });
     const numbers = parseHeaderless(text, { fields }, readDeviceNumbers);
-    expect(numbers).toEqual({ ok: true, rows: [{ memory_total_mib: 2004, memory_used_mib: 0, memory_free_mib: 2004, utilization_pct: 0 }] });
+    expect(numbers).toEqual({ ok: true, value: [{ memory_total_mib: 2004, memory_used_mib: 0, memory_free_mib: 2004, utilization_pct: 0 }] });
   });
 
   test("a headed csv,nounits table of 16 GPUs reads its fields from the header", async () => {
     const parsed = parseWithHeader(await real("nvidia-smi-query-gpu-1.txt"), undefined, readDeviceNumbers);
-    if (!parsed.ok) throw new Error(`did not parse: ${parsed.line}`);
-    expect(parsed.rows).toHaveLength(16);
-    expect(parsed.rows[1]).toEqual({ memory_total_mib: null, memory_used_mib: 11149, memory_free_mib: 21351, utilization_pct: 98 });
+    if (!parsed.ok) throw new Error(`did not parse: ${parsed.error}`);
+    expect(parsed.value).toHaveLength(16);
+    expect(parsed.value[1]).toEqual({ memory_total_mib: null, memory_used_mib: 11149, memory_free_mib: 21351, utilization_pct: 98 });
   });
 
   test("a headed line without a trailing newline parses", async () => {
     const parsed = parseWithHeader(await real("nvidia-smi-query-gpu-2.txt"), undefined, (record) => record);
-    if (!parsed.ok) throw new Error(`did not parse: ${parsed.line}`);
-    expect(parsed.rows[0]?.["fan.speed"]).toBe("[N/A]");
-    expect(readDeviceNumbers(parsed.rows[0] ?? {})).toEqual({ memory_total_mib: null, memory_used_mib: 0, memory_free_mib: 16280, utilization_pct: 0 });
+    if (!parsed.ok) throw new Error(`did not parse: ${parsed.error}`);
+    expect(parsed.value[0]?.["fan.speed"]).toBe("[N/A]");
+    expect(readDeviceNumbers(parsed.value[0] ?? {})).toEqual({ memory_total_mib: null, memory_used_mib: 0, memory_free_mib: 16280, utilization_pct: 0 });
   });
 
   test("values with units (csv without nounits) are read as numbers", async () => {
     const parsed = parseWithHeader(await real("nvidia-smi-query-gpu-3.txt"), undefined, readDeviceNumbers);
-    expect(parsed).toEqual({ ok: true, rows: [{ memory_total_mib: 81559, memory_used_mib: 19818, memory_free_mib: 61263, utilization_pct: 100 }] });
+    expect(parsed).toEqual({ ok: true, value: [{ memory_total_mib: 81559, memory_used_mib: 19818, memory_free_mib: 61263, utilization_pct: 100 }] });
   });
 
   test("the header line itself is not a device row, so output with a header is rejected at that line", () => {
     const text = "index, pci.bus_id, uuid, name, memory.total [MiB], memory.used [MiB], memory.free [MiB], utilization.gpu [%]\n";
-    expect(parseHeaderless(text, DEVICE_QUERY, toDeviceRow)).toEqual({ ok: false, line: text.trim() });
+    expect(parseHeaderless(text, DEVICE_QUERY, toDeviceRow)).toEqual({ ok: false, error: text.trim() });
   });
 
   test("the human table is rejected at its first line", async () => {
     const text = await real("nvidia-smi-table-6.txt");
-    expect(parseHeaderless(text, DEVICE_QUERY, toDeviceRow)).toEqual({ ok: false, line: text.split("\n")[0] ?? "" });
+    expect(parseHeaderless(text, DEVICE_QUERY, toDeviceRow)).toEqual({ ok: false, error: text.split("\n")[0] ?? "" });
   });
 });
 
@@ -59,7 +65,7 @@ describe("query-compute-apps output", () => {
     const parsed = parseWithHeader(await real("nvidia-smi-compute-apps-2.txt"), "process_name", toProcessRow);
     expect(parsed).toEqual({
       ok: true,
-      rows: [
+      value: [
         { gpu_uuid: MASKED_UUID, pid: 11327, name: "/root/tools/memhog", used_mib: 2566 },
         { gpu_uuid: MASKED_UUID, pid: 11328, name: "/root/tools/memhog", used_mib: 1542 },
         { gpu_uuid: MASKED_UUID, pid: 11345, name: "./gpu_burn", used_mib: 15690 },
@@ -69,21 +75,21 @@ describe("query-compute-apps output", () => {
 
   test("Windows paths with spaces keep their names and [N/A] memory reads as null", async () => {
     const parsed = parseWithHeader(await real("nvidia-smi-compute-apps-3.txt"), "process_name", toProcessRow);
-    if (!parsed.ok) throw new Error(`did not parse: ${parsed.line}`);
-    expect(parsed.rows).toHaveLength(10);
-    expect(parsed.rows.every((row) => row.used_mib === null)).toBe(true);
-    expect(parsed.rows[4]).toEqual({ gpu_uuid: MASKED_UUID, pid: 20372, name: "C:\\Program Files\\NZXT CAM\\NZXT CAM.exe", used_mib: null });
+    if (!parsed.ok) throw new Error(`did not parse: ${parsed.error}`);
+    expect(parsed.value).toHaveLength(10);
+    expect(parsed.value.every((row) => row.used_mib === null)).toBe(true);
+    expect(parsed.value[4]).toEqual({ gpu_uuid: MASKED_UUID, pid: 20372, name: "C:\\Program Files\\NZXT CAM\\NZXT CAM.exe", used_mib: null });
   });
 
   test("a header with no rows is no processes", async () => {
-    expect(parseWithHeader(await real("nvidia-smi-compute-apps-4.txt"), "process_name", toProcessRow)).toEqual({ ok: true, rows: [] });
+    expect(parseWithHeader(await real("nvidia-smi-compute-apps-4.txt"), "process_name", toProcessRow)).toEqual({ ok: true, value: [] });
   });
 
   test("a process name holding commas is recovered whole", () => {
     const line = "GPU-5e1c0a3b, 4242, python3 /opt/tts/server.py --voices en,de, fr, 3000";
     expect(parseHeaderless(line, PROCESS_QUERY, toProcessRow)).toEqual({
       ok: true,
-      rows: [{ gpu_uuid: "GPU-5e1c0a3b", pid: 4242, name: "python3 /opt/tts/server.py --voices en,de, fr", used_mib: 3000 }],
+      value: [{ gpu_uuid: "GPU-5e1c0a3b", pid: 4242, name: "python3 /opt/tts/server.py --voices en,de, fr", used_mib: 3000 }],
     });
   });
 

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createGpuProbe } from "../src/gpu/probe.ts";
-import { parseProcessRows } from "../src/gpu/nvidia-csv.ts";
+import { parseProcessRows } from "../src/gpu/nvidia-smi.ts";
 import { MAX_OUTPUT_BYTES } from "../src/gpu/nvidia-smi.ts";
 import { liveGroupMembers, signalGroup } from "../src/os/terminate.ts";
 import { waitFor } from "./support/wait.ts";
@@ -81,7 +81,7 @@ describe("a process name holding a newline", () => {
     const text = `${RTX_3090_UUID}, 4242, tts, 5\nserver --port 1, 1200\n`;
     expect(parseProcessRows(text)).toEqual({
       ok: true,
-      rows: [{ gpu_uuid: RTX_3090_UUID, pid: 4242, name: "tts, 5\\nserver --port 1", used_mib: 1200 }],
+      value: [{ gpu_uuid: RTX_3090_UUID, pid: 4242, name: "tts, 5\\nserver --port 1", used_mib: 1200 }],
     });
   });
 

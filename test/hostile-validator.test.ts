@@ -25,10 +25,10 @@ describe("the hostile catalog against the validator", () => {
       const text = caseBody(c, tree)!.toString("utf8");
       const before = snapshotFiles(tree);
       const result = await checkTrain(JSON.parse(text), configFor(tree));
-      if (result.ok || result.kind !== "invalid") throw new Error(`expected a 422, got ${JSON.stringify(result)}`);
-      const locs = result.detail.map((d) => d.loc);
+      if (result.ok || result.error.kind !== "invalid") throw new Error(`expected a 422, got ${JSON.stringify(result)}`);
+      const locs = result.error.detail.map((d) => d.loc);
       expect(locs).toContainEqual(c.field === null ? ["body"] : ["body", c.field!]);
-      for (const item of result.detail) expect(pathsNotSent(item.msg, text)).toEqual([]);
+      for (const item of result.error.detail) expect(pathsNotSent(item.msg, text)).toEqual([]);
       expect(snapshotFiles(tree)).toEqual(before);
     });
   }
@@ -42,7 +42,10 @@ describe("the hostile catalog against the validator", () => {
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     const { seed: _, ...withoutSeed } = tree.validRequest();
     const result = await checkTrain(withoutSeed, configFor(tree));
-    expect(result).toEqual({ ok: false, kind: "invalid", detail: [{ loc: ["body", "seed"], msg: "field required", type: "missing" }] });
+    expect(result).toEqual({
+      ok: false,
+      error: { kind: "invalid", detail: [{ loc: ["body", "seed"], msg: "field required", type: "missing" }] },
+    });
   });
 
   test("the valid request the cases mutate passes: the catalog's refusals are not blanket ones", async () => {

@@ -24,7 +24,7 @@ describe("idempotent dispatch", () => {
     await using h = harness();
     const first = await h.dispatcher.dispatch(h.tree.validRequest());
     const retry = await h.dispatcher.dispatch({ ...h.tree.validRequest() });
-    expect(first.ok && retry.ok && retry.job.id === first.job.id).toBe(true);
+    expect(first.ok && retry.ok && retry.value.id === first.value.id).toBe(true);
     expect(h.store.activeJobs().length).toBe(1);
   });
 
@@ -32,22 +32,22 @@ describe("idempotent dispatch", () => {
     await using h = harness();
     const first = await h.dispatcher.dispatch(h.tree.validRequest());
     const other = await h.dispatcher.dispatch(h.tree.validRequest({ seed: 7 }));
-    expect(other).toEqual({ ok: false, kind: "busy", activeId: first.ok ? first.job.id : "", unsupervised: false });
+    expect(other).toEqual({ ok: false, error: { kind: "busy", activeId: first.ok ? first.value.id : "", unsupervised: false } });
   });
 
   test("the same Idempotency-Key returns the same job even after that job ended", async () => {
     await using h = harness();
     const first = await h.dispatcher.dispatch(h.tree.validRequest(), "key-1");
     if (!first.ok) throw new Error(JSON.stringify(first));
-    await h.supervisor.cancel(first.job.id);
+    await h.supervisor.cancel(first.value.id);
     const retry = await h.dispatcher.dispatch(h.tree.validRequest(), "key-1");
-    expect(retry).toMatchObject({ ok: true, job: { id: first.job.id, status: "cancelled" } });
+    expect(retry).toMatchObject({ ok: true, value: { id: first.value.id, status: "cancelled" } });
   });
 
   test("concurrent retries with one key start one job", async () => {
     await using h = harness();
     const results = await Promise.all(Array.from({ length: 20 }, () => h.dispatcher.dispatch(h.tree.validRequest(), "key-2")));
-    const ids = new Set(results.map((r) => (r.ok ? r.job.id : r.kind)));
+    const ids = new Set(results.map((r) => (r.ok ? r.value.id : r.error.kind)));
     expect(ids.size).toBe(1);
     expect([...ids][0]).toMatch(/^[0-9a-f-]{36}$/);
   });
@@ -56,6 +56,6 @@ describe("idempotent dispatch", () => {
     await using h = harness();
     await h.dispatcher.dispatch(h.tree.validRequest(), "key-3");
     const reuse = await h.dispatcher.dispatch(h.tree.validRequest({ seed: 9 }), "key-3");
-    expect(reuse).toMatchObject({ ok: false, kind: "idempotency_mismatch" });
+    expect(reuse).toMatchObject({ ok: false, error: { kind: "idempotency_mismatch" } });
   });
 });

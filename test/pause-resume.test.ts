@@ -79,7 +79,7 @@ describe("checkpoints, pause and resume (compiled binary, simulated trainer)", (
     expect(Math.min(...seen)).toBe(40);
     expect(final.lora_sha256).toBe(sha256(final.lora_path));
     const lora = await verifySafetensors(final.lora_path);
-    expect(lora.ok && lora.metadata.ss_steps).toBe("400");
+    expect(lora.ok && lora.value.metadata.ss_steps).toBe("400");
     // The bar counted the 360 steps after the state, from 0; a bar of sd-scripts' past-the-first-epoch resume
     // (global_step restarted at 40 mod 6) would have counted 396 and never been taken as progress.
     const log = readFileSync(join(tree.state, "jobs", id, "train.log"), "utf8");

@@ -12,8 +12,8 @@ function configFor(tree: HostTree): Config {
 
 async function locsOf(tree: HostTree, overrides: Record<string, unknown>) {
   const result = await checkTrain(tree.validRequest(overrides), configFor(tree));
-  if (result.ok || result.kind !== "invalid") throw new Error(`expected a 422, got ${JSON.stringify(result)}`);
-  return result.detail;
+  if (result.ok || result.error.kind !== "invalid") throw new Error(`expected a 422, got ${JSON.stringify(result)}`);
+  return result.error.detail;
 }
 
 describe("POST /train validation (INV-T7)", () => {
@@ -87,7 +87,10 @@ describe("POST /train validation (INV-T7)", () => {
     using tree = makeHostTree();
     const { seed: _, ...body } = tree.validRequest();
     const result = await checkTrain(body, configFor(tree));
-    expect(result).toEqual({ ok: false, kind: "invalid", detail: [{ loc: ["body", "seed"], msg: "field required", type: "missing" }] });
+    expect(result).toEqual({
+      ok: false,
+      error: { kind: "invalid", detail: [{ loc: ["body", "seed"], msg: "field required", type: "missing" }] },
+    });
   });
 
   test("a dangling link named like the output file is refused as output_exists", async () => {
@@ -95,7 +98,7 @@ describe("POST /train validation (INV-T7)", () => {
     mkdirSync(join(tree.handoff, "job1", "out"));
     symlinkSync(join(tree.root, "elsewhere.safetensors"), join(tree.handoff, "job1", "out", "mylora.safetensors"));
     const result = await checkTrain(tree.validRequest(), configFor(tree));
-    expect(result).toMatchObject({ ok: false, kind: "output_exists" });
+    expect(result).toMatchObject({ ok: false, error: { kind: "output_exists" } });
   });
 
   test("a refusal never names a host path the caller did not send", async () => {
@@ -128,6 +131,6 @@ describe("POST /train validation (INV-T7)", () => {
     mkdirSync(join(tree.handoff, "job1", "out"));
     writeFileSync(join(tree.handoff, "job1", "out", "mylora.safetensors"), "x");
     const result = await checkTrain(tree.validRequest(), configFor(tree));
-    expect(result).toMatchObject({ ok: false, kind: "output_exists" });
+    expect(result).toMatchObject({ ok: false, error: { kind: "output_exists" } });
   });
 });

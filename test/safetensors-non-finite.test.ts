@@ -55,7 +55,7 @@ async function verdictOf(tensors: Tensor[]) {
   await writeSafetensors(path, tensors, { ss_network_dim: "16" });
   const verdict = await verifySafetensors(path);
   if (!verdict.ok) throw new Error(`expected a valid file, got ${JSON.stringify(verdict)}`);
-  return { verdict, bytes: new Uint8Array(await Bun.file(path).arrayBuffer()) };
+  return { verdict: verdict.value, bytes: new Uint8Array(await Bun.file(path).arrayBuffer()) };
 }
 
 const MODULES = [
@@ -126,7 +126,7 @@ async function nonFiniteOf(bytes: Uint8Array) {
   await Bun.write(path, bytes);
   const verdict = await verifySafetensors(path);
   if (!verdict.ok) throw new Error(`expected a valid file, got ${JSON.stringify(verdict)}`);
-  return verdict.nonFinite;
+  return verdict.value.nonFinite;
 }
 
 describe("the scan across read chunks and odd offsets", () => {

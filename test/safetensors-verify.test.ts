@@ -68,11 +68,7 @@ describe("verifySafetensors", () => {
     const verdict = await verifySafetensors(await writeBytes(bytes));
     expect(verdict).toEqual({
       ok: true,
-      bytes: bytes.byteLength,
-      sha256: sha256(bytes),
-      tensorCount: 3,
-      metadata,
-      nonFinite: { tensors: 0, names: [] },
+      value: { bytes: bytes.byteLength, sha256: sha256(bytes), tensorCount: 3, metadata, nonFinite: { tensors: 0, names: [] } },
     });
   });
 
@@ -81,7 +77,10 @@ describe("verifySafetensors", () => {
     const data = Uint8Array.from({ length: floats * 4 }, (_, index) => index % 251);
     const bytes = encodeFile(withTensors({ big: { dtype: "F32", shape: [floats], data_offsets: [0, floats * 4] } }), data);
     const verdict = await verifySafetensors(await writeBytes(bytes));
-    expect(verdict).toEqual({ ok: true, bytes: bytes.byteLength, sha256: sha256(bytes), tensorCount: 1, metadata, nonFinite: { tensors: 0, names: [] } });
+    expect(verdict).toEqual({
+      ok: true,
+      value: { bytes: bytes.byteLength, sha256: sha256(bytes), tensorCount: 1, metadata, nonFinite: { tensors: 0, names: [] } },
+    });
   });
 
   test("tensors listed out of offset order still tile the data area", async () => {
@@ -100,8 +99,7 @@ describe("verifySafetensors", () => {
     const verdict = await verifySafetensors(await writeBytes(bytes.subarray(0, bytes.byteLength - 1)));
     expect(verdict).toEqual({
       ok: false,
-      reason: "invalid",
-      detail: "tensors end at data byte 29 but the data area holds only 28 bytes",
+      error: { reason: "invalid", detail: "tensors end at data byte 29 but the data area holds only 28 bytes" },
     });
   });
 
@@ -109,8 +107,7 @@ describe("verifySafetensors", () => {
     const bytes = concat(encodeFile(validHeader, validData), new Uint8Array([0]));
     expect(await verifySafetensors(await writeBytes(bytes))).toEqual({
       ok: false,
-      reason: "invalid",
-      detail: "data area holds 1 bytes after the last tensor ends at 29",
+      error: { reason: "invalid", detail: "data area holds 1 bytes after the last tensor ends at 29" },
     });
   });
 
@@ -124,14 +121,13 @@ describe("verifySafetensors", () => {
     );
     expect(verdict).toEqual({
       ok: false,
-      reason: "invalid",
-      detail: "data bytes 4..6 before tensor 'b' belong to no tensor",
+      error: { reason: "invalid", detail: "data bytes 4..6 before tensor 'b' belong to no tensor" },
     });
   });
 
   test("a data area that does not start with a tensor is invalid", async () => {
     const verdict = await verdictFor(withTensors({ a: { dtype: "U8", shape: [2], data_offsets: [1, 3] } }), new Uint8Array(3));
-    expect(verdict).toEqual({ ok: false, reason: "invalid", detail: "data bytes 0..1 before tensor 'a' belong to no tensor" });
+    expect(verdict).toEqual({ ok: false, error: { reason: "invalid", detail: "data bytes 0..1 before tensor 'a' belong to no tensor" } });
   });
 
   test("two tensors sharing bytes is invalid", async () => {
@@ -144,22 +140,20 @@ describe("verifySafetensors", () => {
     );
     expect(verdict).toEqual({
       ok: false,
-      reason: "invalid",
-      detail: "tensor 'b' starts at data byte 4, inside tensor 'a' which ends at 8",
+      error: { reason: "invalid", detail: "tensor 'b' starts at data byte 4, inside tensor 'a' which ends at 8" },
     });
   });
 
   test("a byte range that does not match dtype and shape is invalid", async () => {
     const verdict = await verdictFor(withTensors({ a: { dtype: "F16", shape: [2, 3], data_offsets: [0, 6] } }), new Uint8Array(6));
-    expect(verdict).toEqual({ ok: false, reason: "invalid", detail: "tensor 'a' spans 6 bytes but F16 [2,3] needs 12" });
+    expect(verdict).toEqual({ ok: false, error: { reason: "invalid", detail: "tensor 'a' spans 6 bytes but F16 [2,3] needs 12" } });
   });
 
   test("a header length larger than the file is invalid", async () => {
     const bytes = concat(lengthPrefix(912), new TextEncoder().encode("{}"), new Uint8Array(30));
     expect(await verifySafetensors(await writeBytes(bytes))).toEqual({
       ok: false,
-      reason: "invalid",
-      detail: "header length 912 exceeds file size 40",
+      error: { reason: "invalid", detail: "header length 912 exceeds file size 40" },
     });
   });
 
@@ -170,48 +164,44 @@ describe("verifySafetensors", () => {
     truncateSync(path, claimed + 8);
     expect(await verifySafetensors(path)).toEqual({
       ok: false,
-      reason: "invalid",
-      detail: `header length ${claimed} exceeds the 104857600-byte limit`,
+      error: { reason: "invalid", detail: `header length ${claimed} exceeds the 104857600-byte limit` },
     });
   });
 
   test("a file shorter than the length prefix is invalid", async () => {
     expect(await verifySafetensors(await writeBytes(new Uint8Array(5)))).toEqual({
       ok: false,
-      reason: "invalid",
-      detail: "file is 5 bytes, shorter than the 8-byte header length",
+      error: { reason: "invalid", detail: "file is 5 bytes, shorter than the 8-byte header length" },
     });
   });
 
   test("a header that is not JSON is invalid", async () => {
     const verdict = await verifySafetensors(await writeBytes(encodeRawHeader(new TextEncoder().encode("{not json"), new Uint8Array())));
-    expect(verdict).toEqual({ ok: false, reason: "invalid", detail: "header is not valid JSON" });
+    expect(verdict).toEqual({ ok: false, error: { reason: "invalid", detail: "header is not valid JSON" } });
   });
 
   test("a header that is not UTF-8 is invalid", async () => {
     const verdict = await verifySafetensors(await writeBytes(encodeRawHeader(new Uint8Array([0x7b, 0xff, 0x7d]), new Uint8Array())));
-    expect(verdict).toEqual({ ok: false, reason: "invalid", detail: "header is not valid UTF-8" });
+    expect(verdict).toEqual({ ok: false, error: { reason: "invalid", detail: "header is not valid UTF-8" } });
   });
 
   test("a header that is a JSON array is invalid", async () => {
     expect(await verdictFor([validHeader], validData)).toEqual({
       ok: false,
-      reason: "invalid",
-      detail: "header is a JSON array, not a JSON object",
+      error: { reason: "invalid", detail: "header is a JSON array, not a JSON object" },
     });
   });
 
   test("an unknown dtype is invalid", async () => {
     const verdict = await verdictFor(withTensors({ a: { dtype: "F4", shape: [2], data_offsets: [0, 1] } }), new Uint8Array(1));
-    expect(verdict).toEqual({ ok: false, reason: "invalid", detail: `tensor 'a' has unknown dtype "F4"` });
+    expect(verdict).toEqual({ ok: false, error: { reason: "invalid", detail: `tensor 'a' has unknown dtype "F4"` } });
   });
 
   test("a negative dimension in a shape is invalid", async () => {
     const verdict = await verdictFor(withTensors({ a: { dtype: "U8", shape: [-1], data_offsets: [0, 1] } }), new Uint8Array(1));
     expect(verdict).toEqual({
       ok: false,
-      reason: "invalid",
-      detail: "tensor 'a' has shape [-1]; expected an array of non-negative integers",
+      error: { reason: "invalid", detail: "tensor 'a' has shape [-1]; expected an array of non-negative integers" },
     });
   });
 
@@ -219,22 +209,20 @@ describe("verifySafetensors", () => {
     const verdict = await verdictFor({ ...validHeader, __metadata__: { ss_network_dim: 16 } }, validData);
     expect(verdict).toEqual({
       ok: false,
-      reason: "invalid",
-      detail: "__metadata__ value for key 'ss_network_dim' is a number, not a string",
+      error: { reason: "invalid", detail: "__metadata__ value for key 'ss_network_dim' is a number, not a string" },
     });
   });
 
   test("a file with no tensors is invalid because a LoRA without weights is useless", async () => {
     expect(await verdictFor({ __metadata__: metadata }, new Uint8Array())).toEqual({
       ok: false,
-      reason: "invalid",
-      detail: "no tensors",
+      error: { reason: "invalid", detail: "no tensors" },
     });
   });
 
   test("an absent file is missing", async () => {
     const path = join(dir, "never-written.safetensors");
-    expect(await verifySafetensors(path)).toEqual({ ok: false, reason: "missing", detail: `no file at ${path}` });
+    expect(await verifySafetensors(path)).toEqual({ ok: false, error: { reason: "missing", detail: `no file at ${path}` } });
   });
 
   test("a directory in place of the file is invalid, not missing", async () => {
@@ -242,8 +230,7 @@ describe("verifySafetensors", () => {
     mkdirSync(path);
     expect(await verifySafetensors(path)).toEqual({
       ok: false,
-      reason: "invalid",
-      detail: `${path} is a directory, not a regular file`,
+      error: { reason: "invalid", detail: `${path} is a directory, not a regular file` },
     });
   });
 });

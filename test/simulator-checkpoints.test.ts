@@ -66,8 +66,8 @@ function zipEnd(bytes: Buffer) {
 
 async function metadataOf(path: string): Promise<Record<string, string>> {
   const verdict = await verifySafetensors(path);
-  if (!verdict.ok) throw new Error(`${path}: ${verdict.detail}`);
-  return verdict.metadata;
+  if (!verdict.ok) throw new Error(`${path}: ${verdict.error.detail}`);
+  return verdict.value.metadata;
 }
 
 describe("checkpoints every N steps", () => {
@@ -96,7 +96,7 @@ describe("checkpoints every N steps", () => {
       expect((await readdir(dir)).sort()).toEqual(STATE_FILES);
       expect(await Bun.file(join(dir, "train_state.json")).text()).toBe('{"current_epoch": 3, "current_step": 12}');
       const model = await verifySafetensors(join(dir, "model.safetensors"));
-      expect(model).toMatchObject({ ok: true, tensorCount: 9, metadata: { format: "pt" } });
+      expect(model).toMatchObject({ ok: true, value: { tensorCount: 9, metadata: { format: "pt" } } });
       for (const file of ZIP_FILES) {
         const bytes = Buffer.from(await Bun.file(join(dir, file)).arrayBuffer());
         expect(bytes.subarray(0, 4).toString("latin1")).toBe("PK\x03\x04");

@@ -133,7 +133,7 @@ describe("replaying a recorded sd-scripts log", () => {
     const run = await runs.get("sdscripts-success-1.log")!;
     expect(run.log).toEndWith(`\nsaving checkpoint: ${run.lora}\nmodel saved.\n`);
     const verdict = await verifySafetensors(run.lora);
-    expect(verdict).toMatchObject({ ok: true, metadata: { lora_worker_simulated: "true", ss_steps: "2000", ss_output_name: "replayed" } });
+    expect(verdict).toMatchObject({ ok: true, value: { metadata: { lora_worker_simulated: "true", ss_steps: "2000", ss_output_name: "replayed" } } });
   }, TIMEOUT_MS);
 
   test("a bar is one \\r redraw with no newline of its own, and stdout glued after it follows", async () => {
@@ -156,7 +156,7 @@ describe("replaying a recorded sd-scripts log", () => {
     const ignored = await runs.get("sdscripts-ignored-exception-1.log")!;
     expect(ignored.exitCode).toBe(0);
     expect(ignored.log).toContain("\nmodel saved.\nException ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f4972feac10>\n");
-    expect(await verifySafetensors(ignored.lora)).toMatchObject({ ok: true, metadata: { lora_worker_simulated: "true", ss_steps: "1500" } });
+    expect(await verifySafetensors(ignored.lora)).toMatchObject({ ok: true, value: { metadata: { lora_worker_simulated: "true", ss_steps: "1500" } } });
 
     await using space = await scratch();
     const recorded = await Bun.file(join(FIXTURES, "sdscripts-ignored-exception-1.log")).text();

@@ -100,9 +100,9 @@ describe("the simulated trainer", () => {
     expect(bar).not.toContain("\n");
     expect(run.log).toContain(`\nsaving checkpoint: ${job.lora}\nmodel saved.\n`);
     const verdict = await verifySafetensors(job.lora);
-    expect(verdict).toMatchObject({ ok: true, tensorCount: 9 });
+    expect(verdict).toMatchObject({ ok: true, value: { tensorCount: 9 } });
     if (!verdict.ok) return;
-    expect(verdict.metadata).toMatchObject({
+    expect(verdict.value.metadata).toMatchObject({
       lora_worker_simulated: "true",
       ss_network_module: "networks.lora",
       ss_network_dim: "16",

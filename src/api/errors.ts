@@ -1,4 +1,4 @@
-import type { DispatchResult } from "../dispatch/dispatch.ts";
+import type { DispatchRefusal } from "../dispatch/dispatch.ts";
 
 const BUSY_RETRY_AFTER_S = "30";
 const VRAM_RETRY_AFTER_S = "60";
@@ -25,7 +25,7 @@ export function idempotencyKeyOf(raw: string | undefined): string | null {
 }
 
 // Every refusal of POST /train becomes its SPEC §3 answer here; the route only handles success.
-export function refusalError(result: Exclude<DispatchResult, { ok: true }>): ApiError {
+export function refusalError(result: DispatchRefusal): ApiError {
   switch (result.kind) {
     case "invalid":
       return new ApiError(422, { detail: result.detail });

@@ -35,8 +35,8 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
     .post("/", async (c) => {
       const key = idempotencyKeyOf(c.req.header("idempotency-key"));
       const result = await dispatcher.dispatch(await readJsonBody(c.req.raw, bodyDeadlineMs), key);
-      if (!result.ok) throw refusalError(result);
-      return c.json({ worker_job_id: result.job.id, status: result.job.status });
+      if (!result.ok) throw refusalError(result.error);
+      return c.json({ worker_job_id: result.value.id, status: result.value.status });
     })
     .get("/", (c) => {
       const query = parseQuery(ListQuery, c.req);
@@ -80,8 +80,8 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       const id = c.req.param("id");
       if (!JOB_ID.test(id)) throw noSuchJob();
       const result = await dispatcher.resume(id, key);
-      if (!result.ok) throw refusalError(result);
-      const { job } = result;
+      if (!result.ok) throw refusalError(result.error);
+      const job = result.value;
       return c.json({ worker_job_id: job.id, status: job.status, resumed_from: job.resumed_from, resume_step: job.resumed_from_step });
     })
     .post("/:id/pause", async (c) => {

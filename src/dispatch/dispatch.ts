@@ -7,9 +7,15 @@ import type { GpuProbe } from "../gpu/probe.ts";
 import type { Logger } from "../logger.ts";
 import { buildLaunch, type ResumeFrom } from "../recipe/command.ts";
 import { resumeRepeatsScale } from "../recipe/dataset-toml.ts";
+import { fail, ok, type Result } from "../result.ts";
 import { BATCH_SIZE, TIERS } from "../tiers.ts";
 import { type CheckedTrain, checkResume, checkTrain, type CheckResult, recheckPaths } from "../request/check.ts";
-import { type DetailItem, fieldError, type TrainRequest, TrainRequest as TrainRequestSchema } from "../request/schema.ts";
+import {
+  type DetailItem,
+  fieldError,
+  type TrainRequest,
+  TrainRequest as TrainRequestSchema,
+} from "../request/schema.ts";
 import { type JobRow, type JobStore, StoreWriteFailed } from "../store/job-store.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
@@ -28,26 +34,28 @@ export interface DispatcherDeps {
   log: Logger;
 }
 
-export type DispatchResult =
-  | { ok: true; job: JobRow }
-  | { ok: false; kind: "invalid"; detail: DetailItem[] }
-  | { ok: false; kind: "idempotency_mismatch"; detail: string }
-  | { ok: false; kind: "refused"; refusal: Refusal }
-  | { ok: false; kind: "output_exists"; detail: string }
-  | { ok: false; kind: "busy"; activeId: string; unsupervised: boolean; limit?: number }
-  | { ok: false; kind: "state_unwritable"; detail: string }
-  | { ok: false; kind: "insufficient_disk"; shortfall: DiskShortfall }
-  | { ok: false; kind: "not_resumable"; detail: string }
-  | { ok: false; kind: "no_such_job" }
-  | { ok: false; kind: "slurm_refused"; detail: string }
-  | { ok: false; kind: "launch_failed"; job: JobRow };
+/** Why POST /train (or a resume) started no run: api/errors.ts turns each kind into its answer. */
+export type DispatchRefusal =
+  | { kind: "invalid"; detail: DetailItem[] }
+  | { kind: "idempotency_mismatch"; detail: string }
+  | { kind: "refused"; refusal: Refusal }
+  | { kind: "output_exists"; detail: string }
+  | { kind: "busy"; activeId: string; unsupervised: boolean; limit?: number }
+  | { kind: "state_unwritable"; detail: string }
+  | { kind: "insufficient_disk"; shortfall: DiskShortfall }
+  | { kind: "not_resumable"; detail: string }
+  | { kind: "no_such_job" }
+  | { kind: "slurm_refused"; detail: string }
+  | { kind: "launch_failed"; job: JobRow };
 
-type Refused = Exclude<DispatchResult, { ok: true }>;
+export type DispatchResult = Result<JobRow, DispatchRefusal>;
 
-/** What a claim starts from: a fresh copy of arbo's dataset, or a resume of a predecessor's state on its copy. */
+type Refused = { ok: false; error: DispatchRefusal };
+
+// What a claim starts from: a fresh copy of arbo's dataset, or a resume of a predecessor's state on its copy.
 interface Origin {
   dataset: Snapshot;
-  /** A resume's predecessor's preview images (JSON), which the run's strip goes on from. */
+  // A resume's predecessor's preview images (JSON), which the run's strip goes on from.
   samples: string | null;
   resumes: { id: string; step: number; state: string } | null;
   resume: ResumeFrom | null;
@@ -61,73 +69,105 @@ export function createDispatcher(deps: DispatcherDeps) {
   // One run at a time on this host; on Slurm as many as slurm.max_active_jobs, each waiting in its queue for a GPU.
   const maxActive = config.trainer.backend === "slurm" ? config.slurm.max_active_jobs : 1;
   // A replayed recording trains for its own number of steps, not the tier's.
-  const expectedTotal = (request: TrainRequest) => (config.trainer.mode === "simulate" && config.simulate.replay_log !== "" ? null : TIERS[request.tier].maxTrainSteps);
+  const replaying = config.trainer.mode === "simulate" && config.simulate.replay_log !== "";
+  const expectedTotal = (request: TrainRequest) => (replaying ? null : TIERS[request.tier].maxTrainSteps);
 
   // A fresh probe right before the spawn: a cached answer may predate the co-tenant's last model load.
   // On the Slurm backend Slurm places the run on a GPU it has free: this host's nvidia-smi says nothing about it.
   const admit = async (train: CheckedTrain): Promise<Admission> => {
-    if (config.gpu.admission === "off" || config.trainer.backend === "slurm") return { admit: true, warning: null };
-    return judgeAdmission(await deps.gpu.read({ fresh: true }), train.device, train.request.tier, config, train.request.samples ?? 0);
+    if (config.gpu.admission === "off" || config.trainer.backend === "slurm") return ok(null);
+    const probe = await deps.gpu.read({ fresh: true });
+    return judgeAdmission(probe, train.device, train.request.tier, config, train.request.samples ?? 0);
   };
 
   // A retried dispatch (same Idempotency-Key, or the same body while that job runs) is the same job.
   const replayOf = (hash: string, key: string | null): DispatchResult | null => {
     const keyed = key === null ? null : store.byIdempotencyKey(key);
-    if (keyed) return keyed.request_hash === hash ? { ok: true, job: keyed } : { ok: false, kind: "idempotency_mismatch", detail: "this Idempotency-Key was already used with a different request body" };
+    if (keyed) {
+      if (keyed.request_hash === hash) return ok(keyed);
+      const detail = "this Idempotency-Key was already used with a different request body";
+      return fail({ kind: "idempotency_mismatch", detail });
+    }
     const active = key === null ? store.activeJobs().find((j) => j.request_hash === hash) : undefined;
-    return active ? { ok: true, job: active } : null;
+    return active ? ok(active) : null;
   };
 
   // Synchronous from the check to the claim: no other dispatch can slip in between. The claimed row keeps the
   // slot while the launch runs.
-  const claim = (id: string, train: CheckedTrain, hash: string, key: string | null, admissionWarning: string | null, origin: Origin): DispatchResult => {
+  const claim = (
+    id: string,
+    train: CheckedTrain,
+    hash: string,
+    key: string | null,
+    admissionWarning: string | null,
+    origin: Origin,
+  ): DispatchResult => {
     // The dataset may have changed since the request was checked: resolve every path once more.
     const changed = recheckPaths(train, config);
-    if (changed.length > 0) return { ok: false, kind: "invalid", detail: changed };
+    if (changed.length > 0) return fail({ kind: "invalid", detail: changed });
     const full = supervisor.stateFull();
-    if (full !== null) return { ok: false, kind: "state_unwritable", detail: full.error };
+    if (full !== null) return fail({ kind: "state_unwritable", detail: full.error });
     const stray = supervisor.unsupervisedJob();
-    if (stray !== null) return { ok: false, kind: "busy", activeId: stray, unsupervised: true };
+    if (stray !== null) return fail({ kind: "busy", activeId: stray, unsupervised: true });
     try {
       const claimed = store.insertIfIdle({
-        id, request: train.request, requestHash: hash, idempotencyKey: key, admissionWarning, simulated: config.trainer.mode === "simulate",
-        logPath: jobPaths(config.state_dir, id).log, now: now().toISOString(), totalSteps: expectedTotal(train.request), dataset: origin.dataset,
-        outputFile: train.outputFile, resumes: origin.resumes, samples: origin.samples,
+        id,
+        request: train.request,
+        requestHash: hash,
+        idempotencyKey: key,
+        admissionWarning,
+        simulated: config.trainer.mode === "simulate",
+        logPath: jobPaths(config.state_dir, id).log,
+        now: now().toISOString(),
+        totalSteps: expectedTotal(train.request),
+        dataset: origin.dataset,
+        outputFile: train.outputFile,
+        resumes: origin.resumes,
+        samples: origin.samples,
         maxActive,
       });
-      if (!claimed.inserted && "resumedBy" in claimed) return alreadyResumed(origin.resumes?.id ?? "", claimed.resumedBy);
-      if (!claimed.inserted) return { ok: false, kind: "busy", activeId: claimed.activeId, unsupervised: false, ...(maxActive > 1 ? { limit: maxActive } : {}) };
+      if (!claimed.inserted && "resumedBy" in claimed) {
+        return alreadyResumed(origin.resumes?.id ?? "", claimed.resumedBy);
+      }
+      if (!claimed.inserted) {
+        const limit = maxActive > 1 ? { limit: maxActive } : {};
+        return fail({ kind: "busy", activeId: claimed.activeId, unsupervised: false, ...limit });
+      }
       // This run's saves would land on the same names: a state another job could resume from is gone from now.
       for (const state of claimed.superseded) {
         rmSync(state, { recursive: true, force: true });
         log.info("removed a superseded saved state", { job_id: id, state });
       }
     } catch (err) {
-      if (err instanceof StoreWriteFailed) return { ok: false, kind: "state_unwritable", detail: err.message };
+      if (err instanceof StoreWriteFailed) return fail({ kind: "state_unwritable", detail: err.message });
       throw err;
     }
-    return { ok: true, job: store.get(id)! };
+    return ok(store.get(id)!);
   };
 
   // Before the claim, so a dataset that changed since the check is a 422 and any refusal leaves nothing behind.
-  const copyDataset = async (id: string, train: CheckedTrain): Promise<{ ok: true; value: Snapshot } | Exclude<DispatchResult, { ok: true }>> => {
+  const copyDataset = async (id: string, train: CheckedTrain): Promise<Result<Snapshot, DispatchRefusal>> => {
     const full = supervisor.stateFull();
-    if (full !== null) return { ok: false, kind: "state_unwritable", detail: full.error };
+    if (full !== null) return fail({ kind: "state_unwritable", detail: full.error });
     try {
-      return { ok: true, value: await snapshotDataset(train.dataset, jobPaths(config.state_dir, id).dataset) };
+      return ok(await snapshotDataset(train.dataset, jobPaths(config.state_dir, id).dataset));
     } catch (err) {
       removeJobDir(id);
       if (err instanceof DatasetChanged) {
-        return { ok: false, kind: "invalid", detail: [fieldError("dataset_dir", `${train.request.dataset_dir}: ${err.message}; send the request again`, "path_changed")] };
+        const msg = `${train.request.dataset_dir}: ${err.message}; send the request again`;
+        return fail({ kind: "invalid", detail: [fieldError("dataset_dir", msg, "path_changed")] });
       }
-      return { ok: false, kind: "state_unwritable", detail: `the dataset could not be copied into the job directory: ${(err as Error).message}` };
+      const detail = `the dataset could not be copied into the job directory: ${(err as Error).message}`;
+      return fail({ kind: "state_unwritable", detail });
     }
   };
   const removeJobDir = (id: string) => rmSync(jobPaths(config.state_dir, id).dir, { recursive: true, force: true });
 
   const alreadyResumed = (id: string, by: string): Refused => {
     const successor = store.get(by);
-    return { ok: false, kind: "not_resumable", detail: `job ${id} was already resumed by job ${by} (${successor?.status ?? "unknown"}); resume that job instead` };
+    const detail =
+      `job ${id} was already resumed by job ${by} (${successor?.status ?? "unknown"}); resume that job instead`;
+    return fail({ kind: "not_resumable", detail });
   };
 
   const launch = async (row: JobRow, train: CheckedTrain, resume: ResumeFrom | null): Promise<DispatchResult> => {
@@ -139,64 +179,79 @@ export function createDispatcher(deps: DispatcherDeps) {
       if (plan.sample_prompts !== undefined) writeFileSync(paths.samplePrompts, plan.sample_prompts, { mode: 0o640 });
       mkdirSync(train.outputDir, { recursive: true, mode: 0o770 });
       const launchFile = {
-        argv: plan.argv, env: plan.env, cwd: plan.cwd, log: paths.log, logMaxBytes: config.trainer.log_max_bytes,
-        inheritEnv: plan.inheritEnv, forwardSignals: config.trainer.backend === "slurm",
+        argv: plan.argv,
+        env: plan.env,
+        cwd: plan.cwd,
+        log: paths.log,
+        logMaxBytes: config.trainer.log_max_bytes,
+        inheritEnv: plan.inheritEnv,
+        forwardSignals: config.trainer.backend === "slurm",
       };
       await supervisor.start(row, train.outputFile, launchFile, train.device);
       log.info("job started", {
-        job_id: row.id, tier: train.request.tier, device_index: train.device.index, simulated: config.trainer.mode === "simulate",
+        job_id: row.id,
+        tier: train.request.tier,
+        device_index: train.device.index,
+        simulated: config.trainer.mode === "simulate",
         ...(resume === null ? {} : { resumed_from: row.resumed_from, resume_step: resume.step }),
       });
-      return { ok: true, job: store.get(row.id)! };
+      return ok(store.get(row.id)!);
     } catch (err) {
       await supervisor.recordSpawnFailure(row.id, `the trainer could not be started: ${(err as Error).message}`);
-      return { ok: false, kind: "launch_failed", job: store.get(row.id) ?? row };
+      return fail({ kind: "launch_failed", job: store.get(row.id) ?? row });
     }
   };
 
   // The same steps for a new train and a resume, from the checked request on: admission (GPU, then the output's
   // disk), the job directory's dataset, the claim, the launch. `replay` finds a retry that claimed meanwhile.
   const start = async (
-    checked: CheckResult, replay: (hash: string) => DispatchResult | null, key: string | null,
-    prepare: (id: string, train: CheckedTrain) => Promise<{ ok: true; value: Origin } | Refused>,
+    checked: CheckResult,
+    replay: (hash: string) => DispatchResult | null,
+    key: string | null,
+    prepare: (id: string, train: CheckedTrain) => Promise<Result<Origin, DispatchRefusal>>,
   ): Promise<DispatchResult> => {
     if (!checked.ok) return checked;
     const train = checked.value;
     const hash = requestHash(train.request);
     const admission = await admit(train);
-    if (!admission.admit) return { ok: false, kind: "refused", refusal: admission.refusal };
+    if (!admission.ok) return fail({ kind: "refused", refusal: admission.error });
     const again = replay(hash);
     if (again) return again;
     const shortfall = diskShortfall(train.outputDir, TIERS[train.request.tier], train.resumed);
-    if (shortfall !== null) return { ok: false, kind: "insufficient_disk", shortfall };
+    if (shortfall !== null) return fail({ kind: "insufficient_disk", shortfall });
     const refused = await supervisor.placementRefusal(train.request, train.device);
-    if (refused !== null) return { ok: false, kind: "slurm_refused", detail: `Slurm would not take the run: ${refused}` };
+    if (refused !== null) return fail({ kind: "slurm_refused", detail: `Slurm would not take the run: ${refused}` });
     const id = randomUUID();
     const prepared = await prepare(id, train);
     if (!prepared.ok) return prepared;
     // A retry may have claimed while this one prepared: asked again in the same tick as the claim.
-    const claimed = replay(hash) ?? claim(id, train, hash, key, admission.warning, prepared.value);
-    if (!claimed.ok || claimed.job.id !== id) {
+    const claimed = replay(hash) ?? claim(id, train, hash, key, admission.value, prepared.value);
+    if (!claimed.ok || claimed.value.id !== id) {
       removeJobDir(id);
       return claimed;
     }
-    return launch(claimed.job, train, prepared.value.resume);
+    return launch(claimed.value, train, prepared.value.resume);
   };
 
   // A resume continues a failed or cancelled job from its newest verified state, on its dataset copy.
-  const resumable = async (job: JobRow): Promise<{ ok: true; value: ResumeFrom } | Refused> => {
-    const refuse = (why: string): Refused => ({ ok: false, kind: "not_resumable", detail: `job ${job.id} cannot be resumed: ${why}` });
+  const resumable = async (job: JobRow): Promise<Result<ResumeFrom, DispatchRefusal>> => {
+    const refuse = (why: string): Refused =>
+      fail({ kind: "not_resumable", detail: `job ${job.id} cannot be resumed: ${why}` });
     if (job.resumed_by !== null) return alreadyResumed(job.id, job.resumed_by);
     if (isActive(job.status)) return refuse(`it is still ${job.status}; pause it first (POST /train/${job.id}/pause)`);
     if (job.status === "succeeded") return refuse("it succeeded; there is nothing left to train");
     if (job.pruned_at !== null) return refuse("its job directory (with its dataset copy) was pruned by retention");
     if (job.resume_state === null || job.resume_step === null) {
       const { tier } = JSON.parse(job.request) as TrainRequest;
-      return refuse(job.resume_gone ?? `it saved no state before it ended (a ${tier} run saves one every ${TIERS[tier].checkpointEvery} steps)`);
+      const every = TIERS[tier].checkpointEvery;
+      const why = `it saved no state before it ended (a ${tier} run saves one every ${every} steps)`;
+      return refuse(job.resume_gone ?? why);
     }
     const why = await unusableState(job.resume_state, job.resume_step);
-    if (why !== null) return refuse(`its saved state at step ${job.resume_step} (${job.resume_state}) can no longer be used: ${why}`);
-    return { ok: true, value: { state: job.resume_state, step: job.resume_step, repeatsScale: 1 } };
+    if (why !== null) {
+      return refuse(`its saved state at step ${job.resume_step} (${job.resume_state}) can no longer be used: ${why}`);
+    }
+    return ok({ state: job.resume_state, step: job.resume_step, repeatsScale: 1 });
   };
 
   return {
@@ -208,7 +263,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       const checked = await checkTrain(body, config);
       return start(checked, (hash) => replayOf(hash, idempotencyKey), idempotencyKey, async (id, train) => {
         const copied = await copyDataset(id, train);
-        return copied.ok ? { ok: true, value: { dataset: copied.value, samples: null, resumes: null, resume: null } } : copied;
+        return copied.ok ? ok({ dataset: copied.value, samples: null, resumes: null, resume: null }) : copied;
       });
     },
 
@@ -216,31 +271,45 @@ export function createDispatcher(deps: DispatcherDeps) {
     async resume(predecessorId: string, idempotencyKey: string | null = null): Promise<DispatchResult> {
       const retried = (): DispatchResult | null => {
         const keyed = idempotencyKey === null ? null : store.byIdempotencyKey(idempotencyKey);
-        if (keyed) return keyed.resumed_from === predecessorId ? { ok: true, job: keyed } : { ok: false, kind: "idempotency_mismatch", detail: "this Idempotency-Key was already used for another request" };
+        if (keyed) {
+          if (keyed.resumed_from === predecessorId) return ok(keyed);
+          const detail = "this Idempotency-Key was already used for another request";
+          return fail({ kind: "idempotency_mismatch", detail });
+        }
         const successor = store.get(predecessorId)?.resumed_by ?? null;
         const running = successor === null ? null : store.get(successor);
-        return running && isActive(running.status) && idempotencyKey === null ? { ok: true, job: running } : null;
+        return running && isActive(running.status) && idempotencyKey === null ? ok(running) : null;
       };
       const job = store.get(predecessorId);
-      if (!job) return { ok: false, kind: "no_such_job" };
+      if (!job) return fail({ kind: "no_such_job" });
       const earlier = retried();
       if (earlier) return earlier;
       const from = await resumable(job);
       if (!from.ok) return from;
       const copy = readCopy(jobPaths(config.state_dir, job.id).dataset);
-      if (copy === null) return { ok: false, kind: "not_resumable", detail: `job ${job.id} cannot be resumed: its dataset copy is missing from its job directory` };
+      if (copy === null) {
+        const detail = `job ${job.id} cannot be resumed: its dataset copy is missing from its job directory`;
+        return fail({ kind: "not_resumable", detail });
+      }
       const request = TrainRequestSchema.parse(JSON.parse(job.request));
       const checked = await checkResume(request, copy, config);
       return start(checked, retried, idempotencyKey, async (id, train) => {
-        const scale = resumeRepeatsScale(copy.images, request.repeats, BATCH_SIZE[train.device.class], TIERS[request.tier].maxTrainSteps);
+        const batch = BATCH_SIZE[train.device.class];
+        const scale = resumeRepeatsScale(copy.images, request.repeats, batch, TIERS[request.tier].maxTrainSteps);
         try {
           await linkSnapshot(copy.datasetDir, jobPaths(config.state_dir, id).dataset);
         } catch (err) {
           removeJobDir(id);
-          return { ok: false, kind: "state_unwritable", detail: `the predecessor's dataset copy could not be linked into the job directory: ${(err as Error).message}` };
+          const detail =
+            `the predecessor's dataset copy could not be linked into the job directory: ${(err as Error).message}`;
+          return fail({ kind: "state_unwritable", detail });
         }
-        const dataset = { files: job.dataset_files ?? 0, bytes: job.dataset_bytes ?? 0, sha256: job.dataset_sha256 ?? "" };
-        return { ok: true, value: { dataset, samples: job.samples, resumes: { id: job.id, step: from.value.step, state: from.value.state }, resume: { ...from.value, repeatsScale: scale } } };
+        return ok({
+          dataset: { files: job.dataset_files ?? 0, bytes: job.dataset_bytes ?? 0, sha256: job.dataset_sha256 ?? "" },
+          samples: job.samples,
+          resumes: { id: job.id, step: from.value.step, state: from.value.state },
+          resume: { ...from.value, repeatsScale: scale },
+        });
       });
     },
   };

@@ -1,5 +1,5 @@
 import { constants, readdirSync } from "node:fs";
-import { link, mkdir, open, readdir } from "node:fs/promises";
+import { type FileHandle, link, mkdir, open, readdir } from "node:fs/promises";
 import { dirname, extname, join } from "node:path";
 import { type Dataset, type DatasetFile, IMAGE_EXTENSIONS } from "../request/dataset.ts";
 
@@ -51,11 +51,13 @@ async function copyChecked(file: DatasetFile, to: string): Promise<string> {
   }
 }
 
-async function pump(from: Awaited<ReturnType<typeof open>>, out: Awaited<ReturnType<typeof open>>, file: DatasetFile): Promise<string> {
+async function pump(from: FileHandle, out: FileHandle, file: DatasetFile): Promise<string> {
   const hash = new Bun.CryptoHasher("sha256");
   const buf = Buffer.alloc(CHUNK);
   let copied = 0;
-  for (let n = (await from.read(buf, 0, CHUNK, 0)).bytesRead; n > 0; n = (await from.read(buf, 0, CHUNK, copied)).bytesRead) {
+  for (;;) {
+    const n = (await from.read(buf, 0, CHUNK, copied)).bytesRead;
+    if (n === 0) break;
     hash.update(buf.subarray(0, n));
     await out.write(buf, 0, n);
     copied += n;
@@ -65,7 +67,7 @@ async function pump(from: Awaited<ReturnType<typeof open>>, out: Awaited<ReturnT
   return hash.digest("hex");
 }
 
-/** A predecessor's copy as a resume reads it: the copy dir, its kohya folder (or none) and how many images. */
+// A predecessor's copy as a resume reads it: the copy dir, its kohya folder (or none) and how many images.
 export interface Copy {
   datasetDir: string;
   dataset: Dataset;
@@ -83,7 +85,8 @@ export function readCopy(dir: string): Copy | null {
   }
   const [folder] = top;
   if (top.length !== 1 || folder === undefined) return null;
-  const images = readdirSync(join(dir, folder)).filter((n) => IMAGE_EXTENSIONS.includes(extname(n).toLowerCase())).length;
+  const isImage = (name: string) => IMAGE_EXTENSIONS.includes(extname(name).toLowerCase());
+  const images = readdirSync(join(dir, folder)).filter(isImage).length;
   if (images === 0) return null;
   return { datasetDir: dir, dataset: { folder: folder === "images" ? null : folder, files: [], bytes: 0 }, images };
 }

@@ -1,19 +1,28 @@
-import { type CsvLayout, DEVICE_QUERY, type DeviceRow, parseHeaderless, parseProcessRows, PROCESS_QUERY, type ProcessRow, type RowsResult, toDeviceRow } from "./nvidia-csv.ts";
-import { runNvidiaSmi, truncateLine } from "./nvidia-smi.ts";
+import { fail, type Result } from "../result.ts";
+import {
+  type CsvLayout,
+  DEVICE_QUERY,
+  type DeviceRow,
+  parseHeaderless,
+  parseProcessRows,
+  PROCESS_QUERY,
+  type ProcessRow,
+  runNvidiaSmi,
+  toDeviceRow,
+  truncateLine,
+} from "./nvidia-smi.ts";
 
 export interface GpuProbeDeps {
   nvidiaSmi: string;
   timeoutMs: number;
-  /** How long a result (success or failure) is served from cache, counted from when its probe finished. */
+  // How long a result (success or failure) is served from cache, counted from when its probe finished.
   ttlMs: number;
   now?: () => number;
 }
 
-/**
- * At most one probe runs at a time and every concurrent caller shares it. A `fresh` read skips the cache and gets a
- * probe that starts after its call: the one it starts itself, or one queued behind a probe already in flight.
- * Expiry counts from a probe's end so a wedged driver is re-probed at most once per ttl, not once per timeout.
- */
+// At most one probe runs at a time and every concurrent caller shares it. A `fresh` read skips the cache and gets
+// a probe that starts after its call: the one it starts itself, or one queued behind a probe already in flight.
+// Expiry counts from a probe's end so a wedged driver is re-probed at most once per ttl, not once per timeout.
 export function createGpuProbe(deps: GpuProbeDeps): GpuProbe {
   const now = deps.now ?? Date.now;
   let started = 0;
@@ -63,36 +72,36 @@ export interface ReadDevicesDeps {
   now: () => number;
 }
 
-type QueryResult<T> = { ok: true; rows: T[] } | { ok: false; detail: string };
-
-/** One probe: both queries at once, so a hung driver costs one timeout, not two, and the two views are simultaneous. */
+// One probe: both queries at once, so a hung driver costs one timeout, not two, and the two views are
+// simultaneous.
 export async function readDevices(deps: ReadDevicesDeps): Promise<ProbeResult> {
   const [devices, processes] = await Promise.all([
     query(deps, "--query-gpu", DEVICE_QUERY, (text) => parseHeaderless(text, DEVICE_QUERY, toDeviceRow)),
     query(deps, "--query-compute-apps", PROCESS_QUERY, parseProcessRows),
   ]);
   const probed_at = deps.now();
-  if (!devices.ok) return { ok: false, detail: devices.detail, probed_at };
-  if (!processes.ok) return { ok: false, detail: processes.detail, probed_at };
-  return { ok: true, devices: joinDevices(devices.rows, processes.rows), probed_at };
+  if (!devices.ok) return { ok: false, detail: devices.error, probed_at };
+  if (!processes.ok) return { ok: false, detail: processes.error, probed_at };
+  return { ok: true, devices: joinDevices(devices.value, processes.value), probed_at };
 }
 
 async function query<T>(
   deps: ReadDevicesDeps,
   flag: string,
   layout: CsvLayout,
-  parse: (text: string) => RowsResult<T>,
-): Promise<QueryResult<T>> {
+  parse: (text: string) => Result<T[]>,
+): Promise<Result<T[]>> {
   const args = [`${flag}=${layout.fields.join(",")}`, "--format=csv,noheader,nounits"];
   const outcome = await runNvidiaSmi({ path: deps.nvidiaSmi, args, timeoutMs: deps.timeoutMs });
   if (!outcome.ok) return outcome;
-  const parsed = parse(outcome.stdout);
-  return parsed.ok ? parsed : { ok: false, detail: `unparseable nvidia-smi output: ${truncateLine(parsed.line.trim())}` };
+  const parsed = parse(outcome.value);
+  return parsed.ok ? parsed : fail(`unparseable nvidia-smi output: ${truncateLine(parsed.error.trim())}`);
 }
 
-/** Devices in PCI bus order (what CUDA_DEVICE_ORDER=PCI_BUS_ID numbers by), each with its processes by UUID. */
+// Devices in PCI bus order (what CUDA_DEVICE_ORDER=PCI_BUS_ID numbers by), each with its processes by UUID.
 export function joinDevices(devices: readonly DeviceRow[], processes: readonly ProcessRow[]): GpuDevice[] {
-  return [...devices].sort(byBusId).map((row) => toDevice(row, processes.filter((process) => process.gpu_uuid === row.uuid)));
+  const processesOf = (row: DeviceRow) => processes.filter((process) => process.gpu_uuid === row.uuid);
+  return [...devices].sort(byBusId).map((row) => toDevice(row, processesOf(row)));
 }
 
 function byBusId(a: DeviceRow, b: DeviceRow): number {

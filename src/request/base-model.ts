@@ -1,11 +1,13 @@
-import { readHeaderFile } from "../safetensors/header-file.ts";
-import { checkLayout } from "../safetensors/layout.ts";
+import { fail, ok, type Result } from "../result.ts";
+import { checkLayout, readHeaderFile } from "../safetensors/header.ts";
+import type { Problem } from "./schema.ts";
 
 // What sd-scripts' SDXL trainer can load, told apart by tensor names alone. Confirmed in kohya-ss/sd-scripts
-// (commit 06e8980, library/sdxl_model_util.py, load_models_from_sdxl_checkpoint): one original-format checkpoint is split by
-// key prefix: `model.diffusion_model.` into the U-Net, `conditioner.embedders.0.transformer.` into CLIP-L,
-// `conditioner.embedders.1.model.` into OpenCLIP bigG (convert_sdxl_text_encoder_2_checkpoint), and what is
-// left goes to library/model_util.py's convert_ldm_vae_checkpoint, which takes the `first_stage_model.` keys.
+// (commit 06e8980, library/sdxl_model_util.py, load_models_from_sdxl_checkpoint): one original-format
+// checkpoint is split by key prefix: `model.diffusion_model.` into the U-Net,
+// `conditioner.embedders.0.transformer.` into CLIP-L, `conditioner.embedders.1.model.` into OpenCLIP bigG
+// (convert_sdxl_text_encoder_2_checkpoint), and what is left goes to library/model_util.py's
+// convert_ldm_vae_checkpoint, which takes the `first_stage_model.` keys.
 // A part with no keys fails minutes later in _load_state_dict_on_device ("Error(s) in loading state_dict").
 export const SDXL_PARTS: ReadonlyArray<{ prefix: string; part: string }> = [
   { prefix: "model.diffusion_model.", part: "U-Net" },
@@ -23,21 +25,38 @@ interface Shape {
 
 // Ordered: the first that fits names the file. Each says what was found and which SDXL part is absent.
 const KNOWN_SHAPES: readonly Shape[] = [
-  { is: some((n) => n.startsWith("lora_unet_") || n.startsWith("lora_te")), found: "is a LoRA, not a checkpoint: lora_unet_ and lora_te keys" },
+  {
+    is: some((n) => n.startsWith("lora_unet_") || n.startsWith("lora_te")),
+    found: "is a LoRA, not a checkpoint: lora_unet_ and lora_te keys",
+  },
   { is: some((n) => n.includes("double_blocks.")), found: "is a FLUX model: double_blocks. keys, no conditioner." },
-  { is: some((n) => n.startsWith("cond_stage_model.transformer.")), found: "is an SD 1.x checkpoint: cond_stage_model.transformer. keys, no conditioner." },
-  { is: some((n) => n.startsWith("cond_stage_model.model.")), found: "is an SD 2.x checkpoint: cond_stage_model.model. keys, no conditioner." },
+  {
+    is: some((n) => n.startsWith("cond_stage_model.transformer.")),
+    found: "is an SD 1.x checkpoint: cond_stage_model.transformer. keys, no conditioner.",
+  },
+  {
+    is: some((n) => n.startsWith("cond_stage_model.model.")),
+    found: "is an SD 2.x checkpoint: cond_stage_model.model. keys, no conditioner.",
+  },
   {
     is: some((n) => n.startsWith("conditioner.embedders.0.model.")),
-    found: "is an SDXL refiner checkpoint: conditioner.embedders.0.model. keys (OpenCLIP bigG alone), no conditioner.embedders.0.transformer. (CLIP-L)",
+    found:
+      "is an SDXL refiner checkpoint: conditioner.embedders.0.model. keys (OpenCLIP bigG alone), " +
+      "no conditioner.embedders.0.transformer. (CLIP-L)",
   },
   {
     is: some((n) => n.startsWith("down_blocks.") || n.startsWith("mid_block.") || n.startsWith("up_blocks.")),
-    found: "is a diffusers-format file: down_blocks., mid_block. and up_blocks. keys, no model.diffusion_model. or first_stage_model.",
+    found:
+      "is a diffusers-format file: down_blocks., mid_block. and up_blocks. keys, " +
+      "no model.diffusion_model. or first_stage_model.",
   },
-  { is: (names) => names.every((n) => VAE_ALONE.some((p) => n.startsWith(p))), found: "is a VAE on its own: encoder. and decoder. keys, no model.diffusion_model." },
   {
-    is: (names) => has(names, "model.diffusion_model.") && !has(names, "conditioner.") && !has(names, "first_stage_model."),
+    is: (names) => names.every((n) => VAE_ALONE.some((p) => n.startsWith(p))),
+    found: "is a VAE on its own: encoder. and decoder. keys, no model.diffusion_model.",
+  },
+  {
+    is: (names) =>
+      has(names, "model.diffusion_model.") && !has(names, "conditioner.") && !has(names, "first_stage_model."),
     found: "is a U-Net on its own: model.diffusion_model. keys, no conditioner. or first_stage_model.",
   },
 ];
@@ -59,28 +78,30 @@ function some(test: (name: string) => boolean): (names: readonly string[]) => bo
   return (names) => names.some(test);
 }
 
-export type BaseModelCheck = { ok: true } | { ok: false; msg: string; type: string };
-
 const PREFIXES = SDXL_PARTS.map((p) => p.prefix);
-const NEEDED = `base_model_path must be one original-format SDXL checkpoint with ${PREFIXES.slice(0, -1).join(", ")} and ${PREFIXES.at(-1)} keys`;
+const NEEDED =
+  "base_model_path must be one original-format SDXL checkpoint with " +
+  `${PREFIXES.slice(0, -1).join(", ")} and ${PREFIXES.at(-1)} keys`;
 
 // Reads the header only (a few hundred KiB of a multi-GB file), so an SD 1.x checkpoint or a truncated copy
 // is refused at POST /train instead of a minute into loading. `sent` names the file in messages, `real` is read.
-export async function checkBaseModelHeader(sent: string, real: string, size: number): Promise<BaseModelCheck> {
+export async function checkBaseModelHeader(sent: string, real: string, size: number): Promise<Result<null, Problem>> {
   let read: Awaited<ReturnType<typeof readHeaderFile>>;
   try {
     read = await readHeaderFile(real, size);
   } catch (error) {
-    return { ok: false, msg: `${sent} cannot be read (${(error as NodeJS.ErrnoException).code ?? "error"})`, type: "path_unreadable" };
+    const code = (error as NodeJS.ErrnoException).code ?? "error";
+    return fail({ msg: `${sent} cannot be read (${code})`, type: "path_unreadable" });
   }
-  if (!read.ok) return incomplete(sent, read.detail);
-  const layoutProblem = checkLayout(read.header.tensors, read.dataBytes);
+  if (!read.ok) return incomplete(sent, read.error);
+  const { header, dataBytes } = read.value;
+  const layoutProblem = checkLayout(header.tensors, dataBytes);
   if (layoutProblem !== null) return incomplete(sent, layoutProblem);
-  const notSdxl = describeNonSdxl(read.header.tensors.map((t) => t.name));
-  if (notSdxl !== null) return { ok: false, msg: `${sent} ${notSdxl}; ${NEEDED}`, type: "not_sdxl_checkpoint" };
-  return { ok: true };
+  const notSdxl = describeNonSdxl(header.tensors.map((t) => t.name));
+  if (notSdxl !== null) return fail({ msg: `${sent} ${notSdxl}; ${NEEDED}`, type: "not_sdxl_checkpoint" });
+  return ok(null);
 }
 
-function incomplete(sent: string, detail: string): BaseModelCheck {
-  return { ok: false, msg: `${sent} is not a complete safetensors file: ${detail}`, type: "safetensors_invalid" };
+function incomplete(sent: string, detail: string): { ok: false; error: Problem } {
+  return fail({ msg: `${sent} is not a complete safetensors file: ${detail}`, type: "safetensors_invalid" });
 }

@@ -2,11 +2,12 @@ import { realpathSync } from "node:fs";
 import { join } from "node:path";
 import { hasEntry, statOrNull } from "../fs.ts";
 import type { Config, Device } from "../config/schema.ts";
+import { fail, ok, type Result } from "../result.ts";
 import { TIERS } from "../tiers.ts";
 import { checkBaseModelHeader } from "./base-model.ts";
 import { resolveInside, type Roots } from "./contained-path.ts";
 import { scanDataset, type Dataset } from "./dataset.ts";
-import { detailFromIssues, type DetailItem, fieldError, TrainRequest } from "./schema.ts";
+import { detailFromIssues, type DetailItem, fieldError, type Problem, TrainRequest } from "./schema.ts";
 
 // For the moment just before spawning: every real path the check resolved still resolves to itself inside
 // its root, so a link swapped in since the request was checked is caught (time of check vs time of use).
@@ -20,7 +21,7 @@ export function recheckPaths(train: CheckedTrain, config: Config): DetailItem[] 
   if (!train.resumed) checks.push(["dataset_dir", request.dataset_dir, train.datasetDir, handoffRoot(config), false]);
   return checks.flatMap(([field, sent, real, roots, allowMissing]) => {
     const again = resolveInside(real, roots, allowMissing);
-    if (again.ok && again.real === real) return [];
+    if (again.ok && again.value === real) return [];
     return [fieldError(field, `${sent} changed on disk after it was checked; send the request again`, "path_changed")];
   });
 }
@@ -29,41 +30,45 @@ export function recheckPaths(train: CheckedTrain, config: Config): DetailItem[] 
 export interface CheckedTrain {
   request: TrainRequest;
   device: Device;
-  /** The dataset dir with symbolic links resolved. */
+  // The dataset dir with symbolic links resolved.
   datasetDir: string;
-  /** Every file the trainer will read, as checked: what the job directory's copy is made from. */
+  // Every file the trainer will read, as checked: what the job directory's copy is made from.
   dataset: Dataset;
   baseModel: string;
   outputDir: string;
   outputFile: string;
-  /** The dataset is a predecessor's copy (a resume), not arbo's folder. */
+  // The dataset is a predecessor's copy (a resume), not arbo's folder.
   resumed: boolean;
 }
 
-export type CheckResult =
-  | { ok: true; value: CheckedTrain }
-  | { ok: false; kind: "invalid"; detail: DetailItem[] }
-  | { ok: false; kind: "output_exists"; detail: string };
+export type CheckRefusal = { kind: "invalid"; detail: DetailItem[] } | { kind: "output_exists"; detail: string };
+
+export type CheckResult = Result<CheckedTrain, CheckRefusal>;
+
+type DatasetCheck = { datasetDir: string; dataset: Dataset };
 
 const SAFETENSORS = ".safetensors";
 const NOT_SAFETENSORS = "must name a .safetensors file (other formats can run code on load)";
 
-type Field<T> = { ok: true; value: T } | { ok: false; error: DetailItem };
+type Field<T> = Result<T, DetailItem>;
 
 export async function checkTrain(body: unknown, config: Config): Promise<CheckResult> {
   const parsed = TrainRequest.safeParse(body);
-  if (!parsed.success) return { ok: false, kind: "invalid", detail: detailFromIssues(parsed.error.issues, body) };
+  if (!parsed.success) return fail({ kind: "invalid", detail: detailFromIssues(parsed.error.issues, body) });
   return checkWith(parsed.data, checkDataset(parsed.data.dataset_dir, config), config, false);
 }
 
 // A resume runs its predecessor's request again on the predecessor's dataset copy: every other rule still holds
 // (the model, the output, the device may have changed since).
-export async function checkResume(request: TrainRequest, copy: { datasetDir: string; dataset: Dataset }, config: Config): Promise<CheckResult> {
-  return checkWith(request, Promise.resolve({ ok: true, value: copy }), config, true);
+export async function checkResume(request: TrainRequest, copy: DatasetCheck, config: Config): Promise<CheckResult> {
+  return checkWith(request, Promise.resolve(ok(copy)), config, true);
 }
 
 async function checkWith(
-  request: TrainRequest, datasetCheck: Promise<Field<{ datasetDir: string; dataset: Dataset }>>, config: Config, resumed: boolean,
+  request: TrainRequest,
+  datasetCheck: Promise<Field<DatasetCheck>>,
+  config: Config,
+  resumed: boolean,
 ): Promise<CheckResult> {
   const [dataset, model, output, device] = await Promise.all([
     datasetCheck,
@@ -72,60 +77,84 @@ async function checkWith(
     checkDevice(request, config),
   ]);
   const errors = [dataset, model, output, device].flatMap((f) => (f.ok ? [] : [f.error]));
-  if (!dataset.ok || !model.ok || !output.ok || !device.ok) return { ok: false, kind: "invalid", detail: errors };
+  if (!dataset.ok || !model.ok || !output.ok || !device.ok) return fail({ kind: "invalid", detail: errors });
   const outputFile = join(output.value, `${request.output_name}.safetensors`);
   // lstat: a dangling link named like the output would have the trainer write wherever it points.
   if (hasEntry(outputFile)) {
-    return { ok: false, kind: "output_exists", detail: `output_dir already holds ${request.output_name}.safetensors; choose another output_name or remove the file` };
+    const detail =
+      `output_dir already holds ${request.output_name}.safetensors; ` +
+      "choose another output_name or remove the file";
+    return fail({ kind: "output_exists", detail });
   }
-  return {
-    ok: true,
-    value: { request, device: device.value, ...dataset.value, baseModel: model.value, outputDir: output.value, outputFile, resumed },
-  };
+  return ok({
+    request,
+    device: device.value,
+    ...dataset.value,
+    baseModel: model.value,
+    outputDir: output.value,
+    outputFile,
+    resumed,
+  });
 }
 
 export const handoffRoot = (config: Config): Roots => ({ paths: [config.handoff_root], label: "the handoff root" });
 export const modelRoots = (config: Config): Roots => ({ paths: config.model_roots, label: "a configured model root" });
 
-async function checkDataset(path: string, config: Config): Promise<Field<{ datasetDir: string; dataset: Dataset }>> {
+async function checkDataset(path: string, config: Config): Promise<Field<DatasetCheck>> {
   const inside = resolveInside(path, handoffRoot(config), false);
-  if (!inside.ok) return fail("dataset_dir", inside.msg, inside.type);
-  if (!statOrNull(inside.real)?.isDirectory()) return fail("dataset_dir", `${path} is not a directory`, "not_a_directory");
-  const scan = await scanDataset(inside.real, realpathSync(config.handoff_root), config.dataset);
-  return scan.ok ? { ok: true, value: { datasetDir: inside.real, dataset: scan.value } } : fail("dataset_dir", `${path} ${scan.msg}`, scan.type);
+  if (!inside.ok) return refuse("dataset_dir", inside.error);
+  const datasetDir = inside.value;
+  if (!statOrNull(datasetDir)?.isDirectory()) {
+    return refuse("dataset_dir", { msg: `${path} is not a directory`, type: "not_a_directory" });
+  }
+  const scan = await scanDataset(datasetDir, realpathSync(config.handoff_root), config.dataset);
+  if (!scan.ok) return refuse("dataset_dir", { msg: `${path} ${scan.error.msg}`, type: scan.error.type });
+  return ok({ datasetDir, dataset: scan.value });
 }
 
 async function checkBaseModel(path: string, config: Config): Promise<Field<string>> {
-  if (!path.endsWith(SAFETENSORS)) return fail("base_model_path", NOT_SAFETENSORS, "not_safetensors");
+  if (!path.endsWith(SAFETENSORS)) return refuse("base_model_path", { msg: NOT_SAFETENSORS, type: "not_safetensors" });
   const inside = resolveInside(path, modelRoots(config), false);
-  if (!inside.ok) return fail("base_model_path", inside.msg, inside.type);
-  if (!inside.real.endsWith(SAFETENSORS)) return fail("base_model_path", `${path} is a link to a file that is not .safetensors; ${NOT_SAFETENSORS}`, "not_safetensors");
-  const st = statOrNull(inside.real);
-  if (!st?.isFile()) return fail("base_model_path", `${path} is not a regular file`, "not_a_file");
-  const header = await checkBaseModelHeader(path, inside.real, st.size);
-  return header.ok ? { ok: true, value: inside.real } : fail("base_model_path", header.msg, header.type);
+  if (!inside.ok) return refuse("base_model_path", inside.error);
+  const real = inside.value;
+  if (!real.endsWith(SAFETENSORS)) {
+    const msg = `${path} is a link to a file that is not .safetensors; ${NOT_SAFETENSORS}`;
+    return refuse("base_model_path", { msg, type: "not_safetensors" });
+  }
+  const st = statOrNull(real);
+  if (!st?.isFile()) return refuse("base_model_path", { msg: `${path} is not a regular file`, type: "not_a_file" });
+  const header = await checkBaseModelHeader(path, real, st.size);
+  return header.ok ? ok(real) : refuse("base_model_path", header.error);
 }
 
 function checkOutputDir(path: string, config: Config): Field<string> {
   const inside = resolveInside(path, handoffRoot(config), true);
-  if (!inside.ok) return fail("output_dir", inside.msg, inside.type);
-  const st = statOrNull(inside.real);
-  if (st && !st.isDirectory()) return fail("output_dir", `${path} exists and is not a directory`, "not_a_directory");
-  return { ok: true, value: inside.real };
+  if (!inside.ok) return refuse("output_dir", inside.error);
+  const st = statOrNull(inside.value);
+  if (st && !st.isDirectory()) {
+    return refuse("output_dir", { msg: `${path} exists and is not a directory`, type: "not_a_directory" });
+  }
+  return inside;
 }
 
 function checkDevice(request: TrainRequest, config: Config): Field<Device> {
   const device = config.devices.find((d) => d.index === request.device_index);
   const known = config.devices.map((d) => `${d.index} (${d.name}, ${d.class})`).join(", ");
-  if (!device) return fail("device_index", `no configured device ${request.device_index}; configured: ${known}`, "unknown_device");
+  if (!device) {
+    const msg = `no configured device ${request.device_index}; configured: ${known}`;
+    return refuse("device_index", { msg, type: "unknown_device" });
+  }
   const allowed = TIERS[request.tier].deviceClasses;
   if (!allowed.includes(device.class)) {
     const usable = config.devices.filter((d) => allowed.includes(d.class)).map((d) => d.index);
-    return fail("device_index", `tier "${request.tier}" needs a ${allowed.join(" or ")} device; device ${device.index} is ${device.name} (${device.class}); usable: ${usable.join(", ") || "none configured"}`, "tier_device_mismatch");
+    const msg =
+      `tier "${request.tier}" needs a ${allowed.join(" or ")} device; ` +
+      `device ${device.index} is ${device.name} (${device.class}); usable: ${usable.join(", ") || "none configured"}`;
+    return refuse("device_index", { msg, type: "tier_device_mismatch" });
   }
-  return { ok: true, value: device };
+  return ok(device);
 }
 
-function fail<T>(field: string, msg: string, type: string): Field<T> {
-  return { ok: false, error: fieldError(field, msg, type) };
+function refuse(field: string, problem: Problem): { ok: false; error: DetailItem } {
+  return fail(fieldError(field, problem.msg, problem.type));
 }

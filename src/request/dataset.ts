@@ -1,7 +1,9 @@
 import { realpathSync, statSync, type Stats } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
+import { fail, ok, type Result } from "../result.ts";
 import { isStrictlyInside } from "./contained-path.ts";
+import type { Problem } from "./schema.ts";
 
 // Every file the trainer would read, checked at dispatch: the images of the image dir (by extension) and their
 // captions. sd-scripts reads whatever a name points to, so each must be a regular file that resolves inside the
@@ -23,76 +25,111 @@ export interface DatasetFile {
   dev: number;
   ino: number;
   size: number;
-  /** Changed by any write or replacement, even one that reuses the inode number and keeps the size. */
+  // Changed by any write or replacement, even one that reuses the inode number and keeps the size.
   ctimeMs: number;
 }
 
 export interface Dataset {
-  /** The kohya folder holding the images, or null when they lie directly in the dataset dir. */
+  // The kohya folder holding the images, or null when they lie directly in the dataset dir.
   folder: string | null;
   files: DatasetFile[];
   bytes: number;
 }
 
-export type DatasetScan = { ok: true; value: Dataset } | { ok: false; msg: string; type: string };
-
 type Entry = { name: string; directory: boolean };
 
-/** `datasetDir` and `handoffRoot` are real paths (symbolic links resolved). */
-export async function scanDataset(datasetDir: string, handoffRoot: string, bounds: DatasetBounds): Promise<DatasetScan> {
+// `datasetDir` and `handoffRoot` are real paths (symbolic links resolved). The error's msg follows the path.
+export async function scanDataset(
+  datasetDir: string,
+  handoffRoot: string,
+  bounds: DatasetBounds,
+): Promise<Result<Dataset, Problem>> {
   const top = await entries(datasetDir);
-  if (!Array.isArray(top)) return top;
-  const direct = top.filter((e) => isImage(e.name));
-  const folders = top.filter((e) => e.directory && KOHYA_FOLDER.test(e.name));
+  if (!top.ok) return top;
+  const direct = top.value.filter((e) => isImage(e.name));
+  const folders = top.value.filter((e) => e.directory && KOHYA_FOLDER.test(e.name));
   if (direct.length === 0 && folders.length > 1) {
-    return { ok: false, msg: `holds ${folders.length} kohya folders (${folders.map((f) => f.name).join(", ")}); exactly one is supported`, type: "dataset_ambiguous" };
+    const names = folders.map((f) => f.name).join(", ");
+    const msg = `holds ${folders.length} kohya folders (${names}); exactly one is supported`;
+    return fail({ msg, type: "dataset_ambiguous" });
   }
   const folder = direct.length === 0 ? (folders[0]?.name ?? null) : null;
   const inner = folder === null ? top : await entries(join(datasetDir, folder));
-  if (!Array.isArray(inner)) return inner;
-  const images = inner.filter((e) => isImage(e.name)).map((e) => e.name).sort();
+  if (!inner.ok) return inner;
+  const images = inner.value.filter((e) => isImage(e.name)).map((e) => e.name).sort();
   if (images.length === 0) {
-    return { ok: false, msg: `holds no image (${IMAGE_EXTENSIONS.join(" ")}) directly or in one kohya folder "<repeats>_<trigger> <class>"`, type: "dataset_empty" };
+    const where = `directly or in one kohya folder "<repeats>_<trigger> <class>"`;
+    return fail({ msg: `holds no image (${IMAGE_EXTENSIONS.join(" ")}) ${where}`, type: "dataset_empty" });
   }
-  const names = new Set(inner.map((e) => e.name));
+  const names = new Set(inner.value.map((e) => e.name));
   const wanted = images.flatMap((image) => {
     const caption = image.slice(0, image.lastIndexOf(".")) + CAPTION_EXTENSION;
     return names.has(caption) ? [image, caption] : [image];
   });
   if (wanted.length > bounds.max_files) {
-    return { ok: false, msg: `holds ${wanted.length} images and captions; dataset.max_files allows ${bounds.max_files}`, type: "dataset_too_many_files" };
+    return fail({
+      msg: `holds ${wanted.length} images and captions; dataset.max_files allows ${bounds.max_files}`,
+      type: "dataset_too_many_files",
+    });
   }
   return checkFiles(datasetDir, folder, wanted, handoffRoot, bounds);
 }
 
-function checkFiles(datasetDir: string, folder: string | null, names: string[], handoffRoot: string, bounds: DatasetBounds): DatasetScan {
+function checkFiles(
+  datasetDir: string,
+  folder: string | null,
+  names: string[],
+  handoffRoot: string,
+  bounds: DatasetBounds,
+): Result<Dataset, Problem> {
   const files: DatasetFile[] = [];
   let bytes = 0;
   for (const name of names) {
     const rel = folder === null ? name : `${folder}/${name}`;
     const file = checkFile(join(datasetDir, rel), rel, handoffRoot, bounds);
-    if ("msg" in file) return { ok: false, msg: file.msg, type: file.type };
-    bytes += file.size;
-    if (bytes > bounds.max_bytes) return { ok: false, msg: `holds more than ${bounds.max_bytes} bytes of images and captions (dataset.max_bytes)`, type: "dataset_too_large" };
-    files.push(file);
+    if (!file.ok) return file;
+    bytes += file.value.size;
+    if (bytes > bounds.max_bytes) {
+      return fail({
+        msg: `holds more than ${bounds.max_bytes} bytes of images and captions (dataset.max_bytes)`,
+        type: "dataset_too_large",
+      });
+    }
+    files.push(file.value);
   }
-  return { ok: true, value: { folder, files, bytes } };
+  return ok({ folder, files, bytes });
 }
 
 // The message names the file relative to the dataset and never where a link points.
-function checkFile(path: string, rel: string, handoffRoot: string, bounds: DatasetBounds): DatasetFile | { msg: string; type: string } {
+function checkFile(
+  path: string,
+  rel: string,
+  handoffRoot: string,
+  bounds: DatasetBounds,
+): Result<DatasetFile, Problem> {
   let real: string;
   let st: Stats;
   try {
     real = realpathSync(path);
     st = statSync(real);
   } catch (err) {
-    return { msg: `${rel} cannot be read (${(err as NodeJS.ErrnoException).code ?? "error"})`, type: "dataset_file_unreadable" };
+    const code = (err as NodeJS.ErrnoException).code ?? "error";
+    return fail({ msg: `${rel} cannot be read (${code})`, type: "dataset_file_unreadable" });
   }
-  if (!isStrictlyInside(handoffRoot, real)) return { msg: `${rel} leads out of the handoff root through a symbolic link`, type: "dataset_file_outside_root" };
-  if (!st.isFile()) return { msg: `${rel} is ${kindOf(st)}, not a regular file`, type: "dataset_file_not_regular" };
-  if (st.size > bounds.max_file_bytes) return { msg: `${rel} is ${st.size} bytes; dataset.max_file_bytes allows ${bounds.max_file_bytes}`, type: "dataset_file_too_large" };
-  return { rel, real, dev: st.dev, ino: st.ino, size: st.size, ctimeMs: st.ctimeMs };
+  if (!isStrictlyInside(handoffRoot, real)) {
+    const msg = `${rel} leads out of the handoff root through a symbolic link`;
+    return fail({ msg, type: "dataset_file_outside_root" });
+  }
+  if (!st.isFile()) {
+    return fail({ msg: `${rel} is ${kindOf(st)}, not a regular file`, type: "dataset_file_not_regular" });
+  }
+  if (st.size > bounds.max_file_bytes) {
+    return fail({
+      msg: `${rel} is ${st.size} bytes; dataset.max_file_bytes allows ${bounds.max_file_bytes}`,
+      type: "dataset_file_too_large",
+    });
+  }
+  return ok({ rel, real, dev: st.dev, ino: st.ino, size: st.size, ctimeMs: st.ctimeMs });
 }
 
 function kindOf(st: Stats): string {
@@ -103,11 +140,12 @@ function kindOf(st: Stats): string {
   return "not a regular file";
 }
 
-async function entries(dir: string): Promise<Entry[] | { ok: false; msg: string; type: string }> {
+async function entries(dir: string): Promise<Result<Entry[], Problem>> {
   try {
-    return (await readdir(dir, { withFileTypes: true })).map((e) => ({ name: e.name, directory: e.isDirectory() }));
+    return ok((await readdir(dir, { withFileTypes: true })).map((e) => ({ name: e.name, directory: e.isDirectory() })));
   } catch (err) {
-    return { ok: false, msg: `cannot be read (${(err as NodeJS.ErrnoException).code ?? "error"})`, type: "dataset_unreadable" };
+    const code = (err as NodeJS.ErrnoException).code ?? "error";
+    return fail({ msg: `cannot be read (${code})`, type: "dataset_unreadable" });
   }
 }
 

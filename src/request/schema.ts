@@ -29,10 +29,13 @@ const TYPE_BY_CODE: Record<string, string> = {
 export function detailFromIssues(issues: z.core.$ZodIssue[], input: unknown): DetailItem[] {
   const items = issues.flatMap((issue) => {
     if (issue.code === "unrecognized_keys") {
-      return issue.keys.map((k) => fieldError(k, "unknown field; only the documented fields are accepted", "extra_forbidden"));
+      const msg = "unknown field; only the documented fields are accepted";
+      return issue.keys.map((k) => fieldError(k, msg, "extra_forbidden"));
     }
     const field = String(issue.path[0] ?? "");
-    if (issue.path.length === 0) return [{ loc: ["body"], msg: `request body must be a JSON object, got ${kindOf(input)}`, type: "type_error" }];
+    if (issue.path.length === 0) {
+      return [{ loc: ["body"], msg: `request body must be a JSON object, got ${kindOf(input)}`, type: "type_error" }];
+    }
     if (isObject(input) && !Object.hasOwn(input, field)) return [fieldError(field, "field required", "missing")];
     const value = isObject(input) ? input[field] : undefined;
     return [fieldError(field, describe(issue, value), typeOf(issue))];
@@ -47,8 +50,13 @@ function typeOf(issue: z.core.$ZodIssue): string {
 }
 
 function describe(issue: z.core.$ZodIssue, value: unknown): string {
-  if (issue.code === "invalid_type") return `${issue.message === "must be an integer" ? "must be an integer" : `must be a ${issue.expected}`}, got ${kindOf(value)}`;
-  if ((issue.code === "too_big" || issue.code === "too_small") && issue.origin === "int") return `must be a safe integer, got ${kindOf(value)}`;
+  if (issue.code === "invalid_type") {
+    const expected = issue.message === "must be an integer" ? "must be an integer" : `must be a ${issue.expected}`;
+    return `${expected}, got ${kindOf(value)}`;
+  }
+  if ((issue.code === "too_big" || issue.code === "too_small") && issue.origin === "int") {
+    return `must be a safe integer, got ${kindOf(value)}`;
+  }
   if (issue.code === "too_small" && typeof issue.minimum !== "undefined" && issue.origin === "number") {
     return `must be at least ${issue.minimum}`;
   }
@@ -72,31 +80,39 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 export const MAX_PATH_LENGTH = 1024;
-/** Preview images per checkpoint: one per prompt template of the recipe (recipe/samples.ts). */
+// Preview images per checkpoint: one per prompt template of the recipe (recipe/samples.ts).
 export const MAX_SAMPLES = 4;
 const SEGMENT_CHARS = "letters A-Z a-z, digits, space and . _ - + @ , = ~";
 const ALLOWED = /^[A-Za-z0-9 ._+@,=~/-]$/;
 
-export interface PathProblem {
+// What is wrong with a field, as a 422 item says it, before the item is given its loc.
+export interface Problem {
   msg: string;
   type: string;
 }
 
 // Narrower than POSIX on purpose: arbo's paths are plain ASCII, so anything else (encoded or fullwidth dots,
 // bidi and zero-width characters, quotes, brackets) is more likely an attack than a name.
-export function pathProblem(path: string): PathProblem | null {
-  if (!path.isWellFormed()) return { msg: "must be well-formed Unicode (no lone surrogates)", type: "path_malformed_unicode" };
+export function pathProblem(path: string): Problem | null {
+  if (!path.isWellFormed()) {
+    return { msg: "must be well-formed Unicode (no lone surrogates)", type: "path_malformed_unicode" };
+  }
   for (const ch of path) {
     if (ALLOWED.test(ch)) continue;
-    if (/[\u0000-\u001f\u007f-\u009f]/.test(ch)) return { msg: `must not contain control characters (found ${codePoint(ch)})`, type: "path_control_character" };
-    return { msg: `must not contain ${describeChar(ch)}; a path may hold only ${SEGMENT_CHARS} and /`, type: "path_bad_character" };
+    if (/[\u0000-\u001f\u007f-\u009f]/.test(ch)) {
+      return { msg: `must not contain control characters (found ${codePoint(ch)})`, type: "path_control_character" };
+    }
+    const msg = `must not contain ${describeChar(ch)}; a path may hold only ${SEGMENT_CHARS} and /`;
+    return { msg, type: "path_bad_character" };
   }
   if (!path.startsWith("/")) return { msg: "must be an absolute path", type: "path_not_absolute" };
   const segments = path.slice(1).replace(/\/$/, "").split("/");
   if (segments.some((s) => s === "" || s === "." || s === "..")) {
     return { msg: 'must be a normalized path: no ".", ".." or empty segments', type: "path_not_normalized" };
   }
-  if (segments.some((s) => s.startsWith("-"))) return { msg: 'no path segment may start with "-"', type: "path_option_like" };
+  if (segments.some((s) => s.startsWith("-"))) {
+    return { msg: 'no path segment may start with "-"', type: "path_option_like" };
+  }
   return null;
 }
 
@@ -107,7 +123,9 @@ export const requestPath = z
   .max(MAX_PATH_LENGTH, `must be at most ${MAX_PATH_LENGTH} characters`)
   .check((ctx) => {
     const problem = pathProblem(ctx.value);
-    if (problem) ctx.issues.push({ code: "custom", message: problem.msg, params: { type: problem.type }, input: ctx.value });
+    if (problem) {
+      ctx.issues.push({ code: "custom", message: problem.msg, params: { type: problem.type }, input: ctx.value });
+    }
   });
 
 function codePoint(ch: string): string {

@@ -1,5 +1,8 @@
-// The JSON header of a safetensors file: `{"__metadata__"?: {str: str}, "<tensor>": {dtype, shape,
-// data_offsets: [begin, end]}, ...}`, offsets relative to the start of the data area.
+// The front of a safetensors file: an 8-byte little-endian header length N, then N bytes of JSON,
+// `{"__metadata__"?: {str: str}, "<tensor>": {dtype, shape, data_offsets: [begin, end]}, ...}`, offsets
+// relative to the start of the data area that follows. Only the front is read here: the data area
+// (gigabytes, for a base model) is never touched.
+import { fail, ok, type Result } from "../result.ts";
 
 export interface TensorEntry {
   name: string;
@@ -13,8 +16,15 @@ export interface Header {
   metadata: Record<string, string>;
 }
 
-export type HeaderResult = { ok: true; header: Header } | { ok: false; detail: string };
+export interface HeaderFile {
+  header: Header;
+  dataStart: number;
+  dataBytes: number;
+}
 
+export const LENGTH_PREFIX_BYTES = 8;
+// sd-scripts headers are a few hundred KiB at most; a bigger claim means a corrupt prefix.
+const MAX_HEADER_BYTES = 100 * 1024 * 1024;
 const METADATA_KEY = "__metadata__";
 
 const DTYPE_BYTES: Readonly<Record<string, number>> = {
@@ -37,11 +47,57 @@ const DTYPE_BYTES: Readonly<Record<string, number>> = {
 
 class HeaderError extends Error {}
 
-export function parseHeader(bytes: Uint8Array): HeaderResult {
+export async function readHeaderFile(path: string, size: number): Promise<Result<HeaderFile>> {
+  if (size < LENGTH_PREFIX_BYTES) return fail(`file is ${size} bytes, shorter than the 8-byte header length`);
+  const file = Bun.file(path);
+  const prefix = new DataView(await file.slice(0, LENGTH_PREFIX_BYTES).arrayBuffer());
+  const length = prefix.getBigUint64(0, true);
+  if (length + BigInt(LENGTH_PREFIX_BYTES) > BigInt(size)) {
+    return fail(`header length ${length} exceeds file size ${size}`);
+  }
+  if (length > BigInt(MAX_HEADER_BYTES)) {
+    return fail(`header length ${length} exceeds the ${MAX_HEADER_BYTES}-byte limit`);
+  }
+  const dataStart = LENGTH_PREFIX_BYTES + Number(length);
+  const parsed = parseHeader(new Uint8Array(await file.slice(LENGTH_PREFIX_BYTES, dataStart).arrayBuffer()));
+  if (!parsed.ok) return parsed;
+  return ok({ header: parsed.value, dataStart, dataBytes: size - dataStart });
+}
+
+// The tensors' data_offsets must tile the data area exactly: starting at 0, no gaps, no overlaps, ending at
+// EOF. A file that breaks this is what a crashed or truncated save leaves behind. null: it tiles.
+export function checkLayout(tensors: readonly TensorEntry[], dataBytes: number): string | null {
+  if (tensors.length === 0) return "no tensors";
+  const sorted = tensors.toSorted((a, b) => a.begin - b.begin || a.end - b.end);
+  for (const [index, tensor] of sorted.entries()) {
+    const previous = sorted[index - 1];
+    const covered = previous?.end ?? 0;
+    if (tensor.begin > covered) {
+      return `data bytes ${covered}..${tensor.begin} before tensor '${tensor.name}' belong to no tensor`;
+    }
+    if (previous !== undefined && tensor.begin < covered) {
+      return (
+        `tensor '${tensor.name}' starts at data byte ${tensor.begin}, ` +
+        `inside tensor '${previous.name}' which ends at ${covered}`
+      );
+    }
+  }
+  // Sorted by begin with no overlaps, so the last tensor ends furthest.
+  const covered = sorted.at(-1)?.end ?? 0;
+  if (covered > dataBytes) {
+    return `tensors end at data byte ${covered} but the data area holds only ${dataBytes} bytes`;
+  }
+  if (covered < dataBytes) {
+    return `data area holds ${dataBytes - covered} bytes after the last tensor ends at ${covered}`;
+  }
+  return null;
+}
+
+function parseHeader(bytes: Uint8Array): Result<Header> {
   try {
-    return { ok: true, header: readHeader(decodeJson(bytes)) };
+    return ok(readHeader(decodeJson(bytes)));
   } catch (error) {
-    if (error instanceof HeaderError) return { ok: false, detail: error.message };
+    if (error instanceof HeaderError) return fail(error.message);
     throw error;
   }
 }
@@ -85,12 +141,18 @@ function readTensor(name: string, value: unknown): TensorEntry {
   if (!isPlainObject(value)) throw new HeaderError(`tensor '${name}' is ${describe(value)}, not an object`);
   const { dtype, shape, data_offsets: offsets } = value;
   const dtypeBytes = typeof dtype === "string" ? DTYPE_BYTES[dtype] : undefined;
-  if (dtypeBytes === undefined) throw new HeaderError(`tensor '${name}' has unknown dtype ${JSON.stringify(dtype)}`);
+  if (dtypeBytes === undefined) {
+    throw new HeaderError(`tensor '${name}' has unknown dtype ${JSON.stringify(dtype)}`);
+  }
   if (!isIndexList(shape)) {
-    throw new HeaderError(`tensor '${name}' has shape ${JSON.stringify(shape)}; expected an array of non-negative integers`);
+    throw new HeaderError(
+      `tensor '${name}' has shape ${JSON.stringify(shape)}; expected an array of non-negative integers`,
+    );
   }
   if (!isIndexList(offsets) || offsets.length !== 2 || offsets[0]! > offsets[1]!) {
-    throw new HeaderError(`tensor '${name}' has data_offsets ${JSON.stringify(offsets)}; expected [begin, end] with 0 <= begin <= end`);
+    throw new HeaderError(
+      `tensor '${name}' has data_offsets ${JSON.stringify(offsets)}; expected [begin, end] with 0 <= begin <= end`,
+    );
   }
   const [begin, end] = offsets as [number, number];
   const needed = shape.reduce((bytes, dim) => bytes * BigInt(dim), BigInt(dtypeBytes));

@@ -82,7 +82,8 @@ function floatTargets(tensors: readonly TensorEntry[], dataStart: number): Targe
 function scanChunk(target: Target, chunk: Uint8Array, position: number, previousByte: number): boolean {
   const from = Math.max(target.start, position);
   const to = Math.min(target.end, position + chunk.byteLength);
-  const aligned = target.start % target.layout.bytes === 0 && position % WORD_SAFE_ALIGNMENT === 0 && chunk.byteOffset % 4 === 0;
+  const aligned =
+    target.start % target.layout.bytes === 0 && position % WORD_SAFE_ALIGNMENT === 0 && chunk.byteOffset % 4 === 0;
   if (!aligned) return scanBytes(target, chunk, position, previousByte, from, to);
   // 16-bit floats may begin or end half way through a word: those edge elements go byte by byte.
   const wordFrom = roundUp(from, 4);
@@ -95,8 +96,8 @@ function scanChunk(target: Target, chunk: Uint8Array, position: number, previous
   );
 }
 
-// Branch-free over the bulk: (exponent bits + their lowest bit) carries into the bit above exactly when all are
-// set. Shifted right by one first so the sum stays a positive int32 (the sign bit is never part of the mask).
+// Branch-free over the bulk: (exponent bits + their lowest bit) carries into the bit above exactly when all
+// are set. Shifted right by one first so the sum stays a positive int32 (the sign bit is never part of the mask).
 // Int32Array reads in host byte order: little-endian, like the file, on the x86-64 and arm64 hosts this serves.
 function scanWords(layout: FloatLayout, chunk: Uint8Array, fromWord: number, toWord: number): boolean {
   const words = new Int32Array(chunk.buffer, chunk.byteOffset, chunk.byteLength >>> 2);
@@ -105,12 +106,21 @@ function scanWords(layout: FloatLayout, chunk: Uint8Array, fromWord: number, toW
   const carry = (mask + lowBit) & ~mask;
   const stride = layout.wordStride;
   let sums = 0;
-  for (let word = fromWord + layout.firstWord; word < toWord; word += stride) sums |= ((words[word]! >>> 1) & mask) + lowBit;
+  for (let word = fromWord + layout.firstWord; word < toWord; word += stride) {
+    sums |= ((words[word]! >>> 1) & mask) + lowBit;
+  }
   return (sums & carry) !== 0;
 }
 
 // Elements whose most significant byte lies in [from, to); the byte below it may be the previous chunk's last.
-function scanBytes(target: Target, chunk: Uint8Array, position: number, previousByte: number, from: number, to: number): boolean {
+function scanBytes(
+  target: Target,
+  chunk: Uint8Array,
+  position: number,
+  previousByte: number,
+  from: number,
+  to: number,
+): boolean {
   const { bytes, hi, lo } = target.layout;
   const firstTop = target.start + bytes - 1;
   let top = firstTop >= from ? firstTop : firstTop + Math.ceil((from - firstTop) / bytes) * bytes;

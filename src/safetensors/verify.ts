@@ -1,36 +1,55 @@
-// Is a saved LoRA a complete safetensors file (see header-file.ts and layout.ts for the format), and are
+// Is a saved LoRA a complete safetensors file (see header.ts for the format), and are
 // its float weights finite? One streaming pass over the file both hashes it and scans it (non-finite.ts),
 // so a few hundred MB is never held in memory at once.
 import { open, stat, type FileHandle } from "node:fs/promises";
-import { readHeaderFile } from "./header-file.ts";
-import { checkLayout } from "./layout.ts";
+import { fail, ok, type Result } from "../result.ts";
+import { checkLayout, readHeaderFile } from "./header.ts";
 import { scanNonFinite, type NonFinite, type NonFiniteScan } from "./non-finite.ts";
 
 export type { NonFinite } from "./non-finite.ts";
 
+export interface VerifiedSafetensors {
+  bytes: number;
+  sha256: string;
+  tensorCount: number;
+  metadata: Record<string, string>;
+  nonFinite: NonFinite;
+}
+
+export interface SafetensorsProblem {
+  reason: "missing" | "invalid";
+  detail: string;
+}
+
 // ok: the structure is sound. A non-finite weight does not make it invalid: `nonFinite.tensors` > 0 is the
 // caller's to judge (a NaN-poisoned LoRA is a failed run, not a corrupt file).
-export type SafetensorsVerdict =
-  | { ok: true; bytes: number; sha256: string; tensorCount: number; metadata: Record<string, string>; nonFinite: NonFinite }
-  | { ok: false; reason: "missing" | "invalid"; detail: string };
+export type SafetensorsVerdict = Result<VerifiedSafetensors, SafetensorsProblem>;
 
 // A multiple of 8, so every chunk but a short last one keeps aligned elements whole.
 export const READ_CHUNK_BYTES = 4 * 1024 * 1024;
 
-type Failure = Extract<SafetensorsVerdict, { ok: false }>;
+type Failure = { ok: false; error: SafetensorsProblem };
 
 export async function verifySafetensors(path: string): Promise<SafetensorsVerdict> {
   const size = await regularFileSize(path);
   if (typeof size !== "number") return size;
   const read = await readHeaderFile(path, size);
-  if (!read.ok) return invalid(read.detail);
-  const { header } = read;
-  const layoutProblem = checkLayout(header.tensors, read.dataBytes);
+  if (!read.ok) return invalid(read.error);
+  const { header, dataBytes, dataStart } = read.value;
+  const layoutProblem = checkLayout(header.tensors, dataBytes);
   if (layoutProblem !== null) return invalid(layoutProblem);
-  const scan = scanNonFinite(header.tensors, read.dataStart);
+  const scan = scanNonFinite(header.tensors, dataStart);
   const digest = await hashAndScan(path, scan);
-  if (digest.bytes !== size) return invalid(`file changed size from ${size} to ${digest.bytes} bytes while being verified`);
-  return { ok: true, bytes: size, sha256: digest.sha256, tensorCount: header.tensors.length, metadata: header.metadata, nonFinite: scan.result() };
+  if (digest.bytes !== size) {
+    return invalid(`file changed size from ${size} to ${digest.bytes} bytes while being verified`);
+  }
+  return ok({
+    bytes: size,
+    sha256: digest.sha256,
+    tensorCount: header.tensors.length,
+    metadata: header.metadata,
+    nonFinite: scan.result(),
+  });
 }
 
 async function regularFileSize(path: string): Promise<number | Failure> {
@@ -41,7 +60,7 @@ async function regularFileSize(path: string): Promise<number | Failure> {
     return info.size;
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOENT" || code === "ENOTDIR") return { ok: false, reason: "missing", detail: `no file at ${path}` };
+    if (code === "ENOENT" || code === "ENOTDIR") return fail({ reason: "missing", detail: `no file at ${path}` });
     return invalid(`cannot read ${path}: ${code ?? String(error)}`);
   }
 }
@@ -78,5 +97,5 @@ async function fill(file: FileHandle, buffer: Uint8Array, position: number): Pro
 }
 
 function invalid(detail: string): Failure {
-  return { ok: false, reason: "invalid", detail };
+  return fail({ reason: "invalid", detail });
 }

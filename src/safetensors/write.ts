@@ -2,6 +2,7 @@
 // (`__metadata__` first, then each tensor's dtype, shape and data_offsets into the data area),
 // padded with spaces so the data area starts 8-byte aligned; then the tensors back to back to EOF.
 import { rename, rm } from "node:fs/promises";
+import { LENGTH_PREFIX_BYTES } from "./header.ts";
 
 export type Dtype = "F16" | "BF16" | "F32" | "F64";
 
@@ -13,7 +14,6 @@ export interface Tensor {
 }
 
 const DTYPE_BYTES: Readonly<Record<Dtype, number>> = { F16: 2, BF16: 2, F32: 4, F64: 8 };
-const LENGTH_PREFIX_BYTES = 8;
 const ALIGNMENT = 8;
 
 export async function writeSafetensors(
@@ -56,9 +56,8 @@ function encodeHeader(tensors: Tensor[], metadata: Record<string, string>): Uint
 function checkedByteLength(tensor: Tensor): number {
   const expected = tensor.shape.reduce((bytes, dim) => bytes * dim, DTYPE_BYTES[tensor.dtype]);
   if (tensor.data.byteLength !== expected) {
-    throw new Error(
-      `tensor '${tensor.name}' has ${tensor.data.byteLength} bytes but ${tensor.dtype} ${JSON.stringify(tensor.shape)} needs ${expected}`,
-    );
+    const shape = `${tensor.dtype} ${JSON.stringify(tensor.shape)}`;
+    throw new Error(`tensor '${tensor.name}' has ${tensor.data.byteLength} bytes but ${shape} needs ${expected}`);
   }
   return expected;
 }

@@ -12,8 +12,7 @@ import { open, readdir, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { readJsonOrNull, statOrNull } from "../fs.ts";
 import type { Logger } from "../logger.ts";
-import { readHeaderFile } from "../safetensors/header-file.ts";
-import { checkLayout } from "../safetensors/layout.ts";
+import { checkLayout, readHeaderFile } from "../safetensors/header.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
 import type { Checkpoint, ResumePoint } from "../store/job-store.ts";
 
@@ -47,7 +46,7 @@ export async function incompleteState(dir: string, step: number): Promise<string
   if (saved?.current_step !== step) return `train_state.json does not name step ${step}`;
   const model = join(dir, "model.safetensors");
   const header = await readHeaderFile(model, statOrNull(model)?.size ?? 0);
-  const layout = header.ok ? checkLayout(header.header.tensors, header.dataBytes) : header.detail;
+  const layout = header.ok ? checkLayout(header.value.header.tensors, header.value.dataBytes) : header.error;
   if (layout !== null) return `model.safetensors is not whole: ${layout}`;
   for (const archive of TORCH_ARCHIVES) if (!(await endsWithEocd(join(dir, archive)))) return `${archive} is not a whole archive`;
   return null;
@@ -71,14 +70,15 @@ export async function unusableState(dir: string, step: number): Promise<string |
   const incomplete = await incompleteState(dir, step);
   if (incomplete !== null) return incomplete;
   const verdict = await verifySafetensors(join(dir, "model.safetensors"));
-  if (!verdict.ok) return `model.safetensors: ${verdict.detail}`;
-  return verdict.nonFinite.tensors > 0 ? "its network weights hold NaN or Inf" : null;
+  if (!verdict.ok) return `model.safetensors: ${verdict.error.detail}`;
+  return verdict.value.nonFinite.tensors > 0 ? "its network weights hold NaN or Inf" : null;
 }
 
 export async function verifyIntermediate(out: RunOutput, step: number): Promise<Checkpoint | null> {
   const path = intermediatePath(out, step);
   const verdict = await verifySafetensors(path);
-  return verdict.ok && verdict.nonFinite.tensors === 0 ? { step, path, sha256: verdict.sha256, bytes: verdict.bytes } : null;
+  if (!verdict.ok || verdict.value.nonFinite.tensors > 0) return null;
+  return { step, path, sha256: verdict.value.sha256, bytes: verdict.value.bytes };
 }
 
 // The steps of the run's files on disk whose names end in `suffix` after the step, newest first.

@@ -37,8 +37,8 @@ export function decideOutcome(facts: ExitFacts): Outcome {
   const exit = "exit_code" in ended ? { exit_code: ended.exit_code, signal: ended.signal } : { exit_code: null, signal: null };
   const base = { ...exit, forced_kill: facts.forcedKill, lora_path: null, lora_sha256: null, lora_bytes: null };
   const v = facts.verdict;
-  if (exit.exit_code === 0 && v.ok && v.nonFinite.tensors === 0) {
-    return { ...base, status: "succeeded", error: null, error_code: null, lora_path: facts.outputFile, lora_sha256: v.sha256, lora_bytes: v.bytes };
+  if (exit.exit_code === 0 && v.ok && v.value.nonFinite.tensors === 0) {
+    return { ...base, status: "succeeded", error: null, error_code: null, lora_path: facts.outputFile, lora_sha256: v.value.sha256, lora_bytes: v.value.bytes };
   }
   if (isCancel(facts.stopReason)) return { ...base, status: "cancelled", error: null, error_code: null };
   const failure = whileSampling(classify(facts, exit.exit_code, exit.signal), facts.phase);
@@ -76,11 +76,11 @@ function whileSampling(failure: Failure, phase: Phase): Failure {
 // An exit 0 is a success only with a LoRA that is whole and finite.
 function unusableOutput(verdict: SafetensorsVerdict, file: string): Failure {
   if (verdict.ok) {
-    const { tensors, names } = verdict.nonFinite;
+    const { tensors, names } = verdict.value.nonFinite;
     return { code: "nan_loss", what: `the trainer exited 0 but ${tensors} tensor(s) of ${file} hold NaN or Inf (${names.join(", ")}); the LoRA is unusable` };
   }
-  if (verdict.reason === "missing") return { code: "output_missing", what: `the trainer exited 0 but wrote no ${file}` };
-  return { code: "output_invalid", what: `the trainer exited 0 but ${file} is not a valid safetensors file: ${verdict.detail}` };
+  if (verdict.error.reason === "missing") return { code: "output_missing", what: `the trainer exited 0 but wrote no ${file}` };
+  return { code: "output_invalid", what: `the trainer exited 0 but ${file} is not a valid safetensors file: ${verdict.error.detail}` };
 }
 
 // The strongest evidence decides, and the error says which: the cgroup's OOM counter is proof; a SIGKILL

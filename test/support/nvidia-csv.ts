@@ -1,4 +1,5 @@
-import { nonEmptyLines, parseCsvRows, type CsvRecord, type RowsResult } from "../../src/gpu/nvidia-csv.ts";
+import { nonEmptyLines, parseCsvRows, type CsvRecord } from "../../src/gpu/nvidia-smi.ts";
+import type { Result } from "../../src/result.ts";
 
 // Rows of `--format=csv`, whose header names the fields (`used_gpu_memory [MiB]` names `used_gpu_memory`): the worker
 // queries without a header, so only the tests read real captures that carry one.
@@ -6,7 +7,7 @@ export function parseWithHeader<T>(
   text: string,
   freeField: string | undefined,
   toRow: (record: CsvRecord) => T | undefined,
-): RowsResult<T> {
+): Result<T[]> {
   const [header = "", ...body] = nonEmptyLines(text);
   const fields = header.split(",").map((name) => name.trim().replace(/\s*\[[^\]]*\]$/, ""));
   return parseCsvRows(body, { fields, freeField }, toRow);

@@ -40,7 +40,7 @@ export function realModeConfig(tree: HostTree, accelerate: string, overrides: Co
 export async function dispatchOk(dispatcher: Dispatcher, body: unknown): Promise<JobRow> {
   const result = await dispatcher.dispatch(body);
   if (!result.ok) throw new Error(`dispatch refused: ${JSON.stringify(result)}`);
-  return result.job;
+  return result.value;
 }
 
 // Simulate mode as the worker runs it: the simulator is this program started from source.
