@@ -46,7 +46,7 @@ const SCRIPT_OPTIONS: Record<string, Spec> = {
 // what argparse writes to stderr before it exits ARGPARSE_ERROR_EXIT; so for parseScriptArgs.
 export function parseLaunch(args: string[]): Result<{ script: string; scriptArgs: string[] }> {
   const parsed = parseOptions(args, LAUNCH_OPTIONS, true);
-  const usage = (message: string) => argparseError(`${LAUNCH_PROG} [options] training_script ...`, LAUNCH_PROG, message);
+  const usage = (why: string) => argparseError(`${LAUNCH_PROG} [options] training_script ...`, LAUNCH_PROG, why);
   if (!parsed.ok) return usage(parsed.error);
   const [script, ...scriptArgs] = parsed.value.rest;
   if (script === undefined) return usage("the following arguments are required: training_script, training_script_args");

@@ -28,13 +28,10 @@ export interface Trainer {
   outputDir: string;
 }
 
+// torch's allocator's message, cut before its advice on fragmentation.
 export const CUDA_OOM =
   "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of " +
-  "23.56 GiB of which 11.69 MiB is free. Including non-PyTorch memory, this process has 23.53 GiB memory in " +
-  "use. Of the allocated memory 22.71 GiB is allocated by PyTorch, and 411.95 MiB is reserved by PyTorch but " +
-  "unallocated. If reserved but unallocated memory is large try setting " +
-  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory " +
-  "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)";
+  "23.56 GiB of which 11.69 MiB is free.";
 // What sd-scripts hits first when a path flag it needs was never given.
 export const PATH_NOT_GIVEN = "TypeError: stat: path should be string, bytes, os.PathLike or integer, not NoneType";
 

@@ -88,7 +88,8 @@ function parseFailure(text: string): Result<Failure> {
     const match = new RegExp(`^${syntax.replace(/N|CODE/g, "(\\d+)")}$`).exec(text);
     if (match === null) continue;
     const [step = "1", code = "0"] = match.slice(1);
-    if ([step, code].some((number) => LEADING_ZERO.test(number))) return fail(`numbers in ${quoted} must not have leading zeros`);
+    const padded = [step, code].some((number) => LEADING_ZERO.test(number));
+    if (padded) return fail(`numbers in ${quoted} must not have leading zeros`);
     if (Number(step) < 1) return fail(`step in ${quoted} must be at least 1`);
     if (Number(code) > MAX_EXIT_CODE) return fail(`exit code in ${quoted} must be 0-${MAX_EXIT_CODE}`);
     return ok(build(Number(step), Number(code)));

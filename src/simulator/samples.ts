@@ -2,9 +2,9 @@
 // outside: the log lines, per prompt its settings and the diffusers pipeline's own tqdm bar (leave=False,
 // a line below the `steps:` bar once that is open), then a PNG in `<output_dir>/sample`. The pixels are a
 // gradient drawn from the seed, the step and the prompt's index. Only .json prompt files are read.
-import { statSync } from "node:fs";
 import { mkdir, readFile } from "node:fs/promises";
 import { deflateSync } from "node:zlib";
+import { statOrNull } from "../fs.ts";
 import { CUDA_OOM, localTime, PATH_NOT_GIVEN, pyRepr, raise, seededRandom, type Log, type Trainer } from "./io.ts";
 import type { FailurePlan } from "./knobs.ts";
 import { ProgressBar, tickThrough } from "./tqdm.ts";
@@ -33,7 +33,7 @@ export async function sampleImages(
   log("INFO", `generating sample images at step / サンプル画像生成 ステップ: ${step}`);
   const file = args.sample_prompts;
   if (file === null) return { exitCode: raise(io, PATH_NOT_GIVEN) };
-  if (!statSync(file, { throwIfNoEntry: false })?.isFile()) {
+  if (!statOrNull(file)?.isFile()) {
     log("ERROR", `No prompt file / プロンプトファイルがありません: ${file}`);
     return "sampled";
   }
@@ -65,12 +65,7 @@ export async function sampleImages(
 // is not read here), or the exception that reading them raises.
 async function readPrompts(file: string): Promise<PromptDict[] | string> {
   if (!file.endsWith(".json")) return `NotImplementedError: the simulator reads only .json prompt files: ${file}`;
-  let prompts: unknown;
-  try {
-    prompts = JSON.parse(await readFile(file, "utf8"));
-  } catch (error) {
-    return `json.decoder.JSONDecodeError: ${(error as Error).message}`;
-  }
+  const prompts: unknown = await readFile(file, "utf8").then(JSON.parse).catch(() => null);
   const dict = (entry: unknown) => typeof entry === "object" && entry !== null && !Array.isArray(entry);
   return Array.isArray(prompts) && prompts.every(dict) ? (prompts as PromptDict[]) : "AssertionError";
 }

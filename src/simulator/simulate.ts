@@ -6,8 +6,8 @@
 // each epoch start, a `steps:` tqdm bar on stderr redrawn at every step with avr_loss, the samples then the
 // checkpoints due after each step's bar update (the bar's clock paused while sampling), and the failures the
 // plan asks for. A resumed loop starts where stages.ts resumePoint says, skipping batches unseen.
-import { statSync } from "node:fs";
 import { basename, resolve } from "node:path";
+import { statOrNull } from "../fs.ts";
 import { ok } from "../result.ts";
 import { ARGPARSE_ERROR_EXIT, parseLaunch, parseScriptArgs, SCRIPT_NAME } from "./argv.ts";
 import { saveFinal, saveStepCheckpoint, type RunFacts } from "./checkpoint.ts";
@@ -56,8 +56,8 @@ export async function runSimulatedLaunch(args: string[], env: Record<string, str
   const exitCode = await runScript(io, knobs.value, recorded.value, script, scriptArgs);
   if (exitCode === 0) return 0;
   // accelerate's simple_launcher when the trainer exits non-zero.
-  const command = `[${[PYTHON, script, ...scriptArgs].map(pyStrRepr).join(", ")}]`;
-  io.stderr(traceback(`subprocess.CalledProcessError: Command '${command}' returned non-zero exit status ${exitCode}.`));
+  const command = `'[${[PYTHON, script, ...scriptArgs].map(pyStrRepr).join(", ")}]'`;
+  io.stderr(traceback(`subprocess.CalledProcessError: Command ${command} returned non-zero exit status ${exitCode}.`));
   return ACCELERATE_FAILURE_EXIT;
 }
 
@@ -98,7 +98,7 @@ async function train(trainer: Trainer, knobs: Knobs, configPath: string, modelPa
   }
   if (args.cache_text_encoder_outputs && !args.network_train_unet_only) return raise(io, TEXT_ENCODER_CACHED);
   // A path that is not a file goes to diffusers as a repo id, which an absolute path can never be.
-  if (!statSync(modelPath, { throwIfNoEntry: false })?.isFile()) {
+  if (!statOrNull(modelPath)?.isFile()) {
     const why = `pretrained_model_name_or_path "${modelPath}" is neither a valid local path nor a valid repo id.`;
     return raise(io, `ValueError: The provided ${why} Please check the parameter.`);
   }
@@ -147,7 +147,7 @@ async function trainingLoop(trainer: Trainer, knobs: Knobs, run: RunFacts, start
       // sd-scripts unpauses after every step, but at real step times only sampling moves the clock.
       if (sampled === "sampled") bar.unpause();
       await saveStepCheckpoint(trainer, run, globalStep, epoch);
-      bar.setPostfix({ avr_loss: loss(globalStep, epoch === 0 ? null : step) });
+      bar.setLoss(loss(globalStep, epoch === 0 ? null : step));
     }
   }
   await saveFinal(trainer, run, globalStep);

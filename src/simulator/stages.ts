@@ -4,10 +4,11 @@
 // whose total the worker reads. With --skip_until_initial_step sd-scripts skips whole epochs and restarts
 // global_step at the steps left over, step mod batches per epoch (its issue #1999, unfixed while PR #1406 stays
 // open): reproduced as it is, since the worker must live with it.
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { basename, extname, join } from "node:path";
 import { z } from "zod";
+import { readJsonOrNull, statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { STATE_FILES } from "./checkpoint.ts";
 import { print, pyRepr, pyStrRepr, type Io, type Log, type Trainer } from "./io.ts";
@@ -55,16 +56,10 @@ const STEPS_LEFT_ASSERTION =
 export async function loadDatasets(path: string, captionExtension: string): Promise<Result<Dataset[]>> {
   const file = Bun.file(path);
   if (!(await file.exists())) return fail(`ValueError: file not found / ファイルが見つかりません: ${path}`);
-  let document: unknown;
-  try {
-    document = Bun.TOML.parse(await file.text());
-  } catch (error) {
-    return fail(`toml.decoder.TomlDecodeError: ${(error as Error).message}`);
-  }
-  const config = DatasetConfig.safeParse(document);
-  if (config.success) return ok(await Promise.all(config.data.datasets.map((d) => readDataset(d, captionExtension))));
-  const issue = config.error.issues[0];
-  return fail(`voluptuous.error.MultipleInvalid: ${issue?.message} @ data['${issue?.path.join(".")}']`);
+  // The worker writes the config; one it cannot have written is refused in a line, as voluptuous would.
+  const config = DatasetConfig.safeParse(await file.text().then(Bun.TOML.parse).catch(() => null));
+  if (!config.success) return fail(`voluptuous.error.MultipleInvalid: ${config.error.issues[0]?.message}`);
+  return ok(await Promise.all(config.data.datasets.map((d) => readDataset(d, captionExtension))));
 }
 
 // One bar per dataset and cache, each taking `seconds` (train_util.py new_cache_latents and friends).
@@ -85,9 +80,7 @@ export async function cacheInputs({ io, log, args }: Trainer, datasets: Dataset[
 // The step train_state.json records (0 without one), or the exception loading the folder raises.
 export function loadState({ log }: Trainer, dir: string): Result<number> {
   log("INFO", `resume training from local state: ${dir}`);
-  if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) {
-    return fail(`ValueError: Tried to find ${dir} but folder does not exist`);
-  }
+  if (!statOrNull(dir)?.isDirectory()) return fail(`ValueError: Tried to find ${dir} but folder does not exist`);
   log("INFO", `Loading states from ${dir}`);
   const step = readTrainState(log, join(dir, STATE_FILES.trainState));
   if (!step.ok) return step;
@@ -145,15 +138,10 @@ export function logSkippedEpochs(log: Log, plan: TrainingPlan, { epoch, skipped 
   }
 }
 
-// load_model_hook: current_step, or what json.load raises, or a KeyError for a missing or non-integer step.
+// load_model_hook: current_step, or a KeyError for a file without a whole step in it.
 function readTrainState(log: Log, path: string): Result<number> {
   if (!existsSync(path)) return ok(0);
-  let state: { current_step?: unknown } | null;
-  try {
-    state = JSON.parse(readFileSync(path, "utf8"));
-  } catch (error) {
-    return fail(`json.decoder.JSONDecodeError: ${(error as Error).message}`);
-  }
+  const state = readJsonOrNull<{ current_step?: unknown }>(path);
   const step = state?.current_step;
   if (typeof step !== "number" || !Number.isInteger(step)) return fail("KeyError: 'current_step'");
   log("INFO", `load train state from ${path}: ${pyRepr(state)}`);

@@ -8,7 +8,7 @@ import type { Io } from "./io.ts";
 
 export type BarPlace = { position: number; leave: boolean };
 
-// tqdm's mininterval: update() redraws at most this often; set_postfix() always redraws.
+// tqdm's mininterval: update() redraws at most this often; set_postfix(avr_loss=...) always redraws.
 const MIN_INTERVAL_SECONDS = 0.1;
 const BAR_CELLS = 10;
 const BAR_SYMBOLS = " ▏▎▍▌▋▊▉█";
@@ -16,7 +16,7 @@ const CURSOR_UP = "\x1b[A";
 
 export class ProgressBar {
   private n = 0;
-  private postfix: Record<string, number> = {};
+  private loss: number | null = null;
   private startedAt: number;
   private lastUpdateDraw: number;
   private lastLength = 0;
@@ -39,8 +39,8 @@ export class ProgressBar {
     this.lastUpdateDraw = this.io.now();
   }
 
-  setPostfix(postfix: Record<string, number>): void {
-    this.postfix = postfix;
+  setLoss(loss: number): void {
+    this.loss = loss;
     this.draw();
   }
 
@@ -75,8 +75,7 @@ export class ProgressBar {
     const { description, n, total } = this;
     const rate = elapsed > 0 ? n / elapsed : 0;
     const prefix = description === "" ? "" : `${description}: `;
-    const values = Object.entries(this.postfix).map(([key, value]) => `, ${key}=${formatNumber(value)}`);
-    const status = `${formatRate(rate)}${values.join("")}`;
+    const status = `${formatRate(rate)}${this.loss === null ? "" : `, avr_loss=${formatNumber(this.loss)}`}`;
     if (total === 0) return `${prefix}${n}it [${formatInterval(elapsed)}, ${status}]`;
     const remaining = rate > 0 ? formatInterval((total - n) / rate) : "?";
     const fraction = Math.min(1, Math.max(0, n / total));
