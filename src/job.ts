@@ -24,8 +24,9 @@ export const Phase = z.enum(["queued", "loading", "caching", "training", "sampli
 export type Phase = z.infer<typeof Phase>;
 
 export const ErrorCode = z.enum([
-  "cuda_oom", "host_oom_killed", "nan_loss", "dataset_empty", "base_model_invalid", "stalled", "timeout", "output_missing",
-  "output_invalid", "disk_full", "worker_restarted", "host_rebooted", "node_failed", "spawn_failed", "trainer_crashed",
+  "cuda_oom", "host_oom_killed", "nan_loss", "dataset_empty", "base_model_invalid", "stalled", "timeout",
+  "output_missing", "output_invalid", "disk_full", "worker_restarted", "host_rebooted", "node_failed",
+  "spawn_failed", "trainer_crashed",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;
 
@@ -48,5 +49,15 @@ export interface Outcome {
 
 // A failure the trainer's exit did not decide (it never started, or its end was not seen).
 export function failedOutcome(code: ErrorCode, error: string): Outcome {
-  return { status: "failed", error_code: code, error, exit_code: null, signal: null, forced_kill: false, lora_path: null, lora_sha256: null, lora_bytes: null };
+  return {
+    status: "failed",
+    error_code: code,
+    error,
+    exit_code: null,
+    signal: null,
+    forced_kill: false,
+    lora_path: null,
+    lora_sha256: null,
+    lora_bytes: null,
+  };
 }

@@ -2,7 +2,6 @@ import { dirname, join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { TIERS } from "../tiers.ts";
-import * as H from "./hyperparameters.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
 import { datasetToml } from "./dataset-toml.ts";
 import { SAMPLE_SAMPLER, samplePrompts } from "./samples.ts";
@@ -10,6 +9,20 @@ import type { JobPaths } from "../supervisor/job-dir.ts";
 import { JOB_MARKER_ENV } from "../os/marker.ts";
 
 export const TRAIN_SCRIPT = "sdxl_train_network.py";
+
+// Every training constant of the recipe, in one auditable place (SPEC §4).
+const LEARNING_RATE = "1e-4";
+const LR_SCHEDULER = "cosine";
+const LR_WARMUP_STEPS = 0;
+const OPTIMIZER = "AdamW8bit";
+const MIN_SNR_GAMMA = 5;
+const NOISE_OFFSET = 0.1;
+const MIXED_PRECISION = "bf16";
+const SAVE_PRECISION = "fp16";
+const NETWORK_MODULE = "networks.lora";
+const DATA_LOADER_WORKERS = 1;
+// Alpha at half the rank keeps the LoRA's effective scale at 0.5, kohya's usual SDXL choice.
+const NETWORK_ALPHA_RATIO = 0.5;
 
 /** A resumed run: the state it starts from, and how many times the dataset's repeats are taken (dataset-toml.ts). */
 export interface ResumeFrom {
@@ -21,11 +34,11 @@ export interface ResumeFrom {
 export interface LaunchPlan {
   argv: string[];
   env: Record<string, string>;
-  /** On the Slurm backend, what the trainer takes from the job's environment: Slurm names its GPUs. */
+  // On the Slurm backend, what the trainer takes from the job's environment: Slurm names its GPUs.
   inheritEnv?: string[];
   cwd: string;
   dataset_toml: string;
-  /** The JSON prompts file of a run that takes preview samples; absent without samples. */
+  // The JSON prompts file of a run that takes preview samples; absent without samples.
   sample_prompts?: string;
 }
 
@@ -36,22 +49,30 @@ const SLURM_GPU_ENV = ["CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "GPU_DEVICE_ORD
 const LAUNCH_FLAGS = [
   "--num_processes=1",
   "--num_machines=1",
-  `--mixed_precision=${H.MIXED_PRECISION}`,
+  `--mixed_precision=${MIXED_PRECISION}`,
   "--dynamo_backend=no",
   "--num_cpu_threads_per_process=1",
 ];
 
 // `trainer` replaces the accelerate executable in simulate mode; nothing else differs.
-export function buildLaunch(train: CheckedTrain, config: Config, paths: JobPaths, trainer: string[], resume: ResumeFrom | null = null): LaunchPlan {
+export function buildLaunch(
+  train: CheckedTrain,
+  config: Config,
+  paths: JobPaths,
+  trainer: string[],
+  resume: ResumeFrom | null = null,
+): LaunchPlan {
   const sdScripts = config.trainer.sd_scripts_dir;
+  const script = [join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths), ...resumeFlags(resume)];
+  const samples = (train.request.samples ?? 0) > 0;
   return {
-    argv: [...trainer, "launch", ...LAUNCH_FLAGS, join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths), ...resumeFlags(resume)],
+    argv: [...trainer, "launch", ...LAUNCH_FLAGS, ...script],
     env: childEnv(train, config, paths),
     ...(config.trainer.backend === "slurm" ? { inheritEnv: SLURM_GPU_ENV } : {}),
     // No sd-scripts checkout exists in simulate mode; the job's own directory stands in.
     cwd: config.trainer.mode === "simulate" ? paths.dir : sdScripts,
     dataset_toml: datasetToml(train, paths.dataset, resume?.repeatsScale ?? 1),
-    ...((train.request.samples ?? 0) > 0 ? { sample_prompts: JSON.stringify(samplePrompts(train.request), null, 2) } : {}),
+    ...(samples ? { sample_prompts: JSON.stringify(samplePrompts(train.request), null, 2) } : {}),
   };
 }
 
@@ -64,20 +85,20 @@ function scriptFlags(train: CheckedTrain, paths: JobPaths): string[] {
     ["output_dir", train.outputDir],
     ["output_name", request.output_name],
     ["save_model_as", "safetensors"],
-    ["save_precision", H.SAVE_PRECISION],
-    ["network_module", H.NETWORK_MODULE],
+    ["save_precision", SAVE_PRECISION],
+    ["network_module", NETWORK_MODULE],
     ["network_dim", tier.networkDim],
-    ["network_alpha", tier.networkDim * H.NETWORK_ALPHA_RATIO],
+    ["network_alpha", tier.networkDim * NETWORK_ALPHA_RATIO],
   ];
   const training: Array<[string, string | number]> = [
-    ["learning_rate", H.LEARNING_RATE],
-    ["unet_lr", H.LEARNING_RATE],
-    ["optimizer_type", H.OPTIMIZER],
-    ["lr_scheduler", H.LR_SCHEDULER],
-    ["lr_warmup_steps", H.LR_WARMUP_STEPS],
+    ["learning_rate", LEARNING_RATE],
+    ["unet_lr", LEARNING_RATE],
+    ["optimizer_type", OPTIMIZER],
+    ["lr_scheduler", LR_SCHEDULER],
+    ["lr_warmup_steps", LR_WARMUP_STEPS],
     ["max_train_steps", tier.maxTrainSteps],
     ["seed", request.seed],
-    ["mixed_precision", H.MIXED_PRECISION],
+    ["mixed_precision", MIXED_PRECISION],
   ];
   return [
     ...valued.map(flag),
@@ -88,9 +109,9 @@ function scriptFlags(train: CheckedTrain, paths: JobPaths): string[] {
     "--cache_latents",
     "--cache_latents_to_disk",
     "--cache_text_encoder_outputs",
-    flag(["min_snr_gamma", H.MIN_SNR_GAMMA]),
-    flag(["noise_offset", H.NOISE_OFFSET]),
-    flag(["max_data_loader_n_workers", H.DATA_LOADER_WORKERS]),
+    flag(["min_snr_gamma", MIN_SNR_GAMMA]),
+    flag(["noise_offset", NOISE_OFFSET]),
+    flag(["max_data_loader_n_workers", DATA_LOADER_WORKERS]),
     "--persistent_data_loader_workers",
     "--console_log_simple",
     flag(["caption_extension", CAPTION_EXTENSION]),
@@ -102,7 +123,11 @@ function scriptFlags(train: CheckedTrain, paths: JobPaths): string[] {
 // Samples are taken at the checkpoints, just before each is saved (train_network.py); none without samples.
 function sampleFlags(samples: number, every: number, promptsFile: string): string[] {
   if (samples === 0) return [];
-  return [flag(["sample_every_n_steps", every]), flag(["sample_prompts", promptsFile]), flag(["sample_sampler", SAMPLE_SAMPLER])];
+  return [
+    flag(["sample_every_n_steps", every]),
+    flag(["sample_prompts", promptsFile]),
+    flag(["sample_sampler", SAMPLE_SAMPLER]),
+  ];
 }
 
 // Every run is resumable: a state and an intermediate LoRA every K steps. sd-scripts removes the one saved
@@ -139,7 +164,7 @@ function childEnv(train: CheckedTrain, config: Config, paths: JobPaths): Record<
     PYTHONUNBUFFERED: "1",
     HF_HOME: paths.hfHome,
     HF_HUB_OFFLINE: "1",
-    // The unit's PrivateTmp is deleted when the unit stops; a training that outlives a restart must not live there.
+    // PrivateTmp is deleted when the unit stops; a training that outlives a restart must not live there.
     TMPDIR: join(paths.dir, "tmp"),
     [JOB_MARKER_ENV]: paths.id,
   };

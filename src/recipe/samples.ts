@@ -17,7 +17,7 @@ const GUIDANCE_SCALE = 7;
 export const SAMPLE_SAMPLER = "euler_a";
 const SEED_SPACE = 2 ** 32;
 
-/** The prompts file's entries: one per sample, at the tier's resolution, seeded from the request's seed. */
+// The prompts file's entries: one per sample, at the tier's resolution, seeded from the request's seed.
 export function samplePrompts(request: TrainRequest): object[] {
   const subject = `${request.trigger} ${request.subject_class}`;
   const size = TIERS[request.tier].resolution;
