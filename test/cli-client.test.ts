@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { jobEvents, SseParser, type JobEvent } from "../src/cli/client/events.ts";
-import { LogView } from "../src/cli/client/log-view.ts";
+import { LogView } from "../src/cli/client/commands/logs.ts";
 import { createTerminal, type Terminal } from "../src/cli/client/terminal.ts";
 import { ClientError, createWorkerClient } from "../src/cli/client/worker-client.ts";
 import { urlOfListen } from "./support/listen.ts";

@@ -1,3 +1,5 @@
+import { barLine, jsonText, outcomeLines, progressLine } from "./format.ts";
+import type { Terminal } from "./terminal.ts";
 import { ClientError, type JobView, type WorkerClient } from "./worker-client.ts";
 
 // Server-Sent Events framing (WHATWG HTML §9.2.6): lines end in CRLF, LF or CR; a blank line dispatches;
@@ -43,7 +45,9 @@ export class SseParser {
   }
 
   private dispatch(): SseItem | null {
-    const item: SseItem | null = this.data.length === 0 ? null : { kind: "event", event: this.event || "message", data: this.data.join("\n"), id: this.id };
+    const item: SseItem | null = this.data.length === 0
+      ? null
+      : { kind: "event", event: this.event || "message", data: this.data.join("\n"), id: this.id };
     this.event = "";
     this.data = [];
     return item;
@@ -53,25 +57,36 @@ export class SseParser {
 export type JobEvent = { kind: "job" | "end"; view: JobView } | { kind: "heartbeat" };
 
 export interface StreamTiming {
-  /** No byte for this long (three missed 15 s heartbeats) means the connection is dead. */
+  // No byte for this long (three missed 15 s heartbeats) means the connection is dead.
   idleMs: number;
-  /** Reconnecting gives up once the worker has been unreachable this long. */
+  // Reconnecting gives up once the worker has been unreachable this long.
   maxOutageMs: number;
   firstRetryMs: number;
   maxRetryMs: number;
 }
 
-export const STREAM_TIMING: StreamTiming = { idleMs: 45_000, maxOutageMs: 60_000, firstRetryMs: 250, maxRetryMs: 5_000 };
+export const STREAM_TIMING: StreamTiming = {
+  idleMs: 45_000,
+  maxOutageMs: 60_000,
+  firstRetryMs: 250,
+  maxRetryMs: 5_000,
+};
 
 // A job's event stream that survives a dropped connection or a worker restart: it reconnects with
 // Last-Event-ID and ends after the `end` event. A refusal (401, 404) is not retried.
-export async function* jobEvents(client: WorkerClient, id: string, timing: StreamTiming = STREAM_TIMING): AsyncGenerator<JobEvent> {
-  const state: StreamState = { lastId: null, baseRetryMs: timing.firstRetryMs, retryMs: timing.firstRetryMs, outageSince: null };
+export async function* jobEvents(
+  client: WorkerClient,
+  id: string,
+  timing: StreamTiming = STREAM_TIMING,
+): AsyncGenerator<JobEvent> {
+  const first = timing.firstRetryMs;
+  const state: StreamState = { lastId: null, baseRetryMs: first, retryMs: first, outageSince: null };
   for (;;) {
     if (yield* oneConnection(client, id, state, timing)) return;
     state.outageSince ??= Date.now();
     if (Date.now() - state.outageSince > timing.maxOutageMs) {
-      throw new ClientError("unreachable", `lost the event stream of job ${id} at ${client.url} for over ${Math.round(timing.maxOutageMs / 1000)} s`);
+      const seconds = Math.round(timing.maxOutageMs / 1000);
+      throw new ClientError("unreachable", `lost the event stream of job ${id} at ${client.url} for over ${seconds} s`);
     }
     await Bun.sleep(state.retryMs);
     state.retryMs = Math.min(state.retryMs * 2, timing.maxRetryMs);
@@ -80,14 +95,19 @@ export async function* jobEvents(client: WorkerClient, id: string, timing: Strea
 
 interface StreamState {
   lastId: string | null;
-  /** The server's `retry:` if it sent one. */
+  // The server's `retry:` if it sent one.
   baseRetryMs: number;
   retryMs: number;
   outageSince: number | null;
 }
 
-/** Yields the events of one connection; true once the stream ended with `end`, false when it dropped. */
-async function* oneConnection(client: WorkerClient, id: string, state: StreamState, timing: StreamTiming): AsyncGenerator<JobEvent, boolean> {
+// Yields the events of one connection; true once the stream ended with `end`, false when it dropped.
+async function* oneConnection(
+  client: WorkerClient,
+  id: string,
+  state: StreamState,
+  timing: StreamTiming,
+): AsyncGenerator<JobEvent, boolean> {
   const abort = new AbortController();
   let idle = setTimeout(() => abort.abort(), timing.idleMs);
   try {
@@ -123,6 +143,90 @@ function toEvent(item: SseItem, state: StreamState): JobEvent | null {
   try {
     return { kind: item.event, view: JSON.parse(item.data) as JobView };
   } catch {
-    throw new ClientError("refused", `the worker sent a ${item.event} event that is not JSON: ${item.data.slice(0, 200)}`);
+    const sent = item.data.slice(0, 200);
+    throw new ClientError("refused", `the worker sent a ${item.event} event that is not JSON: ${sent}`);
   }
+}
+
+// Draws a job's events until its terminal event and answers the final view.
+export async function followJob(client: WorkerClient, id: string, renderer: FollowRenderer): Promise<JobView> {
+  for await (const event of eventsOf(client, id)) {
+    if (event.kind === "heartbeat") continue;
+    if (event.kind === "end") {
+      renderer.finish(event.view);
+      return event.view;
+    }
+    renderer.show(event.view);
+  }
+  throw new ClientError("unreachable", `the event stream of job ${id} ended without its final event`);
+}
+
+// The caller has just read the job, so a 404 here is the stream route missing, not the job.
+export async function* eventsOf(client: WorkerClient, id: string): AsyncGenerator<JobEvent> {
+  try {
+    yield* jobEvents(client, id);
+  } catch (err) {
+    if (err instanceof ClientError && err.kind === "no_such_job") {
+      throw new ClientError(
+        "refused",
+        `this worker has no event stream (GET /train/${id}/events answered 404); ` +
+          "upgrade it or use status without --follow",
+      );
+    }
+    throw err;
+  }
+}
+
+// Draws a followed job: `show` on every event, `finish` once with the final view.
+export interface FollowRenderer {
+  show(view: JobView): void;
+  finish(view: JobView): void;
+}
+
+export function followRenderer(out: Terminal, json: boolean): FollowRenderer {
+  if (json) return lines(out, jsonText, () => []);
+  if (!out.isTTY) return lines(out, progressLine, outcomeLines);
+  return liveBar(out);
+}
+
+// One line per change: an event that would print the same line again prints nothing.
+function lines(out: Terminal, line: (v: JobView) => string, outcome: (v: JobView) => string[]): FollowRenderer {
+  let last = "";
+  const show = (view: JobView) => {
+    const next = line(view);
+    if (next !== last) out.write(`${next}\n`);
+    last = next;
+  };
+  return {
+    show,
+    finish(view) {
+      show(view);
+      for (const l of outcome(view)) out.write(`${l}\n`);
+    },
+  };
+}
+
+// Redrawn on each change, and when the window is resized: at the new width, over the rows the old one now takes.
+function liveBar(out: Terminal): FollowRenderer {
+  let last = "";
+  let latest: JobView | null = null;
+  const show = (view: JobView) => {
+    latest = view;
+    const next = barLine(view, out.columns);
+    if (next !== last) out.redraw(next);
+    last = next;
+  };
+  const stopWatching = out.onResize(() => {
+    if (latest === null) return;
+    last = "";
+    show(latest);
+  });
+  return {
+    show,
+    finish(view) {
+      stopWatching();
+      show(view);
+      out.write(`\n${outcomeLines(view).map((l) => `${l}\n`).join("")}`);
+    },
+  };
 }

@@ -28,17 +28,17 @@ export function bytes(n: number): string {
 export const loss = (view: JobView): string => (view.loss === null ? "-" : view.loss.toFixed(4));
 export const steps = (view: JobView): string => `${view.step}/${view.total_steps ?? "?"}`;
 
-/** The coarse status while it says more, else the finer phase ("caching", "saving"). */
+// The coarse status while it says more, else the finer phase ("caching", "saving").
 function stage(view: JobView): string {
   return view.status === "training" ? view.phase : view.status;
 }
 
-/** One plain line per change, for logs and scripts: `status phase=… step=…/… loss=… eta=…`. */
+// One plain line per change, for logs and scripts: `status phase=… step=…/… loss=… eta=…`.
 export function progressLine(view: JobView): string {
   return `${view.status} phase=${view.phase} step=${steps(view)} loss=${loss(view)} eta=${duration(view.eta_s)}`;
 }
 
-/** The live bar, fitted to `columns` so a redraw with `\r` never wraps. */
+// The live bar, fitted to `columns` so a redraw with `\r` never wraps.
 export function barLine(view: JobView, columns: number): string {
   const fraction = view.total_steps ? view.step / view.total_steps : view.status === "succeeded" ? 1 : 0;
   const percent = `${String(Math.floor(fraction * 100)).padStart(3)}%`;
@@ -49,30 +49,38 @@ export function barLine(view: JobView, columns: number): string {
   return line.slice(0, Math.max(columns - 1, 1));
 }
 
-/** How a finished job ended, for a person: the LoRA it made, or why not. */
+// How a finished job ended, for a person: the LoRA it made, or why not.
 export function outcomeLines(view: JobView): string[] {
-  const took = view.started_at && view.ended_at ? ` after ${duration((Date.parse(view.ended_at) - Date.parse(view.started_at)) / 1000)}` : "";
+  const { started_at: started, ended_at: ended } = view;
+  const took = started && ended ? ` after ${duration((Date.parse(ended) - Date.parse(started)) / 1000)}` : "";
   if (view.status === "succeeded") {
     const size = view.lora_bytes === undefined ? "" : `${bytes(view.lora_bytes)}, `;
     return [`succeeded${took}: ${view.lora_path ?? "(no path)"} (${size}sha256 ${view.lora_sha256 ?? "-"})`];
   }
   if (view.paused) return [`paused${took} at step ${view.resume_step ?? view.step}`];
-  if (view.status === "cancelled") return [`cancelled${took}${view.forced_kill ? " (the trainer needed SIGKILL)" : ""}`];
+  if (view.status === "cancelled") {
+    return [`cancelled${took}${view.forced_kill ? " (the trainer needed SIGKILL)" : ""}`];
+  }
   if (view.status === "failed") {
-    const how = [view.exit_code === undefined ? "" : `exit code ${view.exit_code}`, view.signal ?? ""].filter(Boolean).join(", ");
-    return [`failed${took}: ${view.error_code ?? "unknown"}${how ? ` (${how})` : ""}`, ...(view.error ?? "").split("\n").filter(Boolean).map((l) => `  ${l}`)];
+    const exit = view.exit_code === undefined ? "" : `exit code ${view.exit_code}`;
+    const how = [exit, view.signal ?? ""].filter(Boolean).join(", ");
+    const errorLines = (view.error ?? "").split("\n").filter(Boolean).map((l) => `  ${l}`);
+    return [`failed${took}: ${view.error_code ?? "unknown"}${how ? ` (${how})` : ""}`, ...errorLines];
   }
   return [];
 }
 
-/** `status ID` for a person: one labelled line per fact; `baseUrl` (the worker's) makes the samples' URLs absolute. */
+// `status ID` for a person: one labelled line per fact; `baseUrl` (the worker's) makes the samples' URLs absolute.
 export function statusLines(view: JobView, baseUrl: string): string[] {
   const r = view.request;
+  const paused = view.paused ? " (paused)" : "";
+  const eta = isTerminal(view.status) ? "" : `, ETA ${duration(view.eta_s)}`;
   const rows: [string, string][] = [
     ["job", view.worker_job_id],
-    ["status", `${view.status}${view.paused ? " (paused)" : ""}, phase ${view.phase}${view.simulated ? " (simulated trainer)" : ""}`],
-    ["progress", `${steps(view)} steps, loss ${loss(view)}${isTerminal(view.status) ? "" : `, ETA ${duration(view.eta_s)}`}`],
-    ["request", `tier ${String(r.tier)} on device ${String(r.device_index)}, ${String(r.output_name)}, trigger ${String(r.trigger)}, seed ${String(r.seed)}${r.samples ? `, ${r.samples} samples a checkpoint` : ""}`],
+    ["status", `${view.status}${paused}, phase ${view.phase}${view.simulated ? " (simulated trainer)" : ""}`],
+    ["progress", `${steps(view)} steps, loss ${loss(view)}${eta}`],
+    ["request", `tier ${String(r.tier)} on device ${String(r.device_index)}, ${String(r.output_name)}, ` +
+      `trigger ${String(r.trigger)}, seed ${String(r.seed)}${r.samples ? `, ${r.samples} samples a checkpoint` : ""}`],
     ["created", view.created_at],
     ...(view.started_at ? [["started", view.started_at] as [string, string]] : []),
     ...(view.ended_at ? [["ended", view.ended_at] as [string, string]] : []),
@@ -86,10 +94,14 @@ export function statusLines(view: JobView, baseUrl: string): string[] {
 // The runs before and after this one, its newest saved state and the intermediate LoRAs beside it.
 function resumeRows(view: JobView): [string, string][] {
   const rows: [string, string][] = [];
-  if (view.resumed_from) rows.push(["resumed", `from job ${view.resumed_from} at step ${view.resumed_from_step ?? "?"}`]);
+  if (view.resumed_from) {
+    rows.push(["resumed", `from job ${view.resumed_from} at step ${view.resumed_from_step ?? "?"}`]);
+  }
   if (view.resume_step !== null) rows.push(["resume", `from step ${view.resume_step} (the newest saved state)`]);
   // A succeeded job's states are removed on purpose: why they are gone matters only for a job one would resume.
-  else if (view.resume_gone && view.status !== "succeeded") rows.push(["resume", `no saved state: ${view.resume_gone}`]);
+  else if (view.resume_gone && view.status !== "succeeded") {
+    rows.push(["resume", `no saved state: ${view.resume_gone}`]);
+  }
   view.checkpoints.forEach((c, i) => rows.push([i === 0 ? "saved" : "", `step ${c.step}: ${c.path}`]));
   if (view.resumed_by) rows.push(["resumed", `by job ${view.resumed_by}`]);
   return rows;
@@ -105,7 +117,7 @@ function sampleRows(view: JobView, baseUrl: string): [string, string][] {
   ]);
 }
 
-/** The command that continues a resumable job, or null. */
+// The command that continues a resumable job, or null.
 export function resumeHint(view: JobView): string | null {
   return view.resumable ? `resume with: lora-worker resume ${view.worker_job_id}` : null;
 }
@@ -114,7 +126,7 @@ const FULL = "█";
 const EMPTY = "░";
 const PARTIAL = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"];
 
-/** A bar of `width` cells filled to `fraction` (0–1), in eighths of a cell. */
+// A bar of `width` cells filled to `fraction` (0–1), in eighths of a cell.
 export function meter(fraction: number, width: number): string {
   const eighths = Math.round(Math.min(Math.max(fraction, 0), 1) * width * 8);
   const full = Math.floor(eighths / 8);
@@ -126,7 +138,7 @@ export function meter(fraction: number, width: number): string {
 // the JSON) or act on. As \u escapes they are the same JSON value: exact on a pipe, inert on a terminal.
 const RAW_CONTROL = /[\x7f-\x9f]/g;
 
-/** `value` as JSON on one line, with no control character left raw. */
+// `value` as JSON on one line, with no control character left raw.
 export function jsonText(value: unknown): string {
   return JSON.stringify(value).replace(RAW_CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }

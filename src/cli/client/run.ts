@@ -1,5 +1,6 @@
+import { accessSync, constants } from "node:fs";
+import { locateTokenSource, readTokenSource } from "../../auth/tokens.ts";
 import { parseArgs, UsageError, type ParsedArgs } from "../args.ts";
-import { resolveAddress } from "./address.ts";
 import { cancel } from "./commands/cancel.ts";
 import { gpu } from "./commands/gpu.ts";
 import { jobs } from "./commands/jobs.ts";
@@ -9,7 +10,14 @@ import { resume } from "./commands/resume.ts";
 import { status } from "./commands/status.ts";
 import { submit } from "./commands/submit.ts";
 import { processTerminal, type Terminal } from "./terminal.ts";
-import { ClientError, createWorkerClient, EXIT, EXIT_CODES_HELP, type WorkerClient } from "./worker-client.ts";
+import {
+  ClientError,
+  createWorkerClient,
+  EXIT,
+  EXIT_CODES_HELP,
+  type Address,
+  type WorkerClient,
+} from "./worker-client.ts";
 
 export interface CommandContext {
   client: WorkerClient;
@@ -17,10 +25,10 @@ export interface CommandContext {
   options: ParsedArgs;
 }
 
-/** One client command: its options, its help, and what it does once the worker's address is known. */
+// One client command: its options, its help, and what it does once the worker's address is known.
 export interface ClientCommand {
   usage: string;
-  /** What it prints and how it ends, for `--help`. */
+  // What it prints and how it ends, for `--help`.
   help: string;
   values: readonly string[];
   flags: readonly string[];
@@ -28,7 +36,16 @@ export interface ClientCommand {
   run(ctx: CommandContext): Promise<number>;
 }
 
-const CLIENT_COMMANDS: Readonly<Record<string, ClientCommand>> = { submit, status, jobs, logs, cancel, pause, resume, gpu };
+const CLIENT_COMMANDS: Readonly<Record<string, ClientCommand>> = {
+  submit,
+  status,
+  jobs,
+  logs,
+  cancel,
+  pause,
+  resume,
+  gpu,
+};
 
 const ADDRESS_OPTIONS = ["url", "token", "config"] as const;
 
@@ -43,27 +60,139 @@ const ADDRESS_HELP = `Which worker (each piece: a flag, else the environment, el
 `;
 
 function clientHelp(command: ClientCommand): string {
-  return `Usage: lora-worker ${command.usage} [--url URL] [--token TOKEN] [--config FILE]\n\n${command.help}\n\n${ADDRESS_HELP}\n${EXIT_CODES_HELP}`;
+  const usage = `Usage: lora-worker ${command.usage} [--url URL] [--token TOKEN] [--config FILE]`;
+  return `${usage}\n\n${command.help}\n\n${ADDRESS_HELP}\n${EXIT_CODES_HELP}`;
 }
 
 // The one place a client command's errors become exit codes and messages.
 export async function clientCommand(name: string, argv: string[], out: Terminal = processTerminal()): Promise<number> {
   const command = CLIENT_COMMANDS[name]!;
   try {
-    const options = parseArgs(argv, { values: [...command.values, ...ADDRESS_OPTIONS], flags: [...command.flags, "help"], short: command.short });
+    const options = parseArgs(argv, {
+      values: [...command.values, ...ADDRESS_OPTIONS],
+      flags: [...command.flags, "help"],
+      short: command.short,
+    });
     if (options.flags.has("help")) {
       out.write(clientHelp(command));
       return EXIT.ok;
     }
-    const address = await resolveAddress({ url: options.values.url, token: options.values.token, config: options.values.config }, process.env);
+    const { url, token, config } = options.values;
+    const address = await resolveAddress({ url, token, config }, process.env);
     return await command.run({ client: createWorkerClient(address), out, options });
   } catch (err) {
     if (err instanceof UsageError) {
-      out.error(`lora-worker ${name}: ${err.message}\nusage: lora-worker ${command.usage}   (lora-worker ${name} --help for more)\n`);
+      const usage = `usage: lora-worker ${command.usage}   (lora-worker ${name} --help for more)`;
+      out.error(`lora-worker ${name}: ${err.message}\n${usage}\n`);
       return EXIT.usage;
     }
     if (!(err instanceof ClientError)) throw err;
     out.error(`lora-worker ${name}: ${err.message}\n`);
     return err.exitCode;
+  }
+}
+
+const DEFAULT_URL = "http://127.0.0.1:8203";
+const URL_ENV = "LORA_WORKER_URL";
+const TOKEN_ENV = "LORA_WORKER_TOKEN";
+const CONFIG_ENV = "LORA_WORKER_CONFIG";
+const DEFAULT_CONFIG = "/etc/lora-worker/config.toml";
+const BEARER_TOKEN = /^[\x21-\x7e]+$/; // what an Authorization header can carry
+
+export interface AddressFlags {
+  url?: string;
+  token?: string;
+  config?: string;
+}
+
+type Env = Record<string, string | undefined>;
+
+// Each piece: flag > environment > --config (or $LORA_WORKER_CONFIG) > the default config if readable > default.
+// The default config's token goes only to the URL that config names: an explicit --url elsewhere must not get it.
+export async function resolveAddress(flags: AddressFlags, env: Env): Promise<Address> {
+  const url = flags.url ?? nonEmpty(env[URL_ENV]);
+  const token = flags.token ?? nonEmpty(env[TOKEN_ENV]);
+  const explicitConfig = flags.config ?? nonEmpty(env[CONFIG_ENV]);
+  const configPath = explicitConfig ?? (isReadable(DEFAULT_CONFIG) ? DEFAULT_CONFIG : undefined);
+  if ((url !== undefined && token !== undefined) || configPath === undefined) {
+    return { url: checkedUrl(url ?? DEFAULT_URL), token: checkedToken(token ?? null) };
+  }
+  const worker = await workerAddress(configPath, env);
+  const resolved = checkedUrl(url ?? worker.url ?? portZero(configPath));
+  const sameOrigin = worker.url !== null && new URL(resolved).origin === new URL(worker.url).origin;
+  const mayUseConfigToken = explicitConfig !== undefined || sameOrigin;
+  return { url: resolved, token: checkedToken(token ?? (mayUseConfigToken ? worker.readToken() : null)) };
+}
+
+interface WorkerAddress {
+  // null when `listen` has port 0: only the running worker knows its port.
+  url: string | null;
+  readToken(): string | null;
+}
+
+async function workerAddress(path: string, env: Env): Promise<WorkerAddress> {
+  const { loadConfig } = await import("../../config/load.ts");
+  // The loader refuses unknown LORA_WORKER_* names, and these two are the client's own.
+  const { [URL_ENV]: _url, [TOKEN_ENV]: _token, ...configEnv } = env;
+  const loaded = await loadConfig({ path, env: configEnv });
+  if (!loaded.ok) {
+    const problems = loaded.error.map((e) => `  - ${e}`).join("\n");
+    throw new UsageError(`cannot use the worker's config ${path}:\n${problems}`);
+  }
+  const { listen, auth } = loaded.value.config;
+  return {
+    url: listen.url,
+    readToken: () => (auth.mode === "none" ? null : tokenOf(auth.token_file, env.CREDENTIALS_DIRECTORY)),
+  };
+}
+
+// The first token of the worker's own source: what the worker accepts, read the way it reads it.
+function tokenOf(tokenFile: string, credentialsDirectory: string | undefined): string | null {
+  const located = locateTokenSource(tokenFile, credentialsDirectory);
+  if (!located.ok) throw new UsageError(`${located.error}; pass --token or ${TOKEN_ENV}`);
+  if (located.value === null) return null;
+  const read = readTokenSource(located.value);
+  if (!read.ok) {
+    throw new UsageError(`cannot take the worker's token: ${read.error.join("; ")}; pass --token or ${TOKEN_ENV}`);
+  }
+  return read.value[0]!;
+}
+
+function portZero(configPath: string): never {
+  throw new UsageError(
+    `listen in ${configPath} has port 0 (the worker picks a free port at start): pass --url or ${URL_ENV}`,
+  );
+}
+
+function checkedUrl(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(`not a URL: ${JSON.stringify(raw)}`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new UsageError(`the worker's URL must be http or https, got ${JSON.stringify(raw)}`);
+  }
+  return url.href.replace(/\/+$/, "");
+}
+
+function checkedToken(token: string | null): string | null {
+  if (token !== null && !BEARER_TOKEN.test(token)) {
+    throw new UsageError("the token holds spaces or characters a bearer token cannot carry");
+  }
+  return token;
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === "" ? undefined : value;
+}
+
+function isReadable(path: string): boolean {
+  try {
+    accessSync(path, constants.R_OK);
+    return true;
+  } catch {
+    return false;
   }
 }

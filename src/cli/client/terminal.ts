@@ -1,21 +1,19 @@
 import { writeSync } from "node:fs";
 
-/**
- * Where a client command writes; the entry point binds it to stdout and stderr. Much of what the commands print
- * came from outside this program (trainer log lines, error text that quotes them, other users' process names), so
- * on a terminal every write is shown through `printable`: a command cannot forget to. The CLI's own cursor control
- * is `redraw`, the one way raw control bytes reach a terminal. A pipe gets the text unchanged (`logs ID | grep`).
- */
+// Where a client command writes; the entry point binds it to stdout and stderr. Much of what the commands print
+// came from outside this program (trainer log lines, error text that quotes them, other users' process names), so
+// on a terminal every write is shown through `printable`: a command cannot forget to. The CLI's own cursor control
+// is `redraw`, the one way raw control bytes reach a terminal. A pipe gets the text unchanged (`logs ID | grep`).
 export interface Terminal {
   write(text: string): void;
-  /** Back to column 0 and clear the live line, then `text`: a live line redrawn in place. Only on a terminal. */
+  // Back to column 0 and clear the live line, then `text`: a live line redrawn in place. Only on a terminal.
   redraw(text: string): void;
   error(text: string): void;
-  /** stdout is a terminal: live redraws are allowed. */
+  // stdout is a terminal: live redraws are allowed.
   isTTY: boolean;
-  /** How wide a line may be now: the terminal's width, unbounded into a pipe. */
+  // How wide a line may be now: the terminal's width, unbounded into a pipe.
   readonly columns: number;
-  /** Calls `listener` after the terminal's window is resized; answers the way to stop. */
+  // Calls `listener` after the terminal's window is resized; answers the way to stop.
   onResize(listener: () => void): () => void;
 }
 
@@ -33,7 +31,7 @@ export interface TerminalSinks {
 export interface TerminalShape {
   stdoutIsTTY: boolean;
   stderrIsTTY: boolean;
-  /** Read on each use: a getter follows the window's width. */
+  // Read on each use: a getter follows the window's width.
   readonly columns: number;
   onResize?(listener: () => void): () => void;
 }
@@ -104,12 +102,10 @@ function writeAll(fd: number, text: string): void {
   }
 }
 
-/**
- * Text from outside this program (trainer log lines, error text quoting them, other users' process names) as a
- * terminal may show it: every control character that a terminal would act on (C0 but tab and newline, DEL, C1) is
- * shown in caret notation, as `cat -v` shows it, so ESC[2J reads `^[[2J` instead of clearing the screen and an
- * OSC title ends in a visible `^G` instead of retitling the window.
- */
+// Text from outside this program (trainer log lines, error text quoting them, other users' process names) as a
+// terminal may show it: every control character that a terminal would act on (C0 but tab and newline, DEL, C1) is
+// shown in caret notation, as `cat -v` shows it, so ESC[2J reads `^[[2J` instead of clearing the screen and an
+// OSC title ends in a visible `^G` instead of retitling the window.
 const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
 
 export function printable(text: string): string {

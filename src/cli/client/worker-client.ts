@@ -1,7 +1,6 @@
 import type { z } from "zod";
 import type * as S from "../../api/openapi.ts";
 import { isActive } from "../../job.ts";
-import type { Address } from "./address.ts";
 
 // The worker's answers as the client reads them: the same zod schemas the OpenAPI document is built from.
 export type JobStatus = z.infer<typeof S.Status>;
@@ -49,7 +48,7 @@ const EXIT_OF: Record<ClientErrorKind, ExitCode> = {
   no_such_job: EXIT.noSuchJob,
 };
 
-/** The one error a client command ends with; the entry point prints it and exits with its code. */
+// The one error a client command ends with; the entry point prints it and exits with its code.
 export class ClientError extends Error {
   constructor(
     readonly kind: ClientErrorKind,
@@ -70,12 +69,16 @@ interface DetailItem {
 
 // `detail` is a sentence, or FastAPI's list of {loc, msg}; `reason` and `active_job_id` add what a retry needs.
 function describeRefusal(status: number, body: unknown): string {
-  const b = (typeof body === "object" && body !== null ? body : {}) as { detail?: unknown; reason?: unknown; active_job_id?: unknown };
+  type Refusal = { detail?: unknown; reason?: unknown; active_job_id?: unknown };
+  const b = (typeof body === "object" && body !== null ? body : {}) as Refusal;
   const detail = Array.isArray(b.detail)
     ? (b.detail as DetailItem[]).map((d) => `\n  ${(d.loc ?? []).join(".")}: ${String(d.msg)}`).join("")
     : typeof b.detail === "string" ? ` ${b.detail}` : "";
-  const reason = typeof b.reason === "string" ? ` (reason: ${b.reason}${typeof b.active_job_id === "string" ? `, active job ${b.active_job_id}` : ""})` : "";
-  const hint = status === 401 ? "\n  pass the worker's token: --token, LORA_WORKER_TOKEN, or --config with the worker's config file" : "";
+  const active = typeof b.active_job_id === "string" ? `, active job ${b.active_job_id}` : "";
+  const reason = typeof b.reason === "string" ? ` (reason: ${b.reason}${active})` : "";
+  const hint = status === 401
+    ? "\n  pass the worker's token: --token, LORA_WORKER_TOKEN, or --config with the worker's config file"
+    : "";
   return `the worker answered ${status}:${detail || " (no detail)"}${reason}${hint}`;
 }
 
@@ -103,15 +106,21 @@ export interface WorkerClient {
   resume(id: string): Promise<Resumed>;
   gpu(): Promise<GpuStatus>;
   health(): Promise<Health>;
-  /** The open event stream; the caller reads and closes it (abort `signal`). */
+  // The open event stream; the caller reads and closes it (abort `signal`).
   events(id: string, lastEventId: string | null, signal: AbortSignal): Promise<Response>;
+}
+
+// Which worker a client talks to, and the bearer token it sends (null: none).
+export interface Address {
+  url: string;
+  token: string | null;
 }
 
 interface Call {
   method?: "GET" | "POST";
   headers?: Record<string, string>;
   body?: string;
-  /** null: no deadline (an event stream stays open as long as the job runs). */
+  // null: no deadline (an event stream stays open as long as the job runs).
   timeoutMs?: number | null;
   signal?: AbortSignal;
 }
@@ -120,7 +129,8 @@ export function createWorkerClient(address: Address): WorkerClient {
   const auth: Record<string, string> = address.token === null ? {} : { authorization: `Bearer ${address.token}` };
 
   async function call(path: string, c: Call = {}): Promise<Response> {
-    const signals = [c.timeoutMs === null ? null : AbortSignal.timeout(c.timeoutMs ?? REQUEST_TIMEOUT_MS), c.signal ?? null];
+    const deadline = c.timeoutMs === null ? null : AbortSignal.timeout(c.timeoutMs ?? REQUEST_TIMEOUT_MS);
+    const signals = [deadline, c.signal ?? null];
     let res: Response;
     try {
       res = await fetch(address.url + path, {
@@ -151,9 +161,16 @@ export function createWorkerClient(address: Address): WorkerClient {
   return {
     url: address.url,
     submit: (body, key) =>
-      json("/train", { method: "POST", body, headers: { "content-type": "application/json", ...(key === undefined ? {} : { "idempotency-key": key }) } }),
+      json("/train", {
+        method: "POST",
+        body,
+        headers: { "content-type": "application/json", ...(key === undefined ? {} : { "idempotency-key": key }) },
+      }),
     job: (id) => json(job(id)),
-    jobs: ({ status, limit, cursor }) => json(`/train?${new URLSearchParams({ ...(status ? { status } : {}), limit: String(limit), ...(cursor ? { cursor } : {}) })}`),
+    jobs: ({ status, limit, cursor }) => {
+      const query = { ...(status ? { status } : {}), limit: String(limit), ...(cursor ? { cursor } : {}) };
+      return json(`/train?${new URLSearchParams(query)}`);
+    },
     log: async (id, lines) => (await call(`${job(id)}/log${lines === undefined ? "" : `?lines=${lines}`}`)).text(),
     cancel: (id) => json(`${job(id)}/cancel`, { method: "POST", timeoutMs: CANCEL_TIMEOUT_MS }),
     pause: (id) => json(`${job(id)}/pause`, { method: "POST", timeoutMs: PAUSE_TIMEOUT_MS }),
@@ -161,7 +178,11 @@ export function createWorkerClient(address: Address): WorkerClient {
     gpu: () => json("/gpu-status"),
     health: () => json("/healthz"),
     events: (id, lastEventId, signal) =>
-      call(`${job(id)}/events`, { signal, timeoutMs: null, headers: { accept: "text/event-stream", ...(lastEventId === null ? {} : { "last-event-id": lastEventId }) } }),
+      call(`${job(id)}/events`, {
+        signal,
+        timeoutMs: null,
+        headers: { accept: "text/event-stream", ...(lastEventId === null ? {} : { "last-event-id": lastEventId }) },
+      }),
   };
 }
 
@@ -174,6 +195,8 @@ function unreachable(url: string, err: unknown): ClientError {
 async function refusal(res: Response, path: string): Promise<ClientError> {
   const body: unknown = await res.json().catch(() => null);
   // A 404 from a job route means the job; from anywhere else, a route this worker does not have.
-  if (res.status === 404 && path.startsWith("/train/")) return new ClientError("no_such_job", `no such job: ${decodeURIComponent(path.split("/")[2]!)}`);
+  if (res.status === 404 && path.startsWith("/train/")) {
+    return new ClientError("no_such_job", `no such job: ${decodeURIComponent(path.split("/")[2]!)}`);
+  }
   return new ClientError("refused", describeRefusal(res.status, body));
 }

@@ -15,7 +15,10 @@ Exit: 0 once the worker answered (whatever the job's status).`,
     if (options.positional.length !== 1) throw new UsageError("cancel takes exactly one job ID");
     const view = await client.cancel(options.positional[0]!);
     if (options.flags.has("json")) out.write(`${jsonText(view)}\n`);
-    else out.write(`job ${view.worker_job_id} ${view.status === "cancelled" ? "" : "had already ended, "}${outcomeLines(view).join("\n")}\n`);
+    else {
+      const already = view.status === "cancelled" ? "" : "had already ended, ";
+      out.write(`job ${view.worker_job_id} ${already}${outcomeLines(view).join("\n")}\n`);
+    }
     return EXIT.ok;
   },
 };

@@ -1,6 +1,6 @@
 import { UsageError } from "../../args.ts";
 import { jsonText } from "../format.ts";
-import { gpuTable } from "../gpu-table.ts";
+import { gpuTable } from "../table.ts";
 import type { ClientCommand } from "../run.ts";
 import { EXIT } from "../worker-client.ts";
 
@@ -16,7 +16,8 @@ Exit: 0; 5 when the worker cannot read the GPUs (503 gpu_probe_failed, with what
   async run({ client, out, options }) {
     if (options.positional.length > 0) throw new UsageError("gpu takes no arguments");
     const status = await client.gpu();
-    out.write(options.flags.has("json") ? `${jsonText(status)}\n` : gpuTable(status, out.columns).map((l) => `${l}\n`).join(""));
+    const json = options.flags.has("json");
+    out.write(json ? `${jsonText(status)}\n` : gpuTable(status, out.columns).map((l) => `${l}\n`).join(""));
     return EXIT.ok;
   },
 };

@@ -1,7 +1,7 @@
 import { JobStatus as JobStatusEnum } from "../../../job.ts";
 import { positiveInt, UsageError } from "../../args.ts";
 import { jsonText } from "../format.ts";
-import { jobTable } from "../jobs-table.ts";
+import { jobTable } from "../table.ts";
 import type { ClientCommand } from "../run.ts";
 import { EXIT, type JobStatus, type JobView } from "../worker-client.ts";
 
@@ -38,7 +38,8 @@ Exit: 0.`,
     }
     if (json) return EXIT.ok;
     // The whole list at once: the columns that fit the terminal are chosen for every row together.
-    out.write(listed.length === 0 ? `no ${status ? `${status} ` : ""}jobs\n` : jobTable(listed, out.columns).map((l) => `${l}\n`).join(""));
+    if (listed.length === 0) out.write(`no ${status ? `${status} ` : ""}jobs\n`);
+    else out.write(jobTable(listed, out.columns).map((l) => `${l}\n`).join(""));
     return EXIT.ok;
   },
 };

@@ -4,10 +4,12 @@ import { exitCodeOf, jsonText, outcomeLines, resumeHint } from "../format.ts";
 import type { ClientCommand } from "../run.ts";
 import { EXIT, type JobView } from "../worker-client.ts";
 
+const [fast, balanced, quality] = [TIERS.fast, TIERS.balanced, TIERS.quality].map((t) => t.checkpointEvery);
+
 export const pause: ClientCommand = {
   usage: "pause ID [--json]",
-  help: `Pauses job ID: the worker lets the run go on to its next saved state (a fast run saves one every ${TIERS.fast.checkpointEvery} steps,
-balanced every ${TIERS.balanced.checkpointEvery}, quality every ${TIERS.quality.checkpointEvery}), stops it right after, and answers then: this can wait that long.
+  help: `Pauses job ID: the worker lets the run go on to its next saved state (a fast run saves one every ${fast} steps,
+balanced every ${balanced}, quality every ${quality}), stops it right after, and answers then: this can wait that long.
 The job ends cancelled and paused; lora-worker resume ID continues it from that state as a new job. A run
 that ends before its next state ends as it would have; a job that already ended is left as it is.
 Prints how the job ended; --json: the final job record.
@@ -25,7 +27,9 @@ Exit: 0 paused; otherwise by how the job ended: 0 succeeded, 1 failed, 3 cancell
 function pauseLines(view: JobView): string[] {
   const id = view.worker_job_id;
   if (view.paused) {
-    const then = view.resumable ? ` (resumable: lora-worker resume ${id})` : view.resumed_by ? ` (resumed since by job ${view.resumed_by})` : "";
+    const then = view.resumable
+      ? ` (resumable: lora-worker resume ${id})`
+      : view.resumed_by ? ` (resumed since by job ${view.resumed_by})` : "";
     return [`job ${id} paused at step ${view.resume_step ?? view.step}${then}`];
   }
   // A pause the run recorded but did not reach: it ended another way before its next saved state.

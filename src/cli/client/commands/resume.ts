@@ -1,5 +1,5 @@
 import { UsageError } from "../../args.ts";
-import { followJob, followRenderer } from "../follow.ts";
+import { followJob, followRenderer } from "../events.ts";
 import { exitCodeOf, jsonText } from "../format.ts";
 import type { ClientCommand } from "../run.ts";
 import { EXIT } from "../worker-client.ts";
@@ -17,7 +17,8 @@ refuses (409 not_resumable and why, busy, VRAM, disk or output exists; 422; 503)
     if (options.positional.length !== 1) throw new UsageError("resume takes exactly one job ID");
     const json = options.flags.has("json");
     const resumed = await client.resume(options.positional[0]!);
-    out.write(json ? `${jsonText(resumed)}\n` : `job ${resumed.worker_job_id} resumed from ${resumed.resumed_from} at step ${resumed.resume_step}\n`);
+    const line = `job ${resumed.worker_job_id} resumed from ${resumed.resumed_from} at step ${resumed.resume_step}`;
+    out.write(json ? `${jsonText(resumed)}\n` : `${line}\n`);
     if (!options.flags.has("follow")) return EXIT.ok;
     return exitCodeOf(await followJob(client, resumed.worker_job_id, followRenderer(out, json)));
   },
