@@ -12,8 +12,15 @@ const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0
 const GENERATING = "generating sample images at step / サンプル画像生成 ステップ: ";
 // Widths and heights that are not multiples of 8, to show sd-scripts' rounding down to one, and its minimum of 64.
 const PROMPTS = [
-  { prompt: "portrait photo of ohwx person", negative_prompt: "blurry", width: 1023, height: 1024, sample_steps: 20, seed: 42 },
-  { prompt: "full body photo of ohwx person", width: 770, height: 60, sample_steps: 3, scale: 5.5, seed: 43, sample_sampler: "heun" },
+  {
+    prompt: "portrait photo of ohwx person",
+    negative_prompt: "blurry",
+    ...{ width: 1023, height: 1024, sample_steps: 20, seed: 42 },
+  },
+  {
+    prompt: "full body photo of ohwx person",
+    ...{ width: 770, height: 60, sample_steps: 3, scale: 5.5, seed: 43, sample_sampler: "heun" },
+  },
 ];
 
 interface Workspace extends AsyncDisposable {
@@ -28,10 +35,12 @@ async function workspace(prompts: unknown[] = PROMPTS): Promise<Workspace> {
   await Bun.write(join(dir, "images", "0.png"), "not really a png");
   await Bun.write(join(dir, "model.safetensors"), "not really a model");
   const subsets = [{ image_dir: join(dir, "images"), num_repeats: REPEATS }];
-  await Bun.write(join(dir, "dataset.toml"), Bun.TOML.stringify({ datasets: [{ resolution: 768, batch_size: 1, subsets }] }));
+  const config = { datasets: [{ resolution: 768, batch_size: 1, subsets }] };
+  await Bun.write(join(dir, "dataset.toml"), Bun.TOML.stringify(config));
   await Bun.write(join(dir, "prompts.json"), JSON.stringify(prompts));
   const out = join(dir, "out");
-  return { dir, out, prompts: join(dir, "prompts.json"), [Symbol.asyncDispose]: () => rm(dir, { recursive: true, force: true }) };
+  const dispose = () => rm(dir, { recursive: true, force: true });
+  return { dir, out, prompts: join(dir, "prompts.json"), [Symbol.asyncDispose]: dispose };
 }
 
 function simulate(job: Workspace, steps: number, extra: string[], knobs: Record<string, string> = {}) {
@@ -53,7 +62,8 @@ function events(log: string): string[] {
   return found.filter((event, index) => found[index + 1] !== event.replace("steps", "sample"));
 }
 
-// sample_image_inference's lines for one prompt: a prompt's own values, else its defaults (sd-scripts' --sample_sampler).
+// sample_image_inference's lines for one prompt: a prompt's own values, else its defaults (sd-scripts'
+// --sample_sampler).
 function promptLines(prompt: Record<string, unknown>, size: [width: number, height: number], sampler: string): string {
   const lines = [
     `prompt: ${prompt.prompt}`,
@@ -97,13 +107,14 @@ function decodePng(bytes: Buffer) {
   const fields = [...header.subarray(8)];
   const pixels = inflateSync(Buffer.concat(idat));
   const filters = new Set(Array.from({ length: height }, (_, row) => pixels[row * (1 + width * 3)]));
-  return { width, height, fields, chunks: [...new Set(types)], rowBytes: pixels.length / height, filters: [...filters], pixels };
+  const rowBytes = pixels.length / height;
+  return { width, height, fields, chunks: [...new Set(types)], rowBytes, filters: [...filters], pixels };
 }
 
 const stamped = (name: string) => name.replace(/_\d{14}(_|\.)/, "_<time>$1");
 
 describe("preview samples", () => {
-  test("every N steps each prompt becomes a decodable PNG named as sd-scripts names it, before the checkpoint", async () => {
+  test("every N steps each prompt becomes a PNG named as sd-scripts names it, before the checkpoint", async () => {
     await using job = await workspace();
     const flags = [`--sample_every_n_steps=4`, `--sample_prompts=${job.prompts}`, "--sample_sampler=euler_a"];
     const run = await simulate(job, 8, [...flags, "--save_every_n_steps=4"]);
@@ -141,7 +152,7 @@ describe("preview samples", () => {
     expect(run.log).toContain(block);
   });
 
-  test("at real step times the pipeline's bar runs to 100% and is blanked, and the steps bar's clock skips it", async () => {
+  test("at real step times the pipeline's bar runs to 100% and is blanked; the steps clock skips it", async () => {
     await using job = await workspace(Array.from({ length: 3 }, () => ({ prompt: "a photo", sample_steps: 1 })));
     const flags = ["--sample_every_n_steps=1", `--sample_prompts=${job.prompts}`, "--save_every_n_steps=1"];
     const run = await simulate(job, 1, flags, { LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0.1" });
@@ -184,7 +195,7 @@ describe("preview samples", () => {
     expect(events(run.log).filter((event) => !event.startsWith("steps"))).toEqual(["save 4", "save 8", "save 0"]);
   });
 
-  test("a prompts file that does not exist is logged as an error at each sampling step, and training goes on", async () => {
+  test("a missing prompts file is logged as an error at each sampling step, and training goes on", async () => {
     await using job = await workspace();
     const missing = join(job.dir, "no-such-prompts.json");
     const run = await simulate(job, 8, ["--sample_every_n_steps=4", `--sample_prompts=${missing}`]);
@@ -211,7 +222,7 @@ describe("preview samples", () => {
     expect(await readdir(join(job.out, "sample"))).toEqual([]);
   });
 
-  test("a sampler that is not one of sd-scripts' choices is argparse's error, exit 2 inside accelerate's 1", async () => {
+  test("a sampler not among sd-scripts' choices is argparse's error, exit 2 inside accelerate's 1", async () => {
     await using job = await workspace();
     const run = await simulate(job, 8, ["--sample_sampler=euler_b"]);
     expect(run.exitCode).toBe(1);

@@ -26,7 +26,8 @@ export async function runSimulated(run: SimulatedRun): Promise<{ exitCode: numbe
     ...[`--max_train_steps=${run.steps}`, "--seed=42", "--mixed_precision=bf16", "--console_log_simple"],
   ];
   const env = { LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0", ...run.knobs };
-  const argv = [process.execPath, ENTRY, "launch", "--num_processes=1", "--mixed_precision=bf16", SCRIPT, ...flags, ...run.extra];
+  const launch = ["launch", "--num_processes=1", "--mixed_precision=bf16"];
+  const argv = [process.execPath, ENTRY, ...launch, SCRIPT, ...flags, ...run.extra];
   const log = openSync(run.logPath, "w");
   const proc = (() => {
     try {
