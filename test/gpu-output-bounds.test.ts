@@ -34,7 +34,7 @@ describe("nvidia-smi output past the cap", () => {
     const result = await probeOf(endlessNvidiaSmi(dir, pidFile)).read();
     expect(result).toMatchObject({
       ok: false,
-      detail: `nvidia-smi printed more than ${MAX_OUTPUT_BYTES} bytes on stdout; its output was not read further`,
+      error: `nvidia-smi printed more than ${MAX_OUTPUT_BYTES} bytes on stdout; its output was not read further`,
     });
     groups.push(...readFileSync(pidFile, "utf8").trim().split("\n").map(Number));
     expect(groups).toHaveLength(2);
@@ -50,10 +50,10 @@ describe("nvidia-smi output past the cap", () => {
     expect(apps.length).toBeLessThan(MAX_OUTPUT_BYTES);
     expect(apps.length).toBeGreaterThan(MAX_OUTPUT_BYTES * 0.9);
     const result = await probeOf(writtenNvidiaSmi(scratch(), { "query-gpu.csv": `${RTX_3090_ROW}\n`, "compute-apps.csv": apps })).read();
-    if (!result.ok) throw new Error(result.detail);
-    expect(result.devices[0]?.processes).toHaveLength(count);
+    if (!result.ok) throw new Error(result.error);
+    expect(result.value[0]?.processes).toHaveLength(count);
     const last = count - 1;
-    expect(result.devices[0]?.processes.at(-1)).toEqual({ pid: 100_000 + last, name: name(last), used_mib: 1000 + (last % 4000) });
+    expect(result.value[0]?.processes.at(-1)).toEqual({ pid: 100_000 + last, name: name(last), used_mib: 1000 + (last % 4000) });
   });
 });
 
@@ -69,8 +69,8 @@ describe("a process name holding a newline", () => {
       appsRow(5151, "./gpu_burn", 15690),
     ].join("\n");
     const result = await probeWithApps(`${apps}\n`);
-    if (!result.ok) throw new Error(result.detail);
-    expect(result.devices[0]?.processes).toEqual([
+    if (!result.ok) throw new Error(result.error);
+    expect(result.value[0]?.processes).toEqual([
       { pid: 48213, name: "python3 /opt/tts/server.py", used_mib: 3000 },
       { pid: 4242, name: `/tmp/evil\\n${RTX_3090_UUID}, 7, forged, 1\\nname, with, commas`, used_mib: 1200 },
       { pid: 5151, name: "./gpu_burn", used_mib: 15690 },
@@ -92,8 +92,8 @@ describe("a process name holding a newline", () => {
       probeWithApps(`${whole}\n${RTX_3090_UUID}, 4242, 1200\n`),
     ]);
     expect([garbage, short]).toMatchObject([
-      { ok: false, detail: `unparseable nvidia-smi output: ${whole}\\nthis is not a row` },
-      { ok: false, detail: `unparseable nvidia-smi output: ${RTX_3090_UUID}, 4242, 1200` },
+      { ok: false, error: `unparseable nvidia-smi output: ${whole}\\nthis is not a row` },
+      { ok: false, error: `unparseable nvidia-smi output: ${RTX_3090_UUID}, 4242, 1200` },
     ]);
   });
 });

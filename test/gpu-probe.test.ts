@@ -29,7 +29,7 @@ describe("reading devices through a real nvidia-smi process", () => {
     expect(await probe.read()).toEqual({
       ok: true,
       probed_at: EPOCH,
-      devices: [
+      value: [
         {
           index: 0, name: "NVIDIA GeForce RTX 3090", uuid: RTX_3090,
           memory_total_mib: 24576, memory_used_mib: 3012, memory_free_mib: 21232, utilization_pct: 7,
@@ -46,8 +46,8 @@ describe("reading devices through a real nvidia-smi process", () => {
 
   test("the fake's default scenario is SPEC's idle 3090 and A6000", async () => {
     const result = await createGpuProbe({ nvidiaSmi: scenarioFake().path, timeoutMs: 5000, ttlMs: 1000 }).read();
-    if (!result.ok) throw new Error(result.detail);
-    expect(result.devices.map((d) => [d.index, d.name, d.memory_total_mib, d.processes])).toEqual([
+    if (!result.ok) throw new Error(result.error);
+    expect(result.value.map((d) => [d.index, d.name, d.memory_total_mib, d.processes])).toEqual([
       [0, "NVIDIA GeForce RTX 3090", 24576, []],
       [1, "NVIDIA RTX A6000", 49140, []],
     ]);
@@ -55,27 +55,27 @@ describe("reading devices through a real nvidia-smi process", () => {
 
   test("a driver/library mismatch is reported with the first line nvidia-smi printed", async () => {
     const probe = createGpuProbe({ nvidiaSmi: scenarioFake("driver-mismatch").path, timeoutMs: 5000, ttlMs: 1000, now: () => EPOCH });
-    expect(await probe.read()).toEqual({ ok: false, detail: "Failed to initialize NVML: Driver/library version mismatch", probed_at: EPOCH });
+    expect(await probe.read()).toEqual({ ok: false, error: "Failed to initialize NVML: Driver/library version mismatch", probed_at: EPOCH });
   });
 
   test("a missing driver is reported with nvidia-smi's whole sentence", async () => {
     const result = await createGpuProbe({ nvidiaSmi: scenarioFake("no-driver").path, timeoutMs: 5000, ttlMs: 1000 }).read();
     expect(result).toMatchObject({
       ok: false,
-      detail:
+      error:
         "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.",
     });
   });
 
   test("a missing binary is reported by its path", async () => {
     const result = await createGpuProbe({ nvidiaSmi: "/nonexistent/bin/nvidia-smi", timeoutMs: 5000, ttlMs: 1000 }).read();
-    expect(result).toMatchObject({ ok: false, detail: "nvidia-smi not found at /nonexistent/bin/nvidia-smi" });
+    expect(result).toMatchObject({ ok: false, error: "nvidia-smi not found at /nonexistent/bin/nvidia-smi" });
   });
 
   test("output that is not the queried CSV is reported as unparseable with its first line", async () => {
     const result = await createGpuProbe({ nvidiaSmi: scenarioFake("table-output").path, timeoutMs: 5000, ttlMs: 1000 }).read();
     const firstLine = readFileSync(join(SCENARIOS, "table-output/query-gpu.csv"), "utf8").split("\n")[0];
-    expect(result).toMatchObject({ ok: false, detail: `unparseable nvidia-smi output: ${firstLine}` });
+    expect(result).toMatchObject({ ok: false, error: `unparseable nvidia-smi output: ${firstLine}` });
   });
 
   test("a hung nvidia-smi gives up at the timeout and its whole process group is killed", async () => {
@@ -84,7 +84,7 @@ describe("reading devices through a real nvidia-smi process", () => {
     const started = performance.now();
     const result = await createGpuProbe({ nvidiaSmi: fake.path, timeoutMs, ttlMs: 1000 }).read();
     expect(performance.now() - started).toBeLessThan(timeoutMs + 2000);
-    expect(result).toMatchObject({ ok: false, detail: `nvidia-smi timed out after ${timeoutMs} ms` });
+    expect(result).toMatchObject({ ok: false, error: `nvidia-smi timed out after ${timeoutMs} ms` });
     const groups = fake.invocations().map((line) => Number(line.split(" ")[0]));
     expect(groups).toHaveLength(2);
     await waitFor(() => groups.every((pgid) => liveGroupMembers(pgid).length === 0), "every nvidia-smi group to be gone", 5000);

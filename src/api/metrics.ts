@@ -143,7 +143,7 @@ export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
 }
 
 export function gpuFamilies(probe: ProbeResult, deps: WorkerMetricsDeps): Family[] {
-  const devices = probe.ok ? probe.devices : [];
+  const devices = probe.ok ? probe.value : [];
   const perDevice = (name: string, help: string, pick: (d: (typeof devices)[number]) => number | null): Family => ({
     name,
     help,

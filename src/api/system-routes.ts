@@ -28,7 +28,7 @@ export interface SystemRouteDeps {
 function gpuFact(last: ProbeResult | null) {
   if (last === null) return { probed: false };
   const at = new Date(last.probed_at).toISOString();
-  return last.ok ? { probed: true, ok: true, devices: last.devices.length, probed_at: at } : { probed: true, ok: false, detail: last.detail, probed_at: at };
+  return last.ok ? { probed: true, ok: true, devices: last.value.length, probed_at: at } : { probed: true, ok: false, detail: last.error, probed_at: at };
 }
 
 // A state dir that cannot take writes degrades the worker: runs go on from memory, new trains are refused.
@@ -84,7 +84,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
       deps.keepOpen?.(c.req.raw); // bounded by the probe's own timeout, which may exceed the idle timeout
       if (config.trainer.backend === "slurm") return c.json(await clusterGpus(config));
       const result = await gpu.read();
-      if (!result.ok) throw new ApiError(503, { detail: result.detail, reason: "gpu_probe_failed" });
-      return c.json(gpuStatusView(result.devices, config, supervisor.activeTrainerPid()));
+      if (!result.ok) throw new ApiError(503, { detail: result.error, reason: "gpu_probe_failed" });
+      return c.json(gpuStatusView(result.value, config, supervisor.activeTrainerPid()));
     });
 }

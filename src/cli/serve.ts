@@ -53,8 +53,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const dispatcher = createDispatcher({ store, gpu, config, supervisor, trainerCommand: trainer, now, log });
   // One probe at start-up so the log and /healthz say at once whether nvidia-smi answers.
   void gpu.read().then((r) => {
-    if (r.ok) log.info("gpu probe", { devices: r.devices.length });
-    else log.warn("gpu probe failed", { detail: r.detail });
+    if (r.ok) log.info("gpu probe", { devices: r.value.length });
+    else log.warn("gpu probe failed", { detail: r.error });
   });
   let keepOpen: (req: Request) => void = () => {};
   const app = createApp({

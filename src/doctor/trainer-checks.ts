@@ -89,16 +89,16 @@ export async function checkNvidiaSmi(config: Config): Promise<CheckResult> {
   const result = await probe.read({ fresh: true });
   if (!result.ok) {
     const fix = "run nvidia-smi by hand; fix the driver, or point gpu.nvidia_smi at it";
-    return fail(name, `${config.gpu.nvidia_smi} failed: ${result.detail}`, fix);
+    return fail(name, `${config.gpu.nvidia_smi} failed: ${result.error}`, fix);
   }
-  const missing = config.devices.filter((d) => !result.devices.some((g) => g.index === d.index));
+  const missing = config.devices.filter((d) => !result.value.some((g) => g.index === d.index));
   if (missing.length > 0) {
-    const seen = result.devices.map((g) => `${g.index} ${g.name}`).join(", ") || "none";
+    const seen = result.value.map((g) => `${g.index} ${g.name}`).join(", ") || "none";
     const names = missing.map((d) => `device ${d.index} (${d.name})`).join(", ");
     const fix = "fix [[devices]] in the config to match nvidia-smi's indexes";
     return fail(name, `${names} not seen by nvidia-smi (it sees: ${seen})`, fix);
   }
-  const nameOf = (index: number) => result.devices.find((g) => g.index === index)!.name;
+  const nameOf = (index: number) => result.value.find((g) => g.index === index)!.name;
   const seen = config.devices.map((d) => `${d.index} ${nameOf(d.index)}`).join(", ");
   const renamed = config.devices.filter((d) => !nameOf(d.index).includes(d.name));
   if (renamed.length > 0) {

@@ -59,8 +59,8 @@ function refusalFor(
   config: Config,
   samples: number,
 ): Refusal | null {
-  if (!probe.ok) return { reason: "gpu_probe_failed", detail: probe.detail };
-  const seen = probe.devices.find((d) => d.index === device.index);
+  if (!probe.ok) return { reason: "gpu_probe_failed", detail: probe.error };
+  const seen = probe.value.find((d) => d.index === device.index);
   if (!seen || seen.memory_free_mib === null) {
     return { reason: "gpu_probe_failed", detail: `nvidia-smi reports no free memory for device ${device.index}` };
   }

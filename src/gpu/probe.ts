@@ -1,4 +1,4 @@
-import { fail, type Result } from "../result.ts";
+import { fail, ok, type Result } from "../result.ts";
 import {
   type CsvLayout,
   DEVICE_QUERY,
@@ -80,9 +80,9 @@ export async function readDevices(deps: ReadDevicesDeps): Promise<ProbeResult> {
     query(deps, "--query-compute-apps", PROCESS_QUERY, parseProcessRows),
   ]);
   const probed_at = deps.now();
-  if (!devices.ok) return { ok: false, detail: devices.error, probed_at };
-  if (!processes.ok) return { ok: false, detail: processes.error, probed_at };
-  return { ok: true, devices: joinDevices(devices.value, processes.value), probed_at };
+  if (!devices.ok) return { ...devices, probed_at };
+  if (!processes.ok) return { ...processes, probed_at };
+  return { ...ok(joinDevices(devices.value, processes.value)), probed_at };
 }
 
 async function query<T>(
@@ -140,10 +140,8 @@ export interface GpuDevice {
   processes: GpuProcess[];
 }
 
-/** `probed_at` is ms since the epoch, taken when the probe finished. */
-export type ProbeResult =
-  | { ok: true; devices: GpuDevice[]; probed_at: number }
-  | { ok: false; detail: string; probed_at: number };
+/** The devices, or why nvidia-smi gave none; `probed_at` is ms since the epoch, taken when the probe finished. */
+export type ProbeResult = Result<GpuDevice[]> & { probed_at: number };
 
 export interface GpuProbe {
   read(options?: { fresh?: boolean }): Promise<ProbeResult>;
