@@ -21,9 +21,15 @@ console.log(`worker up at ${url} (${useBinary ? "compiled binary" : "from source
 try {
   const health = await (await fetch(`${url}/healthz`)).json();
   console.log("GET /healthz", JSON.stringify(health));
-  const gpus = (await (await fetch(`${url}/gpu-status`, { headers: auth })).json()) as { devices: Array<{ index: number; name: string; memory_free_mib: number }> };
-  console.log("GET /gpu-status", gpus.devices.map((d) => `#${d.index} ${d.name} ${d.memory_free_mib} MiB free`).join(", "));
-  const res = await fetch(`${url}/train`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify(host.request) });
+  type GpuStatus = { devices: Array<{ index: number; name: string; memory_free_mib: number }> };
+  const gpus = (await (await fetch(`${url}/gpu-status`, { headers: auth })).json()) as GpuStatus;
+  const free = gpus.devices.map((d) => `#${d.index} ${d.name} ${d.memory_free_mib} MiB free`);
+  console.log("GET /gpu-status", free.join(", "));
+  const res = await fetch(`${url}/train`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json" },
+    body: JSON.stringify(host.request),
+  });
   const dispatched = (await res.json()) as { worker_job_id: string; status: string };
   console.log(`POST /train -> ${res.status}`, JSON.stringify(dispatched));
   if (res.status !== 200) process.exit(1);
@@ -66,8 +72,11 @@ async function follow(jobUrl: string): Promise<any> {
   let last = "";
   for (;;) {
     const job = (await (await fetch(jobUrl, { headers: auth })).json()) as any;
-    const line = `${job.status.padEnd(9)} ${job.phase.padEnd(8)} ${bar(job.step, job.total_steps)} ${job.step}/${job.total_steps ?? "?"} loss=${job.loss?.toFixed(4) ?? "-"} eta=${job.eta_s ?? "-"}s`;
-    const key = process.stdout.isTTY ? line : `${job.status} ${job.phase} ${job.total_steps ? Math.floor((job.step / job.total_steps) * 10) : 0}`;
+    const steps = `${job.step}/${job.total_steps ?? "?"}`;
+    const line = `${job.status.padEnd(9)} ${job.phase.padEnd(8)} ${bar(job.step, job.total_steps)} ${steps} ` +
+      `loss=${job.loss?.toFixed(4) ?? "-"} eta=${job.eta_s ?? "-"}s`;
+    const tenth = job.total_steps ? Math.floor((job.step / job.total_steps) * 10) : 0;
+    const key = process.stdout.isTTY ? line : `${job.status} ${job.phase} ${tenth}`;
     if (key !== last) process.stdout.write(process.stdout.isTTY ? `\r${line}` : `${line}\n`);
     last = key;
     if (!["starting", "training"].includes(job.status)) {

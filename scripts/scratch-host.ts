@@ -8,13 +8,16 @@ import { safetensorsParts } from "../src/safetensors/write.ts";
 
 const REPO = join(import.meta.dir, "..");
 const DEFAULT_LISTEN = "127.0.0.1:8203";
-/** A `fast` job (400 steps) takes about 400 × this, plus a few steps' worth of loading and caching. */
+// A `fast` job (400 steps) takes about 400 × this, plus a few steps' worth of loading and caching.
 const DEFAULT_SECONDS_PER_STEP = 0.05;
 const FAST_STEPS = 400;
 // The simulator loads the model and caches latents and text-encoder outputs, each taking one step's time.
 const STAGE_STEPS = 3;
 // An 8×8 PNG: the simulator only counts images, but the dataset should look like one.
-const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAEUlEQVR4nGM4URGAFTEMLQkAMRFkARSGGiwAAAAASUVORK5CYII=", "base64");
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAEUlEQVR4nGM4URGAFTEMLQkAMRFkARSGGiwAAAAASUVORK5CYII=",
+  "base64",
+);
 const EXIT_NOT_EMPTY = 1;
 const EXIT_USAGE = 2;
 
@@ -39,9 +42,11 @@ export function layOutScratchHost(dir: string, opts: { listen?: string; secondsP
   }
   writeFileSync(at("models", "sdxl-base.safetensors"), Buffer.concat(sdxlPlaceholder()));
   const tokenPath = at("token");
-  writeFileSync(tokenPath, `${Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex")}\n`, { mode: 0o600 });
+  const token = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex");
+  writeFileSync(tokenPath, `${token}\n`, { mode: 0o600 });
   const configPath = at("config.toml");
-  writeFileSync(configPath, config(dir, opts.listen ?? DEFAULT_LISTEN, opts.secondsPerStep ?? DEFAULT_SECONDS_PER_STEP));
+  const secondsPerStep = opts.secondsPerStep ?? DEFAULT_SECONDS_PER_STEP;
+  writeFileSync(configPath, config(dir, opts.listen ?? DEFAULT_LISTEN, secondsPerStep));
   const request = {
     dataset_dir: dataset,
     base_model_path: at("models", "sdxl-base.safetensors"),
@@ -83,8 +88,14 @@ token_file = ${JSON.stringify(join(dir, "token"))}
 // The worker reads a base model's header and refuses anything but an SDXL checkpoint; the simulator loads
 // nothing. So: one tiny tensor under each of the four prefixes an SDXL checkpoint has.
 function sdxlPlaceholder(): Uint8Array[] {
-  const names = ["model.diffusion_model.out.2.bias", "conditioner.embedders.0.transformer.text_model.final_layer_norm.weight", "conditioner.embedders.1.model.logit_scale", "first_stage_model.quant_conv.bias"];
-  return safetensorsParts(names.map((name) => ({ name, dtype: "F16" as const, shape: [2], data: new Uint8Array(4) })), { "modelspec.architecture": "lora-worker scratch-host placeholder" });
+  const names = [
+    "model.diffusion_model.out.2.bias",
+    "conditioner.embedders.0.transformer.text_model.final_layer_norm.weight",
+    "conditioner.embedders.1.model.logit_scale",
+    "first_stage_model.quant_conv.bias",
+  ];
+  const tensors = names.map((name) => ({ name, dtype: "F16" as const, shape: [2], data: new Uint8Array(4) }));
+  return safetensorsParts(tensors, { "modelspec.architecture": "lora-worker scratch-host placeholder" });
 }
 
 function isEmptyOrMissing(dir: string): boolean {
@@ -100,7 +111,8 @@ function main(argv: string[]): number {
   if (positional.length !== 1) throw new UsageError("takes exactly one DIR");
   const secondsPerStep = values["seconds-per-step"] === undefined ? undefined : Number(values["seconds-per-step"]);
   if (secondsPerStep !== undefined && !(secondsPerStep >= 0 && secondsPerStep <= 60)) {
-    throw new UsageError(`--seconds-per-step must be a number of seconds from 0 to 60, got ${JSON.stringify(values["seconds-per-step"])}`);
+    const got = JSON.stringify(values["seconds-per-step"]);
+    throw new UsageError(`--seconds-per-step must be a number of seconds from 0 to 60, got ${got}`);
   }
   const dir = resolve(positional[0]!);
   if (!isEmptyOrMissing(dir)) {
@@ -108,9 +120,10 @@ function main(argv: string[]): number {
     return EXIT_NOT_EMPTY;
   }
   const host = layOutScratchHost(dir, { listen: values.listen, secondsPerStep });
+  const seconds = Math.ceil((FAST_STEPS + STAGE_STEPS) * (secondsPerStep ?? DEFAULT_SECONDS_PER_STEP));
   process.stdout.write(`scratch host in ${dir}:
   config   ${host.configPath}   (simulate mode, fake nvidia-smi, listen ${values.listen ?? DEFAULT_LISTEN})
-  request  ${host.requestPath}  (tier fast, 400 steps: about ${Math.ceil((FAST_STEPS + STAGE_STEPS) * (secondsPerStep ?? DEFAULT_SECONDS_PER_STEP))} s)
+  request  ${host.requestPath}  (tier fast, 400 steps: about ${seconds} s)
   token    ${host.tokenPath}
 next, from ${REPO}:
   bun src/main.ts serve --config ${host.configPath}
@@ -124,7 +137,8 @@ if (import.meta.main) {
     process.exit(main(process.argv.slice(2)));
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`scratch-host: ${err.message}\nusage: bun run scratch-host DIR [--listen HOST:PORT] [--seconds-per-step S]\n`);
+    const usage = "usage: bun run scratch-host DIR [--listen HOST:PORT] [--seconds-per-step S]";
+    process.stderr.write(`scratch-host: ${err.message}\n${usage}\n`);
     process.exit(EXIT_USAGE);
   }
 }

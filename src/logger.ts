@@ -20,7 +20,8 @@ const PRIORITY: Record<Level, string> = { error: "<3>", warn: "<4>", info: "<6>"
 export function createLogger(format: LogFormat = "json", write: (line: string) => void = writeStdout): Logger {
   const line = format === "human" ? humanLine : jsonLine;
   const prefix = (level: Level) => (format === "journal" ? PRIORITY[level] : "");
-  const emit = (level: Level) => (msg: string, fields: Fields = {}) => write(prefix(level) + line(new Date(), level, msg, fields));
+  const emit = (level: Level) => (msg: string, fields: Fields = {}) =>
+    write(prefix(level) + line(new Date(), level, msg, fields));
   return { info: emit("info"), warn: emit("warn"), error: emit("error") };
 }
 
@@ -45,8 +46,11 @@ function jsonLine(at: Date, level: Level, msg: string, fields: Fields): string {
 }
 
 function humanLine(at: Date, level: Level, msg: string, fields: Fields): string {
-  const rest = Object.entries(fields).map(([k, v]) => `${k}=${typeof v === "string" && !/\s/.test(v) ? v : JSON.stringify(v)}`);
-  return `${at.toISOString().slice(11, 23)} ${level.toUpperCase().padEnd(5)} ${msg}${rest.length ? `  ${rest.join(" ")}` : ""}\n`;
+  // A string without spaces reads bare; anything else as JSON, so the line still splits on spaces.
+  const shown = (v: unknown) => (typeof v === "string" && !/\s/.test(v) ? v : JSON.stringify(v));
+  const rest = Object.entries(fields).map(([k, v]) => `${k}=${shown(v)}`);
+  const tail = rest.length ? `  ${rest.join(" ")}` : "";
+  return `${at.toISOString().slice(11, 23)} ${level.toUpperCase().padEnd(5)} ${msg}${tail}\n`;
 }
 
 // A closed stdout (journald restarting, a reader gone) must not take the worker down with it.
