@@ -1,6 +1,6 @@
 // Issue 14 item 4: the compiled worker's CPU and RSS with 1,000 clients on GET /train/{id}/events of one simulated
 // job, against the same job with one client, same run. The clients are raw sockets in this process, so neither
-// fetch's connection pool nor a client library stands between them and the worker. SSE_FANOUT_BEFORE=<binary>
+// fetch's connection pool nor a client library stands between them and the worker. BENCH_BEFORE=<binary>
 // adds the same figures for another build (e.g. the commit before the shared feed) as a before.
 import { connect, type Socket } from "node:net";
 import { startBenchWorker } from "./lib/bench-host.ts";
@@ -77,7 +77,9 @@ function rows(label: string, { one, many }: { one: Window; many: Window }): Row[
   const pct = (share: number) => `${(share * 100).toFixed(2)} %`;
   const rate = (w: Window) => `${(w.bytesPerClientS / 1024).toFixed(1)} KiB/s per client`;
   return [
-    { bench, metric: `${label}worker CPU, ${CLIENTS} streams of one job`, figure: pct(many.cpuShare), baseline: `${pct(one.cpuShare)} with 1 stream`, ratio: ratio(many.cpuShare / one.cpuShare), target: label ? "" : `< ${pct(TARGET_CPU_SHARE)} of a core`, verdict: label ? "info" : verdict(many.cpuShare, "<", TARGET_CPU_SHARE) },
+    // What the clients cost: the worker with them, less the same worker (supervising the same job) with one.
+    { bench, metric: `${label}CPU of ${CLIENTS - 1} more streams of one job`, figure: pct(many.cpuShare - one.cpuShare), baseline: `${pct(one.cpuShare)} with 1 stream, ${pct(many.cpuShare)} with ${CLIENTS}`, ratio: ratio(many.cpuShare / one.cpuShare), target: label ? "" : `< ${pct(TARGET_CPU_SHARE)} of a core`, verdict: label ? "info" : verdict(many.cpuShare - one.cpuShare, "<", TARGET_CPU_SHARE) },
+    { bench, metric: `${label}worker CPU, ${CLIENTS} streams of one job`, figure: pct(many.cpuShare), baseline: `${pct(one.cpuShare)} with 1 stream`, ratio: ratio(many.cpuShare / one.cpuShare), target: "", verdict: "info" },
     { bench, metric: `${label}worker RSS, ${CLIENTS} streams`, figure: mib(many.rss), baseline: `${mib(one.rss)} with 1 stream`, ratio: ratio(many.rss / one.rss), target: "", verdict: "info" },
     { bench, metric: `${label}delivered, ${CLIENTS} streams`, figure: rate(many), baseline: rate(one), ratio: ratio(many.bytesPerClientS / one.bytesPerClientS), target: "", verdict: "info" },
   ];
@@ -86,7 +88,7 @@ function rows(label: string, { one, many }: { one: Window; many: Window }): Row[
 export async function measure(): Promise<Row[]> {
   const after = await measureBuild();
   console.log(`this build: 1 stream ${(after.one.cpuShare * 100).toFixed(2)} % CPU, ${mib(after.one.rss)} · ${CLIENTS} streams ${(after.many.cpuShare * 100).toFixed(2)} % CPU, ${mib(after.many.rss)}`);
-  const beforeBinary = process.env.SSE_FANOUT_BEFORE;
+  const beforeBinary = process.env.BENCH_BEFORE;
   if (!beforeBinary) return rows("", after);
   const before = await measureBuild(beforeBinary);
   return [...rows("", after), ...rows("before: ", before)];

@@ -2,6 +2,7 @@
 // trainer's) over wall time while a job trains, at a realistic pace (the simulator, 10 steps/s) and under a flood
 // (a trainer printing 5,000 tqdm redraws/s). Baselines, following the same log over the same window: a bare Bun
 // process that only watches and reads it (the runtime's floor), and `tail -f` (the floor of any follower).
+// BENCH_BEFORE=<binary> adds the same windows for another build (e.g. the commit before a change) as a before.
 import { join } from "node:path";
 import { startBenchWorker, bunTrainer, type BenchWorker } from "./lib/bench-host.ts";
 import { trackPid } from "./lib/cleanup.ts";
@@ -68,15 +69,16 @@ function rows(bench: string, label: string, w: Window, target: number): Row[] {
   ];
 }
 
-async function realistic(): Promise<Window> {
-  await using host = await startBenchWorker({ tables: () => ({ trainer: { mode: "simulate", cancel_grace_seconds: 2 }, simulate: { seconds_per_step: 0.1 } }) });
+async function realistic(binary?: string): Promise<Window> {
+  await using host = await startBenchWorker({ binary, tables: () => ({ trainer: { mode: "simulate", cancel_grace_seconds: 2 }, simulate: { seconds_per_step: 0.1 } }) });
   const id = await host.startJob();
   await host.waitForJob(id, (j) => j.step >= 1);
   return await watchWindow(host, id, REALISTIC_WINDOW_S);
 }
 
-async function flood(): Promise<Window> {
+async function flood(binary?: string): Promise<Window> {
   await using host = await startBenchWorker({
+    binary,
     tables: (tree) => ({ trainer: bunTrainer(tree, "tqdm-trainer.ts", ["--rate", String(FLOOD_RATE), "--seconds", "600"]) }),
   });
   const id = await host.startJob();
@@ -86,7 +88,14 @@ async function flood(): Promise<Window> {
 
 export async function measure(): Promise<Row[]> {
   const bench = "2 supervisor overhead";
-  return [...rows(bench, "10 steps/s", await realistic(), 0.5), ...rows(bench, `flood ${count(FLOOD_RATE)} lines/s`, await flood(), 5)];
+  const builds: Array<[string, string | undefined]> = [["", undefined]];
+  if (process.env.BENCH_BEFORE) builds.push(["before: ", process.env.BENCH_BEFORE]);
+  const out: Row[] = [];
+  for (const [label, binary] of builds) {
+    out.push(...rows(bench, `${label}10 steps/s`, await realistic(binary), 0.5));
+    out.push(...rows(bench, `${label}flood ${count(FLOOD_RATE)} lines/s`, await flood(binary), 3));
+  }
+  return out;
 }
 
 if (import.meta.main) await runBench("2. supervisor CPU and memory", measure);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a fresh machine with Node.js and npm needs: the pinned Bun, the locked dependencies and,
 # with --test-tools, the Debian packages the tests drive (systemd-analyze, curl, setpriv, script, pkill,
-# chromium, and Slurm with munge for a single-node test cluster).
+# strace, chromium, and Slurm with munge for a single-node test cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +18,7 @@ if [ "${1:-}" = "--test-tools" ]; then
   command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
   command -v script >/dev/null 2>&1 || missing+=(bsdutils)
   command -v pkill >/dev/null 2>&1 || missing+=(procps)
+  command -v strace >/dev/null 2>&1 || missing+=(strace)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   # The Slurm daemons live in /usr/sbin, which a non-root PATH may lack.
   [ -x /usr/sbin/slurmctld ] || missing+=(slurmctld)

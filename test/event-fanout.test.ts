@@ -28,10 +28,10 @@ async function fanoutHarness(secondsPerStep: number) {
       };
     },
   };
-  const feeds = createJobFeeds({ supervisor, view: (id) => {
+  const feeds = createJobFeeds({ supervisor, answer: (id) => {
     counts.builds++;
     const row = s.store.get(id)!;
-    return { row, view: jobView(row, s.supervisor.progress(id)) };
+    return { row, json: JSON.stringify(jobView(row, s.supervisor.progress(id))) };
   } });
   const app = new Hono().get("/:id/events", (c) => jobEvents(c, feeds, c.req.param("id")));
   const result = await s.dispatcher.dispatch(tree.validRequest(), null);
@@ -73,12 +73,14 @@ describe("event streams of one job share one snapshot per change", () => {
   test("a stream that leaves unsubscribes; the job's one watcher stays for the others and goes with the last", async () => {
     await using h = await fanoutHarness(0.05);
     const [a, b] = await Promise.all([h.app.request(`/${h.id}/events`), h.app.request(`/${h.id}/events`)]);
+    // A stream subscribes as it is sent: the server starts sending at once, a reader here at its first read.
     const readerA = a!.body!.getReader();
+    const readerB = b!.body!.getReader();
+    await Promise.all([readerA.read(), readerB.read()]);
     expect(h.counts.watchers).toBe(1);
 
     await readerA.cancel();
     expect(h.counts.watchers).toBe(1);
-    const readerB = b!.body!.getReader();
     const decoder = new TextDecoder();
     let seen = "";
     await waitFor(async () => {

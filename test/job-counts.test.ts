@@ -36,3 +36,40 @@ describe("per-status counts kept in memory", () => {
     reopened.close();
   });
 });
+
+describe("rows read from memory", () => {
+  const rowOnDisk = (path: string, id: string) => {
+    using db = new Database(path, { readonly: true });
+    return db.query("SELECT * FROM jobs WHERE id = ?").get(id);
+  };
+
+  test("a row read again after any write is what the database holds, and a read row cannot be changed in place", () => {
+    using tree = makeHostTree();
+    const path = join(tree.state, "jobs.db");
+    const store = openJobStore(path);
+    const id = "00000000-0000-4000-8000-000000000001";
+    store.insertIfIdle({ id, request: {}, requestHash: "h", idempotencyKey: null, admissionWarning: null, simulated: true, logPath: "/x", now: new Date(0).toISOString(), totalSteps: 400, dataset: null });
+    const writes: Array<() => unknown> = [
+      () => store.markTraining(id),
+      () => store.saveProgressUnsynced(id, { phase: "training", step: 7, total_steps: 400, loss: 0.1, eta_s: 30 }, [[7, 0.1]]),
+      () => store.requestPause(id, new Date(1000).toISOString()),
+      () => store.saveResumePoint(id, { step: 40, state: "/out/state", checkpoints: [], gone: null }),
+      () => store.requestStop(id, "cancel", new Date(2000).toISOString()),
+      () => store.finish(id, failedOutcome("cuda_oom", "x"), new Date(3000).toISOString()),
+      () => store.markPruned(id, new Date(4000).toISOString()),
+    ];
+    for (const write of writes) {
+      const before = store.get(id);
+      write();
+      expect(store.get(id)).not.toEqual(before);
+      expect(store.get(id)).toEqual(rowOnDisk(path, id) as never);
+    }
+    const row = store.get(id)!;
+    expect(() => Object.assign(row, { status: "training" })).toThrow(TypeError);
+    // Contrast: the row really is kept; a write behind the store's back (never done by the worker) is not seen.
+    using other = new Database(path);
+    other.run("UPDATE jobs SET error = 'changed elsewhere' WHERE id = ?", [id]);
+    expect(store.get(id)!.error).not.toBe("changed elsewhere");
+    store.close();
+  });
+});

@@ -94,4 +94,23 @@ describe("the progress tracker, with no process", () => {
     tr.push(bar(50, 400, "0.1"));
     expect(tr.progress()).toMatchObject({ step: 45, contradicting_total: 440 });
   });
+
+  test("a flood of redraws in one chunk ends where the same redraws one by one end", () => {
+    const redraws = [bar(1, 400, "0.5"), bar(1, 400, "nan"), bar(1, 400, "nan"), bar(2, 400, "nan"), bar(2, 400, "0.3"),
+      bar(3, 400, "nan"), bar(3, 400, "nan"), bar(4, 400, "nan"), bar(4, 400, "nan")];
+    const oneByOne = tracker(400, 10).tr;
+    for (const redraw of redraws) oneByOne.push(redraw);
+    const chunked = tracker(400, 10).tr;
+    chunked.push(redraws.join(""));
+    expect(chunked.progress()).toEqual(oneByOne.progress());
+    expect(chunked.progress()).toMatchObject({ step: 4, nan_streak: 2, last_loss_nan: true });
+    // The chunk keeps one point per step: the last redraw of each step.
+    expect(chunked.pendingLoss()).toEqual([[1, null], [2, 0.3], [3, null], [4, null]]);
+  });
+
+  test("contrast: a redraw followed on its line by a message is not skipped for the next redraw of its step", () => {
+    const { tr } = tracker(2);
+    tr.push(`${bar(2, 2, "0.1")}model saved.${bar(2, 2, "0.1")}`);
+    expect(tr.progress().phase).toBe("done");
+  });
 });

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { readdirSync, renameSync, rmSync } from "node:fs";
+import { readFileSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { readProcStat } from "../src/os/proc.ts";
 import { ensureBinary } from "./support/binary.ts";
@@ -163,32 +163,55 @@ describe("a job database lost while a training runs", () => {
   });
 });
 
+// Runs `during` with strace attached to the worker's main thread (where its JavaScript runs, and so every file it
+// opens and every process it starts), and detached after.
+async function traced<T>(pid: number, args: string[], during: () => Promise<T>): Promise<T> {
+  const strace = Bun.spawn(["strace", "-p", String(pid), ...args], { stdout: "ignore", stderr: "pipe" });
+  const reader = strace.stderr.getReader();
+  for (let seen = ""; !seen.includes("attached"); ) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`strace did not attach: ${seen}`);
+    seen += new TextDecoder().decode(value);
+  }
+  try {
+    return await during();
+  } finally {
+    strace.kill("SIGINT");
+    await strace.exited;
+  }
+}
+
 describe("a launch that fails after the shim started", () => {
   test("stops whatever it started, records spawn_failed and says so, and the worker lives on", async () => {
     using tree = scratch();
     await using worker = await startWorker(slowConfig(tree), { command: [binary] });
-    const hard = /^Max open files\s+\d+\s+(\d+)/m.exec(await Bun.file(`/proc/${worker.proc.pid}/limits`).text())![1];
-    const answers: Array<{ status: number; body: any }> = [];
-    // Each round leaves the worker a few more free descriptors, so the launch runs out at a later step.
-    for (let spare = 0; spare <= 8; spare++) {
-      await worker.json("/healthz");
-      const open = readdirSync(`/proc/${worker.proc.pid}/fd`).length;
-      Bun.spawnSync(["prlimit", `--pid=${worker.proc.pid}`, `--nofile=${open + spare}:${hard}`]);
-      const answer = await worker.postTrain(tree.validRequest({ output_name: `fd${spare}` }));
-      Bun.spawnSync(["prlimit", `--pid=${worker.proc.pid}`, `--nofile=${hard}:${hard}`]);
-      answers.push(answer);
-      expect(worker.proc.exitCode).toBeNull();
-      if (answer.status === 503) {
-        expect(answer.body.reason).toBe("spawn_failed");
-        expect(answer.body.detail).toContain("EMFILE");
-        expect(storedJob(tree, answer.body.worker_job_id)).toMatchObject({ status: "failed", error_code: "spawn_failed" });
-        expect(markedInTree(tree).size).toBe(0);
-      }
-      if (answer.status === 200) await cancelCleanly(worker, tree, answer.body.worker_job_id);
-    }
-    // The seam itself was hit: at least one launch failed with its shim already running.
-    expect(answers.some((a) => a.status === 503 && a.body.detail.includes("after the trainer's shim had started"))).toBe(true);
-    // Contrast: with descriptors to spare the same worker launches normally.
-    expect(answers.at(-1)!.status).toBe(200);
+    await worker.json("/healthz");
+    const post = (name: string) => worker.postTrain(tree.validRequest({ output_name: name }));
+    // Contrast, and the map of a launch: where the worker starts the shim, and the database's fsyncs around it
+    // (the claim before, the shim's record after).
+    const trace = join(tree.root, "launch.trace");
+    const first = await traced(worker.proc.pid, ["-e", "trace=vfork,clone,clone3,fsync,fdatasync", "-o", trace], () => post("traced"));
+    expect(first.status).toBe(200);
+    await cancelCleanly(worker, tree, first.body.worker_job_id);
+    const calls = readFileSync(trace, "utf8").split("\n").filter((l) => /^(vfork|clone|clone3|fsync|fdatasync)\(/.test(l));
+    const spawnAt = calls.findLastIndex((l) => !l.startsWith("f"));
+    const syncsBefore = calls.slice(0, spawnAt).length;
+    expect(spawnAt).toBeGreaterThan(0);
+    expect(calls.slice(spawnAt + 1).some((l) => l.startsWith("fsync("))).toBe(true);
+
+    // The same launch again, its first fsync after the shim started refused by the disk (EIO).
+    const inject = `inject=fsync:error=EIO:when=${syncsBefore + 1}`;
+    const answer = await traced(worker.proc.pid, ["-e", "trace=fsync", "-e", inject, "-o", "/dev/null"], () => post("eio"));
+    expect(worker.proc.exitCode).toBeNull();
+    expect(answer).toMatchObject({ status: 503, body: { reason: "spawn_failed" } });
+    expect(answer.body.detail).toContain("after the trainer's shim had started");
+    expect(answer.body.detail).toContain("I/O error");
+    expect(storedJob(tree, answer.body.worker_job_id)).toMatchObject({ status: "failed", error_code: "spawn_failed" });
+    expect(markedInTree(tree).size).toBe(0);
+
+    // Contrast: untraced, the same worker launches normally.
+    const last = await post("after");
+    expect(last.status).toBe(200);
+    await cancelCleanly(worker, tree, last.body.worker_job_id);
   });
 });

@@ -20,7 +20,8 @@ export interface Subscriber {
 
 export interface JobFeedDeps {
   supervisor: Pick<Supervisor, "watch" | "isRunning">;
-  view: (id: string) => { row: JobRow; view: unknown };
+  /** The job's record and its answer as serialised for GET /train/{id}. */
+  answer: (id: string) => { row: JobRow; json: string };
 }
 
 interface Feed {
@@ -35,11 +36,11 @@ export type JobFeeds = ReturnType<typeof createJobFeeds>;
 
 // One watcher per job while it has streams: each change is read and serialised once, whatever the number of
 // streams, at most once per EVENT_MIN_INTERVAL_MS; a comment line every HEARTBEAT_MS keeps proxies awake.
-export function createJobFeeds({ supervisor, view }: JobFeedDeps) {
+export function createJobFeeds({ supervisor, answer }: JobFeedDeps) {
   const feeds = new Map<string, Feed>();
   const snapshot = (id: string): Snapshot => {
-    const built = view(id);
-    return { over: !isActive(built.row.status), data: JSON.stringify(built.view) };
+    const { row, json } = answer(id);
+    return { over: !isActive(row.status), data: json };
   };
   const close = (id: string, feed: Feed) => {
     feeds.delete(id);

@@ -46,26 +46,31 @@ export function render(families: Family[]): string {
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 interface RouteStats {
+  // By status, then method: the counters exist after a route's first answer, so counting allocates nothing.
+  requests: Map<number, Map<string, number>>;
+  // Answers per bucket (the first bucket that holds the time); cumulative only when exported.
   counts: number[];
   sum: number;
   total: number;
 }
 
+const cumulative = (counts: number[], upTo: number) => counts.slice(0, upTo + 1).reduce((a, b) => a + b, 0);
+
 // Requests and latency by route pattern (never by raw path: job ids would explode the series).
 export function createHttpMetrics() {
-  const requests = new Map<string, number>();
-  const latency = new Map<string, RouteStats>();
+  const routes = new Map<string, RouteStats>();
 
   const observe = (method: string, route: string, status: number, seconds: number) => {
-    const key = JSON.stringify([method, route, String(status)]);
-    requests.set(key, (requests.get(key) ?? 0) + 1);
-    const stats = latency.get(route) ?? { counts: BUCKETS.map(() => 0), sum: 0, total: 0 };
-    BUCKETS.forEach((le, i) => {
-      if (seconds <= le) stats.counts[i]! += 1;
-    });
+    let stats = routes.get(route);
+    if (stats === undefined) routes.set(route, (stats = { requests: new Map(), counts: BUCKETS.map(() => 0), sum: 0, total: 0 }));
+    let byMethod = stats.requests.get(status);
+    if (byMethod === undefined) stats.requests.set(status, (byMethod = new Map()));
+    byMethod.set(method, (byMethod.get(method) ?? 0) + 1);
+    let bucket = 0;
+    while (bucket < BUCKETS.length && seconds > BUCKETS[bucket]!) bucket++;
+    if (bucket < BUCKETS.length) stats.counts[bucket]! += 1;
     stats.sum += seconds;
     stats.total += 1;
-    latency.set(route, stats);
   };
 
   const middleware: MiddlewareHandler = async (c, next) => {
@@ -80,17 +85,18 @@ export function createHttpMetrics() {
       name: "lora_worker_http_requests_total",
       help: "HTTP requests answered, by method, route pattern and status.",
       kind: "counter",
-      samples: [...requests].map(([key, value]) => {
-        const [method, route, status] = JSON.parse(key) as [string, string, string];
-        return { labels: { method, route, status }, value };
-      }),
+      samples: [...routes].flatMap(([route, s]) =>
+        [...s.requests].flatMap(([status, byMethod]) =>
+          [...byMethod].map(([method, value]) => ({ labels: { method, route, status: String(status) }, value })),
+        ),
+      ),
     },
     {
       name: "lora_worker_http_request_duration_seconds",
       help: "Time to answer an HTTP request, by route pattern.",
       kind: "histogram",
-      samples: [...latency].flatMap(([route, s]) => [
-        ...BUCKETS.map((le, i) => ({ suffix: "_bucket", labels: { route, le: String(le) }, value: s.counts[i]! })),
+      samples: [...routes].flatMap(([route, s]) => [
+        ...BUCKETS.map((le, i) => ({ suffix: "_bucket", labels: { route, le: String(le) }, value: cumulative(s.counts, i) })),
         { suffix: "_bucket", labels: { route, le: "+Inf" }, value: s.total },
         { suffix: "_sum", labels: { route }, value: s.sum },
         { suffix: "_count", labels: { route }, value: s.total },

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { Dispatcher } from "../dispatch/dispatch.ts";
-import type { JobStore } from "../store/job-store.ts";
-import type { Supervisor } from "../supervisor/supervisor.ts";
+import type { JobRow, JobStore } from "../store/job-store.ts";
+import type { LiveProgress, Supervisor } from "../supervisor/supervisor.ts";
 import { tailLines } from "../supervisor/job-log.ts";
 import { ApiError, idempotencyKeyOf, noSuchJob, refusalError } from "./errors.ts";
 import { jobEvents } from "./events.ts";
@@ -9,6 +9,8 @@ import { createJobFeeds } from "./job-feed.ts";
 import { readJsonBody } from "./json-body.ts";
 import { CurveQuery, JOB_ID, ListQuery, LogQuery, encodeCursor, parseQuery } from "./queries.ts";
 import { jobView, lossCurve, samplesOf } from "./views.ts";
+
+const JSON_TYPE = { "content-type": "application/json" };
 
 export interface TrainRouteDeps {
   store: JobStore;
@@ -20,11 +22,21 @@ export interface TrainRouteDeps {
 }
 
 export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadlineMs }: TrainRouteDeps) {
-  const viewOf = (id: string) => {
-    const row = store.get(id)!;
-    return { row, view: jobView(row, supervisor.progress(id)) };
+  // A job's answer is serialised once per change of its record or its live progress (both are kept as the same
+  // objects until they change), however many clients poll it or stream it.
+  const answers = new WeakMap<JobRow, { live: LiveProgress | null; json: string }>();
+  const answerOf = (row: JobRow): string => {
+    const live = supervisor.progress(row.id);
+    const known = answers.get(row);
+    if (known && known.live === live) return known.json;
+    const json = JSON.stringify(jobView(row, live));
+    answers.set(row, { live, json });
+    return json;
   };
-  const feeds = createJobFeeds({ supervisor, view: viewOf });
+  const feeds = createJobFeeds({ supervisor, answer: (id: string) => {
+    const row = store.get(id)!;
+    return { row, json: answerOf(row) };
+  } });
   const find = (id: string) => {
     const row = JOB_ID.test(id) ? store.get(id) : null;
     if (!row) throw noSuchJob();
@@ -48,7 +60,7 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
     })
     .get("/:id", (c) => {
       const row = find(c.req.param("id"));
-      return c.json(jobView(row, supervisor.progress(row.id)));
+      return c.body(answerOf(row), 200, JSON_TYPE);
     })
     .get("/:id/log", (c) => {
       const row = find(c.req.param("id"));

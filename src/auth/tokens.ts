@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { timingSafeEqual } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "../logger.ts";
@@ -49,8 +49,9 @@ function tokenSet(tokens: readonly string[]): TokenSet {
   };
 }
 
-function digest(token: string): Buffer {
-  return createHash("sha256").update(token, "utf8").digest();
+// Bun's one-shot SHA-256: a fifth of createHash's cost, paid by every authenticated request.
+function digest(token: string): Uint8Array {
+  return Bun.SHA256.hash(token) as Uint8Array;
 }
 
 export interface TokenSource {

@@ -26,12 +26,16 @@ export function readProcStat(pid: number): ProcStat | null {
   return { pid, state: fields[0] ?? "?", ppid: Number(fields[1]), pgrp: Number(fields[2]), startTicks: Number(fields[19]) };
 }
 
+// A boot's id cannot change under a running process: read once, not at every liveness check.
+let bootId: string | null | undefined;
 export function readBootId(): string | null {
+  if (bootId !== undefined) return bootId;
   try {
-    return readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+    bootId = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
   } catch {
-    return null;
+    bootId = null;
   }
+  return bootId;
 }
 
 export function identify(pid: number): ProcessIdentity {

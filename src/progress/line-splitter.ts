@@ -11,13 +11,16 @@ const SEPARATOR = /[\r\n]/;
 export class LineSplitter {
   private tail = "";
 
+  // The pieces between two separators are whole records as they stand; only the first joins the tail.
   push(chunk: string): string[] {
     const pieces = chunk.split(SEPARATOR);
-    const records: string[] = [];
-    for (const [index, piece] of pieces.entries()) {
-      this.append(piece);
-      if (index < pieces.length - 1) records.push(...this.flush());
+    this.append(pieces[0]!);
+    if (pieces.length === 1) return [];
+    const records = this.flush();
+    for (let i = 1; i < pieces.length - 1; i++) {
+      if (pieces[i] !== "") records.push(pieces[i]!.slice(0, MAX_RECORD_CHARS));
     }
+    this.append(pieces[pieces.length - 1]!);
     return records;
   }
 

@@ -30,6 +30,14 @@ export interface Update {
 
 const SAVING_STATE = /^saving state at step (\d+)$/;
 
+// A whole redraw that the next record repeats up to its " [" (the same bar at the same step of the same total)
+// adds no step and no loss point that the next one does not: a trainer's flood of redraws is mostly skipped unparsed.
+function superseded(line: string, next: string | undefined): boolean {
+  if (next === undefined || !line.endsWith("]")) return false;
+  const head = line.indexOf(" [");
+  return head > 0 && next.startsWith(line.slice(0, head + 2));
+}
+
 export function createTracker(options: TrackerOptions) {
   const now = options.now ?? Date.now;
   const splitter = new LineSplitter();
@@ -51,7 +59,8 @@ export function createTracker(options: TrackerOptions) {
     push(text: string): Update {
       const before = progress;
       savingState = null;
-      for (const line of splitter.push(text)) apply(line);
+      const lines = splitter.push(text);
+      for (let i = 0; i < lines.length; i++) if (!superseded(lines[i]!, lines[i + 1])) apply(lines[i]!);
       // A bar redraw is whole once its "]" is written; waiting for the next "\r" would report every step a step
       // late (a whole step, at SDXL's pace). Applying it again later changes nothing.
       const drawing = splitter.pending();

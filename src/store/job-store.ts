@@ -111,6 +111,8 @@ export interface ProgressFields {
   eta_s: number | null;
 }
 
+// Enough for every job a status page or a client follows at once; past it the cache starts again.
+const CACHED_ROWS = 256;
 const ACTIVE_SQL = `status IN (${ACTIVE_STATUSES.map((s) => `'${s}'`).join(",")})`;
 
 export type JobStore = ReturnType<typeof openJobStore>;
@@ -190,6 +192,9 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
   };
   const statusOf = db.prepare<{ status: string }, [string]>("SELECT status FROM jobs WHERE id = ?");
   let failure: WriteFailure | null = null;
+  // Rows as last read, for the answers that read one job many times a second: any write empties it, so a row here
+  // is always what the database holds. Frozen, since every reader shares it.
+  const rows = new Map<string, JobRow>();
   const write = <T>(fn: () => T): T => {
     try {
       const result = fn();
@@ -199,6 +204,8 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       const error = (err as Error).message;
       failure ??= { error, since: new Date().toISOString() };
       throw new StoreWriteFailed(`the job database could not be written: ${error}`);
+    } finally {
+      rows.clear();
     }
   };
 
@@ -301,7 +308,13 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       return failure;
     },
     get(id: string): JobRow | null {
-      return byId.get(id);
+      const known = rows.get(id);
+      if (known) return known;
+      const row = byId.get(id);
+      if (row === null) return null;
+      if (rows.size >= CACHED_ROWS) rows.clear();
+      rows.set(id, Object.freeze(row));
+      return row;
     },
     // Newest first, keyset-paged on (created_at, id) so a page never shifts under inserts.
     list(status: JobStatus | null, limit: number, after: { createdAt: string; id: string } | null): JobRow[] {

@@ -1,4 +1,3 @@
-import { watch } from "node:fs";
 import { join } from "node:path";
 import { readJsonOrNull } from "../fs.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
@@ -74,8 +73,10 @@ export const readShim = (dir: string) => readJsonOrNull<ProcessIdentity>(shimPat
 export const readTrainer = (dir: string) => readJsonOrNull<ProcessIdentity>(trainerPath(dir));
 export const readExit = (dir: string) => readJsonOrNull<ExitFile>(exitPath(dir));
 
-// A backstop for filesystems where inotify is silent, and the pace of the "is the shim alive" check.
+// How often an adopted run's exit file and shim are looked at. A launch of ours hears its shim exit at once and
+// looks only as a backstop.
 const POLL_MS = 500;
+const BACKSTOP_MS = 5000;
 
 /** A scheduler's own verdict on the run (Slurm's TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, CANCELLED), which outranks the shim's word. */
 export interface SchedulerVerdict {
@@ -86,8 +87,7 @@ export interface SchedulerVerdict {
 export type ExitWatch = ExitFile | { lost: true } | SchedulerVerdict;
 
 // Resolves when the shim records the trainer's end, or when the shim is gone without a word
-// (killed with -9, say): then the exit status is lost and the caller must say so. Throws at once,
-// not later, when the watch cannot be set up (no inotify instance or descriptor left).
+// (killed with -9, say): then the exit status is lost and the caller must say so.
 export function watchExit(jobDir: string, shimAlive: () => boolean, shimExited?: Promise<unknown>): Promise<ExitWatch> {
   let resolve: (value: ExitWatch) => void = () => {};
   const result = new Promise<ExitWatch>((r) => (resolve = r));
@@ -100,14 +100,10 @@ export function watchExit(jobDir: string, shimAlive: () => boolean, shimExited?:
   };
   const finish = (value: ExitWatch) => {
     done = true;
-    watcher.close();
     clearInterval(poll);
     resolve(value);
   };
-  const watcher = watch(jobDir, (_event, name) => {
-    if (name === "exit.json") check(false);
-  });
-  const poll = setInterval(() => check(true), POLL_MS);
+  const poll = setInterval(() => check(true), shimExited ? BACKSTOP_MS : POLL_MS);
   void shimExited?.then(() => check(true));
   check(false);
   return result;

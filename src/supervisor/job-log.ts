@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, ftruncateSync, openSync, readSync, watch, writeSync, type FSWatcher } from "node:fs";
+import { closeSync, fstatSync, ftruncateSync, openSync, readSync, writeSync } from "node:fs";
 
 // train.log, from the worker's side: followed as the trainer appends (in slices that yield to the HTTP server),
 // tailed for GET /train/{id}/log and the outcome, and cut to a cap by the shim.
@@ -6,12 +6,10 @@ import { closeSync, fstatSync, ftruncateSync, openSync, readSync, watch, writeSy
 const READ_CHUNK = 64 * 1024;
 // Read and handed on per event-loop turn: ~2 ms of parsing at ~30 MiB/s, so HTTP handlers never wait on a backlog.
 export const SLICE_BYTES = 64 * 1024;
-// inotify wakes us at once; the batch delay folds a flood of writes into one read.
-const BATCH_DELAY_MS = 25;
-// A safety net for filesystems where inotify says nothing (NFS, some overlays).
-const FALLBACK_POLL_MS = 1000;
-// The pace of a log followed by polling alone: progress within a quarter second, as with inotify.
-const POLL_MS = 250;
+// One look per tick, whatever the trainer writes in between: a flood of redraws costs ten reads a second, not a
+// wake-up per write, and a log on a network filesystem (written on another node, where inotify says nothing) is
+// followed the same way. Progress still shows within a tick of being written (bench/progress-freshness.ts).
+export const TICK_MS = 100;
 
 export interface LogFollower {
   /** Reads what is there, one slice a turn, yielding to the event loop between slices. */
@@ -20,14 +18,12 @@ export interface LogFollower {
   stop(): void;
 }
 
-// Follows a file the trainer appends to; the trainer never writes into a pipe of ours. With `poll`, on a timer
-// alone: a log on a network filesystem, written on another node, delivers no inotify event here.
-export function followLog(path: string, onText: (text: string) => void, options = { poll: false }): LogFollower {
+// Follows a file the trainer appends to; the trainer never writes into a pipe of ours.
+export function followLog(path: string, onText: (text: string) => void): LogFollower {
   const fd = openSync(path, "r");
   const decoder = new TextDecoder("utf-8");
   const buf = Buffer.alloc(READ_CHUNK);
   let offset = 0;
-  let pending: Timer | null = null;
   let slicing: ReturnType<typeof setImmediate> | null = null;
   let stopped = false;
 
@@ -51,23 +47,17 @@ export function followLog(path: string, onText: (text: string) => void, options 
     slicing = null;
     if (!stopped && !read(SLICE_BYTES)) slicing = setImmediate(slice);
   };
+  // A slice in flight carries on to EOF, and so covers whatever the tick came for.
   const drain = () => {
-    if (pending) clearTimeout(pending);
-    pending = null;
-    // A slice in flight carries on to EOF, and so covers whatever woke us.
     if (!slicing) slice();
   };
-  const schedule = () => {
-    pending ??= setTimeout(drain, BATCH_DELAY_MS);
-  };
-  const watcher: FSWatcher | null = options.poll ? null : watch(path, schedule);
-  const poll = setInterval(schedule, options.poll ? POLL_MS : FALLBACK_POLL_MS);
+  const tick = setInterval(drain, TICK_MS);
 
   return {
     drain,
     stop() {
       if (stopped) return;
-      if (pending) clearTimeout(pending);
+      clearInterval(tick);
       if (slicing) clearImmediate(slicing);
       try {
         // The trainer has exited: its last words decide the outcome, so read them all now.
@@ -75,10 +65,8 @@ export function followLog(path: string, onText: (text: string) => void, options 
         const rest = decoder.decode();
         if (rest !== "") onText(rest);
       } finally {
-        // A throwing onText must not leak the fd and the inotify watch.
+        // A throwing onText must not leak the fd.
         stopped = true;
-        watcher?.close();
-        clearInterval(poll);
         closeSync(fd);
       }
     },

@@ -68,8 +68,6 @@ export interface Placement {
   /** The trainer's process group, when it runs on this host. */
   pgid(): number | null;
   queued(): string | null;
-  /** Follow the log by reading it on a timer: network filesystems deliver no inotify. */
-  pollLog: boolean;
 }
 
 /** A stop recorded before the worker restarted, carried through by the next one. */
@@ -126,7 +124,6 @@ function localPlacement(ctx: RunContext, shim: ProcessIdentity | null, trainer: 
   });
   return {
     exit,
-    pollLog: false,
     pgid: () => pgid,
     queued: () => null,
     async stop(graceMs) {

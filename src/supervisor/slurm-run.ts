@@ -138,7 +138,6 @@ function slurmPlacement(ctx: RunContext, recordedId: string | null, plan: SlurmP
   };
   return {
     exit,
-    pollLog: true,
     pgid: () => null,
     queued: () => pending,
     // TERM to every process of the job (a pending job is simply cancelled), then KILL after the grace.

@@ -97,7 +97,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     } catch (err) {
       ctx.log.error("could not take in trainer output", { job_id: ctx.id, error: (err as Error).message });
     }
-  }, { poll: placement.pollLog });
+  });
   // A stop recorded by a worker that has since restarted: sent again, with what is left of its grace.
   if (pending) {
     stopReason = pending.reason;

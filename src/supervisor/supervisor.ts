@@ -40,6 +40,7 @@ export function createSupervisor(deps: SupervisorDeps) {
   const launches = new Set<string>();
   const stateHealth = createStateHealth(store, config.state_dir, now);
   const watchers = new Map<string, Set<() => void>>();
+  const lives = new WeakMap<Run, { progress: Progress; live: LiveProgress }>();
   const notify = (id: string) => {
     for (const watcher of watchers.get(id) ?? []) watcher();
   };
@@ -166,11 +167,17 @@ export function createSupervisor(deps: SupervisorDeps) {
     },
 
     // A run Slurm still holds shows as queued, with Slurm's reason.
+    // The same object until the run's progress or its place in a queue changes: answers built from it are
+    // serialised once per change.
     progress(id: string): LiveProgress | null {
       const run = runs.get(id);
       if (!run) return null;
-      const reason = run.queued();
-      return reason === null ? { ...run.progress(), queue_reason: null } : { ...run.progress(), phase: "queued", queue_reason: reason };
+      const [progress, reason] = [run.progress(), run.queued()];
+      const last = lives.get(run);
+      if (last?.progress === progress && last.live.queue_reason === reason) return last.live;
+      const live: LiveProgress = reason === null ? { ...progress, queue_reason: null } : { ...progress, phase: "queued", queue_reason: reason };
+      lives.set(run, { progress, live });
+      return live;
     },
 
     activeTrainerPid(): number | null {
