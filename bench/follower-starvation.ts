@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { LineSplitter } from "../src/progress/line-splitter.ts";
+import { LineSplitter } from "../src/progress/tracker.ts";
 import { applyLine, initialProgress } from "../src/progress/progress.ts";
 import { followLog, type LogFollower } from "../src/supervisor/job-log.ts";
 import { trackPid, trackScratch } from "./lib/cleanup.ts";

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { LineSplitter, MAX_RECORD_CHARS } from "../src/progress/line-splitter.ts";
+import { LineSplitter, MAX_RECORD_CHARS } from "../src/progress/tracker.ts";
 import { applyLine, initialProgress, type Progress } from "../src/progress/progress.ts";
 
 const FIXTURES = join(import.meta.dir, "fixtures/real");

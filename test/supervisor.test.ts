@@ -1,7 +1,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { LineSplitter } from "../src/progress/line-splitter.ts";
+import { LineSplitter } from "../src/progress/tracker.ts";
 import { applyLine, initialProgress } from "../src/progress/progress.ts";
 import { liveGroupMembers } from "../src/os/terminate.ts";
 import { readProcStat } from "../src/os/proc.ts";

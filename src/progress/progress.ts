@@ -1,6 +1,5 @@
-// Training progress folded from sd-scripts' log records (see line-splitter.ts for the framing).
-import { parseTqdmBar, type TqdmBar } from "./tqdm-bar.ts";
-
+// Training progress folded from sd-scripts' log records (tracker.ts frames them): the tqdm bar's redraws and the
+// trainer's own messages.
 import { Phase } from "../job.ts";
 
 export type { Phase } from "../job.ts";
@@ -79,7 +78,9 @@ function applyStepsBar(p: Progress, bar: TqdmBar): Progress {
     ...applyLoss(p, step, bar.postfix.avr_loss),
     // Samples end when the next step does: a redraw of the sampled step (the one tqdm throttled, or its close at
     // exit) is not one.
-    phase: p.phase === "sampling" && step <= (p.sampling_step ?? 0) ? "sampling" : afterSampling(p, finished ? "saving" : "training"),
+    phase: p.phase === "sampling" && step <= (p.sampling_step ?? 0)
+      ? "sampling"
+      : afterSampling(p, finished ? "saving" : "training"),
     step,
     total_steps: total,
     expected_total: total,
@@ -101,10 +102,16 @@ function applyLoss(p: Progress, step: number, raw: string | undefined): Partial<
 function applyMessage(p: Progress, text: string): Progress {
   if (text === "") return p;
   const total = TOTAL_STEPS.exec(text);
-  if (total !== null) return fitsTotal(p, Number(total[1])) ? { ...p, total_steps: Number(total[1]), expected_total: Number(total[1]) } : contradicted(p, Number(total[1]));
+  if (total !== null) {
+    const steps = Number(total[1]);
+    return fitsTotal(p, steps) ? { ...p, total_steps: steps, expected_total: steps } : contradicted(p, steps);
+  }
   // sd-scripts samples at a checkpoint, the last step's included, before it saves it.
   const sampling = SAMPLING.exec(text);
-  if (sampling !== null) return p.phase === "training" || p.phase === "saving" ? { ...p, phase: "sampling", sampling_step: Number(sampling[1]) } : p;
+  if (sampling !== null) {
+    const paused = p.phase === "training" || p.phase === "saving";
+    return paused ? { ...p, phase: "sampling", sampling_step: Number(sampling[1]) } : p;
+  }
   return { ...p, phase: afterSampling(p, messagePhase(p, text)) };
 }
 
@@ -141,4 +148,62 @@ function advance(current: Phase, candidate: Phase): Phase {
 
 function sameProgress(a: Progress, b: Progress): boolean {
   return (Object.keys(a) as (keyof Progress)[]).every((key) => Object.is(a[key], b[key]));
+}
+
+// One redraw of a tqdm bar with a known total, in tqdm's default format
+// `{desc}: {percentage}%|{bar}| {n}/{total} [{elapsed}<{remaining}, {rate}{postfix}]`.
+// Colab-style output has no `|{bar}|`; whatever follows the closing "]" was printed by
+// someone else onto the same record and is returned as `trailing`.
+export interface TqdmBar {
+  description: string;
+  n: number;
+  total: number;
+  remaining_s: number | null;
+  seconds_per_it: number | null;
+  postfix: Record<string, string>;
+  trailing: string;
+}
+
+const BAR = /^(?:(.*?):\s*)?\d+%(?:\|[^|]*\|)?\s*(\d+)\/(\d+)\s*\[([^\]]*)\](.*)$/;
+const RATE = /^(\d+(?:\.\d+)?)(it\/s|s\/it)$/;
+const INTERVAL = /^\d+(?::\d\d){1,2}$/;
+
+export function parseTqdmBar(record: string): TqdmBar | null {
+  const match = BAR.exec(record.trim());
+  if (match === null) return null;
+  const [, description = "", n = "", total = "", status = "", trailing = ""] = match;
+  const [times = "", rate = "", ...postfix] = status.split(",").map((part) => part.trim());
+  return {
+    description: description.trim(),
+    n: Number(n),
+    total: Number(total),
+    remaining_s: parseInterval(times.split("<")[1] ?? ""),
+    seconds_per_it: parseRate(rate),
+    postfix: parsePostfix(postfix),
+    trailing: trailing.trim(),
+  };
+}
+
+// tqdm prints intervals as MM:SS, or H:MM:SS past an hour, and "?" while unknown.
+function parseInterval(text: string): number | null {
+  if (!INTERVAL.test(text)) return null;
+  return text.split(":").reduce((seconds, part) => seconds * 60 + Number(part), 0);
+}
+
+// tqdm flips the unit so the number stays >= 1: `1.75it/s` when fast, `1.50s/it` when slow.
+function parseRate(text: string): number | null {
+  const match = RATE.exec(text);
+  if (match === null) return null;
+  const value = Number(match[1]);
+  if (match[2] === "s/it") return value;
+  return value > 0 ? 1 / value : null;
+}
+
+function parsePostfix(parts: string[]): Record<string, string> {
+  const postfix: Record<string, string> = {};
+  for (const part of parts) {
+    const separator = part.indexOf("=");
+    if (separator > 0) postfix[part.slice(0, separator)] = part.slice(separator + 1);
+  }
+  return postfix;
 }

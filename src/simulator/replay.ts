@@ -1,12 +1,12 @@
 // Replaying a recorded sd-scripts log instead of simulating a run. A log copied from a terminal keeps only the
 // last redraw of each bar line, at times with stdout text glued after it; a raw log keeps every redraw on one
-// physical line, "\r" before each, and each redraw is read as a line of its own, its bar by progress/tqdm-bar.ts.
+// physical line, "\r" before each, and each redraw is read as a line of its own, its bar by progress/progress.ts.
 // The replay keeps a live run's framing: plain lines on stdout; each tqdm line on stderr as the redraw it
 // records, "\r" + the meter and no newline of its own, then the log's "\n" (on stdout when stdout text was glued
 // after the bar). `steps:` bars keep the log's own pace, tqdm's elapsed time divided by the speed; other lines
 // print at once. Then the run ends as its log says it must have (judgeEnding).
 import { readFile } from "node:fs/promises";
-import { parseTqdmBar, type TqdmBar } from "../progress/tqdm-bar.ts";
+import { parseTqdmBar, type TqdmBar } from "../progress/progress.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { finalLoraPath, writeLoraFile } from "./checkpoint.ts";
 import { print, type Trainer } from "./io.ts";
@@ -35,7 +35,7 @@ type Ending = { kind: "exit"; code: number } | { kind: "save" };
 const MODEL_SAVED = "model saved.";
 // SDXL's native size: a recorded log does not say what resolution its dataset had.
 const RESOLUTION: [number, number] = [1024, 1024];
-// The elapsed MM:SS or H:MM:SS that opens tqdm's bracket: the replay's pace, which tqdm-bar.ts leaves out.
+// The elapsed MM:SS or H:MM:SS that opens tqdm's bracket: the replay's pace, which progress.ts leaves out.
 const ELAPSED = /\[(\d+(?::\d\d){1,2})[<,]/;
 // Python's exit status for an uncaught exception, and for a script it cannot open or bad arguments.
 const EXCEPTION_EXIT = 1;
@@ -146,7 +146,7 @@ function recordedLines(raw: string, newline: boolean): RecordedLine[] {
 function recordedBar(line: string): RecordedBar | null {
   const bar = parseTqdmBar(line);
   if (bar === null) return null;
-  // tqdm-bar.ts trims what follows the "]"; the replay must put back exactly what was there.
+  // progress.ts trims what follows the "]"; the replay must put back exactly what was there.
   const close = line.lastIndexOf("]", line.trimEnd().length - bar.trailing.length - 1) + 1;
   const meter = line.slice(0, close);
   const clock = ELAPSED.exec(meter)?.[1];

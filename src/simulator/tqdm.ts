@@ -1,7 +1,7 @@
 // A tqdm bar as sd-scripts drives it, on stderr: each redraw is "\r" + the whole status line, padded
 // with spaces over a longer previous one, and no "\n" until close(). Written to a file, tqdm cannot size
 // a terminal, so the bar is 10 cells: `steps:  10%|█         | 40/400 [00:06<00:54,  6.60it/s, avr_loss=0.0871]`.
-// progress/tqdm-bar.ts reads these lines back. A bar opened while another is open takes the next
+// progress/progress.ts reads these lines back. A bar opened while another is open takes the next
 // position: each redraw goes one line down ("\n"), then back up (ESC [A). With leave=False, close()
 // blanks the bar instead of ending its line.
 import type { Io } from "./io.ts";
