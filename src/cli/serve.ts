@@ -6,7 +6,7 @@ import type { Config } from "../config/schema.ts";
 import { createDispatcher } from "../dispatch/dispatch.ts";
 import { createGpuProbe } from "../gpu/probe.ts";
 import { createLogger, formatFor, type LogFormat, type Logger } from "../logger.ts";
-import { acquireInstanceLock, LockHeld } from "../store/instance-lock.ts";
+import { acquireInstanceLock, LockHeld } from "../store/state-health.ts";
 import { openJobStore, StoreUnusable } from "../store/job-store.ts";
 import { ownMemoryEvents } from "../supervisor/oom-kills.ts";
 import { createRetention } from "../supervisor/retention.ts";

@@ -3,7 +3,6 @@ import { ACTIVE_STATUSES, type JobStatus, type Outcome, type StopReason } from "
 import type { ProcessIdentity } from "../os/proc.ts";
 import { SCHEMA } from "./schema.sql.ts";
 
-
 export interface JobRow {
   id: string;
   status: JobStatus;
@@ -99,7 +98,10 @@ export interface NewJob {
   maxActive?: number;
 }
 
-export type Claim = { inserted: true; superseded: string[] } | { inserted: false; activeId: string } | { inserted: false; resumedBy: string };
+export type Claim =
+  | { inserted: true; superseded: string[] }
+  | { inserted: false; activeId: string }
+  | { inserted: false; resumedBy: string };
 
 export type LossPoint = [step: number, loss: number | null];
 
@@ -128,7 +130,6 @@ export interface WriteFailure {
   since: string;
 }
 
-
 export interface OpenOptions {
   /** Run PRAGMA quick_check, whose cost grows with the history: after a shutdown that was not clean. */
   integrityCheck: boolean;
@@ -141,7 +142,9 @@ function openChecked(path: string, options: OpenOptions): Database {
   const db = new Database(path, { create: true, strict: true });
   try {
     db.run("PRAGMA busy_timeout = 5000");
-    const check = options.integrityCheck ? db.query<{ quick_check: string }, []>("PRAGMA quick_check").all().map((r) => r.quick_check) : ["ok"];
+    const check = options.integrityCheck
+      ? db.query<{ quick_check: string }, []>("PRAGMA quick_check").all().map((r) => r.quick_check)
+      : ["ok"];
     if (check.join() !== "ok") throw new Error(check.slice(0, 3).join("; "));
     db.run("PRAGMA journal_mode = WAL");
     db.run("PRAGMA synchronous = FULL");
@@ -150,7 +153,9 @@ function openChecked(path: string, options: OpenOptions): Database {
     return db;
   } catch (err) {
     db.close();
-    throw new StoreUnusable(`the job database ${path} is damaged (${(err as Error).message}); move it aside to start with an empty one`);
+    throw new StoreUnusable(
+      `the job database ${path} is damaged (${(err as Error).message}); move it aside to start with an empty one`,
+    );
   }
 }
 
@@ -185,7 +190,11 @@ function migrate(db: Database): void {
 export function openJobStore(path: string, options: OpenOptions = { integrityCheck: true }) {
   const db = openChecked(path, options);
   // Per-status counts kept at every transition, so /metrics never scans the history.
-  const counts = new Map(db.query<{ status: string; n: number }, []>("SELECT status, count(*) AS n FROM jobs GROUP BY status").all().map((r) => [r.status, r.n]));
+  const counts = new Map(
+    db.query<{ status: string; n: number }, []>("SELECT status, count(*) AS n FROM jobs GROUP BY status")
+      .all()
+      .map((r) => [r.status, r.n]),
+  );
   const bump = (from: string | null, to: string) => {
     if (from !== null) counts.set(from, (counts.get(from) ?? 0) - 1);
     counts.set(to, (counts.get(to) ?? 0) + 1);
@@ -210,10 +219,12 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
   };
 
   const insert = db.prepare(
-    `INSERT INTO jobs (id, status, phase, step, total_steps, created_at, request, request_hash, idempotency_key, admission_warning,
-       simulated, log_path, dataset_files, dataset_bytes, dataset_sha256, output_file, resumed_from, resumed_from_step, resume_step, resume_state, samples)
-     SELECT $id, 'starting', 'loading', $step, $total_steps, $now, $request, $request_hash, $idempotency_key, $admission_warning,
-       $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256, $output_file, $resumed_from, $resume_step, $resume_step, $resume_state, $samples
+    `INSERT INTO jobs (id, status, phase, step, total_steps, created_at, request, request_hash, idempotency_key,
+       admission_warning, simulated, log_path, dataset_files, dataset_bytes, dataset_sha256, output_file, resumed_from,
+       resumed_from_step, resume_step, resume_state, samples)
+     SELECT $id, 'starting', 'loading', $step, $total_steps, $now, $request, $request_hash, $idempotency_key,
+       $admission_warning, $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256, $output_file,
+       $resumed_from, $resume_step, $resume_step, $resume_state, $samples
      WHERE (SELECT count(*) FROM jobs WHERE ${ACTIVE_SQL}) < $max_active`,
   );
   // A resume takes its predecessor once: the first to link wins.
@@ -233,9 +244,12 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     const resumes = job.resumes ?? null;
     const tx = db.transaction((): Claim => {
       const res = insert.run({
-        id: job.id, now: job.now, total_steps: job.totalSteps, request: JSON.stringify(job.request), request_hash: job.requestHash,
-        dataset_files: job.dataset?.files ?? null, dataset_bytes: job.dataset?.bytes ?? null, dataset_sha256: job.dataset?.sha256 ?? null,
-        idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0, log_path: job.logPath,
+        id: job.id, now: job.now, total_steps: job.totalSteps, request: JSON.stringify(job.request),
+        request_hash: job.requestHash,
+        dataset_files: job.dataset?.files ?? null, dataset_bytes: job.dataset?.bytes ?? null,
+        dataset_sha256: job.dataset?.sha256 ?? null,
+        idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0,
+        log_path: job.logPath,
         step: resumes?.step ?? 0, output_file: job.outputFile ?? null, resumed_from: resumes?.id ?? null,
         resume_step: resumes?.step ?? null, resume_state: resumes?.state ?? null, samples: job.samples ?? null,
         max_active: job.maxActive ?? 1,
@@ -244,8 +258,11 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       if (resumes && linkResume.run(job.id, resumes.id).changes !== 1) {
         throw new ResumeTaken(resumedBy.get(resumes.id)?.resumed_by ?? "unknown");
       }
-      const superseded = job.outputFile == null ? [] : holdersOf.all(job.outputFile, job.id).filter((h) => h.id !== resumes?.id);
-      for (const holder of superseded) dropResume.run(`superseded by job ${job.id}, a new run of the same output`, holder.id);
+      const superseded = job.outputFile == null
+        ? []
+        : holdersOf.all(job.outputFile, job.id).filter((h) => h.id !== resumes?.id);
+      const why = `superseded by job ${job.id}, a new run of the same output`;
+      for (const holder of superseded) dropResume.run(why, holder.id);
       return { inserted: true, superseded: superseded.map((h) => h.resume_state) };
     });
     try {
@@ -260,7 +277,9 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
   const appendPoints = db.transaction((id: string, points: LossPoint[]) => {
     for (const [step, loss] of points) insertPoint.run(id, step, loss);
   });
-  const updateProgress = db.prepare(`UPDATE jobs SET phase=?, step=?, total_steps=?, loss=?, eta_s=? WHERE id=? AND ${ACTIVE_SQL}`);
+  const updateProgress = db.prepare(
+    `UPDATE jobs SET phase=?, step=?, total_steps=?, loss=?, eta_s=? WHERE id=? AND ${ACTIVE_SQL}`,
+  );
   const progressTx = db.transaction((id: string, p: ProgressFields, points: LossPoint[]) => {
     const res = updateProgress.run(p.phase, p.step, p.total_steps, p.loss, p.eta_s, id);
     for (const [step, loss] of points) insertPoint.run(id, step, loss);
@@ -301,7 +320,8 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       return write(() => changed(db.run("UPDATE jobs SET samples=? WHERE id=?", [JSON.stringify(samples), id])));
     },
     requestPause(id: string, now: string): boolean {
-      return write(() => changed(db.run(`UPDATE jobs SET pause_requested_at=COALESCE(pause_requested_at, ?) WHERE id=? AND ${ACTIVE_SQL}`, [now, id])));
+      const sql = `UPDATE jobs SET pause_requested_at=COALESCE(pause_requested_at, ?) WHERE id=? AND ${ACTIVE_SQL}`;
+      return write(() => changed(db.run(sql, [now, id])));
     },
     /** Null while writes succeed; otherwise the first failure since the last write that worked. */
     writeFailure(): WriteFailure | null {
@@ -318,10 +338,19 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     },
     // Newest first, keyset-paged on (created_at, id) so a page never shifts under inserts.
     list(status: JobStatus | null, limit: number, after: { createdAt: string; id: string } | null): JobRow[] {
-      const where = [status === null ? "1" : "status = $status", after === null ? "1" : "(created_at, id) < ($created_at, $id)"].join(" AND ");
+      const where = [
+        status === null ? "1" : "status = $status",
+        after === null ? "1" : "(created_at, id) < ($created_at, $id)",
+      ].join(" AND ");
       return db
-        .query<JobRow, Record<string, string | number>>(`SELECT * FROM jobs WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $limit`)
-        .all({ limit, ...(status === null ? {} : { status }), ...(after === null ? {} : { created_at: after.createdAt, id: after.id }) });
+        .query<JobRow, Record<string, string | number>>(
+          `SELECT * FROM jobs WHERE ${where} ORDER BY created_at DESC, id DESC LIMIT $limit`,
+        )
+        .all({
+          limit,
+          ...(status === null ? {} : { status }),
+          ...(after === null ? {} : { created_at: after.createdAt, id: after.id }),
+        });
     },
     countByStatus(): Record<string, number> {
       return Object.fromEntries(counts);
@@ -333,7 +362,8 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     prunable(endedBefore: string, keepLast: number): Array<Pick<JobRow, "id" | "resume_state" | "resumed_by">> {
       return db
         .query<Pick<JobRow, "id" | "resume_state" | "resumed_by">, [string, number]>(
-          `SELECT id, resume_state, resumed_by FROM jobs WHERE NOT (${ACTIVE_SQL}) AND pruned_at IS NULL AND ended_at < ?
+          `SELECT id, resume_state, resumed_by FROM jobs
+           WHERE NOT (${ACTIVE_SQL}) AND pruned_at IS NULL AND ended_at < ?
            AND id NOT IN (SELECT id FROM jobs ORDER BY created_at DESC, id DESC LIMIT ?)`,
         )
         .all(endedBefore, keepLast);
@@ -346,12 +376,18 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     },
     markSpawned(id: string, identity: ProcessIdentity, now: string): boolean {
       return write(() => changed(
-        db.run(`UPDATE jobs SET pid=?, pid_start_ticks=?, boot_id=?, started_at=? WHERE id=? AND status='starting'`, [identity.pid, identity.startTicks, identity.bootId, now, id]),
+        db.run(
+          `UPDATE jobs SET pid=?, pid_start_ticks=?, boot_id=?, started_at=? WHERE id=? AND status='starting'`,
+          [identity.pid, identity.startTicks, identity.bootId, now, id],
+        ),
       ));
     },
     markShim(id: string, identity: ProcessIdentity): boolean {
       return write(() => changed(
-        db.run(`UPDATE jobs SET shim_pid=?, shim_start_ticks=?, boot_id=? WHERE id=? AND ${ACTIVE_SQL}`, [identity.pid, identity.startTicks, identity.bootId, id]),
+        db.run(
+          `UPDATE jobs SET shim_pid=?, shim_start_ticks=?, boot_id=? WHERE id=? AND ${ACTIVE_SQL}`,
+          [identity.pid, identity.startTicks, identity.bootId, id],
+        ),
       ));
     },
     markSlurm(id: string, jobId: string): boolean {
@@ -359,10 +395,12 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     },
     // A run placed by a scheduler has no trainer identity of this host to record: it started when it began to run.
     markStarted(id: string, now: string): boolean {
-      return write(() => changed(db.run(`UPDATE jobs SET started_at=COALESCE(started_at, ?) WHERE id=? AND ${ACTIVE_SQL}`, [now, id])));
+      const sql = `UPDATE jobs SET started_at=COALESCE(started_at, ?) WHERE id=? AND ${ACTIVE_SQL}`;
+      return write(() => changed(db.run(sql, [now, id])));
     },
     markTraining(id: string): boolean {
-      const moved = write(() => changed(db.run(`UPDATE jobs SET status='training' WHERE id=? AND status='starting'`, [id])));
+      const sql = "UPDATE jobs SET status='training' WHERE id=? AND status='starting'";
+      const moved = write(() => changed(db.run(sql, [id])));
       if (moved) bump("starting", "training");
       return moved;
     },
@@ -377,14 +415,20 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       if (points.length > 0) write(() => appendPoints.immediate(id, points));
     },
     lossHistory(id: string): LossPoint[] {
-      return db.query<{ step: number; loss: number | null }, [string]>("SELECT step, loss FROM loss_points WHERE job_id = ? ORDER BY step").all(id).map((r) => [r.step, r.loss]);
+      return db
+        .query<{ step: number; loss: number | null }, [string]>(
+          "SELECT step, loss FROM loss_points WHERE job_id = ? ORDER BY step",
+        )
+        .all(id)
+        .map((r) => [r.step, r.loss]);
     },
     // The first reason wins: a cancel after a watchdog fired does not rewrite why the run stopped, nor when.
     requestStop(id: string, reason: StopReason, now: string): boolean {
       const cancelAt = reason === "cancel" ? now : null;
       return write(() => changed(
         db.run(
-          `UPDATE jobs SET stop_reason=COALESCE(stop_reason, ?), stop_requested_at=COALESCE(stop_requested_at, ?), cancel_requested_at=COALESCE(cancel_requested_at, ?)
+          `UPDATE jobs SET stop_reason=COALESCE(stop_reason, ?), stop_requested_at=COALESCE(stop_requested_at, ?),
+             cancel_requested_at=COALESCE(cancel_requested_at, ?)
            WHERE id=? AND ${ACTIVE_SQL}`,
           [reason, now, cancelAt, id],
         ),
@@ -394,9 +438,13 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       const from = statusOf.get(id)?.status ?? null;
       const ended = write(() => changed(
         db.run(
-          `UPDATE jobs SET status=?, exit_code=?, signal=?, forced_kill=?, error=?, error_code=?, lora_path=?, lora_sha256=?, lora_bytes=?, ended_at=?, eta_s=NULL
+          `UPDATE jobs SET status=?, exit_code=?, signal=?, forced_kill=?, error=?, error_code=?,
+             lora_path=?, lora_sha256=?, lora_bytes=?, ended_at=?, eta_s=NULL
            WHERE id=? AND ${ACTIVE_SQL}`,
-          [o.status, o.exit_code, o.signal, o.forced_kill ? 1 : 0, o.error, o.error_code, o.lora_path, o.lora_sha256, o.lora_bytes, now, id],
+          [
+            o.status, o.exit_code, o.signal, o.forced_kill ? 1 : 0, o.error, o.error_code,
+            o.lora_path, o.lora_sha256, o.lora_bytes, now, id,
+          ],
         ),
       ));
       if (ended && from !== null) bump(from, o.status);
