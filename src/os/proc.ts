@@ -23,7 +23,13 @@ export function readProcStat(pid: number): ProcStat | null {
     return null;
   }
   const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-  return { pid, state: fields[0] ?? "?", ppid: Number(fields[1]), pgrp: Number(fields[2]), startTicks: Number(fields[19]) };
+  return {
+    pid,
+    state: fields[0] ?? "?",
+    ppid: Number(fields[1]),
+    pgrp: Number(fields[2]),
+    startTicks: Number(fields[19]),
+  };
 }
 
 // A boot's id cannot change under a running process: read once, not at every liveness check.
@@ -45,7 +51,8 @@ export function identify(pid: number): ProcessIdentity {
 // The same process, not merely the same pid: a reused pid has another start time.
 export function isSameProcess(identity: ProcessIdentity): boolean {
   const stat = readProcStat(identity.pid);
-  return stat !== null && stat.state !== "Z" && stat.startTicks === identity.startTicks && readBootId() === identity.bootId;
+  if (stat === null || stat.state === "Z") return false;
+  return stat.startTicks === identity.startTicks && readBootId() === identity.bootId;
 }
 
 export function listPids(): number[] {

@@ -46,7 +46,11 @@ async function waitNone(alive: () => number[], timeoutMs: number): Promise<boole
 }
 
 // SIGTERM, the grace, then SIGKILL to whatever is still alive: decided by what lives, not by who exited.
-async function escalate(alive: () => number[], signal: (sig: NodeJS.Signals) => void, graceMs: number): Promise<Termination> {
+async function escalate(
+  alive: () => number[],
+  signal: (sig: NodeJS.Signals) => void,
+  graceMs: number,
+): Promise<Termination> {
   signal("SIGTERM");
   if (await waitNone(alive, graceMs)) return { forced: false };
   signal("SIGKILL");
@@ -67,6 +71,8 @@ export function waitGroupGone(pgid: number, timeoutMs: number): Promise<boolean>
 // Whatever still carries the job's marker, in or out of its group; says how many there were.
 export async function sweepStrays(jobId: string): Promise<number> {
   const found = markedProcessesOf(jobId);
-  if (found.length > 0) await escalate(() => markedProcessesOf(jobId), (sig) => signalEach(markedProcessesOf(jobId), sig), SWEEP_GRACE_MS);
+  if (found.length > 0) {
+    await escalate(() => markedProcessesOf(jobId), (sig) => signalEach(markedProcessesOf(jobId), sig), SWEEP_GRACE_MS);
+  }
   return found.length;
 }
