@@ -36,7 +36,8 @@ export function runOutput(outputFile: string): RunOutput {
 
 const stepText = (step: number) => String(step).padStart(STEP_DIGITS, "0");
 export const stateDir = (out: RunOutput, step: number) => join(out.dir, `${out.name}-step${stepText(step)}-state`);
-export const intermediatePath = (out: RunOutput, step: number) => join(out.dir, `${out.name}-step${stepText(step)}.safetensors`);
+export const intermediatePath = (out: RunOutput, step: number) =>
+  join(out.dir, `${out.name}-step${stepText(step)}.safetensors`);
 
 // Null when the state at `dir` is whole and is the one saved at `step`; otherwise what is missing.
 export async function incompleteState(dir: string, step: number): Promise<string | null> {
@@ -48,7 +49,9 @@ export async function incompleteState(dir: string, step: number): Promise<string
   const header = await readHeaderFile(model, statOrNull(model)?.size ?? 0);
   const layout = header.ok ? checkLayout(header.value.header.tensors, header.value.dataBytes) : header.error;
   if (layout !== null) return `model.safetensors is not whole: ${layout}`;
-  for (const archive of TORCH_ARCHIVES) if (!(await endsWithEocd(join(dir, archive)))) return `${archive} is not a whole archive`;
+  for (const archive of TORCH_ARCHIVES) {
+    if (!(await endsWithEocd(join(dir, archive)))) return `${archive} is not a whole archive`;
+  }
   return null;
 }
 
@@ -92,14 +95,17 @@ const stateSteps = (out: RunOutput) => savedSteps(out, "-state");
 // The newest state a resume can start from: whole, finite, and before the last step (sd-scripts refuses to resume
 // a run whose state is at max_train_steps).
 export async function newestUsableState(out: RunOutput, totalSteps: number): Promise<number | null> {
-  for (const step of await stateSteps(out)) if (step < totalSteps && (await unusableState(stateDir(out, step), step)) === null) return step;
+  for (const step of await stateSteps(out)) {
+    if (step < totalSteps && (await unusableState(stateDir(out, step), step)) === null) return step;
+  }
   return null;
 }
 
 // Every state of the run but `keep` (a killed run may leave one half written or half removed), and the last state.
 export async function removeStates(out: RunOutput, keep: number | null): Promise<void> {
   const doomed = (await stateSteps(out)).filter((s) => s !== keep).map((s) => stateDir(out, s));
-  await Promise.all([...doomed, join(out.dir, `${out.name}-state`)].map((d) => rm(d, { recursive: true, force: true })));
+  const dirs = [...doomed, join(out.dir, `${out.name}-state`)];
+  await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
 }
 
 async function removeIntermediates(out: RunOutput): Promise<void> {
@@ -113,11 +119,11 @@ export function stillThere(checkpoints: Checkpoint[]): Checkpoint[] {
 
 export interface FollowerDeps {
   out: RunOutput;
-  /** The run's max_train_steps: the state saved at the last step cannot be resumed, so it is not followed. */
+  // The run's max_train_steps: the state saved at the last step cannot be resumed, so it is not followed.
   totalSteps: number | null;
   log: Logger;
   jobId: string;
-  /** A state was verified: the record may offer it. */
+  // A state was verified: the record may offer it.
   saved: (step: number, checkpoint: Checkpoint | null) => void;
 }
 
@@ -140,7 +146,9 @@ export function followStates(deps: FollowerDeps) {
     deps.saved(step, await verifyIntermediate(deps.out, step));
   };
   const look = (step: number) => {
-    void check(step).catch((err: Error) => deps.log.error("could not check a saved state", { job_id: deps.jobId, step, error: err.message }));
+    void check(step).catch((err: Error) => {
+      deps.log.error("could not check a saved state", { job_id: deps.jobId, step, error: err.message });
+    });
   };
   return {
     announced(step: number): void {
@@ -156,17 +164,28 @@ export function followStates(deps: FollowerDeps) {
   };
 }
 
-/** The record's resume point after the run ended: what is on disk decides. */
-export async function settleStates(out: RunOutput, totalSteps: number | null, succeeded: boolean, known: Checkpoint[]): Promise<ResumePoint> {
+// The record's resume point after the run ended: what is on disk decides.
+export async function settleStates(
+  out: RunOutput,
+  totalSteps: number | null,
+  succeeded: boolean,
+  known: Checkpoint[],
+): Promise<ResumePoint> {
   if (succeeded) {
     await removeStates(out, null);
     await removeIntermediates(out);
-    return { step: null, state: null, checkpoints: [], gone: "the states and intermediate LoRAs were removed once the final LoRA was verified" };
+    const gone = "the states and intermediate LoRAs were removed once the final LoRA was verified";
+    return { step: null, state: null, checkpoints: [], gone };
   }
   const step = totalSteps === null ? null : await newestUsableState(out, totalSteps);
   await removeStates(out, step);
   const checkpoints = stillThere(known);
   // A run that ended while its newest state was still being checked has that state's LoRA unverified.
   const newest = step === null || checkpoints.some((c) => c.step === step) ? null : await verifyIntermediate(out, step);
-  return { step, state: step === null ? null : stateDir(out, step), checkpoints: newest ? [...checkpoints, newest] : checkpoints, gone: null };
+  return {
+    step,
+    state: step === null ? null : stateDir(out, step),
+    checkpoints: newest ? [...checkpoints, newest] : checkpoints,
+    gone: null,
+  };
 }

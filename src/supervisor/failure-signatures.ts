@@ -8,19 +8,38 @@ export interface Signature {
   what: string;
 }
 
+// One pattern from alternatives written one a line.
+const anyOf = (flags: string, ...alternatives: RegExp[]) =>
+  new RegExp(alternatives.map((a) => a.source).join("|"), flags);
+
 export const SIGNATURES: readonly Signature[] = [
   {
     code: "cuda_oom",
     // torch's allocator ("CUDA out of memory", OutOfMemoryError), the CUDA runtime ("CUDA error: out of memory"),
     // and CUDA libraries that could not allocate their workspace; "an illegal memory access" is none of these.
-    pattern: /CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_(?:ALLOC_FAILED|NOT_ENOUGH_MEMORY)|cuDNN error: .*not enough memory/i,
+    pattern: anyOf(
+      "i",
+      /CUDA out of memory/,
+      /torch\.(?:cuda\.)?OutOfMemoryError/,
+      /CUDA error: out of memory/,
+      /CUBLAS_STATUS_ALLOC_FAILED/,
+      /CUDNN_STATUS_(?:ALLOC_FAILED|NOT_ENOUGH_MEMORY)/,
+      /cuDNN error: .*not enough memory/,
+    ),
     what: "the GPU ran out of memory",
   },
   { code: "disk_full", pattern: /No space left on device/, what: "the disk filled up (No space left on device)" },
   { code: "dataset_empty", pattern: /No data found\./, what: "sd-scripts found no training data (No data found.)" },
   {
     code: "base_model_invalid",
-    pattern: /is neither a valid local path nor a valid repo id|Error while deserializing header|HeaderTooLarge|invalid load key|Error\(s\) in loading state_dict for SdxlUNet2DConditionModel/,
+    pattern: anyOf(
+      "",
+      /is neither a valid local path nor a valid repo id/,
+      /Error while deserializing header/,
+      /HeaderTooLarge/,
+      /invalid load key/,
+      /Error\(s\) in loading state_dict for SdxlUNet2DConditionModel/,
+    ),
     what: "the base model could not be loaded",
   },
   {

@@ -38,9 +38,9 @@ export function jobPaths(stateDir: string, id: string): JobPaths {
 export interface LaunchFile {
   argv: string[];
   env: Record<string, string>;
-  /** Variables the shim passes on from its own environment: what Slurm sets for the job (its GPUs). */
+  // Variables the shim passes on from its own environment: what Slurm sets for the job (its GPUs).
   inheritEnv?: string[];
-  /** The shim passes SIGTERM and SIGINT on to the trainer's group (it is a Slurm batch script); else ignores them. */
+  // The shim passes SIGTERM and SIGINT on to the trainer's group (it is a Slurm batch script); else ignores them.
   forwardSignals?: boolean;
   cwd: string;
   log: string;
@@ -78,7 +78,7 @@ export const readExit = (dir: string) => readJsonOrNull<ExitFile>(exitPath(dir))
 const POLL_MS = 500;
 const BACKSTOP_MS = 5000;
 
-/** A scheduler's own verdict on the run (Slurm's TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, CANCELLED), which outranks the shim's word. */
+// A scheduler's own verdict on the run (Slurm's TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, CANCELLED): it outranks the shim's.
 export interface SchedulerVerdict {
   scheduler: "TIMEOUT" | "OUT_OF_MEMORY" | "NODE_FAIL" | "CANCELLED";
   detail: string;

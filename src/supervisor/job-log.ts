@@ -146,7 +146,9 @@ export function capLog(path: string, maxBytes: number): number {
     const tail = Buffer.alloc(keep);
     const got = readSync(fd, tail, 0, keep, size - keep);
     const dropped = size - 2 * keep;
-    const marker = Buffer.from(`\n[lora-worker: ${dropped} bytes of trainer output dropped here to keep this log under ${maxBytes} bytes]\n`);
+    const marker = Buffer.from(
+      `\n[lora-worker: ${dropped} bytes of trainer output dropped here to keep this log under ${maxBytes} bytes]\n`,
+    );
     const rest = Buffer.concat([marker, tail.subarray(0, got)]);
     ftruncateSync(fd, keep);
     writeSync(fd, rest, 0, rest.length, keep);

@@ -1,5 +1,7 @@
-import type { SafetensorsVerdict } from "../safetensors/verify.ts";
+import { readFileSync } from "node:fs";
 import { type ErrorCode, isCancel, type Outcome, type Phase, type StopReason } from "../job.ts";
+import { ownCgroupDir } from "../os/proc.ts";
+import type { SafetensorsVerdict } from "../safetensors/verify.ts";
 import type { ExitWatch, SchedulerVerdict } from "./job-dir.ts";
 import { decisiveLine, SIGNATURES, withoutLauncherFrames } from "./failure-signatures.ts";
 
@@ -11,39 +13,51 @@ export interface ExitFacts {
   verdict: SafetensorsVerdict;
   outputFile: string;
   logTail: string[];
-  /** How much the cgroup's oom_kill counter rose during the run; null where the host cannot say. */
+  // How much the cgroup's oom_kill counter rose during the run; null where the host cannot say.
   oomKills: number | null;
-  /** The phase the run was in when it ended. */
+  // The phase the run was in when it ended.
   phase: Phase;
 }
 
 interface Failure {
   code: ErrorCode;
   what: string;
-  /** The log line that decided the code, when one did. */
+  // The log line that decided the code, when one did.
   line?: string;
 }
 
 const STOPPED: Record<Exclude<StopReason, "cancel" | "pause">, string> = {
   stalled: "the trainer printed nothing for longer than watchdog.stall_seconds and was stopped",
   timeout: "the run outlived its tier's wall-clock bound (watchdog.tier_timeout_seconds) and was stopped",
-  nan_loss: "the loss was nan for watchdog.nan_updates consecutive updates; the run was stopped instead of burning the GPU",
+  nan_loss:
+    "the loss was nan for watchdog.nan_updates consecutive updates; the run was stopped instead of burning the GPU",
 };
 
 const TAIL_IN_ERROR = 8;
 
 export function decideOutcome(facts: ExitFacts): Outcome {
   const { ended } = facts;
-  const exit = "exit_code" in ended ? { exit_code: ended.exit_code, signal: ended.signal } : { exit_code: null, signal: null };
+  const exit = "exit_code" in ended
+    ? { exit_code: ended.exit_code, signal: ended.signal }
+    : { exit_code: null, signal: null };
   const base = { ...exit, forced_kill: facts.forcedKill, lora_path: null, lora_sha256: null, lora_bytes: null };
   const v = facts.verdict;
   if (exit.exit_code === 0 && v.ok && v.value.nonFinite.tensors === 0) {
-    return { ...base, status: "succeeded", error: null, error_code: null, lora_path: facts.outputFile, lora_sha256: v.value.sha256, lora_bytes: v.value.bytes };
+    return {
+      ...base,
+      status: "succeeded",
+      error: null,
+      error_code: null,
+      lora_path: facts.outputFile,
+      lora_sha256: v.value.sha256,
+      lora_bytes: v.value.bytes,
+    };
   }
   if (isCancel(facts.stopReason)) return { ...base, status: "cancelled", error: null, error_code: null };
   const failure = whileSampling(classify(facts, exit.exit_code, exit.signal), facts.phase);
   const lead = failure.line ? `${failure.line}\n` : "";
-  return { ...base, status: "failed", error_code: failure.code, error: `${lead}${failure.what}; ${exitText(ended)}.${tailText(facts.logTail)}` };
+  const error = `${lead}${failure.what}; ${exitText(ended)}.${tailText(facts.logTail)}`;
+  return { ...base, status: "failed", error_code: failure.code, error };
 }
 
 const SCHEDULER_CODES: Record<SchedulerVerdict["scheduler"], ErrorCode> = {
@@ -52,17 +66,25 @@ const SCHEDULER_CODES: Record<SchedulerVerdict["scheduler"], ErrorCode> = {
 
 function classify(facts: ExitFacts, exitCode: number | null, signal: string | null): Failure {
   const { ended, verdict } = facts;
-  if ("spawn_error" in ended) return { code: "spawn_failed", what: `the trainer could not be started: ${ended.spawn_error}` };
+  if ("spawn_error" in ended) {
+    return { code: "spawn_failed", what: `the trainer could not be started: ${ended.spawn_error}` };
+  }
   if ("scheduler" in ended) return { code: SCHEDULER_CODES[ended.scheduler], what: ended.detail };
   const reason = facts.stopReason;
   if (reason !== null && reason !== "cancel" && reason !== "pause") return { code: reason, what: STOPPED[reason] };
   const found = SIGNATURES.find((s) => s.pattern.test(facts.logTail.join("\n")));
-  if (found?.code === "host_oom_killed") return killedFromOutside(facts, decisiveLine(facts.logTail, found.pattern) ?? undefined);
-  if (found) return { code: found.code, what: found.what, line: decisiveLine(facts.logTail, found.pattern) ?? undefined };
+  const line = found ? (decisiveLine(facts.logTail, found.pattern) ?? undefined) : undefined;
+  if (found?.code === "host_oom_killed") return killedFromOutside(facts, line);
+  if (found) return { code: found.code, what: found.what, line };
   if (facts.lastLossNan) return { code: "nan_loss", what: "the trainer stopped while its loss was nan" };
   if (signal === "SIGKILL" || (exitCode !== 0 && (facts.oomKills ?? 0) > 0)) return killedFromOutside(facts);
   if (exitCode === 0) return unusableOutput(verdict, facts.outputFile);
-  if ("lost" in ended) return { code: "worker_restarted", what: "the trainer ended while its shim was gone, so its exit status was not recorded" };
+  if ("lost" in ended) {
+    return {
+      code: "worker_restarted",
+      what: "the trainer ended while its shim was gone, so its exit status was not recorded",
+    };
+  }
   return { code: "trainer_crashed", what: "the trainer stopped with an error" };
 }
 
@@ -70,17 +92,24 @@ function classify(facts: ExitFacts, exitCode: number | null, signal: string | nu
 // retry without samples.
 function whileSampling(failure: Failure, phase: Phase): Failure {
   if (failure.code !== "cuda_oom" || phase !== "sampling") return failure;
-  return { ...failure, what: `${failure.what}, while taking preview samples (phase sampling; a retry without samples needs less)` };
+  const when = "while taking preview samples (phase sampling; a retry without samples needs less)";
+  return { ...failure, what: `${failure.what}, ${when}` };
 }
 
 // An exit 0 is a success only with a LoRA that is whole and finite.
 function unusableOutput(verdict: SafetensorsVerdict, file: string): Failure {
   if (verdict.ok) {
     const { tensors, names } = verdict.value.nonFinite;
-    return { code: "nan_loss", what: `the trainer exited 0 but ${tensors} tensor(s) of ${file} hold NaN or Inf (${names.join(", ")}); the LoRA is unusable` };
+    const what =
+      `the trainer exited 0 but ${tensors} tensor(s) of ${file} hold NaN or Inf (${names.join(", ")}); ` +
+      "the LoRA is unusable";
+    return { code: "nan_loss", what };
   }
-  if (verdict.error.reason === "missing") return { code: "output_missing", what: `the trainer exited 0 but wrote no ${file}` };
-  return { code: "output_invalid", what: `the trainer exited 0 but ${file} is not a valid safetensors file: ${verdict.error.detail}` };
+  if (verdict.error.reason === "missing") {
+    return { code: "output_missing", what: `the trainer exited 0 but wrote no ${file}` };
+  }
+  const what = `the trainer exited 0 but ${file} is not a valid safetensors file: ${verdict.error.detail}`;
+  return { code: "output_invalid", what };
 }
 
 // The strongest evidence decides, and the error says which: the cgroup's OOM counter is proof; a SIGKILL
@@ -88,12 +117,21 @@ function unusableOutput(verdict: SafetensorsVerdict, file: string): Failure {
 function killedFromOutside(facts: ExitFacts, line?: string): Failure {
   const { oomKills } = facts;
   if (oomKills !== null && oomKills > 0) {
-    return { code: "host_oom_killed", line, what: `the kernel's OOM killer killed the trainer (proof: the oom_kill counter of the worker's cgroup rose by ${oomKills} during the run)` };
+    const what =
+      "the kernel's OOM killer killed the trainer " +
+      `(proof: the oom_kill counter of the worker's cgroup rose by ${oomKills} during the run)`;
+    return { code: "host_oom_killed", line, what };
   }
   if (oomKills === 0) {
-    return { code: "trainer_crashed", line, what: "the trainer was killed by SIGKILL from outside the worker, not by the OOM killer (the oom_kill counter of the worker's cgroup did not rise)" };
+    const what =
+      "the trainer was killed by SIGKILL from outside the worker, not by the OOM killer " +
+      "(the oom_kill counter of the worker's cgroup did not rise)";
+    return { code: "trainer_crashed", line, what };
   }
-  return { code: "host_oom_killed", line, what: "the trainer was killed by SIGKILL from outside the worker, most likely by the kernel's OOM killer (evidence: the SIGKILL alone; this host has no cgroup v2 memory.events to prove it)" };
+  const what =
+    "the trainer was killed by SIGKILL from outside the worker, most likely by the kernel's OOM killer " +
+    "(evidence: the SIGKILL alone; this host has no cgroup v2 memory.events to prove it)";
+  return { code: "host_oom_killed", line, what };
 }
 
 function exitText(ended: ExitWatch): string {
@@ -106,4 +144,22 @@ function exitText(ended: ExitWatch): string {
 function tailText(tail: string[]): string {
   const last = withoutLauncherFrames(tail).filter((l) => l.trim() !== "").slice(-TAIL_IN_ERROR);
   return last.length > 0 ? ` Last log lines:\n${last.join("\n")}` : "";
+}
+
+// cgroup v2 counts the kernel OOM killer's kills in a cgroup's memory.events ("oom_kill N"). The trainer runs in
+// the worker's own cgroup (the unit's: KillMode=process keeps it there), so a count that rises during a run is
+// proof that the OOM killer struck it. Null where there is no cgroup v2 view: then there is no such proof.
+export function ownMemoryEvents(): string | null {
+  const cgroup = ownCgroupDir();
+  return cgroup === null ? null : `${cgroup}/memory.events`;
+}
+
+export function readOomKills(memoryEvents: string | null): number | null {
+  if (memoryEvents === null) return null;
+  try {
+    const match = /^oom_kill (\d+)$/m.exec(readFileSync(memoryEvents, "utf8"));
+    return match ? Number(match[1]) : null;
+  } catch {
+    return null;
+  }
 }

@@ -43,7 +43,10 @@ export function createRetention(deps: RetentionDeps) {
       pruned.bytes += bytes;
     }
     stateBytes = sizeOf(deps.stateDir);
-    if (pruned.jobs.length > 0) deps.log.info("pruned old job directories", { jobs: pruned.jobs.length, bytes: pruned.bytes, job_ids: pruned.jobs });
+    if (pruned.jobs.length > 0) {
+      const { jobs, bytes } = pruned;
+      deps.log.info("pruned old job directories", { jobs: jobs.length, bytes, job_ids: jobs });
+    }
     return pruned;
   };
   // A failure (a full or read-only state dir) is logged and tried again at the next round.

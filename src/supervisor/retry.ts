@@ -27,7 +27,10 @@ export function createWriteGuard(log: Logger, jobId: string): WriteGuard {
     try {
       write();
     } catch (err) {
-      if (!failing) log.error("could not record the job; keeping it in memory and retrying", { job_id: jobId, what, error: (err as Error).message });
+      if (!failing) {
+        const error = (err as Error).message;
+        log.error("could not record the job; keeping it in memory and retrying", { job_id: jobId, what, error });
+      }
       failing = true;
       return false;
     }

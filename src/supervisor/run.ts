@@ -4,7 +4,15 @@ import type { Progress } from "../progress/progress.ts";
 import type { StopReason } from "../job.ts";
 import type { Checkpoint, JobStore } from "../store/job-store.ts";
 import type { Sample } from "./samples.ts";
-import { type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readTrainer, watchExit } from "./job-dir.ts";
+import {
+  type ExitWatch,
+  type JobFile,
+  jobFilePath,
+  type LaunchFile,
+  launchPath,
+  readTrainer,
+  watchExit,
+} from "./job-dir.ts";
 import { writeJsonAtomic } from "../fs.ts";
 import { JOB_MARKER_ENV } from "../os/marker.ts";
 import { identify, isSameProcess, type ProcessIdentity } from "../os/proc.ts";
@@ -26,51 +34,49 @@ export interface RunContext {
   stallMs: number;
   deadline: number;
   nanUpdates: number;
-  /** The tier's max_train_steps; null when the run's own announcement decides (a replayed recording). */
+  // The tier's max_train_steps; null when the run's own announcement decides (a replayed recording).
   expectedTotal: number | null;
-  /** The step of the state a resumed run started from; 0 for a fresh run. */
+  // The step of the state a resumed run started from; 0 for a fresh run.
   resumedAt: number;
-  /** The verified intermediate LoRAs on record (an adopted run's, or a resumed run's inherited ones). */
+  // The verified intermediate LoRAs on record (an adopted run's, or a resumed run's inherited ones).
   checkpoints: Checkpoint[];
-  /** A pause asked for before this worker took the run over. */
+  // A pause asked for before this worker took the run over.
   pauseRequested: boolean;
-  /** For a run that takes preview samples: those on record, and since when this run writes its own. */
+  // For a run that takes preview samples: those on record, and since when this run writes its own.
   samples: { known: Sample[]; sinceMs: number } | null;
-  /** The cgroup v2 memory.events whose oom_kill counter covers the trainer; null where there is none. */
+  // The cgroup v2 memory.events whose oom_kill counter covers the trainer; null where there is none.
   memoryEvents: string | null;
-  /** Called after every change a watcher could see: progress, status, the end. */
+  // Called after every change a watcher could see: progress, status, the end.
   changed: () => void;
 }
 
 export interface Run {
   readonly id: string;
   pgid(): number | null;
-  /** Why the scheduler still holds the run (Slurm's pending reason), or null once it runs or on this host. */
+  // Why the scheduler still holds the run (Slurm's pending reason), or null once it runs or on this host.
   queued(): string | null;
   progress(): Progress;
   stop(reason: StopReason): Promise<void>;
-  /** Stops the run right after its next state is verified; a run that ends first simply ends. */
+  // Stops the run right after its next state is verified; a run that ends first simply ends.
   pause(): void;
   readonly finished: Promise<void>;
 }
 
-/**
- * Where a run's processes live and how they end: this host's process groups (below), or a Slurm job (slurm/).
- * The supervision of a run (supervise.ts) is the same for both.
- */
+// Where a run's processes live and how they end: this host's process groups (below), or a Slurm job (slurm/).
+// The supervision of a run (supervise.ts) is the same for both.
 export interface Placement {
-  /** The trainer's end as its shim recorded it, the scheduler's verdict, or that it was lost. */
+  // The trainer's end as its shim recorded it, the scheduler's verdict, or that it was lost.
   exit: Promise<ExitWatch>;
-  /** SIGTERM to everything of the run, SIGKILL after graceMs; true when SIGKILL was needed. */
+  // SIGTERM to everything of the run, SIGKILL after graceMs; true when SIGKILL was needed.
   stop(graceMs: number): Promise<boolean>;
-  /** After the end: nothing of the run is left; true when that needed SIGKILL. */
+  // After the end: nothing of the run is left; true when that needed SIGKILL.
   clear(graceMs: number): Promise<boolean>;
-  /** The trainer's process group, when it runs on this host. */
+  // The trainer's process group, when it runs on this host.
   pgid(): number | null;
   queued(): string | null;
 }
 
-/** A stop recorded before the worker restarted, carried through by the next one. */
+// A stop recorded before the worker restarted, carried through by the next one.
 export interface PendingStop {
   reason: StopReason;
   recordedAt: number;
@@ -91,15 +97,22 @@ export async function startRun(ctx: RunContext, launch: LaunchFile, job: JobFile
   writeJsonAtomic(launchPath(ctx.dir), launch);
   closeSync(openSync(ctx.logPath, "a", 0o640));
   const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", [JOB_MARKER_ENV]: ctx.id };
-  const shim = Bun.spawn([...shimCommand, "shim", ctx.dir], { stdio: ["ignore", "ignore", "ignore"], detached: true, env });
+  const shim = Bun.spawn([...shimCommand, "shim", ctx.dir], {
+    stdio: ["ignore", "ignore", "ignore"],
+    detached: true,
+    env,
+  });
   try {
     const shimIdentity = identify(shim.pid);
     ctx.store.markShim(ctx.id, shimIdentity);
     const trainer = waitForTrainer(ctx, shimIdentity).then(recordTrainer(ctx));
-    return supervise(ctx, localPlacement(ctx, shimIdentity, trainer, watchExit(ctx.dir, () => isSameProcess(shimIdentity), shim.exited)), null);
+    const exit = watchExit(ctx.dir, () => isSameProcess(shimIdentity), shim.exited);
+    return supervise(ctx, localPlacement(ctx, shimIdentity, trainer, exit), null);
   } catch (err) {
     await abandon(ctx, shim.pid);
-    throw new LaunchFailed(`${(err as Error).message} (after the trainer's shim had started; it and everything it started were stopped)`);
+    throw new LaunchFailed(
+      `${(err as Error).message} (after the trainer's shim had started; it and everything it started were stopped)`,
+    );
   }
 }
 
@@ -108,7 +121,9 @@ export function adoptRun(ctx: RunContext, ids: Identities, pendingStop: PendingS
   const { shim } = ids;
   const alive = () => shim !== null && isSameProcess(shim);
   // A live shim that has not yet named its trainer is about to: wait for it as a fresh launch would.
-  const trainer = ids.trainer === null && shim !== null ? waitForTrainer(ctx, shim).then(recordTrainer(ctx)) : Promise.resolve(ids.trainer);
+  const trainer = ids.trainer === null && shim !== null
+    ? waitForTrainer(ctx, shim).then(recordTrainer(ctx))
+    : Promise.resolve(ids.trainer);
   return supervise(ctx, localPlacement(ctx, shim, trainer, watchExit(ctx.dir, alive)), pendingStop);
 }
 
@@ -117,7 +132,12 @@ const SHIM_EXIT_WAIT_MS = 1000;
 
 // This host: the trainer leads its own process group; without a known trainer (its shim gone before naming it),
 // the job's marker finds what is left.
-function localPlacement(ctx: RunContext, shim: ProcessIdentity | null, trainer: Promise<ProcessIdentity | null>, exit: Promise<ExitWatch>): Placement {
+function localPlacement(
+  ctx: RunContext,
+  shim: ProcessIdentity | null,
+  trainer: Promise<ProcessIdentity | null>,
+  exit: Promise<ExitWatch>,
+): Placement {
   let pgid: number | null = null;
   void trainer.then((t) => {
     pgid = t?.pid ?? null;
@@ -132,7 +152,10 @@ function localPlacement(ctx: RunContext, shim: ProcessIdentity | null, trainer: 
     },
     async clear(graceMs) {
       const identity = await trainer;
-      const forced = identity !== null && liveGroupMembers(identity.pid).length > 0 && (await terminateGroup(identity.pid, graceMs)).forced;
+      const forced =
+        identity !== null &&
+        liveGroupMembers(identity.pid).length > 0 &&
+        (await terminateGroup(identity.pid, graceMs)).forced;
       if (shim) await shimGone(shim);
       await sweepStrays(ctx.id);
       return forced;
@@ -167,7 +190,10 @@ async function abandon(ctx: RunContext, shimPid: number): Promise<void> {
       if (trainer && isSameProcess(trainer)) await terminateGroup(trainer.pid, ctx.graceMs);
       await sweepStrays(ctx.id);
     },
-    (err) => ctx.log.error("could not yet stop what a failed launch started; retrying", { job_id: ctx.id, error: err.message }),
+    (err) => {
+      const error = err.message;
+      ctx.log.error("could not yet stop what a failed launch started; retrying", { job_id: ctx.id, error });
+    },
   );
 }
 

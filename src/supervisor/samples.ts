@@ -20,7 +20,7 @@ const IEND_CHUNK = Buffer.from([0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 
 
 export const sampleDir = (out: RunOutput) => join(out.dir, "sample");
 
-/** `known` and the whole samples of this run written since `sinceMs` that it does not hold yet, in step order. */
+// `known` and the whole samples of this run written since `sinceMs` that it does not hold yet, in step order.
 export async function findSamples(out: RunOutput, sinceMs: number, known: Sample[]): Promise<Sample[]> {
   const pattern = new RegExp(`^${RegExp.escape(out.name)}_(\\d{6})_(\\d{2})_\\d{14}(?:_\\d+)?\\.png$`);
   const names = await readdir(sampleDir(out)).catch(() => [] as string[]);

@@ -29,7 +29,9 @@ export async function runShim(jobDir: string): Promise<number> {
   await writeWhenPossible(trainerPath(jobDir), identify(proc.pid));
   // Under a scheduler the shim is the batch script, and the scheduler's SIGTERM (a cancel, the time limit) is for
   // the trainer: passed on to its process group. On this host only the worker signals the trainer, directly.
-  if (launch.forwardSignals) for (const signal of ["SIGTERM", "SIGINT"] as const) process.on(signal, () => signalGroup(proc.pid, signal));
+  if (launch.forwardSignals) {
+    for (const signal of ["SIGTERM", "SIGINT"] as const) process.on(signal, () => signalGroup(proc.pid, signal));
+  }
   const cap = setInterval(() => cut(launch), CAP_CHECK_MS);
   await proc.exited;
   clearInterval(cap);
@@ -63,8 +65,18 @@ function cut(launch: LaunchFile): void {
 function spawnTrainer(launch: LaunchFile) {
   const fd = openSync(launch.log, "a", 0o640);
   try {
-    const inherited = Object.fromEntries((launch.inheritEnv ?? []).flatMap((name) => (process.env[name] === undefined ? [] : [[name, process.env[name]!]])));
-    return Bun.spawn(launch.argv, { cwd: launch.cwd, env: { ...inherited, ...launch.env }, stdio: ["ignore", fd, fd], detached: true });
+    const inherited = Object.fromEntries(
+      (launch.inheritEnv ?? []).flatMap((name) => {
+        const value = process.env[name];
+        return value === undefined ? [] : [[name, value]];
+      }),
+    );
+    return Bun.spawn(launch.argv, {
+      cwd: launch.cwd,
+      env: { ...inherited, ...launch.env },
+      stdio: ["ignore", fd, fd],
+      detached: true,
+    });
   } catch (err) {
     return { spawn_error: (err as Error).message };
   } finally {

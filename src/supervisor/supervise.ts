@@ -1,26 +1,30 @@
+import type { StopReason } from "../job.ts";
 import { createTracker } from "../progress/tracker.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
-import type { StopReason } from "../job.ts";
+import type { ResumePoint } from "../store/job-store.ts";
+import { followStates, runOutput, settleStates, stateDir, stillThere } from "./checkpoints.ts";
 import type { ExitWatch } from "./job-dir.ts";
 import { followLog, tailLines } from "./job-log.ts";
-import { readOomKills } from "./oom-kills.ts";
-import { decideOutcome } from "./outcome.ts";
-import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
+import { decideOutcome, readOomKills } from "./outcome.ts";
 import { createWriteGuard, untilDone, writeUntilDone } from "./retry.ts";
-import { followStates, runOutput, settleStates, stateDir, stillThere } from "./checkpoints.ts";
-import type { ResumePoint } from "../store/job-store.ts";
+import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
 import { findSamples } from "./samples.ts";
-import { startWatchdog } from "./watchdog.ts";
 
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
 const PERSIST_INTERVAL_MS = 1000;
 const LOG_LINES_FOR_OUTCOME = 200;
+const WATCHDOG_CHECK_MS = 1000;
 
 // One run's bookkeeping, wherever its processes live (the placement: this host, or a Slurm job).
 export function supervise(ctx: RunContext, placement: Placement, pending: PendingStop | null): Run {
   const guard = createWriteGuard(ctx.log, ctx.id);
   const oomKillsAtStart = readOomKills(ctx.memoryEvents);
-  const tracker = createTracker({ expectedTotal: ctx.expectedTotal, resumedAt: ctx.resumedAt, nanUpdates: ctx.nanUpdates, persistEveryMs: PERSIST_INTERVAL_MS });
+  const tracker = createTracker({
+    expectedTotal: ctx.expectedTotal,
+    resumedAt: ctx.resumedAt,
+    nanUpdates: ctx.nanUpdates,
+    persistEveryMs: PERSIST_INTERVAL_MS,
+  });
   const out = runOutput(ctx.outputFile);
   let checkpoints = ctx.checkpoints;
   let pausing = ctx.pauseRequested;
@@ -76,7 +80,11 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       void recordSamples().finally(ctx.changed);
     },
   });
-  const watchdog = startWatchdog({ stallMs: ctx.stallMs, deadline: ctx.deadline }, (reason) => void stop(reason), () => placement.queued() !== null);
+  const watchdog = startWatchdog(
+    { stallMs: ctx.stallMs, deadline: ctx.deadline },
+    (reason) => void stop(reason),
+    () => placement.queued() !== null,
+  );
   const onText = (text: string) => {
     watchdog.touch();
     const firstWords = !statusRecorded;
@@ -84,7 +92,10 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     const update = tracker.push(text);
     if (update.contradiction !== null) {
       const expected = tracker.progress().expected_total;
-      ctx.log.warn("the trainer printed a step total that contradicts the run's; kept in the log, not taken as progress", { job_id: ctx.id, printed: update.contradiction, expected });
+      ctx.log.warn(
+        "the trainer printed a step total that contradicts the run's; kept in the log, not taken as progress",
+        { job_id: ctx.id, printed: update.contradiction, expected },
+      );
     }
     if (update.nanTripped) void stop("nan_loss");
     if (update.savingState !== null) states.announced(update.savingState);
@@ -111,7 +122,9 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     await stopping;
     const forced = await untilDone(
       () => placement.clear(ctx.graceMs),
-      (err) => ctx.log.error("could not yet sweep the job's leftovers; retrying", { job_id: ctx.id, error: err.message }),
+      (err) => {
+        ctx.log.error("could not yet sweep the job's leftovers; retrying", { job_id: ctx.id, error: err.message });
+      },
     );
     forcedKill ||= forced;
     follower.stop();
@@ -125,7 +138,9 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       verdict: await verifySafetensors(ctx.outputFile),
       outputFile: ctx.outputFile,
       logTail: tailLines(ctx.logPath, LOG_LINES_FOR_OUTCOME),
-      oomKills: oomKillsAtStart === null ? null : (readOomKills(ctx.memoryEvents) ?? oomKillsAtStart) - oomKillsAtStart,
+      oomKills: oomKillsAtStart === null
+        ? null
+        : (readOomKills(ctx.memoryEvents) ?? oomKillsAtStart) - oomKillsAtStart,
       phase: tracker.progress().phase,
     });
     const point = await settle(outcome.status === "succeeded");
@@ -137,7 +152,13 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       ctx.store.finish(ctx.id, outcome, ctx.now().toISOString());
     });
     ctx.changed();
-    ctx.log[outcome.status === "failed" ? "warn" : "info"]("job ended", { job_id: ctx.id, status: outcome.status, error_code: outcome.error_code, exit_code: outcome.exit_code, signal: outcome.signal });
+    ctx.log[outcome.status === "failed" ? "warn" : "info"]("job ended", {
+      job_id: ctx.id,
+      status: outcome.status,
+      error_code: outcome.error_code,
+      exit_code: outcome.exit_code,
+      signal: outcome.signal,
+    });
   };
   // What the output filesystem holds after the run decides what can be resumed; one that cannot be read leaves the
   // record as the run left it.
@@ -159,5 +180,39 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     ctx.log.error("supervision of the job ended in error", { job_id: ctx.id, error: err.message, stack: err.stack });
   });
 
-  return { id: ctx.id, pgid: placement.pgid, queued: placement.queued, progress: () => tracker.progress(), stop: (reason) => stop(reason), pause, finished };
+  return {
+    id: ctx.id,
+    pgid: placement.pgid,
+    queued: placement.queued,
+    progress: () => tracker.progress(),
+    stop: (reason) => stop(reason),
+    pause,
+    finished,
+  };
+}
+
+// Trips once: on silence longer than stallMs, or at the tier's wall-clock deadline (epoch ms). A run that waits in
+// a scheduler's queue (`waiting`) is silent by right: its silence counts from when it starts.
+function startWatchdog(
+  limits: { stallMs: number; deadline: number },
+  trip: (reason: StopReason) => void,
+  waiting: () => boolean,
+  now: () => number = Date.now,
+) {
+  let lastOutput = now();
+  const timer = setInterval(() => {
+    const t = now();
+    if (waiting()) lastOutput = t;
+    const stalled = t - lastOutput >= limits.stallMs;
+    const reason: StopReason | null = t >= limits.deadline ? "timeout" : stalled ? "stalled" : null;
+    if (reason === null) return;
+    clearInterval(timer);
+    trip(reason);
+  }, Math.min(WATCHDOG_CHECK_MS, limits.stallMs));
+  return {
+    touch: () => {
+      lastOutput = now();
+    },
+    stop: () => clearInterval(timer),
+  };
 }
