@@ -1,7 +1,6 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { Hono } from "hono";
-import { jobEvents } from "../src/api/events.ts";
-import { createJobFeeds } from "../src/api/job-feed.ts";
+import { createJobFeeds, jobEvents } from "../src/api/events.ts";
 import { jobView } from "../src/api/views.ts";
 import { makeHostTree } from "./support/host-tree.ts";
 import { SIMULATOR, simulateModeConfig, supervisorFor } from "./support/real-mode.ts";

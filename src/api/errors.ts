@@ -2,7 +2,6 @@ import type { DispatchRefusal } from "../dispatch/dispatch.ts";
 
 const BUSY_RETRY_AFTER_S = "30";
 const VRAM_RETRY_AFTER_S = "60";
-const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 // The one error type that becomes an HTTP answer; everything else is a logged 500.
 export class ApiError extends Error {
@@ -17,37 +16,43 @@ export class ApiError extends Error {
 
 export const noSuchJob = () => new ApiError(404, { detail: "no such job" });
 
-// A header value used as a database key: printable ASCII, bounded, or a 422 naming the header.
-export function idempotencyKeyOf(raw: string | undefined): string | null {
-  if (raw === undefined) return null;
-  if (IDEMPOTENCY_KEY.test(raw)) return raw;
-  throw new ApiError(422, { detail: [{ loc: ["header", "Idempotency-Key"], msg: "must be 1-255 printable ASCII characters without spaces", type: "value_error" }] });
-}
-
 // Every refusal of POST /train becomes its SPEC §3 answer here; the route only handles success.
 export function refusalError(result: DispatchRefusal): ApiError {
   switch (result.kind) {
     case "invalid":
       return new ApiError(422, { detail: result.detail });
     case "idempotency_mismatch":
-      return new ApiError(422, { detail: [{ loc: ["header", "Idempotency-Key"], msg: result.detail, type: "idempotency_mismatch" }] });
+      return new ApiError(422, {
+        detail: [{ loc: ["header", "Idempotency-Key"], msg: result.detail, type: "idempotency_mismatch" }],
+      });
     case "output_exists":
       return new ApiError(409, { detail: result.detail, reason: "output_exists" });
     case "refused": {
       const { refusal } = result;
-      if (refusal.reason === "gpu_probe_failed") return new ApiError(503, { detail: refusal.detail, reason: refusal.reason });
+      if (refusal.reason === "gpu_probe_failed") {
+        return new ApiError(503, { detail: refusal.detail, reason: refusal.reason });
+      }
       return new ApiError(409, { ...refusal }, { "Retry-After": VRAM_RETRY_AFTER_S });
     }
     case "busy": {
       const detail = result.unsupervised
-        ? `processes of job ${result.activeId} are running but this worker does not supervise them (they are being stopped); no training starts until they are gone`
+        ? `processes of job ${result.activeId} are running but this worker does not supervise them ` +
+          "(they are being stopped); no training starts until they are gone"
         : result.limit === undefined
           ? `another training is running (job ${result.activeId}); one job runs at a time`
           : `${result.limit} trainings are active (slurm.max_active_jobs), among them job ${result.activeId}`;
-      return new ApiError(409, { detail, reason: "busy", active_job_id: result.activeId }, { "Retry-After": BUSY_RETRY_AFTER_S });
+      const body = { detail, reason: "busy", active_job_id: result.activeId };
+      return new ApiError(409, body, { "Retry-After": BUSY_RETRY_AFTER_S });
     }
     case "state_unwritable":
-      return new ApiError(503, { detail: `${result.detail}; no training starts until the state dir takes writes again (see /healthz)`, reason: "state_unwritable" }, { "Retry-After": BUSY_RETRY_AFTER_S });
+      return new ApiError(
+        503,
+        {
+          detail: `${result.detail}; no training starts until the state dir takes writes again (see /healthz)`,
+          reason: "state_unwritable",
+        },
+        { "Retry-After": BUSY_RETRY_AFTER_S },
+      );
     case "insufficient_disk":
       return new ApiError(409, { reason: "insufficient_disk", ...result.shortfall });
     case "not_resumable":
@@ -55,8 +60,15 @@ export function refusalError(result: DispatchRefusal): ApiError {
     case "no_such_job":
       return noSuchJob();
     case "slurm_refused":
-      return new ApiError(503, { detail: `${result.detail}; check the [slurm] settings and the devices' gres (lora-worker doctor)`, reason: "slurm_refused" });
+      return new ApiError(503, {
+        detail: `${result.detail}; check the [slurm] settings and the devices' gres (lora-worker doctor)`,
+        reason: "slurm_refused",
+      });
     case "launch_failed":
-      return new ApiError(503, { detail: result.job.error ?? "the trainer could not be started", reason: "spawn_failed", worker_job_id: result.job.id });
+      return new ApiError(503, {
+        detail: result.job.error ?? "the trainer could not be started",
+        reason: "spawn_failed",
+        worker_job_id: result.job.id,
+      });
   }
 }

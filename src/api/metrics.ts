@@ -37,7 +37,10 @@ export function render(families: Family[]): string {
   return families
     .map((f) => {
       const head = `# HELP ${f.name} ${escapeHelp(f.help)}\n# TYPE ${f.name} ${f.kind}\n`;
-      return head + f.samples.map((s) => `${f.name}${s.suffix ?? ""}${formatLabels(s.labels)} ${formatValue(s.value)}\n`).join("");
+      const lines = f.samples.map((s) => {
+        return `${f.name}${s.suffix ?? ""}${formatLabels(s.labels)} ${formatValue(s.value)}\n`;
+      });
+      return head + lines.join("");
     })
     .join("");
 }
@@ -62,7 +65,9 @@ export function createHttpMetrics() {
 
   const observe = (method: string, route: string, status: number, seconds: number) => {
     let stats = routes.get(route);
-    if (stats === undefined) routes.set(route, (stats = { requests: new Map(), counts: BUCKETS.map(() => 0), sum: 0, total: 0 }));
+    if (stats === undefined) {
+      routes.set(route, (stats = { requests: new Map(), counts: BUCKETS.map(() => 0), sum: 0, total: 0 }));
+    }
     let byMethod = stats.requests.get(status);
     if (byMethod === undefined) stats.requests.set(status, (byMethod = new Map()));
     byMethod.set(method, (byMethod.get(method) ?? 0) + 1);
@@ -76,7 +81,8 @@ export function createHttpMetrics() {
   const middleware: MiddlewareHandler = async (c, next) => {
     const started = performance.now();
     await next();
-    const route = c.req.routePath && c.req.routePath !== "*" && c.req.routePath !== "/*" ? c.req.routePath : "unmatched";
+    const path = c.req.routePath;
+    const route = path && path !== "*" && path !== "/*" ? path : "unmatched";
     observe(c.req.method, route, c.res.status, (performance.now() - started) / 1000);
   };
 
@@ -96,7 +102,11 @@ export function createHttpMetrics() {
       help: "Time to answer an HTTP request, by route pattern.",
       kind: "histogram",
       samples: [...routes].flatMap(([route, s]) => [
-        ...BUCKETS.map((le, i) => ({ suffix: "_bucket", labels: { route, le: String(le) }, value: cumulative(s.counts, i) })),
+        ...BUCKETS.map((le, i) => ({
+          suffix: "_bucket",
+          labels: { route, le: String(le) },
+          value: cumulative(s.counts, i),
+        })),
         { suffix: "_bucket", labels: { route, le: "+Inf" }, value: s.total },
         { suffix: "_sum", labels: { route }, value: s.sum },
         { suffix: "_count", labels: { route }, value: s.total },
@@ -116,7 +126,7 @@ interface WorkerMetricsDeps {
   config: Config;
   version: string;
   commit: string;
-  /** The state dir's size as retention last measured it; null before its first round. */
+  // The state dir's size as retention last measured it; null before its first round.
   stateBytes: number | null;
 }
 
@@ -137,10 +147,30 @@ export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
     }),
   });
   return [
-    { name: "lora_worker_build_info", help: "Version and commit of this worker.", kind: "gauge", samples: [{ labels: { version: deps.version, commit: deps.commit }, value: 1 }] },
-    { name: "lora_worker_state_writable", help: "1 while the job database takes writes; 0 while the state dir cannot (new trains are refused).", kind: "gauge", samples: [{ value: deps.supervisor.stateFailure() === null ? 1 : 0 }] },
-    { name: "lora_worker_state_dir_bytes", help: "Bytes under the state dir (records, logs, dataset copies), as the last retention round measured them.", kind: "gauge", samples: deps.stateBytes === null ? [] : [{ value: deps.stateBytes }] },
-    { name: "lora_worker_jobs", help: "Jobs in the database, by status.", kind: "gauge", samples: JobStatus.options.map((status) => ({ labels: { status }, value: counts[status] ?? 0 })) },
+    {
+      name: "lora_worker_build_info",
+      help: "Version and commit of this worker.",
+      kind: "gauge",
+      samples: [{ labels: { version: deps.version, commit: deps.commit }, value: 1 }],
+    },
+    {
+      name: "lora_worker_state_writable",
+      help: "1 while the job database takes writes; 0 while the state dir cannot (new trains are refused).",
+      kind: "gauge",
+      samples: [{ value: deps.supervisor.stateFailure() === null ? 1 : 0 }],
+    },
+    {
+      name: "lora_worker_state_dir_bytes",
+      help: "Bytes under the state dir (records, logs, dataset copies), as the last retention round measured them.",
+      kind: "gauge",
+      samples: deps.stateBytes === null ? [] : [{ value: deps.stateBytes }],
+    },
+    {
+      name: "lora_worker_jobs",
+      help: "Jobs in the database, by status.",
+      kind: "gauge",
+      samples: JobStatus.options.map((status) => ({ labels: { status }, value: counts[status] ?? 0 })),
+    },
     active("lora_worker_active_job_step", "Current step of each active job.", (p) => p.step),
     active("lora_worker_active_job_total_steps", "Total steps of each active job.", (p) => p.total_steps),
     active("lora_worker_active_job_loss", "Latest finite avr_loss of each active job.", (p) => p.loss),
@@ -160,11 +190,30 @@ export function gpuFamilies(probe: ProbeResult, deps: WorkerMetricsDeps): Family
     }),
   });
   return [
-    { name: "lora_worker_gpu_probe_ok", help: "1 when the latest nvidia-smi probe succeeded.", kind: "gauge", samples: [{ value: probe.ok ? 1 : 0 }] },
-    { name: "lora_worker_gpu_probe_runs_total", help: "nvidia-smi probe runs started.", kind: "counter", samples: [{ value: deps.gpu.runs() }] },
-    { name: "lora_worker_gpu_probe_failures_total", help: "nvidia-smi probe runs that failed.", kind: "counter", samples: [{ value: deps.gpu.failures() }] },
+    {
+      name: "lora_worker_gpu_probe_ok",
+      help: "1 when the latest nvidia-smi probe succeeded.",
+      kind: "gauge",
+      samples: [{ value: probe.ok ? 1 : 0 }],
+    },
+    {
+      name: "lora_worker_gpu_probe_runs_total",
+      help: "nvidia-smi probe runs started.",
+      kind: "counter",
+      samples: [{ value: deps.gpu.runs() }],
+    },
+    {
+      name: "lora_worker_gpu_probe_failures_total",
+      help: "nvidia-smi probe runs that failed.",
+      kind: "counter",
+      samples: [{ value: deps.gpu.failures() }],
+    },
     perDevice("lora_worker_gpu_memory_used_mib", "VRAM in use per device.", (d) => d.memory_used_mib),
     perDevice("lora_worker_gpu_memory_free_mib", "VRAM free per device.", (d) => d.memory_free_mib),
-    perDevice("lora_worker_gpu_cotenant_present", "1 when a co-tenant process holds the device.", (d) => (cotenantsOf(d, deps.config.gpu.cotenant_patterns).length > 0 ? 1 : 0)),
+    perDevice(
+      "lora_worker_gpu_cotenant_present",
+      "1 when a co-tenant process holds the device.",
+      (d) => (cotenantsOf(d, deps.config.gpu.cotenant_patterns).length > 0 ? 1 : 0),
+    ),
   ];
 }

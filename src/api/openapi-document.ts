@@ -1,10 +1,11 @@
 import { z } from "zod";
 import { ErrorCode, JobStatus, Phase } from "../job.ts";
 import { TrainRequest } from "../request/schema.ts";
+import { CurveQuery, ListQuery, LogQuery } from "./input.ts";
 import {
-  Checkpoint, Conflict, DetailItem, Dispatched, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, Problem, Resumed, Sample, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError,
+  Checkpoint, Conflict, DetailItem, Dispatched, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve,
+  Problem, Resumed, Sample, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError,
 } from "./openapi.ts";
-import { CurveQuery, ListQuery, LogQuery } from "./queries.ts";
 
 // Named components: a generated client gets one type for each, and every use of one is a $ref to it.
 const COMPONENTS = {
@@ -33,7 +34,11 @@ type Component = keyof typeof COMPONENTS;
 function componentSchemas() {
   const registry = z.registry<{ id: string }>();
   for (const [id, s] of Object.entries(COMPONENTS)) registry.add(s, { id });
-  const { schemas } = z.toJSONSchema(registry, { io: "input", unrepresentable: "any", uri: (id) => `#/components/schemas/${id}` });
+  const { schemas } = z.toJSONSchema(registry, {
+    io: "input",
+    unrepresentable: "any",
+    uri: (id) => `#/components/schemas/${id}`,
+  });
   return Object.fromEntries(Object.entries(schemas).map(([id, { $schema: _, $id: __, ...rest }]) => [id, rest]));
 }
 
@@ -42,13 +47,28 @@ const schema = (s: z.ZodType) => {
   return rest;
 };
 const json = (name: Component, example?: unknown) => ({
-  "application/json": { schema: { $ref: `#/components/schemas/${name}` }, ...(example === undefined ? {} : { example }) },
+  "application/json": {
+    schema: { $ref: `#/components/schemas/${name}` },
+    ...(example === undefined ? {} : { example }),
+  },
 });
-const answer = (description: string, name: Component, example?: unknown) => ({ description, content: json(name, example) });
-const text = (description: string, type: string) => ({ description, content: { [type]: { schema: { type: "string" } } } });
+const answer = (description: string, name: Component, example?: unknown) => ({
+  description,
+  content: json(name, example),
+});
+const text = (description: string, type: string) => ({
+  description,
+  content: { [type]: { schema: { type: "string" } } },
+});
 const problem = (description: string) => answer(description, "Problem");
 const jobId = { name: "id", in: "path", required: true, schema: { type: "string", format: "uuid" } };
-const sampleName = { name: "name", in: "path", required: true, description: "a `name` of the job's `samples`", schema: { type: "string" } };
+const sampleName = {
+  name: "name",
+  in: "path",
+  required: true,
+  description: "a `name` of the job's `samples`",
+  schema: { type: "string" },
+};
 // zod writes a default first; the document has always listed it last.
 const queryParameters = (query: z.ZodObject) =>
   Object.entries(query.shape).map(([name, field]) => {
@@ -58,8 +78,14 @@ const queryParameters = (query: z.ZodObject) =>
 const idempotencyKey = { name: "Idempotency-Key", in: "header", schema: { type: "string", maxLength: 255 } };
 const notFound = problem("no such job");
 const unauthorized = problem("missing or wrong bearer token");
+const unavailable = answer(
+  "nvidia-smi could not be read, the state dir cannot take writes, or the trainer could not be started " +
+    "(the failed job is named)",
+  "Unavailable",
+);
 
-// OpenAPI 3.1 uses JSON Schema 2020-12, which is what zod 4 emits. The server "/" is the worker that served the document.
+// OpenAPI 3.1 uses JSON Schema 2020-12, which is what zod 4 emits. The server "/" is the worker that served the
+// document.
 export function openApiDocument(version: string) {
   return {
     openapi: "3.1.0",
@@ -73,7 +99,11 @@ export function openApiDocument(version: string) {
           operationId: "listJobs",
           summary: "Recent jobs, newest first",
           parameters: queryParameters(ListQuery),
-          responses: { 200: answer("a page of jobs", "JobList"), 401: unauthorized, 422: answer("a bad query parameter", "ValidationError") },
+          responses: {
+            200: answer("a page of jobs", "JobList"),
+            401: unauthorized,
+            422: answer("a bad query parameter", "ValidationError"),
+          },
         },
         post: {
           operationId: "dispatchTrain",
@@ -85,33 +115,51 @@ export function openApiDocument(version: string) {
             400: problem("malformed JSON or a body that is not UTF-8"),
             401: unauthorized,
             408: problem("the body did not arrive in time"),
-            409: answer("busy, output exists, refused by VRAM admission, or too little disk for the run's states and LoRAs", "Conflict"),
+            409: answer(
+              "busy, output exists, refused by VRAM admission, or too little disk for the run's states and LoRAs",
+              "Conflict",
+            ),
             413: problem("body too large or nested too deep"),
             415: problem("not application/json"),
             422: answer("invalid parameters", "ValidationError"),
-            503: answer("nvidia-smi could not be read, the state dir cannot take writes, or the trainer could not be started (the failed job is named)", "Unavailable"),
+            503: unavailable,
           },
         },
       },
       "/train/{id}": {
-        get: { operationId: "getJob", summary: "One job", parameters: [jobId], responses: { 200: answer("the job", "JobView", JOB_VIEW_EXAMPLE), 401: unauthorized, 404: notFound } },
+        get: {
+          operationId: "getJob",
+          summary: "One job",
+          parameters: [jobId],
+          responses: { 200: answer("the job", "JobView", JOB_VIEW_EXAMPLE), 401: unauthorized, 404: notFound },
+        },
       },
       "/train/{id}/log": {
         get: {
           operationId: "getJobLog",
           summary: "Tail of the run log",
           parameters: [jobId, ...queryParameters(LogQuery)],
-          responses: { 200: text("the last lines", "text/plain"), 401: unauthorized, 404: notFound, 422: answer("bad lines", "ValidationError") },
+          responses: {
+            200: text("the last lines", "text/plain"),
+            401: unauthorized,
+            404: notFound,
+            422: answer("bad lines", "ValidationError"),
+          },
         },
       },
       "/train/{id}/events": {
         get: {
           operationId: "streamJobEvents",
-          summary: "Server-Sent Events: `event: job` snapshots on change, then `event: end`; resumable with Last-Event-ID",
+          summary:
+            "Server-Sent Events: `event: job` snapshots on change, then `event: end`; resumable with Last-Event-ID",
           parameters: [jobId, { name: "Last-Event-ID", in: "header", schema: { type: "string" } }],
           responses: {
             200: text("an event stream", "text/event-stream"),
-            204: { description: "Last-Event-ID is `end`, the end event's id, and the job is finished: nothing more will come, so an EventSource stops reconnecting" },
+            204: {
+              description:
+                "Last-Event-ID is `end`, the end event's id, and the job is finished: nothing more will come, " +
+                "so an EventSource stops reconnecting",
+            },
             401: unauthorized,
             404: notFound,
           },
@@ -122,7 +170,12 @@ export function openApiDocument(version: string) {
           operationId: "getLossCurve",
           summary: "Loss curve, thinned to max_points",
           parameters: [jobId, ...queryParameters(CurveQuery)],
-          responses: { 200: answer("(step, loss) points", "LossCurve"), 401: unauthorized, 404: notFound, 422: answer("bad max_points", "ValidationError") },
+          responses: {
+            200: answer("(step, loss) points", "LossCurve"),
+            401: unauthorized,
+            404: notFound,
+            422: answer("bad max_points", "ValidationError"),
+          },
         },
       },
       "/train/{id}/samples/{name}": {
@@ -142,9 +195,18 @@ export function openApiDocument(version: string) {
         post: {
           operationId: "pauseJob",
           summary: "Stop right after the run's next saved state, to resume it later",
-          description: "Answers once the run has ended, which can take a tier's checkpoint interval. A job that ended first, or had already ended, is answered as it ended.",
+          description:
+            "Answers once the run has ended, which can take a tier's checkpoint interval. " +
+            "A job that ended first, or had already ended, is answered as it ended.",
           parameters: [jobId],
-          responses: { 200: answer("the final job: `cancelled` with `paused` and its `resume_step`, or how it ended otherwise", "JobView"), 401: unauthorized, 404: notFound },
+          responses: {
+            200: answer(
+              "the final job: `cancelled` with `paused` and its `resume_step`, or how it ended otherwise",
+              "JobView",
+            ),
+            401: unauthorized,
+            404: notFound,
+          },
         },
       },
       "/train/{id}/resume": {
@@ -156,28 +218,71 @@ export function openApiDocument(version: string) {
             200: answer("the new job (or the same one again for a retried request)", "Resumed"),
             401: unauthorized,
             404: notFound,
-            409: answer("not_resumable (the detail says why), busy, refused by VRAM or disk admission, or output exists", "Conflict"),
-            422: answer("the job's request no longer passes the checks (a base model or device gone), or a bad or reused Idempotency-Key", "ValidationError"),
-            503: answer("nvidia-smi could not be read, the state dir cannot take writes, or the trainer could not be started (the failed job is named)", "Unavailable"),
+            409: answer(
+              "not_resumable (the detail says why), busy, refused by VRAM or disk admission, or output exists",
+              "Conflict",
+            ),
+            422: answer(
+              "the job's request no longer passes the checks (a base model or device gone), " +
+                "or a bad or reused Idempotency-Key",
+              "ValidationError",
+            ),
+            503: unavailable,
           },
         },
       },
       "/train/{id}/cancel": {
-        post: { operationId: "cancelJob", summary: "Stop the whole process tree", parameters: [jobId], responses: { 200: answer("the final job", "JobView"), 401: unauthorized, 404: notFound } },
+        post: {
+          operationId: "cancelJob",
+          summary: "Stop the whole process tree",
+          parameters: [jobId],
+          responses: { 200: answer("the final job", "JobView"), 401: unauthorized, 404: notFound },
+        },
       },
       "/gpu-status": {
-        get: { operationId: "getGpuStatus", summary: "Devices, VRAM and processes", responses: { 200: answer("per device", "GpuStatus"), 401: unauthorized, 503: answer("nvidia-smi failed", "Unavailable") } },
+        get: {
+          operationId: "getGpuStatus",
+          summary: "Devices, VRAM and processes",
+          responses: {
+            200: answer("per device", "GpuStatus"),
+            401: unauthorized,
+            503: answer("nvidia-smi failed", "Unavailable"),
+          },
+        },
       },
-      "/healthz": { get: { operationId: "getHealth", summary: "Liveness and facts", security: [], responses: { 200: answer("alive", "Health") } } },
-      "/metrics": { get: { operationId: "getPrometheusMetrics", summary: "Prometheus text format", responses: { 200: text("metrics", "text/plain"), 401: unauthorized } } },
+      "/healthz": {
+        get: {
+          operationId: "getHealth",
+          summary: "Liveness and facts",
+          security: [],
+          responses: { 200: answer("alive", "Health") },
+        },
+      },
+      "/metrics": {
+        get: {
+          operationId: "getPrometheusMetrics",
+          summary: "Prometheus text format",
+          responses: { 200: text("metrics", "text/plain"), 401: unauthorized },
+        },
+      },
       "/openapi.json": {
         get: {
           operationId: "getOpenApiDocument",
           summary: "This document",
-          responses: { 200: { description: "OpenAPI 3.1", content: { "application/json": { schema: { type: "object" } } } }, 401: unauthorized },
+          responses: {
+            200: { description: "OpenAPI 3.1", content: { "application/json": { schema: { type: "object" } } } },
+            401: unauthorized,
+          },
         },
       },
-      "/": { get: { operationId: "getStatusPage", summary: "Status page for a person", security: [], responses: { 200: text("HTML", "text/html") } } },
+      "/": {
+        get: {
+          operationId: "getStatusPage",
+          summary: "Status page for a person",
+          security: [],
+          responses: { 200: text("HTML", "text/html") },
+        },
+      },
     },
   };
 }

@@ -8,12 +8,21 @@ import { MAX_SAMPLES, TrainRequest } from "../request/schema.ts";
 export { JobStatus as Status } from "../job.ts";
 
 /** A verified intermediate LoRA a run saved beside its state. */
-export const Checkpoint = z.strictObject({ step: z.int().min(1), path: z.string(), sha256: z.string().regex(/^[0-9a-f]{64}$/), bytes: z.int().min(0) });
+export const Checkpoint = z.strictObject({
+  step: z.int().min(1),
+  path: z.string(),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  bytes: z.int().min(0),
+});
 
 /** A preview PNG the run drew at a checkpoint; `url` serves it (behind the same token). */
 export const Sample = z.strictObject({
   step: z.int().min(1).describe("the checkpoint's step"),
-  index: z.int().min(0).max(MAX_SAMPLES - 1).describe("which of the request's samples: the recipe's template of that index"),
+  index: z
+    .int()
+    .min(0)
+    .max(MAX_SAMPLES - 1)
+    .describe("which of the request's samples: the recipe's template of that index"),
   template: z.enum(SAMPLE_TEMPLATES.map((t) => t.name)).nullable().describe("the prompt template it was drawn from"),
   name: z.string().describe("the file's name in <output_dir>/sample/"),
   bytes: z.int().min(0),
@@ -41,9 +50,17 @@ export const JobView = z.strictObject({
   signal: z.string().optional(),
   admission_warning: z.string().optional(),
   /** The private copy of the dataset the trainer read: two runs with the same sha256 trained on the same files. */
-  dataset: z.strictObject({ files: z.int().min(1), bytes: z.int().min(0), sha256: z.string().regex(/^[0-9a-f]{64}$/) }).optional(),
-  resume_step: z.int().min(0).nullable().describe("the step of the newest complete saved state, where a resume would start; null before the first"),
-  resumable: z.boolean().describe("failed or cancelled, with a saved state, and not resumed yet: POST /train/{id}/resume starts from it"),
+  dataset: z
+    .strictObject({ files: z.int().min(1), bytes: z.int().min(0), sha256: z.string().regex(/^[0-9a-f]{64}$/) })
+    .optional(),
+  resume_step: z
+    .int()
+    .min(0)
+    .nullable()
+    .describe("the step of the newest complete saved state, where a resume would start; null before the first"),
+  resumable: z
+    .boolean()
+    .describe("failed or cancelled, with a saved state, and not resumed yet: POST /train/{id}/resume starts from it"),
   checkpoints: z.array(Checkpoint).describe("the verified intermediate LoRAs still on disk"),
   paused: z.boolean().describe("cancelled by a pause: stopped right after its newest saved state"),
   pause_requested_at: z.iso.datetime().optional(),
@@ -51,13 +68,20 @@ export const JobView = z.strictObject({
   resumed_from_step: z.int().min(0).optional().describe("the step of the state this job started from"),
   resumed_by: z.uuid().optional().describe("the job that continues this one"),
   resume_gone: z.string().optional().describe("why a saved state of this job is gone"),
-  samples: z.array(Sample).describe("the preview images drawn so far, by step then index; a resumed job's start with its predecessor's"),
+  samples: z
+    .array(Sample)
+    .describe("the preview images drawn so far, by step then index; a resumed job's start with its predecessor's"),
   forced_kill: z.boolean(),
   request: TrainRequest,
 });
 
 export const Dispatched = z.strictObject({ worker_job_id: z.uuid(), status: Status });
-export const Resumed = z.strictObject({ worker_job_id: z.uuid(), status: Status, resumed_from: z.uuid(), resume_step: z.int().min(0) });
+export const Resumed = z.strictObject({
+  worker_job_id: z.uuid(),
+  status: Status,
+  resumed_from: z.uuid(),
+  resume_step: z.int().min(0),
+});
 export const JobList = z.strictObject({ jobs: z.array(JobView), next_cursor: z.string().nullable() });
 export const LossCurve = z.strictObject({
   worker_job_id: z.uuid(),
@@ -66,11 +90,22 @@ export const LossCurve = z.strictObject({
   nan_points: z.int(),
 });
 
-export const DetailItem = z.strictObject({ loc: z.array(z.union([z.string(), z.int()])), msg: z.string(), type: z.string() });
+export const DetailItem = z.strictObject({
+  loc: z.array(z.union([z.string(), z.int()])),
+  msg: z.string(),
+  type: z.string(),
+});
 export const ValidationError = z.strictObject({ detail: z.array(DetailItem) });
 export const Conflict = z.looseObject({
   detail: z.string(),
-  reason: z.enum(["busy", "output_exists", "insufficient_vram", "cotenant_active", "insufficient_disk", "not_resumable"]),
+  reason: z.enum([
+    "busy",
+    "output_exists",
+    "insufficient_vram",
+    "cotenant_active",
+    "insufficient_disk",
+    "not_resumable",
+  ]),
   active_job_id: z.uuid().optional(),
   free_mib: z.int().optional(),
   needed_mib: z.int().optional(),
@@ -85,8 +120,18 @@ export const Unavailable = z.strictObject({
 });
 export const Problem = z.strictObject({ detail: z.string() });
 
-const GpuProcess = z.strictObject({ pid: z.int(), name: z.string(), used_mib: z.int().nullable(), role: z.enum(["training", "cotenant", "other"]) });
-const Cotenant = z.strictObject({ device_index: z.int(), pid: z.int(), name: z.string(), used_mib: z.int().nullable() });
+const GpuProcess = z.strictObject({
+  pid: z.int(),
+  name: z.string(),
+  used_mib: z.int().nullable(),
+  role: z.enum(["training", "cotenant", "other"]),
+});
+const Cotenant = z.strictObject({
+  device_index: z.int(),
+  pid: z.int(),
+  name: z.string(),
+  used_mib: z.int().nullable(),
+});
 export const GpuStatus = z.strictObject({
   devices: z.array(
     z.strictObject({
@@ -130,7 +175,8 @@ const EXAMPLE_JOB_ID = "3f1c2a4e-5b6d-4e7f-8a9b-0c1d2e3f4a5b";
 
 function exampleSample(index: number, bytes: number) {
   const name = `ohwx_person_000600_0${index}_20261130102712_${1234 + index}.png`;
-  return { step: 600, index, template: SAMPLE_TEMPLATES[index]!.name, name, bytes, url: `/train/${EXAMPLE_JOB_ID}/samples/${name}` };
+  const url = `/train/${EXAMPLE_JOB_ID}/samples/${name}`;
+  return { step: 600, index, template: SAMPLE_TEMPLATES[index]!.name, name, bytes, url };
 }
 
 export const JOB_VIEW_EXAMPLE = {

@@ -11,7 +11,7 @@ const HEADERS = {
   "Cache-Control": "no-cache",
 };
 
-/** `GET /`: the status page, one self-contained document; every call it makes goes through the API's own auth. */
+// `GET /`: the status page, one self-contained document; every call it makes goes through the API's own auth.
 export function statusPageRoutes() {
   return new Hono().get("/", (c) => c.html(PAGE, 200, HEADERS));
 }

@@ -28,19 +28,25 @@ export interface SystemRouteDeps {
 function gpuFact(last: ProbeResult | null) {
   if (last === null) return { probed: false };
   const at = new Date(last.probed_at).toISOString();
-  return last.ok ? { probed: true, ok: true, devices: last.value.length, probed_at: at } : { probed: true, ok: false, detail: last.error, probed_at: at };
+  return last.ok
+    ? { probed: true, ok: true, devices: last.value.length, probed_at: at }
+    : { probed: true, ok: false, detail: last.error, probed_at: at };
 }
 
 // A state dir that cannot take writes degrades the worker: runs go on from memory, new trains are refused.
 function stateFact(supervisor: Supervisor, path: string) {
   const failure = supervisor.stateFailure();
-  return failure === null ? { path, writable: true } : { path, writable: false, error: failure.error, since: failure.since };
+  return failure === null
+    ? { path, writable: true }
+    : { path, writable: false, error: failure.error, since: failure.since };
 }
 
 // On the Slurm backend the GPUs are the cluster's: each node's, by type, and what of them running jobs hold.
 async function clusterGpus(config: SystemRouteDeps["loaded"]["config"]) {
   const listed = await createSlurmClient(config.slurm).nodes();
-  if (!listed.ok) throw new ApiError(503, { detail: `scontrol show node: ${listed.error}`, reason: "gpu_probe_failed" });
+  if (!listed.ok) {
+    throw new ApiError(503, { detail: `scontrol show node: ${listed.error}`, reason: "gpu_probe_failed" });
+  }
   return { backend: "slurm", nodes: listed.nodes };
 }
 
@@ -76,8 +82,20 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
     .get("/openapi.json", (c) => c.json(document))
     .get("/metrics", async (c) => {
       deps.keepOpen?.(c.req.raw); // may wait on one nvidia-smi run, bounded by its timeout
-      const metricsDeps = { store: deps.store, supervisor, gpu, config, version: deps.version, commit: BUILD.commit, stateBytes: deps.stateBytes?.() ?? null };
-      const families = [...jobFamilies(metricsDeps), ...gpuFamilies(await gpu.read(), metricsDeps), ...deps.httpMetrics.families()];
+      const metricsDeps = {
+        store: deps.store,
+        supervisor,
+        gpu,
+        config,
+        version: deps.version,
+        commit: BUILD.commit,
+        stateBytes: deps.stateBytes?.() ?? null,
+      };
+      const families = [
+        ...jobFamilies(metricsDeps),
+        ...gpuFamilies(await gpu.read(), metricsDeps),
+        ...deps.httpMetrics.families(),
+      ];
       return c.body(render(families), 200, { "Content-Type": "text/plain; version=0.0.4; charset=utf-8" });
     })
     .get("/gpu-status", async (c) => {

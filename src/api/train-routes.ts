@@ -3,11 +3,18 @@ import type { Dispatcher } from "../dispatch/dispatch.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
 import type { LiveProgress, Supervisor } from "../supervisor/supervisor.ts";
 import { tailLines } from "../supervisor/job-log.ts";
-import { ApiError, idempotencyKeyOf, noSuchJob, refusalError } from "./errors.ts";
-import { jobEvents } from "./events.ts";
-import { createJobFeeds } from "./job-feed.ts";
-import { readJsonBody } from "./json-body.ts";
-import { CurveQuery, JOB_ID, ListQuery, LogQuery, encodeCursor, parseQuery } from "./queries.ts";
+import { ApiError, noSuchJob, refusalError } from "./errors.ts";
+import { createJobFeeds, jobEvents } from "./events.ts";
+import {
+  CurveQuery,
+  encodeCursor,
+  idempotencyKeyOf,
+  JOB_ID,
+  ListQuery,
+  LogQuery,
+  parseQuery,
+  readJsonBody,
+} from "./input.ts";
 import { jobView, lossCurve, samplesOf } from "./views.ts";
 
 const JSON_TYPE = { "content-type": "application/json" };
@@ -80,7 +87,13 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       if (!sample) throw new ApiError(404, { detail: "no such sample" });
       const file = Bun.file(sample.path);
       if (file.size !== sample.bytes) throw new ApiError(404, { detail: "the sample is no longer in the output dir" });
-      return new Response(file, { headers: { "content-type": "image/png", "x-content-type-options": "nosniff", "cache-control": "private, max-age=86400, immutable" } });
+      return new Response(file, {
+        headers: {
+          "content-type": "image/png",
+          "x-content-type-options": "nosniff",
+          "cache-control": "private, max-age=86400, immutable",
+        },
+      });
     })
     .get("/:id/metrics", (c) => {
       const row = find(c.req.param("id"));
@@ -94,7 +107,12 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       const result = await dispatcher.resume(id, key);
       if (!result.ok) throw refusalError(result.error);
       const job = result.value;
-      return c.json({ worker_job_id: job.id, status: job.status, resumed_from: job.resumed_from, resume_step: job.resumed_from_step });
+      return c.json({
+        worker_job_id: job.id,
+        status: job.status,
+        resumed_from: job.resumed_from,
+        resume_step: job.resumed_from_step,
+      });
     })
     .post("/:id/pause", async (c) => {
       const row = find(c.req.param("id"));

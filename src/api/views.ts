@@ -10,7 +10,13 @@ import type { Sample } from "../supervisor/samples.ts";
 
 // The wire shape of SPEC §3; optional fields appear only when they carry a value.
 export function jobView(row: JobRow, live: LiveProgress | null) {
-  const progress = live ?? { phase: row.phase, step: row.step, total_steps: row.total_steps, loss: row.loss, eta_s: row.eta_s };
+  const progress = live ?? {
+    phase: row.phase,
+    step: row.step,
+    total_steps: row.total_steps,
+    loss: row.loss,
+    eta_s: row.eta_s,
+  };
   const terminal = !isActive(row.status);
   return {
     worker_job_id: row.id,
@@ -32,7 +38,9 @@ export function jobView(row: JobRow, live: LiveProgress | null) {
     simulated: row.simulated === 1,
     ...optional({ exit_code: row.exit_code, signal: row.signal, admission_warning: row.admission_warning }),
     ...optional({ queue_reason: live?.queue_reason ?? null, slurm_job_id: row.slurm_job_id }),
-    ...(row.dataset_sha256 === null ? {} : { dataset: { files: row.dataset_files, bytes: row.dataset_bytes, sha256: row.dataset_sha256 } }),
+    ...(row.dataset_sha256 === null
+      ? {}
+      : { dataset: { files: row.dataset_files, bytes: row.dataset_bytes, sha256: row.dataset_sha256 } }),
     ...resumeView(row),
     samples: samplesOf(row).map(({ path: _path, ...sample }) => ({
       ...sample,
@@ -44,7 +52,7 @@ export function jobView(row: JobRow, live: LiveProgress | null) {
   };
 }
 
-/** The preview images on record; only these are ever served. */
+// The preview images on record; only these are ever served.
 export function samplesOf(row: JobRow): Sample[] {
   return row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]);
 }
@@ -53,7 +61,8 @@ export function samplesOf(row: JobRow): Sample[] {
 function resumeView(row: JobRow) {
   return {
     resume_step: row.resume_step,
-    resumable: (row.status === "failed" || row.status === "cancelled") && row.resume_state !== null && row.resumed_by === null,
+    resumable:
+      (row.status === "failed" || row.status === "cancelled") && row.resume_state !== null && row.resumed_by === null,
     checkpoints: row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]),
     paused: row.stop_reason === "pause" && row.status === "cancelled",
     ...optional({
@@ -118,7 +127,9 @@ const CLASS_OF_3090 = "24gb";
 export function gpuStatusView(devices: GpuDevice[], config: Config, trainerPgid: number | null) {
   const pids = devices.flatMap((d) => d.processes.map((p) => p.pid));
   const ours = new Set(trainerPgid === null ? [] : pids.filter((pid) => readProcStat(pid)?.pgrp === trainerPgid));
-  const cotenants = devices.flatMap((d) => cotenantsOf(d, config.gpu.cotenant_patterns).filter((c) => !ours.has(c.pid)));
+  const cotenants = devices.flatMap((d) => {
+    return cotenantsOf(d, config.gpu.cotenant_patterns).filter((c) => !ours.has(c.pid));
+  });
   const cotenantPids = new Set(cotenants.map((c) => c.pid));
   const roleOf = (pid: number): Role => (ours.has(pid) ? "training" : cotenantPids.has(pid) ? "cotenant" : "other");
   const index3090 = config.devices.find((d) => d.class === CLASS_OF_3090)?.index;

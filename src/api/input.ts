@@ -1,5 +1,11 @@
+import { z } from "zod";
+import { JobStatus } from "../job.ts";
 import { fieldPathError } from "../request/schema.ts";
+import type { JobRow } from "../store/job-store.ts";
 import { ApiError } from "./errors.ts";
+
+// What the routes read from a request: the JSON body, bounded before it is parsed; the query parameters; the
+// Idempotency-Key header.
 
 export const MAX_BODY_BYTES = 64 * 1024;
 export const MAX_JSON_DEPTH = 32;
@@ -19,16 +25,22 @@ export async function readJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS):
   if (declared > MAX_BODY_BYTES) throw tooLarge();
   const text = decodeUtf8(await readLimited(req, deadlineMs));
   const scan = scanJson(text);
-  if (scan.tooDeep) throw new ApiError(413, { detail: `request body nests deeper than ${MAX_JSON_DEPTH} levels` }, CLOSE);
+  if (scan.tooDeep) {
+    throw new ApiError(413, { detail: `request body nests deeper than ${MAX_JSON_DEPTH} levels` }, CLOSE);
+  }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (err) {
     throw new ApiError(400, { detail: `request body is not valid JSON: ${(err as Error).message}` });
   }
+  const { duplicateKey: key, nonIntegerNumber: fraction } = scan;
+  const repeated = "appears more than once in the object; each key may appear once";
   const detail = [
-    ...(scan.duplicateKey ? [fieldPathError(scan.duplicateKey, "appears more than once in the object; each key may appear once", "duplicate_key")] : []),
-    ...(scan.nonIntegerNumber ? [fieldPathError(scan.nonIntegerNumber.path, `must be an integer, got the number literal ${scan.nonIntegerNumber.literal}`, "type_error")] : []),
+    ...(key ? [fieldPathError(key, repeated, "duplicate_key")] : []),
+    ...(fraction
+      ? [fieldPathError(fraction.path, `must be an integer, got the number literal ${fraction.literal}`, "type_error")]
+      : []),
   ];
   if (detail.length > 0) throw new ApiError(422, { detail });
   return value;
@@ -39,7 +51,8 @@ function checkContentType(type: string): void {
   if (!JSON_TYPE.test(type)) throw new ApiError(415, { detail: `Content-Type must be application/json, got ${shown}` });
   const charset = CHARSET.exec(type)?.[1]?.toLowerCase();
   if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
-    throw new ApiError(415, { detail: `the JSON body must be UTF-8, got charset ${JSON.stringify(charset.slice(0, 40))}` });
+    const shownCharset = JSON.stringify(charset.slice(0, 40));
+    throw new ApiError(415, { detail: `the JSON body must be UTF-8, got charset ${shownCharset}` });
   }
 }
 
@@ -50,7 +63,8 @@ async function readLimited(req: Request, deadlineMs: number): Promise<Uint8Array
   let size = 0;
   let timer: Timer | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ApiError(408, { detail: `request body not received within ${deadlineMs / 1000} s` }, CLOSE)), deadlineMs);
+    const late = () => new ApiError(408, { detail: `request body not received within ${deadlineMs / 1000} s` }, CLOSE);
+    timer = setTimeout(() => reject(late()), deadlineMs);
   });
   try {
     for (;;) {
@@ -79,7 +93,9 @@ function tooLarge(): ApiError {
 }
 
 type JsonPath = Array<string | number>;
-type JsonScan = { tooDeep: true } | { tooDeep: false; duplicateKey: JsonPath | null; nonIntegerNumber: { path: JsonPath; literal: string } | null };
+type JsonScan =
+  | { tooDeep: true }
+  | { tooDeep: false; duplicateKey: JsonPath | null; nonIntegerNumber: { path: JsonPath; literal: string } | null };
 
 interface Frame {
   keys: Set<string> | null; // null for an array
@@ -140,4 +156,68 @@ function decodeKey(literal: string): string | null {
   } catch {
     return null; // malformed: JSON.parse of the whole body answers 400
   }
+}
+
+// What the routes read from the URL. The OpenAPI document describes these same schemas, so each bound is
+// written once; every refusal is a 422 naming the first bad parameter, in the schema's order.
+export const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const DIGITS = /^\d+$/;
+
+// Only plain digits are read as a number: "1e2", "0x10", "+5" and " 5" are refused, not coerced.
+function boundedInt(bounds: { min: number; max: number; default: number }) {
+  const error = `must be an integer from ${bounds.min} to ${bounds.max}`;
+  const digits = (raw: unknown) => (typeof raw === "string" && DIGITS.test(raw) ? Number(raw) : raw);
+  const int = z.int({ error }).min(bounds.min, { error }).max(bounds.max, { error });
+  return z.preprocess(digits, int.default(bounds.default));
+}
+
+export const ListQuery = z.object({
+  status: z.enum(JobStatus.options, { error: `must be one of ${JobStatus.options.join(", ")}` }).optional(),
+  limit: boundedInt({ min: 1, max: 100, default: 20 }),
+  cursor: z
+    .string()
+    .transform((cursor, ctx) => {
+      const key = decodeCursor(cursor);
+      if (key === null) ctx.addIssue({ code: "custom", message: "is not a cursor this worker handed out" });
+      return key ?? z.NEVER;
+    })
+    .optional(),
+});
+export const LogQuery = z.object({ lines: boundedInt({ min: 1, max: 5000, default: 200 }) });
+export const CurveQuery = z.object({ max_points: boundedInt({ min: 3, max: 10_000, default: 500 }) });
+
+export function parseQuery<T extends z.ZodObject>(
+  schema: T,
+  req: { query(name: string): string | undefined },
+): z.output<T> {
+  const parsed = schema.safeParse(Object.fromEntries(Object.keys(schema.shape).map((name) => [name, req.query(name)])));
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const item = { loc: ["query", String(issue.path[0])], msg: issue.message, type: "value_error" };
+  throw new ApiError(422, { detail: [item] });
+}
+
+// The cursor is the last row's sort key, opaque to clients.
+export function encodeCursor(row: JobRow): string {
+  return Buffer.from(JSON.stringify([row.created_at, row.id])).toString("base64url");
+}
+
+function decodeCursor(cursor: string): { createdAt: string; id: string } | null {
+  try {
+    const [createdAt, id] = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown[];
+    if (typeof createdAt === "string" && typeof id === "string" && JOB_ID.test(id)) return { createdAt, id };
+  } catch {
+    // falls through to the refusal
+  }
+  return null;
+}
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+// A header value used as a database key: printable ASCII, bounded, or a 422 naming the header.
+export function idempotencyKeyOf(raw: string | undefined): string | null {
+  if (raw === undefined) return null;
+  if (IDEMPOTENCY_KEY.test(raw)) return raw;
+  const msg = "must be 1-255 printable ASCII characters without spaces";
+  throw new ApiError(422, { detail: [{ loc: ["header", "Idempotency-Key"], msg, type: "value_error" }] });
 }
