@@ -36,9 +36,9 @@ afterEach(async () => {
   await waitFor(() => cluster.run(["squeue", "--noheader"]).stdout.trim() === "", "the cluster's queue to empty", 30_000);
 });
 
-function slurmConfig(tree: HostTree, opts: { secondsPerStep: number; maxActive?: number; fail?: string }): string {
+function slurmConfig(tree: HostTree, opts: { secondsPerStep: number; maxActive?: number; fail?: string; backend?: "local" }): string {
   const tables = SIMULATE_TABLES(opts.secondsPerStep)
-    .replace('mode = "simulate"', 'mode = "simulate"\nbackend = "slurm"')
+    .replace('mode = "simulate"', `mode = "simulate"\nbackend = "${opts.backend ?? "slurm"}"`)
     .replace("[gpu]", `${opts.fail === undefined ? "" : `fail = ${JSON.stringify(opts.fail)}\n`}[gpu]`);
   const slurm = `[slurm]\nmax_active_jobs = ${opts.maxActive ?? 1}\npartition = ${JSON.stringify(cluster.partition)}\npoll_seconds = 0.2\n`;
   const devices = `[[devices]]\nindex = 0\nname = "fake GPU"\nclass = "24gb"\ngres = "gpu:1"\n`;
@@ -169,6 +169,47 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
     expect(restarted.output()).toContain('"msg":"re-adopting job after restart"');
     const final = await untilEnded(restarted, id);
     expect(final).toMatchObject({ status: "succeeded", step: 400 });
+  });
+
+  test("after a switch to the local backend, a run Slurm holds is still Slurm's: adopted through it, and new runs wait", async () => {
+    using tree = makeHostTree();
+    let id: string;
+    {
+      await using worker = await startWorker(slurmConfig(tree, { secondsPerStep: 0.05 }), { command: [binary], env: cluster.env });
+      id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+      await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 5, "training to start");
+    }
+    await using local = await startWorker(slurmConfig(tree, { secondsPerStep: 0.05, backend: "local" }), { command: [binary], env: cluster.env });
+    const { body: adopted } = await local.json(`/train/${id}`);
+    const slurmJobId: string = adopted.slurm_job_id;
+    expect(adopted.status).toBe("training");
+    expect(slurmJobId).toMatch(/^\d+$/);
+    // Followed, not lost: its steps keep coming in through the shared job directory.
+    await waitFor(async () => (await local.json(`/train/${id}`)).body.step > adopted.step, "the adopted run to go on");
+    const refused = await local.postTrain(tree.validRequest({ output_name: "local" }));
+    expect(refused).toMatchObject({ status: 409, body: { reason: "busy", active_job_id: id } });
+    const cancelled = await local.json(`/train/${id}/cancel`, { method: "POST" });
+    expect(cancelled.body.status).toBe("cancelled");
+    // Ended in Slurm too (the shim's batch script exits once its trainer has: COMPLETED, or CANCELLED after a kill).
+    expect(["COMPLETED", "CANCELLED"]).toContain(cluster.jobState(slurmJobId).JobState!);
+    expect(processesMarkedWith(id)).toEqual([]);
+  });
+
+  test("after a switch to the Slurm backend, a run on this host is still this host's, adopted and finished here", async () => {
+    using tree = makeHostTree();
+    let id: string;
+    {
+      const config = slurmConfig(tree, { secondsPerStep: 0.01, backend: "local" });
+      await using worker = await startWorker(config, { command: [binary], env: cluster.env });
+      id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+      await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 5, "training to start");
+    }
+    await using onSlurm = await startWorker(slurmConfig(tree, { secondsPerStep: 0.01 }), { command: [binary], env: cluster.env });
+    expect(onSlurm.output()).toContain('"msg":"re-adopting job after restart"');
+    const final = await untilEnded(onSlurm, id);
+    expect(final).toMatchObject({ status: "succeeded", step: 400 });
+    expect(final.slurm_job_id).toBeUndefined();
+    expect(cluster.run(["squeue", "--noheader"]).stdout.trim()).toBe("");
   });
 
   test("a job whose Slurm id never reached the record (a crash right after sbatch) is found again by its name", async () => {

@@ -11,8 +11,6 @@ import { sweepStrays } from "../os/terminate.ts";
 
 export interface ReconcileDeps {
   store: JobStore;
-  /** On the Slurm backend a job whose batch script was written is Slurm's to account for, recorded id or not. */
-  slurm: boolean;
   stateDir: string;
   now: () => Date;
   log: Logger;
@@ -22,6 +20,8 @@ export interface Adoption {
   row: JobRow;
   ids: Identities;
   pendingStop: PendingStop | null;
+  // Slurm's to account for: its id is on record, or its batch script was written (a crash right after sbatch).
+  onSlurm: boolean;
 }
 
 // At start-up every process that carries the marker of a job of this state dir ends up supervised or gone,
@@ -35,16 +35,16 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
   for (const job of deps.store.activeJobs()) {
     settled.add(job.id);
     // Slurm holds a batch job's processes on whatever node, across its own restarts and ours: it says how it ends.
-    if (job.slurm_job_id !== null || (deps.slurm && existsSync(join(dirname(job.log_path), SLURM_SCRIPT)))) {
+    if (job.slurm_job_id !== null || existsSync(join(dirname(job.log_path), SLURM_SCRIPT))) {
       deps.log.info("re-adopting job after restart", { job_id: job.id, slurm_job_id: job.slurm_job_id });
-      adopt({ row: job, ids: { shim: null, trainer: null }, pendingStop: pendingStopOf(job, deps.now) });
+      adopt({ row: job, ids: { shim: null, trainer: null }, pendingStop: pendingStopOf(job, deps.now), onSlurm: true });
       continue;
     }
     const verdict = judge(job, bootId, marked.get(job.id) ?? []);
     if (typeof verdict === "object") {
       deps.log.info("re-adopting job after restart", { job_id: job.id, shim_pid: verdict.shim?.pid ?? null, pid: verdict.trainer?.pid ?? null });
       recordIdentities(deps, job.id, verdict);
-      adopt({ row: job, ids: verdict, pendingStop: pendingStopOf(job, deps.now) });
+      adopt({ row: job, ids: verdict, pendingStop: pendingStopOf(job, deps.now), onSlurm: false });
       continue;
     }
     const error = verdict === "host_rebooted" ? "the host rebooted while this job ran; its trainer is gone" : "the worker restarted while this job ran and its trainer was no longer running; its exit status was not recorded";
@@ -94,7 +94,7 @@ function recover(deps: ReconcileDeps, id: string, dir: string, marked: number[])
   const shim = liveShim(row, dir, marked);
   const ids = { shim, trainer: liveTrainer(row, dir, marked, shim) };
   recordIdentities(deps, id, ids);
-  return { row: deps.store.get(id)!, ids, pendingStop: null };
+  return { row: deps.store.get(id)!, ids, pendingStop: null, onSlurm: existsSync(join(dir, SLURM_SCRIPT)) };
 }
 
 // Found by files or marker, the processes go on record, as the launch would have put them (guarded: a recorded

@@ -47,20 +47,23 @@ export function createSupervisor(deps: SupervisorDeps) {
 
   // The run's bounds come from its record: the tier's total was recorded at the claim, so an adopted run has it too.
   const slurm = config.trainer.backend === "slurm" ? createSlurmClient(config.slurm) : null;
+  // A run stays where it started: one Slurm holds is adopted through Slurm after a switch to the local backend
+  // (and a local one through this host after a switch to Slurm), so a change of backend leaves none unsupervised.
+  let slurmForAdoption = slurm;
   // A device's gres and the tier's bound as Slurm's --time (whole minutes, rounded up).
-  const slurmPlan = (tier: TrainRequest["tier"], device: Device | undefined): SlurmPlan => ({
-    slurm: slurm!,
+  const slurmPlan = (tier: TrainRequest["tier"], device: Device | undefined, client = slurm!): SlurmPlan => ({
+    slurm: client,
     gres: device?.gres ?? "gpu:1",
     timeMinutes: Math.ceil(config.watchdog.tier_timeout_seconds[tier] / 60),
     pollMs: config.slurm.poll_seconds * 1000,
   });
   const deviceOf = (request: TrainRequest) => config.devices.find((d) => d.index === request.device_index);
-  const contextFor = (row: JobRow, outputFile: string): RunContext => {
+  const contextFor = (row: JobRow, outputFile: string, onSlurm: boolean): RunContext => {
     const request = JSON.parse(row.request) as TrainRequest;
     const paths = jobPaths(config.state_dir, row.id);
     const startedAt = Date.parse(row.started_at ?? row.created_at);
     // On Slurm the tier's bound is its --time, counted by Slurm from the start, not from the time in its queue.
-    const deadline = slurm ? Number.POSITIVE_INFINITY : startedAt + config.watchdog.tier_timeout_seconds[request.tier] * 1000;
+    const deadline = onSlurm ? Number.POSITIVE_INFINITY : startedAt + config.watchdog.tier_timeout_seconds[request.tier] * 1000;
     return {
       id: row.id, dir: paths.dir, logPath: paths.log, outputFile, store, now, log,
       graceMs: config.trainer.cancel_grace_seconds * 1000,
@@ -96,7 +99,7 @@ export function createSupervisor(deps: SupervisorDeps) {
           id: row.id, request, request_hash: row.request_hash, idempotency_key: row.idempotency_key,
           admission_warning: row.admission_warning, simulated: row.simulated === 1, created_at: row.created_at,
         };
-        const ctx = contextFor(row, outputFile);
+        const ctx = contextFor(row, outputFile, slurm !== null);
         track(await (slurm ? startSlurmRun(ctx, launch, job, deps.selfCommand, slurmPlan(request.tier, device)) : startRun(ctx, launch, job, deps.selfCommand)));
       } finally {
         launches.delete(row.id);
@@ -200,12 +203,14 @@ export function createSupervisor(deps: SupervisorDeps) {
 
     // Re-adopts what survived a restart of the worker (or the loss of its database); fails what did not.
     reconcile(): void {
-      reconcileOnStart({ store, stateDir: config.state_dir, now, log, slurm: slurm !== null }, ({ row, ids, pendingStop }) => {
+      reconcileOnStart({ store, stateDir: config.state_dir, now, log }, ({ row, ids, pendingStop, onSlurm }) => {
         const request = JSON.parse(row.request) as TrainRequest;
         const outputFile = join(request.output_dir, `${request.output_name}.safetensors`);
         try {
-          const ctx = contextFor(row, outputFile);
-          track(slurm ? adoptSlurmRun(ctx, row.slurm_job_id, slurmPlan(request.tier, deviceOf(request)), pendingStop) : adoptRun(ctx, ids, pendingStop));
+          const ctx = contextFor(row, outputFile, onSlurm);
+          if (!onSlurm) return track(adoptRun(ctx, ids, pendingStop));
+          slurmForAdoption ??= createSlurmClient(config.slurm);
+          track(adoptSlurmRun(ctx, row.slurm_job_id, slurmPlan(request.tier, deviceOf(request), slurmForAdoption), pendingStop));
         } catch (err) {
           log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
         }
