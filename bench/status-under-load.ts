@@ -31,8 +31,15 @@ async function loadRound(pid: number, spec: Omit<LoadSpec, "mode" | "connections
   return { ...result, serverCpu: cpu.share, serverCpuS: cpu.cpuS };
 }
 
+// BENCH_BEFORE=<binary> adds the same rounds for another build (e.g. the commit before a change) as a before.
 export async function measure(): Promise<Row[]> {
-  await using host = await startBenchWorker({ tables: () => ({ trainer: { mode: "simulate", cancel_grace_seconds: 2 }, simulate: { seconds_per_step: 0.5 } }) });
+  const before = process.env.BENCH_BEFORE;
+  const after = await measureBuild("");
+  return before ? [...after, ...(await measureBuild("before: ", before))] : after;
+}
+
+async function measureBuild(label: string, binary?: string): Promise<Row[]> {
+  await using host = await startBenchWorker({ binary, tables: () => ({ trainer: { mode: "simulate", cancel_grace_seconds: 2 }, simulate: { seconds_per_step: 0.5 } }) });
   const id = await host.startJob();
   await host.waitForJob(id, (j) => j.status === "training");
   const body = await (await host.get(`/train/${id}`)).text();
@@ -43,7 +50,7 @@ export async function measure(): Promise<Row[]> {
     baseline.push(await loadRound(bare.proc.pid, { url: bare.url, path: "/", headers: host.headers }));
     worker.push(await loadRound(host.pid, { url: host.url, path: `/train/${id}`, headers: host.headers }));
     const [b, w] = [baseline.at(-1)!, worker.at(-1)!];
-    console.log(`round ${i + 1}: bare ${count(b.rps)} req/s p99 ${ms(b.latency.p99)} (server cpu ${(b.serverCpu * 100).toFixed(0)}%) · worker ${count(w.rps)} req/s p50 ${ms(w.latency.p50)} p99 ${ms(w.latency.p99)} (server cpu ${(w.serverCpu * 100).toFixed(0)}%)`);
+    console.log(`${label}round ${i + 1}: bare ${count(b.rps)} req/s p99 ${ms(b.latency.p99)} (server cpu ${(b.serverCpu * 100).toFixed(0)}%) · worker ${count(w.rps)} req/s p50 ${ms(w.latency.p50)} p99 ${ms(w.latency.p99)} (server cpu ${(w.serverCpu * 100).toFixed(0)}%)`);
   }
   const job = await host.job(id);
   if (job.status !== "training") throw new Error(`the job stopped training during the load: ${JSON.stringify(job)}`);
@@ -56,10 +63,10 @@ export async function measure(): Promise<Row[]> {
   const [wCpu, bCpu] = [cpuPerAnswer(worker), cpuPerAnswer(baseline)];
   const bench = "1 status under load";
   return [
-    { bench, metric: `throughput GET /train/{id}, best of ${ROUNDS}`, figure: `${count(rps)} req/s`, baseline: `${count(bareRps)} req/s bare Bun.serve`, ratio: ratio(rps / bareRps), target: `ratio ≥ ${TARGET_RATIO}`, verdict: verdict(rps / bareRps, ">=", TARGET_RATIO) },
-    { bench, metric: "server CPU per answer", figure: `${wCpu.toFixed(0)} µs`, baseline: `${bCpu.toFixed(0)} µs bare`, ratio: ratio(wCpu / bCpu), target: "", verdict: "info" },
-    { bench, metric: "latency p50 (best round)", figure: ms(p50), baseline: ms(b.latency.p50), ratio: "", target: "", verdict: "info" },
-    { bench, metric: "latency p99 (best round)", figure: ms(p99), baseline: ms(bareP99), ratio: ratio(p99 / bareP99), target: `< ${TARGET_P99_MS} ms`, verdict: verdict(p99, "<", TARGET_P99_MS) },
+    { bench, metric: `${label}throughput GET /train/{id}, best of ${ROUNDS}`, figure: `${count(rps)} req/s`, baseline: `${count(bareRps)} req/s bare Bun.serve`, ratio: ratio(rps / bareRps), target: `ratio ≥ ${TARGET_RATIO}`, verdict: verdict(rps / bareRps, ">=", TARGET_RATIO) },
+    { bench, metric: `${label}server CPU per answer`, figure: `${wCpu.toFixed(0)} µs`, baseline: `${bCpu.toFixed(0)} µs bare`, ratio: ratio(wCpu / bCpu), target: "", verdict: "info" },
+    { bench, metric: `${label}latency p50 (best round)`, figure: ms(p50), baseline: ms(b.latency.p50), ratio: "", target: "", verdict: "info" },
+    { bench, metric: `${label}latency p99 (best round)`, figure: ms(p99), baseline: ms(bareP99), ratio: ratio(p99 / bareP99), target: `< ${TARGET_P99_MS} ms`, verdict: verdict(p99, "<", TARGET_P99_MS) },
   ];
 }
 
