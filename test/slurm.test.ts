@@ -36,11 +36,21 @@ afterEach(async () => {
   await waitFor(() => cluster.run(["squeue", "--noheader"]).stdout.trim() === "", "the cluster's queue to empty", 30_000);
 });
 
-function slurmConfig(tree: HostTree, opts: { secondsPerStep: number; maxActive?: number; fail?: string; backend?: "local" }): string {
+interface SlurmConfigOptions {
+  secondsPerStep: number;
+  maxActive?: number;
+  fail?: string;
+  backend?: "local";
+  mem?: string;
+}
+
+function slurmConfig(tree: HostTree, opts: SlurmConfigOptions): string {
   const tables = SIMULATE_TABLES(opts.secondsPerStep)
     .replace('mode = "simulate"', `mode = "simulate"\nbackend = "${opts.backend ?? "slurm"}"`)
     .replace("[gpu]", `${opts.fail === undefined ? "" : `fail = ${JSON.stringify(opts.fail)}\n`}[gpu]`);
-  const slurm = `[slurm]\nmax_active_jobs = ${opts.maxActive ?? 1}\npartition = ${JSON.stringify(cluster.partition)}\npoll_seconds = 0.2\n`;
+  const mem = opts.mem === undefined ? "" : `mem = ${JSON.stringify(opts.mem)}\n`;
+  const slurm = `[slurm]\nmax_active_jobs = ${opts.maxActive ?? 1}\npartition = ${JSON.stringify(cluster.partition)}\n` +
+    `poll_seconds = 0.2\n${mem}`;
   const devices = `[[devices]]\nindex = 0\nname = "fake GPU"\nclass = "24gb"\ngres = "gpu:1"\n`;
   return tree.writeConfig(`${tables}${slurm}${devices}`);
 }
@@ -231,6 +241,17 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
     await using restarted = await startWorker(config, { command: [binary], env: cluster.env });
     const final = await untilEnded(restarted, id);
     expect(final).toMatchObject({ status: "succeeded", step: 400, slurm_job_id: slurmJobId });
+  });
+
+  test("a run Slurm kills for memory (OUT_OF_MEMORY, past slurm.mem as sbatch --mem) is host_oom_killed", async () => {
+    using tree = makeHostTree();
+    // 8 MiB: less than the shim and the trainer need (~17 MiB here); the cluster's default (1 GiB) runs the others.
+    await using worker = await startWorker(slurmConfig(tree, { secondsPerStep: 0.05, mem: "8M" }), { command: [binary], env: cluster.env });
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    const final = await untilEnded(worker, id);
+    expect(final).toMatchObject({ status: "failed", error_code: "host_oom_killed" });
+    expect(final.error).toContain("OUT_OF_MEMORY");
+    expect(cluster.jobState(final.slurm_job_id)).toMatchObject({ JobState: "OUT_OF_MEMORY", MinMemoryNode: "8M" });
   });
 
   test("a run cancelled in Slurm from outside the worker fails and says so", async () => {

@@ -217,6 +217,7 @@ const LEAVES: Array<[string, KeyKind]> = [
   ["slurm.bin_dir", "string"],
   ["slurm.partition", "string"],
   ["slurm.account", "string"],
+  ["slurm.mem", "string"],
   ["slurm.poll_seconds", "number"],
   ["retention.keep_days", "number"],
   ["retention.keep_last", "number"],

@@ -81,6 +81,9 @@ export const ConfigSchema = z.strictObject({
       bin_dir: absolutePath.default("/usr/bin"),
       partition: z.string().regex(/^[A-Za-z0-9_.-]*$/).default(""),
       account: z.string().regex(/^[A-Za-z0-9_.-]*$/).default(""),
+      // sbatch --mem: the host memory a run may use on its node. Where memory is a consumable resource, a job
+      // without it gets the partition's default, often far below SDXL training's (or the whole node).
+      mem: z.string().regex(/^(?:[1-9]\d*[KMGT]?)?$/, "must be a Slurm memory size like 48G, or empty").default(""),
       // How often a run's state is asked of Slurm (scontrol): the delay before a start, an end or a queue reason shows.
       poll_seconds: z.number().min(0.1).max(60).default(1),
     })

@@ -8,6 +8,7 @@ export interface SlurmSettings {
   bin_dir: string;
   partition: string;
   account: string;
+  mem: string;
 }
 
 /** A job as `scontrol show job -o` shows it, or null once Slurm has forgotten it. */
@@ -111,6 +112,7 @@ function placementOf(settings: SlurmSettings): string[] {
   return [
     ...(settings.partition === "" ? [] : [`--partition=${settings.partition}`]),
     ...(settings.account === "" ? [] : [`--account=${settings.account}`]),
+    ...(settings.mem === "" ? [] : [`--mem=${settings.mem}`]),
   ];
 }
 

@@ -7,10 +7,12 @@ import { waitFor, within } from "./wait.ts";
 // A real single-node Slurm cluster (Debian 12's 22.05) for tests. munged, slurmctld and slurmd run as
 // foreground children of the test process with every file (key, configs, state, spool, logs) under one
 // temp dir. GPUs are gres whose device files are symlinks to /dev/null: jobs get CUDA_VISIBLE_DEVICES,
-// SLURM_JOB_GPUS and GPU_DEVICE_ORDINAL, and nothing is constrained. proctrack/cgroup puts each job in a
-// freezer cgroup: scancel sends SIGCONT and SIGTERM to the batch script alone, then, max(KillWait, 5) s
-// later, SIGKILL to the whole cgroup, setsid escapees included. proctrack/linuxproc (the contrast) signals the descendants it finds
-// through parent links, so a double-forked process escapes it.
+// SLURM_JOB_GPUS and GPU_DEVICE_ORDINAL. Memory is a consumable resource (1 GiB a job unless sbatch --mem
+// says otherwise) that task/cgroup enforces: a job past it is OOM-killed and ends OUT_OF_MEMORY.
+// proctrack/cgroup puts each job in a freezer cgroup: scancel sends SIGCONT and SIGTERM to the batch script
+// alone, then, max(KillWait, 5) s later, SIGKILL to the whole cgroup, setsid escapees included.
+// proctrack/linuxproc (the contrast) signals the descendants it finds through parent links, so a
+// double-forked process escapes it.
 
 export interface SlurmClusterOptions {
   gpus?: number;
@@ -103,7 +105,8 @@ function writeClusterFiles(dir: string, node: string, s: Required<SlurmClusterOp
   writeFileSync(join(dir, "slurm.conf"), conf);
   const gres = gpus.map((file) => `NodeName=${node} Name=gpu Type=${s.gpuType} File=${file}\n`);
   writeFileSync(join(dir, "gres.conf"), ["AutoDetect=off\n", ...gres].join(""));
-  writeFileSync(join(dir, "cgroup.conf"), "CgroupPlugin=cgroup/v1\n");
+  // MinRAMSpace (MB): below its default of 30 a test can ask for less memory than a run needs.
+  writeFileSync(join(dir, "cgroup.conf"), "CgroupPlugin=cgroup/v1\nConstrainRAMSpace=yes\nMinRAMSpace=1\n");
   writeFileSync(join(dir, "plugstack.conf"), "");
 }
 
