@@ -53,6 +53,16 @@ describe("config", () => {
     expect(errors).toContain('LORA_WORKER_GPU_PROBE_TIMEOUT_MS: expected a number, got "soon"');
   });
 
+  test("slurm.mem takes a Slurm memory size and is handed to sbatch as given; anything else is refused by name", async () => {
+    using tree = makeHostTree();
+    for (const [mem, ok] of [["48G", true], ["512M", true], ["", true], ["48 GB", false], ["0G", false], ["-1", false]] as const) {
+      const path = tree.writeConfig(`[trainer]\nmode = "simulate"\n[slurm]\nmem = ${JSON.stringify(mem)}\n`);
+      const result = await loadConfig({ path, env: {} });
+      if (ok) expect(result.ok && result.value.config.slurm.mem).toBe(mem);
+      else expect(result.ok ? [] : result.error).toEqual(["slurm.mem: must be a Slurm memory size like 48G, or empty"]);
+    }
+  });
+
   test("simulate.fail takes exactly the failure grammar the simulated trainer parses, and names the bad item", async () => {
     using tree = makeHostTree();
     const load = (keys: string) => loadConfig({ path: tree.writeConfig(`[trainer]\nmode = "simulate"\n[simulate]\n${keys}\n`), env: {} });
