@@ -9,7 +9,13 @@ import { within } from "./support/wait.ts";
 
 const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
 const FIXTURES = join(import.meta.dir, "fixtures", "real");
-const LAUNCH_FLAGS = ["--num_processes=1", "--num_machines=1", "--mixed_precision=bf16", "--dynamo_backend=no", "--num_cpu_threads_per_process=1"];
+const LAUNCH_FLAGS = [
+  "--num_processes=1",
+  "--num_machines=1",
+  "--mixed_precision=bf16",
+  "--dynamo_backend=no",
+  "--num_cpu_threads_per_process=1",
+];
 const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
 // Fast enough that even the 19 minutes of sdscripts-success-1.log pass in about 10 ms.
 const FAST = "100000";
@@ -39,7 +45,8 @@ function replayArgv(dir: string, extra: string[] = []): string[] {
     `--dataset_config=${join(dir, "missing-dataset.toml")}`,
     `--output_dir=${join(dir, "out")}`,
     ...["--output_name=replayed", "--save_model_as=safetensors", "--network_module=networks.lora", "--network_dim=16"],
-    ...["--network_alpha=8", "--network_train_unet_only", "--max_train_steps=2000", "--seed=42", "--console_log_simple"],
+    ...["--network_alpha=8", "--network_train_unet_only", "--max_train_steps=2000", "--seed=42"],
+    "--console_log_simple",
   ];
   return ["launch", ...LAUNCH_FLAGS, SCRIPT, ...flags, ...extra];
 }
@@ -57,7 +64,8 @@ function startReplay(dir: string, knobs: Record<string, string>, extra: string[]
   const logPath = join(dir, "train.log");
   const log = openSync(logPath, "w");
   try {
-    const proc = Bun.spawn([process.execPath, ENTRY, ...replayArgv(dir, extra)], { stdin: "ignore", stdout: log, stderr: log, env: knobs });
+    const stdio = { stdin: "ignore", stdout: log, stderr: log } as const;
+    const proc = Bun.spawn([process.execPath, ENTRY, ...replayArgv(dir, extra)], { ...stdio, env: knobs });
     return { proc, logPath };
   } finally {
     closeSync(log);
@@ -66,20 +74,24 @@ function startReplay(dir: string, knobs: Record<string, string>, extra: string[]
 
 // stdout and stderr apart, as the trainer's two streams.
 async function replayStreams(dir: string, knobs: Record<string, string>) {
-  const proc = Bun.spawn([process.execPath, ENTRY, ...replayArgv(dir)], { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: knobs });
-  const [stdout, stderr] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const stdio = { stdin: "ignore", stdout: "pipe", stderr: "pipe" } as const;
+  const proc = Bun.spawn([process.execPath, ENTRY, ...replayArgv(dir)], { ...stdio, env: knobs });
+  const [stdout, stderr] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+  await proc.exited;
   return { exitCode: proc.exitCode, stdout, stderr };
 }
 
 async function replay(dir: string, knobs: Record<string, string>, extra: string[] = []): Promise<Replayed> {
   const { proc, logPath } = startReplay(dir, knobs, extra);
   await proc.exited;
-  return { exitCode: proc.exitCode, log: await Bun.file(logPath).text(), lora: join(dir, "out", "replayed.safetensors") };
+  const log = await Bun.file(logPath).text();
+  return { exitCode: proc.exitCode, log, lora: join(dir, "out", "replayed.safetensors") };
 }
 
 // The last `steps:` bar of a recorded log, as tqdm drew it (up to its closing bracket).
 async function lastStepsBar(fixture: string): Promise<string | null> {
-  const line = (await Bun.file(join(FIXTURES, fixture)).text()).split(/[\r\n]/).findLast((text) => text.startsWith("steps:"));
+  const recorded = await Bun.file(join(FIXTURES, fixture)).text();
+  const line = recorded.split(/[\r\n]/).findLast((text) => text.startsWith("steps:"));
   return line === undefined ? null : line.slice(0, line.indexOf("]") + 1);
 }
 
@@ -92,8 +104,18 @@ const FIXTURE_ENDINGS: ReadonlyArray<{ fixture: string; how: string; trainerExit
   { fixture: "sdscripts-accelerate-1.log", how: "python could not open the script", trainerExit: 2, saves: false },
   { fixture: "sdscripts-rich-1.log", how: "stops before training", trainerExit: 1, saves: false },
   { fixture: "sdscripts-epochs-rich-nan-1.log", how: "stops at step 205/3280", trainerExit: 1, saves: false },
-  { fixture: "sdscripts-ignored-exception-1.log", how: "model saved., then an exception Python ignored at shutdown", trainerExit: 0, saves: true },
-  { fixture: "sdscripts-raw-redraws-1.log", how: "five raw redraws on one line, stopping at 205/3280", trainerExit: 1, saves: false },
+  {
+    fixture: "sdscripts-ignored-exception-1.log",
+    how: "model saved., then an exception Python ignored at shutdown",
+    trainerExit: 0,
+    saves: true,
+  },
+  {
+    fixture: "sdscripts-raw-redraws-1.log",
+    how: "five raw redraws on one line, stopping at 205/3280",
+    trainerExit: 1,
+    saves: false,
+  },
 ];
 
 describe("replaying a recorded sd-scripts log", () => {
@@ -116,7 +138,8 @@ describe("replaying a recorded sd-scripts log", () => {
 
   for (const { fixture, how, trainerExit, saves } of FIXTURE_ENDINGS) {
     const exitCode = trainerExit === 0 ? 0 : 1;
-    test(`${fixture} (${how}) comes through verbatim and ends with exit ${exitCode} ${saves ? "and a LoRA" : "and no LoRA"}`, async () => {
+    const ending = `exit ${exitCode} ${saves ? "and a LoRA" : "and no LoRA"}`;
+    test(`${fixture} (${how}) comes through verbatim and ends with ${ending}`, async () => {
       const run = await runs.get(fixture)!;
       const recorded = await Bun.file(join(FIXTURES, fixture)).text();
       expect(run.exitCode).toBe(exitCode);
@@ -133,7 +156,8 @@ describe("replaying a recorded sd-scripts log", () => {
     const run = await runs.get("sdscripts-success-1.log")!;
     expect(run.log).toEndWith(`\nsaving checkpoint: ${run.lora}\nmodel saved.\n`);
     const verdict = await verifySafetensors(run.lora);
-    expect(verdict).toMatchObject({ ok: true, value: { metadata: { lora_worker_simulated: "true", ss_steps: "2000", ss_output_name: "replayed" } } });
+    const metadata = { lora_worker_simulated: "true", ss_steps: "2000", ss_output_name: "replayed" };
+    expect(verdict).toMatchObject({ ok: true, value: { metadata } });
   }, TIMEOUT_MS);
 
   test("a bar is one \\r redraw with no newline of its own, and stdout glued after it follows", async () => {
@@ -152,11 +176,13 @@ describe("replaying a recorded sd-scripts log", () => {
     expect(stderr.match(/\rsteps: /g)).toHaveLength(21);
   }, TIMEOUT_MS);
 
-  test("an exception Python ignored after model saved. leaves the run a success; the same traceback without its header is a crash", async () => {
+  test("an exception Python ignored after model saved. is a success; without its header a crash", async () => {
     const ignored = await runs.get("sdscripts-ignored-exception-1.log")!;
     expect(ignored.exitCode).toBe(0);
-    expect(ignored.log).toContain("\nmodel saved.\nException ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f4972feac10>\n");
-    expect(await verifySafetensors(ignored.lora)).toMatchObject({ ok: true, value: { metadata: { lora_worker_simulated: "true", ss_steps: "1500" } } });
+    const where = "<function _MultiProcessingDataLoaderIter.__del__ at 0x7f4972feac10>";
+    expect(ignored.log).toContain(`\nmodel saved.\nException ignored in: ${where}\n`);
+    const metadata = { lora_worker_simulated: "true", ss_steps: "1500" };
+    expect(await verifySafetensors(ignored.lora)).toMatchObject({ ok: true, value: { metadata } });
 
     await using space = await scratch();
     const recorded = await Bun.file(join(FIXTURES, "sdscripts-ignored-exception-1.log")).text();
@@ -168,7 +194,7 @@ describe("replaying a recorded sd-scripts log", () => {
     expect(await Bun.file(crashed.lora).exists()).toBe(false);
   }, TIMEOUT_MS);
 
-  test("every redraw on a raw log's one physical line is drawn as its own \\r frame; the terminal's view of that line is one frame", async () => {
+  test("each redraw on a raw log's physical line is its own \\r frame; the terminal's view of it is one", async () => {
     const recorded = await Bun.file(join(FIXTURES, "sdscripts-raw-redraws-1.log")).text();
     await using rawSpace = await scratch();
     await using viewSpace = await scratch();
@@ -187,7 +213,9 @@ describe("replaying a recorded sd-scripts log", () => {
 
 describe("reading a recorded log", () => {
   test("a raw line reads as one line per redraw, only the last ending it, and a CRLF ending is no redraw", () => {
-    const raw = "\rsteps:   0%|          | 0/2 [00:00<?, ?it/s]\rsteps:  50%|█████     | 1/2 [01:02<01:02, 62.00s/it, avr_loss=0.1]\r\nepoch 2/2\r\n";
+    const raw =
+      "\rsteps:   0%|          | 0/2 [00:00<?, ?it/s]" +
+      "\rsteps:  50%|█████     | 1/2 [01:02<01:02, 62.00s/it, avr_loss=0.1]\r\nepoch 2/2\r\n";
     const lines = parseRecordedLog(raw);
     expect(lines.map(({ text, newline, redraw }) => ({ text, newline, redraw }))).toEqual([
       { text: "steps:   0%|          | 0/2 [00:00<?, ?it/s]", newline: false, redraw: true },
@@ -199,7 +227,10 @@ describe("reading a recorded log", () => {
   });
 
   test("tqdm's elapsed time reads as MM:SS and, from an hour on, H:MM:SS", () => {
-    const [short, long] = parseRecordedLog("steps:   1%|▏         | 41/3280 [00:50<1:06:54,  1.24s/it]\nsteps:  50%|█████     | 1640/3280 [1:06:54<1:06:54,  1.24s/it]");
+    const [short, long] = parseRecordedLog(
+      "steps:   1%|▏         | 41/3280 [00:50<1:06:54,  1.24s/it]\n" +
+        "steps:  50%|█████     | 1640/3280 [1:06:54<1:06:54,  1.24s/it]",
+    );
     expect([short!.bar?.elapsedSeconds, long!.bar?.elapsedSeconds, long!.newline]).toEqual([50, 4014, false]);
   });
 });
@@ -208,10 +239,17 @@ describe("reading a recorded log", () => {
 // is the truth a replay's ending must match.
 const PYTHON = Bun.which("python3");
 const AFTER_THE_RUN: ReadonlyArray<{ what: string; program: string }> = [
-  { what: "an exception in __del__ at interpreter shutdown", program: "class Loader:\n    def __del__(self):\n        raise AttributeError('python_exit_status')\nloader = Loader()\n" },
+  {
+    what: "an exception in __del__ at interpreter shutdown",
+    program:
+      "class Loader:\n    def __del__(self):\n        raise AttributeError('python_exit_status')\n" +
+      "loader = Loader()\n",
+  },
   {
     what: "a chained exception that ends a thread",
-    program: "import threading\ndef run():\n    try:\n        raise KeyError('first')\n    except KeyError:\n        raise RuntimeError('second')\nthread = threading.Thread(target=run)\nthread.start()\nthread.join()\n",
+    program:
+      "import threading\ndef run():\n    try:\n        raise KeyError('first')\n    except KeyError:\n" +
+      "        raise RuntimeError('second')\nthread = threading.Thread(target=run)\nthread.start()\nthread.join()\n",
   },
   { what: "an uncaught exception", program: "raise RuntimeError('CUDA error: out of memory')\n" },
 ];
@@ -231,7 +269,7 @@ describe.skipIf(PYTHON === null)("judging a recorded run's end against what Pyth
 });
 
 describe("the pace and the knobs of a replay", () => {
-  test("the log's own clock sets the pace: 19 minutes end at once at speed 20000 but last seconds at speed 200", async () => {
+  test("the log's own clock sets the pace: 19 minutes end at once at speed 20000, last seconds at 200", async () => {
     await using fastSpace = await scratch();
     await using slowSpace = await scratch();
     const fast = startReplay(fastSpace.dir, replayKnobs("sdscripts-success-1.log", "20000"));
@@ -254,11 +292,12 @@ describe("the pace and the knobs of a replay", () => {
   test("a replay knob that cannot work is refused with exit 2 before anything runs", async () => {
     await using space = await scratch();
     const success = join(FIXTURES, "sdscripts-success-1.log");
+    const [LOG, SPEED, FAIL] = ["REPLAY_LOG", "REPLAY_SPEED", "FAIL"].map((knob) => `LORA_WORKER_SIMULATE_${knob}`);
     const refusals: Array<[Record<string, string>, string]> = [
-      [{ LORA_WORKER_SIMULATE_REPLAY_LOG: "test/fixtures/real/sdscripts-success-1.log" }, "LORA_WORKER_SIMULATE_REPLAY_LOG="],
-      [{ LORA_WORKER_SIMULATE_REPLAY_LOG: join(space.dir, "missing.log") }, "LORA_WORKER_SIMULATE_REPLAY_LOG: "],
-      [{ LORA_WORKER_SIMULATE_REPLAY_LOG: success, LORA_WORKER_SIMULATE_REPLAY_SPEED: "0" }, "LORA_WORKER_SIMULATE_REPLAY_SPEED="],
-      [{ LORA_WORKER_SIMULATE_REPLAY_LOG: success, LORA_WORKER_SIMULATE_FAIL: "ignore-sigterm,oom@3" }, "LORA_WORKER_SIMULATE_FAIL: oom@3 cannot join"],
+      [{ LORA_WORKER_SIMULATE_REPLAY_LOG: "test/fixtures/real/sdscripts-success-1.log" }, `${LOG}=`],
+      [{ LORA_WORKER_SIMULATE_REPLAY_LOG: join(space.dir, "missing.log") }, `${LOG}: `],
+      [{ LORA_WORKER_SIMULATE_REPLAY_LOG: success, LORA_WORKER_SIMULATE_REPLAY_SPEED: "0" }, `${SPEED}=`],
+      [{ ...knobsFor(success, "1"), LORA_WORKER_SIMULATE_FAIL: "ignore-sigterm,oom@3" }, `${FAIL}: oom@3 cannot join`],
     ];
     const runs = await Promise.all(
       refusals.map(async ([knobs]) => {

@@ -37,7 +37,7 @@ const SCRIPT_OPTIONS: Record<string, Spec> = {
   min_snr_gamma: "float", noise_offset: "float", max_data_loader_n_workers: "int",
   persistent_data_loader_workers: "switch", caption_extension: "str", save_every_n_steps: "int", save_state: "switch",
   save_last_n_steps: "int", save_last_n_steps_state: "int", resume: "str", skip_until_initial_step: "switch",
-  sample_every_n_steps: "int", sample_at_first: "switch", sample_prompts: "str",
+  sample_every_n_steps: "int", sample_prompts: "str",
   sample_sampler: ["ddim", "pndm", "lms", "euler", "euler_a", "heun", "dpm_2", "dpm_2_a", "dpmsolver", "dpmsolver++",
     "dpmsingle", "k_lms", "k_euler", "k_euler_a", "k_dpm_2", "k_dpm_2_a"],
 };
@@ -74,17 +74,12 @@ function scriptArgs(values: Values, randomSeed: () => number) {
     network_dim: number("network_dim"),
     network_alpha: number("network_alpha") ?? 1,
     network_train_unet_only: flag("network_train_unet_only"),
-    learning_rate: number("learning_rate") ?? 2e-6,
-    optimizer_type: text("optimizer_type") ?? "",
-    lr_scheduler: text("lr_scheduler") ?? "constant",
     max_train_steps: number("max_train_steps") ?? 1600,
     seed: number("seed") ?? randomSeed(),
-    mixed_precision: text("mixed_precision") ?? "no",
     cache_latents: flag("cache_latents"),
     cache_latents_to_disk: flag("cache_latents_to_disk"),
     caption_extension: text("caption_extension") ?? ".caption",
     cache_text_encoder_outputs: flag("cache_text_encoder_outputs"),
-    console_log_simple: flag("console_log_simple"),
     save_every_n_steps: number("save_every_n_steps"),
     save_state: flag("save_state"),
     save_last_n_steps: number("save_last_n_steps"),
@@ -92,9 +87,7 @@ function scriptArgs(values: Values, randomSeed: () => number) {
     resume: text("resume"),
     skip_until_initial_step: flag("skip_until_initial_step"),
     sample_every_n_steps: number("sample_every_n_steps"),
-    sample_at_first: flag("sample_at_first"),
     sample_prompts: text("sample_prompts"),
-    sample_sampler: text("sample_sampler") ?? "ddim",
   };
 }
 

@@ -1,7 +1,7 @@
 // Everything the simulator touches outside itself, passed in so each stage says what it needs (the two
 // streams, the clocks, the strays a failure plan leaves behind), its seeded randomness, and what Python
-// prints where the worker or a test reads it: sd-scripts' logger, str() and repr(), and tracebacks cut to
-// their header and last line, which is all the worker classifies a failure by.
+// prints where the worker reads it: print(), repr() of a str, and tracebacks cut to their header and last
+// line, which is all the worker classifies a failure by.
 import { writeSync } from "node:fs";
 import type { ScriptArgs } from "./argv.ts";
 
@@ -10,7 +10,7 @@ export interface Io {
   stderr(text: string): void;
   // Monotonic seconds, for tqdm's elapsed time.
   now(): number;
-  // Unix seconds, for timestamps sd-scripts records.
+  // Unix seconds, for the time in a sample's name.
   wallClock(): number;
   sleep(seconds: number): Promise<void>;
   // escapeGroup: setsid(), out of reach of a signal to the trainer's group. An ignored SIGTERM survives
@@ -18,16 +18,16 @@ export interface Io {
   spawnStray(escapeGroup: boolean, ignoreSigterm: boolean): void;
 }
 
-export type Log = (level: "INFO" | "ERROR", message: string) => void;
-
-// The running sdxl_train_network.py: its streams, its logger, its flags and where it saves.
+// The running sdxl_train_network.py: its streams, its flags and where it saves. Its logger's lines are print()s:
+// under --console_log_simple, which the worker always passes, sd-scripts logs the bare message on stdout; rich's
+// time and level columns otherwise are left out, as nothing reads them.
 export interface Trainer {
   io: Io;
-  log: Log;
   args: ScriptArgs;
   outputDir: string;
 }
 
+export const TRACEBACK = "Traceback (most recent call last):";
 // torch's allocator's message, cut before its advice on fragmentation.
 export const CUDA_OOM =
   "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of " +
@@ -52,23 +52,8 @@ export function print(io: Io, text: string): void {
   io.stdout(`${text}\n`);
 }
 
-// sd-scripts' setup_logging: --console_log_simple prints the bare message on stdout; otherwise rich's
-// handler writes a local time and a level column on stderr.
-export function createLog(io: Io, simple: boolean): Log {
-  if (simple) return (_level, message) => print(io, message);
-  return (level, message) => io.stderr(`${localTime(io.wallClock())} ${level.padEnd(8)} ${message}\n`);
-}
-
-// logging's datefmt "%Y-%m-%d %H:%M:%S".
-export function localTime(unixSeconds: number): string {
-  const at = new Date(unixSeconds * 1000);
-  const two = (value: number) => String(value).padStart(2, "0");
-  const date = `${at.getFullYear()}-${two(at.getMonth() + 1)}-${two(at.getDate())}`;
-  return `${date} ${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())}`;
-}
-
 export function traceback(exception: string): string {
-  return `Traceback (most recent call last):\n${exception}\n`;
+  return `${TRACEBACK}\n${exception}\n`;
 }
 
 // An uncaught exception: its traceback on stderr, and Python's exit status for it.
@@ -77,33 +62,12 @@ export function raise(io: Io, exception: string): 1 {
   return 1;
 }
 
-// `str(x)` for a float: shortest round-trip digits, scientific outside 1e-4 <= |x| < 1e16.
-export function pyFloatStr(x: number): string {
-  if (!Number.isFinite(x)) return Number.isNaN(x) ? "nan" : x > 0 ? "inf" : "-inf";
-  if (Number.isInteger(x) && Math.abs(x) < 1e16) return x.toFixed(1);
-  const [mantissa = "", exponent = ""] = x.toExponential().split("e");
-  const power = Number(exponent);
-  if (power >= -4 && power < 16) return String(x);
-  return `${mantissa}e${power < 0 ? "-" : "+"}${String(Math.abs(power)).padStart(2, "0")}`;
-}
-
 // `repr(s)` for a str: single quotes unless the text holds a single quote and no double quote.
 export function pyStrRepr(text: string): string {
   const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
   const escapes: Record<string, string> = { "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
   escapes[quote] = `\\${quote}`;
   return quote + text.replace(/[\\'"\n\r\t]/g, (char) => escapes[char] ?? char) + quote;
-}
-
-// `repr()` of what json.load returns (a JSON 4.0 reads back here as the int 4).
-export function pyRepr(value: unknown): string {
-  if (value === null) return "None";
-  if (typeof value === "boolean") return value ? "True" : "False";
-  if (typeof value === "number") return Number.isInteger(value) ? String(value) : pyFloatStr(value);
-  if (typeof value === "string") return pyStrRepr(value);
-  if (Array.isArray(value)) return `[${value.map(pyRepr).join(", ")}]`;
-  const entries = Object.entries(value as Record<string, unknown>);
-  return `{${entries.map(([key, item]) => `${pyStrRepr(key)}: ${pyRepr(item)}`).join(", ")}}`;
 }
 
 // mulberry32: a tiny 32-bit PRNG, so the same --seed always gives the same losses and weights.

@@ -9,7 +9,7 @@ import { readFile } from "node:fs/promises";
 import { parseTqdmBar, type TqdmBar } from "../progress/progress.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { finalLoraPath, writeLoraFile } from "./checkpoint.ts";
-import { print, type Trainer } from "./io.ts";
+import { print, TRACEBACK, type Trainer } from "./io.ts";
 import { REPLAY_LOG, type FailurePlan, type Knobs } from "./knobs.ts";
 
 export interface RecordedLine {
@@ -33,14 +33,11 @@ type RecordedBar = Pick<TqdmBar, "description" | "n" | "total"> & {
 type Ending = { kind: "exit"; code: number } | { kind: "save" };
 
 const MODEL_SAVED = "model saved.";
-// SDXL's native size: a recorded log does not say what resolution its dataset had.
-const RESOLUTION: [number, number] = [1024, 1024];
 // The elapsed MM:SS or H:MM:SS that opens tqdm's bracket: the replay's pace, which progress.ts leaves out.
 const ELAPSED = /\[(\d+(?::\d\d){1,2})[<,]/;
 // Python's exit status for an uncaught exception, and for a script it cannot open or bad arguments.
 const EXCEPTION_EXIT = 1;
 const USAGE_EXIT = 2;
-const TRACEBACK = "Traceback (most recent call last):";
 const UNCAUGHT = /Traceback \(most recent call last\):|CUDA out of memory|OutOfMemoryError/;
 // The last line of an uncaught exception: `RuntimeError: ...`, `torch.OutOfMemoryError: ...`.
 const EXCEPTION_LINE = /^\W*[\w.]*(?:Error|Exception)(?::|$)/;
@@ -87,20 +84,19 @@ export function judgeEnding(lines: RecordedLine[]): Ending {
 
 // Resolves to the exit code the Python process would have had.
 export async function replayRun(trainer: Trainer, lines: RecordedLine[], knobs: Knobs): Promise<number> {
-  const startedAt = trainer.io.wallClock();
   await play(trainer, lines, knobs.replay?.speed ?? 1, knobs.failures);
   const ending = judgeEnding(lines);
   if (ending.kind === "exit") return ending.code;
   // The file is always written where the worker expects it; the lines only where the log lacks them.
-  const { io, log, args, outputDir } = trainer;
+  const { io, args, outputDir } = trainer;
   const announced = lines.some((line) => line.text.includes(MODEL_SAVED));
   const path = finalLoraPath(outputDir, args.output_name);
   if (!announced) print(io, `saving checkpoint: ${path}`);
   // A recording's own plan and captions are not carried over: only the step count.
   const steps = lastStepsBar(lines)?.n ?? 0;
   const plan = { trainImages: 0, batchesPerEpoch: steps, epochs: 1, totalSteps: steps };
-  await writeLoraFile(trainer, path, { plan, resolution: RESOLUTION, tagFrequency: {}, startedAt }, steps, 1);
-  if (!announced) log("INFO", MODEL_SAVED);
+  await writeLoraFile(trainer, path, { plan, tagFrequency: {} }, steps, 1);
+  if (!announced) print(io, MODEL_SAVED);
   return 0;
 }
 

@@ -11,12 +11,12 @@ import { statOrNull } from "../fs.ts";
 import { ok } from "../result.ts";
 import { ARGPARSE_ERROR_EXIT, parseLaunch, parseScriptArgs, SCRIPT_NAME } from "./argv.ts";
 import { saveFinal, saveStepCheckpoint, type RunFacts } from "./checkpoint.ts";
-import { createLog, CUDA_OOM, PATH_NOT_GIVEN, print, processIo, pyStrRepr, raise, traceback } from "./io.ts";
+import { CUDA_OOM, PATH_NOT_GIVEN, print, processIo, pyStrRepr, raise, traceback } from "./io.ts";
 import { seededRandom, type Io, type Trainer } from "./io.ts";
 import { readKnobs, type Knobs, type StepFailure } from "./knobs.ts";
 import { readRecordedLog, replayRun, type RecordedLine } from "./replay.ts";
 import { sampleImages } from "./samples.ts";
-import { announceTraining, cacheInputs, loadDatasets, loadState, logSkippedEpochs, resumePoint } from "./stages.ts";
+import { announceTraining, cacheInputs, loadDatasets, loadState, resumePoint } from "./stages.ts";
 import type { ResumePoint, TrainingPlan } from "./stages.ts";
 import { ProgressBar } from "./tqdm.ts";
 
@@ -80,20 +80,18 @@ async function runScript(io: Io, knobs: Knobs, recorded: RecordedLine[] | null, 
   const args = parsed.value;
   const { dataset_config: configPath, pretrained_model_name_or_path: modelPath, output_dir: outputDir } = args;
   if (configPath === null || modelPath === null || outputDir === null) return raise(io, PATH_NOT_GIVEN);
-  const trainer = { io, log: createLog(io, args.console_log_simple), args, outputDir };
+  const trainer = { io, args, outputDir };
   if (recorded !== null) return replayRun(trainer, recorded, knobs);
   return train(trainer, knobs, configPath, modelPath);
 }
 
 async function train(trainer: Trainer, knobs: Knobs, configPath: string, modelPath: string): Promise<number> {
-  const { io, log, args } = trainer;
-  const startedAt = io.wallClock();
-  log("INFO", `Loading dataset config from ${configPath}`);
+  const { io, args } = trainer;
   const datasets = await loadDatasets(configPath, args.caption_extension);
   if (!datasets.ok) return raise(io, datasets.error);
   // sd-scripts returns normally when it finds no images.
   if (datasets.value.every((dataset) => dataset.trainImages === 0)) {
-    log("ERROR", NO_DATA);
+    print(io, NO_DATA);
     return 0;
   }
   if (args.cache_text_encoder_outputs && !args.network_train_unet_only) return raise(io, TEXT_ENCODER_CACHED);
@@ -102,20 +100,15 @@ async function train(trainer: Trainer, knobs: Knobs, configPath: string, modelPa
     const why = `pretrained_model_name_or_path "${modelPath}" is neither a valid local path nor a valid repo id.`;
     return raise(io, `ValueError: The provided ${why} Please check the parameter.`);
   }
-  log("INFO", `load StableDiffusion checkpoint: ${modelPath}`);
   await io.sleep(knobs.secondsPerStep);
   await cacheInputs(trainer, datasets.value, knobs.secondsPerStep);
-  const resumed = args.resume === null ? ok(0) : loadState(trainer, args.resume);
+  const resumed = args.resume === null ? ok(0) : loadState(args.resume);
   if (!resumed.ok) return raise(io, resumed.error);
   const plan = announceTraining(io, datasets.value, args.max_train_steps);
-  const start = resumePoint(log, plan, resumed.value, args.skip_until_initial_step);
+  const start = resumePoint(io, plan, resumed.value, args.skip_until_initial_step);
   if (!start.ok) return raise(io, start.error);
-  const first = await sampleImages(trainer, knobs.failures, knobs.secondsPerStep, 0, "first");
-  if (typeof first === "object") return first.exitCode;
-  logSkippedEpochs(log, plan, start.value);
   const tagFrequency = Object.assign({}, ...datasets.value.map((dataset) => dataset.tagFrequency));
-  const run = { plan, resolution: datasets.value[0]!.resolution, tagFrequency, startedAt };
-  return trainingLoop(trainer, knobs, run, start.value);
+  return trainingLoop(trainer, knobs, { plan, tagFrequency }, start.value);
 }
 
 // A finished loop saves, then closes its bar: sd-scripts never closes it, so it closes when Python exits.
@@ -139,7 +132,7 @@ async function trainingLoop(trainer: Trainer, knobs: Knobs, run: RunFacts, start
       await io.sleep(secondsPerStep);
       bar.update();
       globalStep += 1;
-      const sampled = await sampleImages(trainer, failures, secondsPerStep, globalStep, "step");
+      const sampled = await sampleImages(trainer, failures, secondsPerStep, globalStep);
       if (typeof sampled === "object") {
         bar.close();
         return sampled.exitCode;

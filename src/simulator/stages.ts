@@ -11,11 +11,10 @@ import { z } from "zod";
 import { readJsonOrNull, statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { STATE_FILES } from "./checkpoint.ts";
-import { print, pyRepr, pyStrRepr, type Io, type Log, type Trainer } from "./io.ts";
+import { print, pyStrRepr, type Io, type Trainer } from "./io.ts";
 import { tickThrough } from "./tqdm.ts";
 
 export interface Dataset {
-  resolution: [number, number];
   batchSize: number;
   // Images times repeats: what sd-scripts calls num_train_images.
   trainImages: number;
@@ -32,12 +31,10 @@ export interface TrainingPlan {
   totalSteps: number;
 }
 
-// The loop's first epoch (0-based) and global_step, which is also how many batches it skips in that epoch;
-// `skipped` is the saved step with --skip_until_initial_step, else 0.
+// The loop's first epoch (0-based) and global_step, which is also how many batches it skips in that epoch.
 export interface ResumePoint {
   epoch: number;
   initialStep: number;
-  skipped: number;
 }
 
 // sd-scripts' IMAGE_EXTENSIONS that the worker accepts.
@@ -48,6 +45,8 @@ const Subset = z.object({ image_dir: z.string(), num_repeats: Size.default(1) })
 const Resolution = z.union([Size, z.tuple([Size, Size])]);
 const DatasetTable = z.object({ resolution: Resolution, batch_size: Size.default(1), subsets: z.array(Subset) });
 const DatasetConfig = z.object({ datasets: z.array(DatasetTable).min(1) });
+// What load_state opens; a state without its random states loads all the same.
+const LOADED_FILES = [STATE_FILES.model, STATE_FILES.optimizer, STATE_FILES.scheduler];
 const STEPS_LEFT_ASSERTION =
   "AssertionError: max_train_steps should be greater than initial step / " +
   "max_train_stepsは初期ステップより大きい必要があります";
@@ -63,89 +62,50 @@ export async function loadDatasets(path: string, captionExtension: string): Prom
 }
 
 // One bar per dataset and cache, each taking `seconds` (train_util.py new_cache_latents and friends).
-export async function cacheInputs({ io, log, args }: Trainer, datasets: Dataset[], seconds: number): Promise<void> {
+export async function cacheInputs({ io, args }: Trainer, datasets: Dataset[], seconds: number): Promise<void> {
   for (const { imagePaths } of args.cache_latents ? datasets : []) {
-    log("INFO", "caching latents...");
+    print(io, "caching latents...");
     await tickThrough(io, imagePaths.length, seconds);
     // --cache_latents_to_disk: one .npz beside each image, where the next run would look for it.
     if (!args.cache_latents_to_disk) continue;
     await Promise.all(imagePaths.map((image) => Bun.write(`${stem(image)}.npz`, "simulated latents\n")));
   }
   for (const dataset of args.cache_text_encoder_outputs ? datasets : []) {
-    log("INFO", "caching Text Encoder outputs...");
+    print(io, "caching Text Encoder outputs...");
     await tickThrough(io, Math.ceil(dataset.imagePaths.length / dataset.batchSize), seconds);
   }
 }
 
 // The step train_state.json records (0 without one), or the exception loading the folder raises.
-export function loadState({ log }: Trainer, dir: string): Result<number> {
-  log("INFO", `resume training from local state: ${dir}`);
+export function loadState(dir: string): Result<number> {
   if (!statOrNull(dir)?.isDirectory()) return fail(`ValueError: Tried to find ${dir} but folder does not exist`);
-  log("INFO", `Loading states from ${dir}`);
-  const step = readTrainState(log, join(dir, STATE_FILES.trainState));
-  if (!step.ok) return step;
-  // accelerate loads torch's file when the safetensors one is absent.
-  const model = existsSync(join(dir, STATE_FILES.model)) ? STATE_FILES.model : "pytorch_model.bin";
-  // No sampler file: sd-scripts' samplers are not accelerate's own (checkpoint.ts).
-  const loads: [file: string | null, what: string][] = [
-    [model, "model weights"],
-    [STATE_FILES.optimizer, "optimizer states"],
-    [STATE_FILES.scheduler, "scheduler states"],
-    [null, "dataloader sampler states"],
-  ];
-  for (const [file, what] of loads) {
-    const path = file === null ? null : join(dir, file);
-    if (path !== null && !existsSync(path)) return fail(`${NOT_FOUND} ${pyStrRepr(path)}`);
-    log("INFO", `All ${what} loaded successfully`);
-  }
-  // accelerate swallows any failure to restore the random states.
-  const random = existsSync(join(dir, STATE_FILES.randomStates));
-  log("INFO", random ? "All random states loaded successfully" : "Could not load random states");
-  log("INFO", "Loading in 0 custom states");
-  return step;
+  const missing = LOADED_FILES.map((file) => join(dir, file)).find((path) => !existsSync(path));
+  if (missing !== undefined) return fail(`${NOT_FOUND} ${pyStrRepr(missing)}`);
+  const trainState = join(dir, STATE_FILES.trainState);
+  if (!existsSync(trainState)) return ok(0);
+  // load_model_hook: a KeyError for a file without a whole step in it.
+  const step = readJsonOrNull<{ current_step?: unknown }>(trainState)?.current_step;
+  return typeof step === "number" && Number.isInteger(step) ? ok(step) : fail("KeyError: 'current_step'");
 }
 
 // One bucket per dataset (the simulator does not look inside images), so every batch is full but the last.
 export function announceTraining(io: Io, datasets: Dataset[], totalSteps: number): TrainingPlan {
   const batchesPerEpoch = datasets.reduce((sum, d) => sum + Math.ceil(d.trainImages / d.batchSize), 0);
   const trainImages = datasets.reduce((sum, d) => sum + d.trainImages, 0);
-  const plan = { trainImages, batchesPerEpoch, epochs: Math.ceil(totalSteps / batchesPerEpoch), totalSteps };
   print(io, "running training / 学習開始");
-  print(io, `  num train images * repeats / 学習画像の数×繰り返し回数: ${plan.trainImages}`);
-  print(io, `  num batches per epoch / 1epochのバッチ数: ${plan.batchesPerEpoch}`);
-  print(io, `  num epochs / epoch数: ${plan.epochs}`);
-  print(io, `  batch size per device / バッチサイズ: ${datasets.map((d) => d.batchSize).join(", ")}`);
-  print(io, `  total optimization steps / 学習ステップ数: ${plan.totalSteps}`);
-  return plan;
+  print(io, `  total optimization steps / 学習ステップ数: ${totalSteps}`);
+  return { trainImages, batchesPerEpoch, epochs: Math.ceil(totalSteps / batchesPerEpoch), totalSteps };
 }
 
-// train_network.py's initial_step and epoch_to_start, with its log line before --sample_at_first's samples.
-export function resumePoint(log: Log, plan: TrainingPlan, step: number, skip: boolean): Result<ResumePoint> {
-  if (step <= 0) return ok({ epoch: 0, initialStep: 0, skipped: 0 });
+// train_network.py's initial_step and epoch_to_start.
+export function resumePoint(io: Io, plan: TrainingPlan, step: number, skip: boolean): Result<ResumePoint> {
+  if (step <= 0) return ok({ epoch: 0, initialStep: 0 });
   if (plan.totalSteps <= step) return fail(`${STEPS_LEFT_ASSERTION}: ${plan.totalSteps} vs ${step}`);
   const epoch = Math.floor(step / plan.batchesPerEpoch);
   // Without --skip_until_initial_step only the epoch number moves on: global_step starts at 0 again.
-  if (!skip) return ok({ epoch, initialStep: 0, skipped: 0 });
-  log("INFO", `skipping ${step} steps / ${step}ステップをスキップします`);
-  return ok({ epoch, initialStep: step - epoch * plan.batchesPerEpoch, skipped: step });
-}
-
-// The training loop's first lines, after --sample_at_first's samples: each whole epoch a resumed run skips.
-export function logSkippedEpochs(log: Log, plan: TrainingPlan, { epoch, skipped }: ResumePoint): void {
-  for (let index = 0; skipped > 0 && index < epoch; index += 1) {
-    const left = skipped - index * plan.batchesPerEpoch;
-    log("INFO", `skipping epoch ${index + 1} because initial_step (multiplied) is ${left}`);
-  }
-}
-
-// load_model_hook: current_step, or a KeyError for a file without a whole step in it.
-function readTrainState(log: Log, path: string): Result<number> {
-  if (!existsSync(path)) return ok(0);
-  const state = readJsonOrNull<{ current_step?: unknown }>(path);
-  const step = state?.current_step;
-  if (typeof step !== "number" || !Number.isInteger(step)) return fail("KeyError: 'current_step'");
-  log("INFO", `load train state from ${path}: ${pyRepr(state)}`);
-  return ok(step);
+  if (!skip) return ok({ epoch, initialStep: 0 });
+  print(io, `skipping ${step} steps / ${step}ステップをスキップします`);
+  return ok({ epoch, initialStep: step - epoch * plan.batchesPerEpoch });
 }
 
 async function readDataset(dataset: z.infer<typeof DatasetTable>, captionExtension: string): Promise<Dataset> {
@@ -155,9 +115,7 @@ async function readDataset(dataset: z.infer<typeof DatasetTable>, captionExtensi
   for (const subset of subsets) {
     tagFrequency[basename(subset.image_dir)] = await countTags(subset.images, captionExtension);
   }
-  const { resolution } = dataset;
   return {
-    resolution: typeof resolution === "number" ? [resolution, resolution] : resolution,
     batchSize: dataset.batch_size,
     trainImages: subsets.reduce((sum, subset) => sum + subset.images.length * subset.num_repeats, 0),
     imagePaths: subsets.flatMap((subset) => subset.images),
