@@ -1,8 +1,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { markedProcessesOf as strayProcesses } from "../src/os/marker.ts";
-import { readProcStat } from "../src/os/proc.ts";
+import { markedProcessesOf as strayProcesses, readProcStat } from "../src/os/proc.ts";
 import { terminateGroup } from "../src/os/terminate.ts";
 import { makeHostTree } from "./support/host-tree.ts";
 import { type ConfigOverrides, dispatchOk, realModeConfig, supervisorFor, TRAINERS } from "./support/real-mode.ts";

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { createSlurmClient } from "../slurm/client.ts";
+import { createSlurmClient } from "../os/slurm.ts";
 import type { AuthGate } from "../auth/setup.ts";
 import type { LoadedConfig } from "../config/load.ts";
 import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";

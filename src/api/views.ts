@@ -6,7 +6,7 @@ import { readProcStat } from "../os/proc.ts";
 import type { LiveProgress } from "../supervisor/supervisor.ts";
 import type { Checkpoint, JobRow, LossPoint } from "../store/job-store.ts";
 import { SAMPLE_TEMPLATES } from "../recipe/samples.ts";
-import type { Sample } from "../supervisor/samples.ts";
+import type { Sample } from "../supervisor/checkpoints.ts";
 
 // The wire shape of SPEC §3; optional fields appear only when they carry a value.
 export function jobView(row: JobRow, live: LiveProgress | null) {

@@ -9,7 +9,7 @@ import { buildLaunch, type ResumeFrom } from "../recipe/command.ts";
 import { resumeRepeatsScale } from "../recipe/dataset-toml.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { BATCH_SIZE, TIERS } from "../tiers.ts";
-import { type CheckedTrain, checkResume, checkTrain, type CheckResult, recheckPaths } from "../request/check.ts";
+import { type CheckedTrain, type CheckResult, checkResume, checkTrain, recheckPaths } from "../request/check.ts";
 import {
   type DetailItem,
   fieldError,
@@ -19,8 +19,7 @@ import {
 import { type JobRow, type JobStore, StoreWriteFailed } from "../store/job-store.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
-import { DatasetChanged, linkSnapshot, readCopy, type Snapshot, snapshotDataset } from "./snapshot.ts";
-import { diskShortfall, type DiskShortfall } from "./disk.ts";
+import { DatasetChanged, diskShortfall, type DiskShortfall, linkSnapshot, readCopy, type Snapshot, snapshotDataset } from "./snapshot.ts";
 import { isActive } from "../job.ts";
 import { unusableState } from "../supervisor/checkpoints.ts";
 

@@ -2,7 +2,7 @@ import { statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { z } from "zod";
 import type { Config } from "../config/schema.ts";
-import { createSlurmClient, type SlurmNode } from "../slurm/client.ts";
+import { createSlurmClient, type SlurmNode } from "../os/slurm.ts";
 import { createGpuProbe } from "../gpu/probe.ts";
 import { fail, ok, relaxedInSimulate, warn, type CheckResult, type DoctorDeps } from "./doctor.ts";
 import { holdsFor, type RunAs, type RunResult, type ServiceAccount } from "./service-account.ts";

@@ -1,5 +1,4 @@
-import { markedProcessesOf } from "./marker.ts";
-import { listPids, readProcStat } from "./proc.ts";
+import { markedProcessesOf, listPids, readProcStat } from "./proc.ts";
 
 const POLL_MS = 20;
 // What escaped the job's process group gets this long after SIGTERM (and again after SIGKILL).

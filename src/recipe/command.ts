@@ -6,7 +6,7 @@ import { CAPTION_EXTENSION } from "../request/dataset.ts";
 import { datasetToml } from "./dataset-toml.ts";
 import { SAMPLE_SAMPLER, samplePrompts } from "./samples.ts";
 import type { JobPaths } from "../supervisor/job-dir.ts";
-import { JOB_MARKER_ENV } from "../os/marker.ts";
+import { JOB_MARKER_ENV } from "../os/proc.ts";
 
 export const TRAIN_SCRIPT = "sdxl_train_network.py";
 

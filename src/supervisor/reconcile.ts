@@ -4,8 +4,7 @@ import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
 import { readExit, readJobFile, readShim, readTrainer, SLURM_SCRIPT } from "./job-dir.ts";
-import { markedProcesses } from "../os/marker.ts";
-import { identify, isSameProcess, readBootId, readProcStat, type ProcessIdentity } from "../os/proc.ts";
+import { markedProcesses, identify, isSameProcess, readBootId, readProcStat, type ProcessIdentity } from "../os/proc.ts";
 import type { Identities, PendingStop } from "./run.ts";
 import { sweepStrays } from "../os/terminate.ts";
 

@@ -3,7 +3,7 @@ import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import type { StopReason } from "../job.ts";
 import type { Checkpoint, JobStore } from "../store/job-store.ts";
-import type { Sample } from "./samples.ts";
+import type { Sample } from "./checkpoints.ts";
 import {
   type ExitWatch,
   type JobFile,
@@ -14,11 +14,9 @@ import {
   watchExit,
 } from "./job-dir.ts";
 import { writeJsonAtomic } from "../fs.ts";
-import { JOB_MARKER_ENV } from "../os/marker.ts";
-import { identify, isSameProcess, type ProcessIdentity } from "../os/proc.ts";
+import { JOB_MARKER_ENV, identify, isSameProcess, type ProcessIdentity } from "../os/proc.ts";
 import { liveGroupMembers, signalGroup, sweepStrays, terminateGroup, waitGroupGone } from "../os/terminate.ts";
-import { untilDone } from "./retry.ts";
-import { supervise } from "./supervise.ts";
+import { supervise, untilDone } from "./supervise.ts";
 
 const TRAINER_START_TIMEOUT_MS = 15_000;
 

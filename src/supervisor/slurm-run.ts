@@ -5,8 +5,8 @@
 import { closeSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeJsonAtomic } from "../fs.ts";
-import { JOB_MARKER_ENV } from "../os/marker.ts";
-import { isLive, type JobState, type SlurmClient } from "../slurm/client.ts";
+import { JOB_MARKER_ENV } from "../os/proc.ts";
+import { isLive, type JobState, type SlurmClient } from "../os/slurm.ts";
 import { type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit, SLURM_SCRIPT } from "./job-dir.ts";
 import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
 import { supervise } from "./supervise.ts";

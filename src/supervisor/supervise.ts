@@ -1,14 +1,13 @@
 import type { StopReason } from "../job.ts";
+import type { Logger } from "../logger.ts";
 import { createTracker } from "../progress/tracker.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
 import type { ResumePoint } from "../store/job-store.ts";
-import { followStates, runOutput, settleStates, stateDir, stillThere } from "./checkpoints.ts";
+import { findSamples, followStates, runOutput, settleStates, stateDir, stillThere } from "./checkpoints.ts";
 import type { ExitWatch } from "./job-dir.ts";
 import { followLog, tailLines } from "./job-log.ts";
 import { decideOutcome, readOomKills } from "./outcome.ts";
-import { createWriteGuard, untilDone, writeUntilDone } from "./retry.ts";
 import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
-import { findSamples } from "./samples.ts";
 
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
 const PERSIST_INTERVAL_MS = 1000;
@@ -215,4 +214,49 @@ function startWatchdog(
     },
     stop: () => clearInterval(timer),
   };
+}
+
+const RETRY_MS = 250;
+
+// Work that must happen (stopping a job's processes) is retried while the host says no (no descriptor
+// left, say); the first refusal is reported, the rest would only repeat it.
+export async function untilDone<T>(work: () => Promise<T>, onFirstFailure: (err: Error) => void): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await work();
+    } catch (err) {
+      if (attempt === 0) onFirstFailure(err as Error);
+      await Bun.sleep(RETRY_MS);
+    }
+  }
+}
+
+const WRITE_RETRY_MS = 1000;
+
+export type WriteGuard = (what: string, write: () => unknown) => boolean;
+
+// Background work records through this: a write the state dir cannot take is reported false, never thrown
+// (thrown from a callback it would end the worker and leave the run unsupervised). Logged once per streak.
+export function createWriteGuard(log: Logger, jobId: string): WriteGuard {
+  let failing = false;
+  return (what, write) => {
+    try {
+      write();
+    } catch (err) {
+      if (!failing) {
+        const error = (err as Error).message;
+        log.error("could not record the job; keeping it in memory and retrying", { job_id: jobId, what, error });
+      }
+      failing = true;
+      return false;
+    }
+    if (failing) log.info("recording the job again", { job_id: jobId, what });
+    failing = false;
+    return true;
+  };
+}
+
+// The final record must land: it is retried until the state dir takes it.
+export async function writeUntilDone(guard: WriteGuard, what: string, write: () => unknown): Promise<void> {
+  while (!guard(what, write)) await Bun.sleep(WRITE_RETRY_MS);
 }

@@ -8,13 +8,13 @@ import type { TrainRequest } from "../request/schema.ts";
 import type { Checkpoint, JobRow, JobStore } from "../store/job-store.ts";
 import { createStateHealth } from "../store/state-health.ts";
 import { jobPaths, type LaunchFile } from "./job-dir.ts";
-import type { Sample } from "./samples.ts";
-import { markedProcesses } from "../os/marker.ts";
+import type { Sample } from "./checkpoints.ts";
+import { markedProcesses } from "../os/proc.ts";
 import { reconcileOnStart } from "./reconcile.ts";
-import { createWriteGuard, writeUntilDone } from "./retry.ts";
+import { createWriteGuard, writeUntilDone } from "./supervise.ts";
 import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";
 import { adoptSlurmRun, type SlurmPlan, slurmRefusal, startSlurmRun } from "./slurm-run.ts";
-import { createSlurmClient } from "../slurm/client.ts";
+import { createSlurmClient } from "../os/slurm.ts";
 import type { Device } from "../config/schema.ts";
 
 export interface SupervisorDeps {

@@ -1,7 +1,7 @@
 import { Database } from "bun:sqlite";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { markedProcesses } from "../../src/os/marker.ts";
+import { markedProcesses } from "../../src/os/proc.ts";
 import type { HostTree } from "./host-tree.ts";
 
 export interface StoredJob {
