@@ -37,7 +37,7 @@ describe("the job database across releases", () => {
         id: "new", request: {}, requestHash: "n", idempotencyKey: null, admissionWarning: null, simulated: true, logPath: "/y",
         now: "2026-11-30T00:00:00Z", totalSteps: 400, dataset: null, outputFile: "/out/l.safetensors",
       });
-      expect(claim).toEqual({ inserted: true, superseded: [] });
+      expect(claim).toEqual({ ok: true, value: { superseded: [] } });
       store.close();
       const db = new Database(path, { readonly: true });
       const indexes = db.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'jobs_%'").all().map((r) => r.name);

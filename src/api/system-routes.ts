@@ -47,7 +47,7 @@ async function clusterGpus(config: SystemRouteDeps["loaded"]["config"]) {
   if (!listed.ok) {
     throw new ApiError(503, { detail: `scontrol show node: ${listed.error}`, reason: "gpu_probe_failed" });
   }
-  return { backend: "slurm", nodes: listed.nodes };
+  return { backend: "slurm", nodes: listed.value };
 }
 
 // The first active job keeps its old field for arbo's client; on Slurm there may be more.

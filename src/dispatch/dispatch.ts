@@ -125,15 +125,14 @@ export function createDispatcher(deps: DispatcherDeps) {
         samples: origin.samples,
         maxActive,
       });
-      if (!claimed.inserted && "resumedBy" in claimed) {
-        return alreadyResumed(origin.resumes?.id ?? "", claimed.resumedBy);
-      }
-      if (!claimed.inserted) {
+      if (!claimed.ok) {
+        const refusal = claimed.error;
+        if ("resumedBy" in refusal) return alreadyResumed(origin.resumes?.id ?? "", refusal.resumedBy);
         const limit = maxActive > 1 ? { limit: maxActive } : {};
-        return fail({ kind: "busy", activeId: claimed.activeId, unsupervised: false, ...limit });
+        return fail({ kind: "busy", activeId: refusal.activeId, unsupervised: false, ...limit });
       }
       // This run's saves would land on the same names: a state another job could resume from is gone from now.
-      for (const state of claimed.superseded) {
+      for (const state of claimed.value.superseded) {
         rmSync(state, { recursive: true, force: true });
         log.info("removed a superseded saved state", { job_id: id, state });
       }

@@ -61,10 +61,10 @@ export async function checkSlurm(config: Config): Promise<CheckResult[]> {
     const fix = "check slurm.bin_dir, SLURM_CONF and that slurmctld is up (scontrol ping)";
     return [fail(name, `scontrol show node failed: ${listed.error}`, fix)];
   }
-  const unknown = config.devices.filter((d) => !listed.nodes.some((node) => offers(node, d.gres ?? "")));
+  const unknown = config.devices.filter((d) => !listed.value.some((node) => offers(node, d.gres ?? "")));
   if (unknown.length > 0) {
     const names = unknown.map((d) => `device ${d.index} asks for ${d.gres}`).join(", ");
-    const offered = listed.nodes.map((n) => n.gres).filter((g) => g !== "" && g !== "(null)").join("; ") || "no gres";
+    const offered = listed.value.map((n) => n.gres).filter((g) => g !== "" && g !== "(null)").join("; ") || "no gres";
     const fix = "fix the devices' gres to a type the cluster has";
     return [fail(name, `${names}, which no node offers (nodes: ${offered})`, fix)];
   }

@@ -2,6 +2,7 @@
 // `sacct` needs an accounting database, so a job's state is read from `scontrol show job -o`, kept MinJobAge
 // seconds after its end).
 import { join } from "node:path";
+import { fail, ok, type Result } from "../result.ts";
 
 export interface SlurmSettings {
   /** Where sbatch, scancel and scontrol are. */
@@ -28,52 +29,59 @@ const COMMAND_TIMEOUT_MS = 15_000;
 
 export const isLive = (job: JobState) => LIVE_STATES.has(job.state);
 
-export type CommandResult = { ok: true; stdout: string } | { ok: false; error: string };
 
 export function createSlurmClient(settings: SlurmSettings) {
-  const run = async (command: string, args: string[]): Promise<CommandResult> => {
-    const proc = Bun.spawn([join(settings.bin_dir, command), ...args], { stdout: "pipe", stderr: "pipe", env: { PATH: "/usr/bin:/bin", ...slurmEnv() } });
+  // What a command printed, or its last words on stderr.
+  const run = async (command: string, args: string[]): Promise<Result<string>> => {
+    const env = { PATH: "/usr/bin:/bin", ...slurmEnv() };
+    const proc = Bun.spawn([join(settings.bin_dir, command), ...args], { stdout: "pipe", stderr: "pipe", env });
     const timer = setTimeout(() => proc.kill("SIGKILL"), COMMAND_TIMEOUT_MS);
-    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
     clearTimeout(timer);
-    if (code === 0) return { ok: true, stdout };
-    return { ok: false, error: stderr.trim().split("\n").slice(-3).join(" ") || `${command} exited ${code}` };
+    if (code === 0) return ok(stdout);
+    return fail(stderr.trim().split("\n").slice(-3).join(" ") || `${command} exited ${code}`);
   };
   return {
     /** Submits a batch script; the job id, or Slurm's refusal. */
-    async submit(script: string, options: string[]): Promise<{ ok: true; jobId: string } | { ok: false; error: string }> {
+    async submit(script: string, options: string[]): Promise<Result<string>> {
       const res = await run("sbatch", ["--parsable", ...placementOf(settings), ...options, script]);
       if (!res.ok) return res;
       // --parsable prints "<id>" or "<id>;<cluster>".
-      const jobId = res.stdout.trim().split(";")[0] ?? "";
-      return /^\d+$/.test(jobId) ? { ok: true, jobId } : { ok: false, error: `sbatch printed no job id: ${res.stdout.trim()}` };
+      const jobId = res.value.trim().split(";")[0] ?? "";
+      return /^\d+$/.test(jobId) ? ok(jobId) : fail(`sbatch printed no job id: ${res.value.trim()}`);
     },
     /** Whether Slurm would take such a job (a partition, account and gres it knows), without submitting it. */
-    async wouldTake(options: string[]): Promise<CommandResult> {
+    async wouldTake(options: string[]): Promise<Result<string>> {
       return run("sbatch", ["--test-only", ...placementOf(settings), ...options, "--wrap=true"]);
     },
-    async state(jobId: string): Promise<JobState | null | { error: string }> {
+    // The job's state; null once Slurm has forgotten it.
+    async state(jobId: string): Promise<Result<JobState | null>> {
       const res = await run("scontrol", ["show", "job", "-o", jobId]);
-      if (!res.ok) return /Invalid job id/i.test(res.error) ? null : { error: res.error };
-      const fields = parseFields(res.stdout);
-      return { state: (fields.JobState ?? "UNKNOWN").split("+")[0]!, reason: fields.Reason ?? "None", exitCode: fields.ExitCode ?? "" };
+      if (!res.ok) return /Invalid job id/i.test(res.error) ? ok(null) : res;
+      const fields = parseFields(res.value);
+      const state = (fields.JobState ?? "UNKNOWN").split("+")[0]!;
+      return ok({ state, reason: fields.Reason ?? "None", exitCode: fields.ExitCode ?? "" });
     },
     /** A signal to every process of the job (--full: the batch script and all it started), or cancels a pending job. */
-    async signal(jobId: string, signal: "TERM" | "KILL" | null): Promise<CommandResult> {
+    async signal(jobId: string, signal: "TERM" | "KILL" | null): Promise<Result<string>> {
       return run("scancel", signal === null ? [jobId] : ["--full", `--signal=${signal}`, jobId]);
     },
     /** The job Slurm knows by this name, or null: how a job submitted just before a crash is found again. */
-    async byName(name: string): Promise<string | null | { error: string }> {
+    async byName(name: string): Promise<Result<string | null>> {
       const res = await run("squeue", ["--noheader", `--name=${name}`, "--format=%i"]);
-      if (!res.ok) return { error: res.error };
-      return res.stdout.trim().split("\n").find((line) => /^\d+$/.test(line.trim()))?.trim() ?? null;
+      if (!res.ok) return res;
+      return ok(res.value.trim().split("\n").find((line) => /^\d+$/.test(line.trim()))?.trim() ?? null);
     },
     /** The cluster's nodes with their GPUs by type (--details adds GresUsed), or why scontrol could not say. */
-    async nodes(): Promise<{ ok: true; nodes: SlurmNode[] } | { ok: false; error: string }> {
+    async nodes(): Promise<Result<SlurmNode[]>> {
       const res = await run("scontrol", ["--details", "show", "node", "-o"]);
       if (!res.ok) return res;
-      const lines = res.stdout.split("\n").filter((line) => line.trim() !== "");
-      return { ok: true, nodes: lines.map(parseFields).map(nodeOf) };
+      const lines = res.value.split("\n").filter((line) => line.trim() !== "");
+      return ok(lines.map(parseFields).map(nodeOf));
     },
   };
 }

@@ -1,6 +1,7 @@
 import { Database } from "bun:sqlite";
 import { ACTIVE_STATUSES, type JobStatus, type Outcome, type StopReason } from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
+import { fail, ok, type Result } from "../result.ts";
 import { SCHEMA } from "./schema.sql.ts";
 
 export interface JobRow {
@@ -98,10 +99,8 @@ export interface NewJob {
   maxActive?: number;
 }
 
-export type Claim =
-  | { inserted: true; superseded: string[] }
-  | { inserted: false; activeId: string }
-  | { inserted: false; resumedBy: string };
+/** The slot, with the saved states the claim superseded; or who holds it (or resumed the same state first). */
+export type Claim = Result<{ superseded: string[] }, { activeId: string } | { resumedBy: string }>;
 
 export type LossPoint = [step: number, loss: number | null];
 
@@ -254,7 +253,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         resume_step: resumes?.step ?? null, resume_state: resumes?.state ?? null, samples: job.samples ?? null,
         max_active: job.maxActive ?? 1,
       });
-      if (res.changes !== 1) return { inserted: false, activeId: activeQuery.get()?.id ?? "unknown" };
+      if (res.changes !== 1) return fail({ activeId: activeQuery.get()?.id ?? "unknown" });
       if (resumes && linkResume.run(job.id, resumes.id).changes !== 1) {
         throw new ResumeTaken(resumedBy.get(resumes.id)?.resumed_by ?? "unknown");
       }
@@ -263,14 +262,14 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         : holdersOf.all(job.outputFile, job.id).filter((h) => h.id !== resumes?.id);
       const why = `superseded by job ${job.id}, a new run of the same output`;
       for (const holder of superseded) dropResume.run(why, holder.id);
-      return { inserted: true, superseded: superseded.map((h) => h.resume_state) };
+      return ok({ superseded: superseded.map((h) => h.resume_state) });
     });
     try {
       const claim = tx.immediate();
-      if (claim.inserted) bump(null, "starting");
+      if (claim.ok) bump(null, "starting");
       return claim;
     } catch (err) {
-      if (err instanceof ResumeTaken) return { inserted: false, resumedBy: err.by };
+      if (err instanceof ResumeTaken) return fail({ resumedBy: err.by });
       throw err;
     }
   };
@@ -302,7 +301,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     },
     // A job alive in its directory but missing from the database: recorded again, as it began.
     insertRecovered(job: NewJob): boolean {
-      return write(() => insertIdle(job).inserted);
+      return write(() => insertIdle(job).ok);
     },
     // What a run's saved states allow now; written at each verified checkpoint and at the end.
     saveResumePoint(id: string, point: ResumePoint): boolean {

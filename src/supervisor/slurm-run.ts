@@ -48,13 +48,13 @@ export async function startSlurmRun(ctx: RunContext, launch: LaunchFile, job: Jo
   ]);
   if (!submitted.ok) throw new Error(`Slurm refused the batch job: ${submitted.error}`);
   try {
-    ctx.store.markSlurm(ctx.id, submitted.jobId);
+    ctx.store.markSlurm(ctx.id, submitted.value);
   } catch (err) {
-    await plan.slurm.signal(submitted.jobId, null);
+    await plan.slurm.signal(submitted.value, null);
     throw err;
   }
-  ctx.log.info("submitted to Slurm", { job_id: ctx.id, slurm_job_id: submitted.jobId, gres: plan.gres });
-  return supervise(ctx, slurmPlacement(ctx, submitted.jobId, plan), null);
+  ctx.log.info("submitted to Slurm", { job_id: ctx.id, slurm_job_id: submitted.value, gres: plan.gres });
+  return supervise(ctx, slurmPlacement(ctx, submitted.value, plan), null);
 }
 
 // A job recorded without its Slurm id (the worker stopped between sbatch and the record) is found by its name.
@@ -79,8 +79,9 @@ function slurmPlacement(ctx: RunContext, recordedId: string | null, plan: SlurmP
   let running = false;
   let jobId = recordedId;
   const find = async (): Promise<string | null> => {
-    const found = await slurm.byName(slurmJobName(ctx.id));
-    if (found === null || typeof found === "object") return null;
+    const named = await slurm.byName(slurmJobName(ctx.id));
+    const found = named.ok ? named.value : null;
+    if (found === null) return null;
     ctx.log.info("found the run's Slurm job by its name", { job_id: ctx.id, slurm_job_id: found });
     try {
       ctx.store.markSlurm(ctx.id, found);
@@ -93,11 +94,10 @@ function slurmPlacement(ctx: RunContext, recordedId: string | null, plan: SlurmP
     jobId ??= await find();
     if (jobId === null) return null;
     const state = await slurm.state(jobId);
-    if (state !== null && "error" in state) {
-      ctx.log.warn("could not read the Slurm job's state; asking again", { job_id: ctx.id, slurm_job_id: jobId, error: state.error });
-      return "unknown";
-    }
-    return state;
+    if (state.ok) return state.value;
+    const error = state.error;
+    ctx.log.warn("could not read the Slurm job's state; asking again", { job_id: ctx.id, slurm_job_id: jobId, error });
+    return "unknown";
   };
   const exit = new Promise<ExitWatch>((resolve) => {
     const tick = async () => {
