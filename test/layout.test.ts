@@ -61,3 +61,28 @@ describe("the folders of src/ form floors", () => {
     expect(findCycle(graph)).toEqual(["a", "b", "c", "a"]);
   });
 });
+
+const MAX_COLUMNS = 120;
+
+// Every line of src/ (code, the status page, its inline script and style) fits 120 columns.
+function longLines(files: Array<[path: string, text: string]>): string[] {
+  return files.flatMap(([path, text]) =>
+    text.split("\n").flatMap((line, i) => (line.length > MAX_COLUMNS ? [`${path}:${i + 1} (${line.length})`] : [])),
+  );
+}
+
+describe("one voice", () => {
+  test(`no line of src/ is longer than ${MAX_COLUMNS} columns`, () => {
+    const files = readdirSync(SRC, { recursive: true, encoding: "utf8" })
+      .filter((f) => f.endsWith(".ts") || f.endsWith(".html"))
+      .map((f): [string, string] => [relative(REPO, join(SRC, f)), readFileSync(join(SRC, f), "utf8")]);
+    expect(files.length).toBeGreaterThan(50);
+    expect(longLines(files)).toEqual([]);
+  });
+
+  test("contrast: a line one column too long is named with its place", () => {
+    const text = `${"x".repeat(MAX_COLUMNS)}\n${"y".repeat(MAX_COLUMNS + 1)}\n`;
+    expect(longLines([["src/a.ts", text]])).toEqual(["src/a.ts:2 (121)"]);
+  });
+});
+

@@ -19,7 +19,9 @@ import {
 import { type JobRow, type JobStore, StoreWriteFailed } from "../store/job-store.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
-import { DatasetChanged, diskShortfall, type DiskShortfall, linkSnapshot, readCopy, type Snapshot, snapshotDataset } from "./snapshot.ts";
+import {
+  DatasetChanged, diskShortfall, type DiskShortfall, linkSnapshot, readCopy, type Snapshot, snapshotDataset,
+} from "./snapshot.ts";
 import { isActive } from "../job.ts";
 import { unusableState } from "../supervisor/checkpoints.ts";
 

@@ -23,7 +23,9 @@ export interface JobState {
 }
 
 // States in which the job's processes may still run (or are about to).
-const LIVE_STATES = new Set(["PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT"]);
+const LIVE_STATES = new Set([
+  "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT",
+]);
 // A command that does not answer within this is treated as failed (and retried by the caller's next look).
 const COMMAND_TIMEOUT_MS = 15_000;
 
@@ -101,7 +103,9 @@ function nodeOf(fields: Record<string, string>): SlurmNode {
   const gres = fields.Gres ?? "";
   const used = fields.GresUsed ?? "";
   const allocated = gpuCounts(used);
-  const gpus = [...gpuCounts(gres)].map(([type, total]) => ({ type: type === "" ? null : type, total, allocated: allocated.get(type) ?? 0 }));
+  const gpus = [...gpuCounts(gres)].map(([type, total]) => ({
+    type: type === "" ? null : type, total, allocated: allocated.get(type) ?? 0,
+  }));
   return { name: fields.NodeName ?? "", state: fields.State ?? "", gpus, gres, gres_used: used };
 }
 
@@ -133,7 +137,8 @@ function slurmEnv(): Record<string, string> {
 /** `Key=Value Key=Value ...` as scontrol -o prints it; a value runs to the next ` Key=`. */
 export function parseFields(line: string): Record<string, string> {
   const fields: Record<string, string> = {};
-  for (const match of line.trim().matchAll(/(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(.*?)(?=\s[A-Za-z][A-Za-z0-9_:/]*=|$)/g)) {
+  const field = /(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(.*?)(?=\s[A-Za-z][A-Za-z0-9_:/]*=|$)/g;
+  for (const match of line.trim().matchAll(field)) {
     fields[match[1]!] = match[2]!;
   }
   return fields;

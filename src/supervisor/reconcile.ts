@@ -4,7 +4,9 @@ import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
 import { readExit, readJobFile, readShim, readTrainer, SLURM_SCRIPT } from "./job-dir.ts";
-import { markedProcesses, identify, isSameProcess, readBootId, readProcStat, type ProcessIdentity } from "../os/proc.ts";
+import {
+  identify, isSameProcess, markedProcesses, type ProcessIdentity, readBootId, readProcStat,
+} from "../os/proc.ts";
 import type { Identities, PendingStop } from "./run.ts";
 import { sweepStrays } from "../os/terminate.ts";
 
@@ -41,18 +43,23 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
     }
     const verdict = judge(job, bootId, marked.get(job.id) ?? []);
     if (typeof verdict === "object") {
-      deps.log.info("re-adopting job after restart", { job_id: job.id, shim_pid: verdict.shim?.pid ?? null, pid: verdict.trainer?.pid ?? null });
+      const pids = { shim_pid: verdict.shim?.pid ?? null, pid: verdict.trainer?.pid ?? null };
+      deps.log.info("re-adopting job after restart", { job_id: job.id, ...pids });
       recordIdentities(deps, job.id, verdict);
       adopt({ row: job, ids: verdict, pendingStop: pendingStopOf(job, deps.now), onSlurm: false });
       continue;
     }
-    const error = verdict === "host_rebooted" ? "the host rebooted while this job ran; its trainer is gone" : "the worker restarted while this job ran and its trainer was no longer running; its exit status was not recorded";
+    const error = verdict === "host_rebooted"
+      ? "the host rebooted while this job ran; its trainer is gone"
+      : "the worker restarted while this job ran and its trainer was no longer running; " +
+        "its exit status was not recorded";
     try {
       deps.store.finish(job.id, failedOutcome(verdict, error), deps.now().toISOString());
       deps.log.warn("failed job after restart", { job_id: job.id, error_code: verdict });
     } catch (err) {
       // Left active, the job keeps new trains out until a restart with a writable state dir records it.
-      deps.log.error("could not record a job that ended while the worker was away", { job_id: job.id, error_code: verdict, error: (err as Error).message });
+      const fields = { job_id: job.id, error_code: verdict, error: (err as Error).message };
+      deps.log.error("could not record a job that ended while the worker was away", fields);
     }
   }
   for (const [id, pids] of marked) {
@@ -70,7 +77,9 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
   }
 }
 
-function judge(job: JobRow, bootId: string | null, marked: number[]): Identities | "host_rebooted" | "worker_restarted" {
+type Verdict = Identities | "host_rebooted" | "worker_restarted";
+
+function judge(job: JobRow, bootId: string | null, marked: number[]): Verdict {
   // The job directory is where its log lives; the record keeps the log's path.
   const dir = dirname(job.log_path);
   const shim = liveShim(job, dir, marked);
@@ -85,7 +94,8 @@ function recover(deps: ReconcileDeps, id: string, dir: string, marked: number[])
   const file = readJobFile(dir);
   if (file === null || deps.store.get(id) !== null) return null;
   const inserted = deps.store.insertRecovered({
-    id, request: file.request, requestHash: file.request_hash, idempotencyKey: file.idempotency_key, admissionWarning: file.admission_warning,
+    id, request: file.request, requestHash: file.request_hash, idempotencyKey: file.idempotency_key,
+    admissionWarning: file.admission_warning,
     simulated: file.simulated, now: file.created_at, logPath: join(dir, "train.log"), totalSteps: null, dataset: null,
   });
   if (!inserted) return null;

@@ -7,7 +7,9 @@ import { join } from "node:path";
 import { writeJsonAtomic } from "../fs.ts";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
 import { isLive, type JobState, type SlurmClient } from "../os/slurm.ts";
-import { type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit, SLURM_SCRIPT } from "./job-dir.ts";
+import {
+  type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit, SLURM_SCRIPT,
+} from "./job-dir.ts";
 import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
 import { supervise } from "./supervise.ts";
 
@@ -29,7 +31,8 @@ export const slurmJobName = (id: string) => `lora-worker-${id}`;
 
 // What the run asks of Slurm; nothing of the worker's environment; a node failure ends the run (NODE_FAIL) instead
 // of starting it over.
-const resourceOptions = (plan: SlurmPlan) => [`--gres=${plan.gres}`, `--time=${plan.timeMinutes}`, "--export=NONE", "--no-requeue"];
+const resourceOptions = (plan: SlurmPlan) =>
+  [`--gres=${plan.gres}`, `--time=${plan.timeMinutes}`, "--export=NONE", "--no-requeue"];
 
 /** Why Slurm would refuse the run (an unknown partition, account or gres), asked before anything is recorded. */
 export async function slurmRefusal(plan: SlurmPlan): Promise<string | null> {
@@ -37,14 +40,17 @@ export async function slurmRefusal(plan: SlurmPlan): Promise<string | null> {
   return answer.ok ? null : answer.error;
 }
 
-export async function startSlurmRun(ctx: RunContext, launch: LaunchFile, job: JobFile, shimCommand: string[], plan: SlurmPlan): Promise<Run> {
+export async function startSlurmRun(
+  ctx: RunContext, launch: LaunchFile, job: JobFile, shimCommand: string[], plan: SlurmPlan,
+): Promise<Run> {
   writeJsonAtomic(jobFilePath(ctx.dir), job);
   writeJsonAtomic(launchPath(ctx.dir), launch);
   closeSync(openSync(ctx.logPath, "a", 0o640));
   const script = join(ctx.dir, SLURM_SCRIPT);
   writeFileSync(script, batchScript(ctx, shimCommand), { mode: 0o750 });
   const submitted = await plan.slurm.submit(script, [
-    `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.dir}`, `--output=${join(ctx.dir, SLURM_OUT)}`, ...resourceOptions(plan),
+    `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.dir}`, `--output=${join(ctx.dir, SLURM_OUT)}`,
+    ...resourceOptions(plan),
   ]);
   if (!submitted.ok) throw new Error(`Slurm refused the batch job: ${submitted.error}`);
   try {
@@ -58,7 +64,9 @@ export async function startSlurmRun(ctx: RunContext, launch: LaunchFile, job: Jo
 }
 
 // A job recorded without its Slurm id (the worker stopped between sbatch and the record) is found by its name.
-export function adoptSlurmRun(ctx: RunContext, slurmJobId: string | null, plan: SlurmPlan, pending: PendingStop | null): Run {
+export function adoptSlurmRun(
+  ctx: RunContext, slurmJobId: string | null, plan: SlurmPlan, pending: PendingStop | null,
+): Run {
   return supervise(ctx, slurmPlacement(ctx, slurmJobId, plan), pending);
 }
 
@@ -149,8 +157,8 @@ function slurmPlacement(ctx: RunContext, recordedId: string | null, plan: SlurmP
       await slurm.signal(id, waiting ? null : "TERM");
       if (await ended(graceMs)) return false;
       const killed = await slurm.signal(id, "KILL");
-      if (!(await ended(KILL_WAIT_MS))) throw new Error(`Slurm job ${jobId} is still live after SIGKILL${killed.ok ? "" : `: ${killed.error}`}`);
-      return true;
+      if (await ended(KILL_WAIT_MS)) return true;
+      throw new Error(`Slurm job ${jobId} is still live after SIGKILL${killed.ok ? "" : `: ${killed.error}`}`);
     },
     async clear() {
       if (!(await ended(KILL_WAIT_MS))) throw new Error(`Slurm job ${jobId} is still live after its end`);
@@ -162,8 +170,14 @@ function slurmPlacement(ctx: RunContext, recordedId: string | null, plan: SlurmP
 const VERDICTS: Record<string, (jobId: string) => ExitWatch> = {
   // Not by this worker, whose cancel is recorded first and so reads as cancelled.
   CANCELLED: (id) => ({ scheduler: "CANCELLED", detail: `Slurm job ${id} was cancelled outside the worker (scancel)` }),
-  TIMEOUT: (id) => ({ scheduler: "TIMEOUT", detail: `Slurm stopped the run at its time limit (job ${id}, sbatch --time from watchdog.tier_timeout_seconds)` }),
-  OUT_OF_MEMORY: (id) => ({ scheduler: "OUT_OF_MEMORY", detail: `Slurm reports the run ran out of host memory (job ${id}, OUT_OF_MEMORY)` }),
+  TIMEOUT: (id) => ({
+    scheduler: "TIMEOUT",
+    detail: `Slurm stopped the run at its time limit (job ${id}, sbatch --time from watchdog.tier_timeout_seconds)`,
+  }),
+  OUT_OF_MEMORY: (id) => ({
+    scheduler: "OUT_OF_MEMORY",
+    detail: `Slurm reports the run ran out of host memory (job ${id}, OUT_OF_MEMORY)`,
+  }),
   NODE_FAIL: (id) => ({ scheduler: "NODE_FAIL", detail: `the node running it failed (Slurm job ${id}, NODE_FAIL)` }),
 };
 
@@ -175,7 +189,10 @@ function endOf(ctx: RunContext, jobId: string, state: JobState | null): ExitWatc
   const recorded = readExit(ctx.dir);
   if (recorded !== null) return recorded;
   if (state?.state === "FAILED") {
-    return { spawn_error: `Slurm job ${jobId} failed (ExitCode=${state.exitCode}) before its shim recorded anything: ${tail(join(ctx.dir, SLURM_OUT))}`, ended_at: ctx.now().toISOString() };
+    const output = tail(join(ctx.dir, SLURM_OUT));
+    const spawn_error =
+      `Slurm job ${jobId} failed (ExitCode=${state.exitCode}) before its shim recorded anything: ${output}`;
+    return { spawn_error, ended_at: ctx.now().toISOString() };
   }
   return { lost: true };
 }

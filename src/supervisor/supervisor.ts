@@ -63,7 +63,9 @@ export function createSupervisor(deps: SupervisorDeps) {
     const paths = jobPaths(config.state_dir, row.id);
     const startedAt = Date.parse(row.started_at ?? row.created_at);
     // On Slurm the tier's bound is its --time, counted by Slurm from the start, not from the time in its queue.
-    const deadline = onSlurm ? Number.POSITIVE_INFINITY : startedAt + config.watchdog.tier_timeout_seconds[request.tier] * 1000;
+    const bound = config.watchdog.tier_timeout_seconds[request.tier] * 1000;
+    const deadline = onSlurm ? Number.POSITIVE_INFINITY : startedAt + bound;
+    const knownSamples = row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]);
     return {
       id: row.id, dir: paths.dir, logPath: paths.log, outputFile, store, now, log,
       graceMs: config.trainer.cancel_grace_seconds * 1000,
@@ -74,7 +76,7 @@ export function createSupervisor(deps: SupervisorDeps) {
       resumedAt: row.resumed_from_step ?? 0,
       checkpoints: row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]),
       pauseRequested: row.pause_requested_at !== null,
-      samples: (request.samples ?? 0) > 0 ? { known: row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]), sinceMs: Date.parse(row.created_at) } : null,
+      samples: (request.samples ?? 0) > 0 ? { known: knownSamples, sinceMs: Date.parse(row.created_at) } : null,
       memoryEvents: deps.memoryEvents ?? null,
       changed: () => notify(row.id),
     };
@@ -100,7 +102,9 @@ export function createSupervisor(deps: SupervisorDeps) {
           admission_warning: row.admission_warning, simulated: row.simulated === 1, created_at: row.created_at,
         };
         const ctx = contextFor(row, outputFile, slurm !== null);
-        track(await (slurm ? startSlurmRun(ctx, launch, job, deps.selfCommand, slurmPlan(request.tier, device)) : startRun(ctx, launch, job, deps.selfCommand)));
+        track(await (slurm
+          ? startSlurmRun(ctx, launch, job, deps.selfCommand, slurmPlan(request.tier, device))
+          : startRun(ctx, launch, job, deps.selfCommand)));
       } finally {
         launches.delete(row.id);
       }
@@ -114,12 +118,16 @@ export function createSupervisor(deps: SupervisorDeps) {
     // The slot stays claimed until the failure is on record; a state dir that cannot take it is retried.
     async recordSpawnFailure(id: string, error: string): Promise<void> {
       log.error("spawn failed", { job_id: id, error });
-      await writeUntilDone(createWriteGuard(log, id), "spawn failure", () => store.finish(id, failedOutcome("spawn_failed", error), now().toISOString()));
+      const outcome = failedOutcome("spawn_failed", error);
+      const guard = createWriteGuard(log, id);
+      await writeUntilDone(guard, "spawn failure", () => store.finish(id, outcome, now().toISOString()));
     },
 
     // A process of a job of this state dir that no run of ours follows: it may hold the GPU, so nothing starts.
     unsupervisedJob(): string | null {
-      for (const id of markedProcesses().keys()) if (!runs.has(id) && !launches.has(id) && existsSync(jobPaths(config.state_dir, id).dir)) return id;
+      for (const id of markedProcesses().keys()) {
+        if (!runs.has(id) && !launches.has(id) && existsSync(jobPaths(config.state_dir, id).dir)) return id;
+      }
       return null;
     },
 
@@ -178,7 +186,9 @@ export function createSupervisor(deps: SupervisorDeps) {
       const [progress, reason] = [run.progress(), run.queued()];
       const last = lives.get(run);
       if (last?.progress === progress && last.live.queue_reason === reason) return last.live;
-      const live: LiveProgress = reason === null ? { ...progress, queue_reason: null } : { ...progress, phase: "queued", queue_reason: reason };
+      const live: LiveProgress = reason === null
+        ? { ...progress, queue_reason: null }
+        : { ...progress, phase: "queued", queue_reason: reason };
       lives.set(run, { progress, live });
       return live;
     },
@@ -210,7 +220,8 @@ export function createSupervisor(deps: SupervisorDeps) {
           const ctx = contextFor(row, outputFile, onSlurm);
           if (!onSlurm) return track(adoptRun(ctx, ids, pendingStop));
           slurmForAdoption ??= createSlurmClient(config.slurm);
-          track(adoptSlurmRun(ctx, row.slurm_job_id, slurmPlan(request.tier, deviceOf(request), slurmForAdoption), pendingStop));
+          const plan = slurmPlan(request.tier, deviceOf(request), slurmForAdoption);
+          track(adoptSlurmRun(ctx, row.slurm_job_id, plan, pendingStop));
         } catch (err) {
           log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
         }
