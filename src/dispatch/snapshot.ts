@@ -14,7 +14,7 @@ const CHUNK = 1024 * 1024;
 export interface Snapshot {
   files: number;
   bytes: number;
-  /** sha256 over each file's relative path, size and sha256, in path order: equal datasets, equal hashes. */
+  // sha256 over each file's relative path, size and sha256, in path order: equal datasets, equal hashes.
   sha256: string;
 }
 

@@ -134,8 +134,8 @@ function slurmEnv(): Record<string, string> {
   return conf === undefined ? {} : { SLURM_CONF: conf };
 }
 
-/** `Key=Value Key=Value ...` as scontrol -o prints it; a value runs to the next ` Key=`. */
-export function parseFields(line: string): Record<string, string> {
+// `Key=Value Key=Value ...` as scontrol -o prints it; a value runs to the next ` Key=`.
+function parseFields(line: string): Record<string, string> {
   const fields: Record<string, string> = {};
   const field = /(?:^|\s)([A-Za-z][A-Za-z0-9_:/]*)=(.*?)(?=\s[A-Za-z][A-Za-z0-9_:/]*=|$)/g;
   for (const match of line.trim().matchAll(field)) {

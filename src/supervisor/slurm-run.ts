@@ -15,7 +15,7 @@ import { supervise } from "./supervise.ts";
 
 export interface SlurmPlan {
   slurm: SlurmClient;
-  /** What the run asks of Slurm: the device's gres and the tier's time limit. */
+  // What the run asks of Slurm: the device's gres and the tier's time limit.
   gres: string;
   timeMinutes: number;
   pollMs: number;
@@ -34,7 +34,7 @@ export const slurmJobName = (id: string) => `lora-worker-${id}`;
 const resourceOptions = (plan: SlurmPlan) =>
   [`--gres=${plan.gres}`, `--time=${plan.timeMinutes}`, "--export=NONE", "--no-requeue"];
 
-/** Why Slurm would refuse the run (an unknown partition, account or gres), asked before anything is recorded. */
+// Why Slurm would refuse the run (an unknown partition, account or gres), asked before anything is recorded.
 export async function slurmRefusal(plan: SlurmPlan): Promise<string | null> {
   const answer = await plan.slurm.wouldTake(resourceOptions(plan));
   return answer.ok ? null : answer.error;
