@@ -19,14 +19,10 @@ export interface RunFacts {
   tagFrequency: Record<string, Record<string, number>>;
 }
 
-// What accelerate and sd-scripts' hook name the files of a state folder.
-export const STATE_FILES = {
-  trainState: "train_state.json",
-  model: "model.safetensors",
-  optimizer: "optimizer.bin",
-  scheduler: "scheduler.bin",
-  randomStates: "random_states_0.pkl",
-};
+// What accelerate and sd-scripts' hook name the files of a state folder; torch.save's archives in the order they
+// are written, the random states last.
+export const [TRAIN_STATE, MODEL_STATE] = ["train_state.json", "model.safetensors"];
+export const TORCH_ARCHIVES = ["optimizer.bin", "scheduler.bin", "random_states_0.pkl"];
 // A handful of real SDXL LoRA modules: [name, in features, out features].
 const MODULES: ReadonlyArray<[string, number, number]> = [
   ["lora_unet_input_blocks_4_1_transformer_blocks_0_attn1_to_q", 640, 640],
@@ -124,11 +120,9 @@ function loraMetadata(args: ScriptArgs, run: RunFacts, steps: number, epoch: num
 async function saveState(args: ScriptArgs, dir: string, epoch: number, step: number): Promise<void> {
   await mkdir(dir, { recursive: true });
   // json.dump's default separators.
-  await Bun.write(join(dir, STATE_FILES.trainState), `{"current_epoch": ${epoch}, "current_step": ${step}}`);
-  await Bun.write(join(dir, STATE_FILES.model), new Blob(safetensorsParts(networkTensors(args), { format: "pt" })));
-  for (const file of [STATE_FILES.optimizer, STATE_FILES.scheduler, STATE_FILES.randomStates]) {
-    await Bun.write(join(dir, file), EMPTY_ZIP);
-  }
+  await Bun.write(join(dir, TRAIN_STATE), `{"current_epoch": ${epoch}, "current_step": ${step}}`);
+  await Bun.write(join(dir, MODEL_STATE), new Blob(safetensorsParts(networkTensors(args), { format: "pt" })));
+  for (const file of TORCH_ARCHIVES) await Bun.write(join(dir, file), EMPTY_ZIP);
 }
 
 // The step saved `keep` steps before, rounded down to a saved step, in Python's arithmetic (% floors), goes.

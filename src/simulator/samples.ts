@@ -65,11 +65,9 @@ async function readPrompts(file: string): Promise<PromptDict[] | string> {
   return Array.isArray(prompts) && prompts.every(dict) ? (prompts as PromptDict[]) : "AssertionError";
 }
 
-// time.strftime("%Y%m%d%H%M%S", time.localtime()).
+// time.strftime("%Y%m%d%H%M%S", time.localtime()): Sweden's locale writes local time as ISO 8601 does.
 function timestamp(io: Io): string {
-  const at = new Date(io.wallClock() * 1000);
-  const parts = [at.getFullYear(), at.getMonth() + 1, at.getDate(), at.getHours(), at.getMinutes(), at.getSeconds()];
-  return parts.map((part) => String(part).padStart(2, "0")).join("");
+  return new Date(io.wallClock() * 1000).toLocaleString("sv-SE").replace(/\D/g, "");
 }
 
 // A PNG: the signature, then chunks, each its big-endian data length, type, data and the CRC-32 of type and

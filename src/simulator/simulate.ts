@@ -16,7 +16,7 @@ import { seededRandom, type Io, type Trainer } from "./io.ts";
 import { readKnobs, type Knobs, type StepFailure } from "./knobs.ts";
 import { readRecordedLog, replayRun, type RecordedLine } from "./replay.ts";
 import { sampleImages } from "./samples.ts";
-import { announceTraining, cacheInputs, loadDatasets, loadState, resumePoint } from "./stages.ts";
+import { announceTraining, cacheLatents, loadDatasets, loadState, resumePoint } from "./stages.ts";
 import type { ResumePoint, TrainingPlan } from "./stages.ts";
 import { ProgressBar } from "./tqdm.ts";
 
@@ -101,7 +101,7 @@ async function train(trainer: Trainer, knobs: Knobs, configPath: string, modelPa
     return raise(io, `ValueError: The provided ${why} Please check the parameter.`);
   }
   await io.sleep(knobs.secondsPerStep);
-  await cacheInputs(trainer, datasets.value, knobs.secondsPerStep);
+  await cacheLatents(trainer, datasets.value, knobs.secondsPerStep);
   const resumed = args.resume === null ? ok(0) : loadState(args.resume);
   if (!resumed.ok) return raise(io, resumed.error);
   const plan = announceTraining(io, datasets.value, args.max_train_steps);
@@ -140,7 +140,7 @@ async function trainingLoop(trainer: Trainer, knobs: Knobs, run: RunFacts, start
       // sd-scripts unpauses after every step, but at real step times only sampling moves the clock.
       if (sampled === "sampled") bar.unpause();
       await saveStepCheckpoint(trainer, run, globalStep, epoch);
-      bar.setLoss(loss(globalStep, epoch === 0 ? null : step));
+      bar.setLoss(loss(globalStep));
     }
   }
   await saveFinal(trainer, run, globalStep);
@@ -148,21 +148,17 @@ async function trainingLoop(trainer: Trainer, knobs: Knobs, run: RunFacts, start
   return 0;
 }
 
-// sd-scripts' LossRecorder: epoch 1 averages every loss so far, later epochs a window one epoch long (the loss
-// at the same step is replaced, a gap counts as 0); a NaN (from nan@N on) never leaves the running total.
+// avr_loss, the mean of the run's losses so far (sd-scripts' LossRecorder keeps a window of one epoch after the
+// first, a finer curve nothing reads); a NaN (from nan@N on) never leaves it.
 function lossCurve(plan: TrainingPlan, seed: number, strikes: StepFailure[]) {
   const random = seededRandom(seed);
   const nanFrom = Math.min(...strikes.map((strike) => (strike.kind === "nan" ? strike.step : Infinity)));
-  const window: number[] = [];
-  let total = 0;
-  return (globalStep: number, slot: number | null): number => {
+  let [total, count] = [0, 0];
+  return (globalStep: number): number => {
     const decay = Math.exp((-LOSS_DECAY_PER_RUN * globalStep) / Math.max(1, plan.totalSteps));
     const loss = (LOSS_FLOOR + LOSS_EARLY_EXCESS * decay) * (0.35 + 1.3 * random());
-    const value = globalStep >= nanFrom ? Number.NaN : loss;
-    const at = slot ?? window.length;
-    total = total - (window[at] ?? 0) + value;
-    window[at] = value;
-    return total / window.length;
+    total += globalStep >= nanFrom ? Number.NaN : loss;
+    return total / ++count;
   };
 }
 

@@ -10,7 +10,7 @@ import { basename, extname, join } from "node:path";
 import { z } from "zod";
 import { readJsonOrNull, statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
-import { STATE_FILES } from "./checkpoint.ts";
+import { MODEL_STATE, TORCH_ARCHIVES, TRAIN_STATE } from "./checkpoint.ts";
 import { print, pyStrRepr, type Io, type Trainer } from "./io.ts";
 import { tickThrough } from "./tqdm.ts";
 
@@ -46,7 +46,7 @@ const Resolution = z.union([Size, z.tuple([Size, Size])]);
 const DatasetTable = z.object({ resolution: Resolution, batch_size: Size.default(1), subsets: z.array(Subset) });
 const DatasetConfig = z.object({ datasets: z.array(DatasetTable).min(1) });
 // What load_state opens; a state without its random states loads all the same.
-const LOADED_FILES = [STATE_FILES.model, STATE_FILES.optimizer, STATE_FILES.scheduler];
+const LOADED_FILES = [MODEL_STATE, ...TORCH_ARCHIVES.slice(0, -1)];
 const STEPS_LEFT_ASSERTION =
   "AssertionError: max_train_steps should be greater than initial step / " +
   "max_train_stepsは初期ステップより大きい必要があります";
@@ -61,18 +61,15 @@ export async function loadDatasets(path: string, captionExtension: string): Prom
   return ok(await Promise.all(config.data.datasets.map((d) => readDataset(d, captionExtension))));
 }
 
-// One bar per dataset and cache, each taking `seconds` (train_util.py new_cache_latents and friends).
-export async function cacheInputs({ io, args }: Trainer, datasets: Dataset[], seconds: number): Promise<void> {
+// One bar per dataset, each taking `seconds` (train_util.py new_cache_latents). Caching the text encoder's outputs
+// would only add another bar: the caching phase has begun.
+export async function cacheLatents({ io, args }: Trainer, datasets: Dataset[], seconds: number): Promise<void> {
   for (const { imagePaths } of args.cache_latents ? datasets : []) {
     print(io, "caching latents...");
     await tickThrough(io, imagePaths.length, seconds);
     // --cache_latents_to_disk: one .npz beside each image, where the next run would look for it.
     if (!args.cache_latents_to_disk) continue;
     await Promise.all(imagePaths.map((image) => Bun.write(`${stem(image)}.npz`, "simulated latents\n")));
-  }
-  for (const dataset of args.cache_text_encoder_outputs ? datasets : []) {
-    print(io, "caching Text Encoder outputs...");
-    await tickThrough(io, Math.ceil(dataset.imagePaths.length / dataset.batchSize), seconds);
   }
 }
 
@@ -81,7 +78,7 @@ export function loadState(dir: string): Result<number> {
   if (!statOrNull(dir)?.isDirectory()) return fail(`ValueError: Tried to find ${dir} but folder does not exist`);
   const missing = LOADED_FILES.map((file) => join(dir, file)).find((path) => !existsSync(path));
   if (missing !== undefined) return fail(`${NOT_FOUND} ${pyStrRepr(missing)}`);
-  const trainState = join(dir, STATE_FILES.trainState);
+  const trainState = join(dir, TRAIN_STATE);
   if (!existsSync(trainState)) return ok(0);
   // load_model_hook: a KeyError for a file without a whole step in it.
   const step = readJsonOrNull<{ current_step?: unknown }>(trainState)?.current_step;
