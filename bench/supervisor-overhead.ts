@@ -1,5 +1,5 @@
 // Issue 8 item 2: the worker's own CPU time (utime+stime of its pid in /proc/<pid>/stat, not the shim's nor the
-// trainer's) over wall time while a job trains, at a realistic pace (the simulator, 10 steps/s) and under a flood
+// trainer's) over wall time while a job trains, at a steady 10 steps/s (the simulator) and under a flood
 // (a trainer printing 5,000 tqdm redraws/s). Baselines, following the same log over the same window: a bare Bun
 // process that only watches and reads it (the runtime's floor), and `tail -f` (the floor of any follower).
 // BENCH_BEFORE=<binary> adds the same windows for another build (e.g. the commit before a change) as a before.
@@ -11,6 +11,7 @@ import { runBench, verdict, type Row } from "./lib/report.ts";
 import { count, mib, ratio } from "./lib/stats.ts";
 
 const REALISTIC_WINDOW_S = 20;
+const REALISTIC_WARMUP_STEPS = 250;
 const FLOOD_WINDOW_S = 10;
 const FLOOD_RATE = 5000;
 const RSS_FLAT_GROWTH = 0.1;
@@ -69,10 +70,13 @@ function rows(bench: string, label: string, w: Window, target: number): Row[] {
   ];
 }
 
+// Steady state: a balanced-tier run (1,500 steps, a verified checkpoint every 150) measured after its first
+// REALISTIC_WARMUP_STEPS, once the runtime has compiled what following a run takes.
 async function realistic(binary?: string): Promise<Window> {
-  await using host = await startBenchWorker({ binary, tables: () => ({ trainer: { mode: "simulate", cancel_grace_seconds: 2 }, simulate: { seconds_per_step: 0.1 } }) });
-  const id = await host.startJob();
-  await host.waitForJob(id, (j) => j.step >= 1);
+  const tables = () => ({ trainer: { mode: "simulate", cancel_grace_seconds: 2 }, simulate: { seconds_per_step: 0.1 } });
+  await using host = await startBenchWorker({ binary, tables });
+  const id = await host.startJob({ tier: "balanced" });
+  await host.waitForJob(id, (j) => j.step >= REALISTIC_WARMUP_STEPS, 60_000);
   return await watchWindow(host, id, REALISTIC_WINDOW_S);
 }
 
