@@ -286,12 +286,13 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
   });
   // In WAL mode a commit at NORMAL is not fsynced: a power loss may roll it back (never corrupt), and the next
   // commit at FULL syncs the log it follows. The setting is per connection and must change outside a transaction.
+  const [normal, full] = [db.prepare("PRAGMA synchronous = NORMAL"), db.prepare("PRAGMA synchronous = FULL")];
   const unsynced = <T>(fn: () => T): T => {
-    db.run("PRAGMA synchronous = NORMAL");
+    normal.run();
     try {
       return fn();
     } finally {
-      db.run("PRAGMA synchronous = FULL");
+      full.run();
     }
   };
 
