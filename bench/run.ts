@@ -18,6 +18,7 @@ const SCRIPTS = [
   "dataset-snapshot.ts",
   "history-size.ts",
   "sse-fanout.ts",
+  "retention.ts",
 ];
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");

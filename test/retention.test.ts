@@ -31,12 +31,12 @@ function history(tree: HostTree, ended: Array<number | null>) {
 }
 
 describe("retention", () => {
-  test("directories of ended jobs past keep_days go, the newest keep_last and the active job stay, records stay", () => {
+  test("directories of ended jobs past keep_days go, the newest keep_last and the active job stay, records stay", async () => {
     using tree = makeHostTree();
     const { store, ids } = history(tree, [90, 60, 45, 40, 5, null]);
     const retention = createRetention({ store, stateDir: tree.state, keepDays: 30, keepLast: 3, now: () => new Date(NOW), log: silentLogger });
 
-    const pruned = retention.prune();
+    const pruned = await retention.prune();
 
     // 90, 60 and 45 days old and not among the newest three (40, 5, running): gone.
     expect(pruned).toEqual({ jobs: ids.slice(0, 3), bytes: 3 * 1500 });
@@ -47,18 +47,18 @@ describe("retention", () => {
     store.close();
   });
 
-  test("contrast: with everything younger than keep_days, nothing is pruned, and a second round prunes nothing twice", () => {
+  test("contrast: with everything younger than keep_days, nothing is pruned, and a second round prunes nothing twice", async () => {
     using tree = makeHostTree();
     const { store, ids } = history(tree, [20, 10, 1]);
     const retention = createRetention({ store, stateDir: tree.state, keepDays: 30, keepLast: 0, now: () => new Date(NOW), log: silentLogger });
-    expect(retention.prune()).toEqual({ jobs: [], bytes: 0 });
+    expect(await retention.prune()).toEqual({ jobs: [], bytes: 0 });
     const later = createRetention({ store, stateDir: tree.state, keepDays: 15, keepLast: 0, now: () => new Date(NOW), log: silentLogger });
-    expect(later.prune().jobs).toEqual([ids[0]!]);
-    expect(later.prune().jobs).toEqual([]);
+    expect((await later.prune()).jobs).toEqual([ids[0]!]);
+    expect((await later.prune()).jobs).toEqual([]);
     store.close();
   });
 
-  test("a pruned job's saved state goes with it, unless a resume took it over; the record says why", () => {
+  test("a pruned job's saved state goes with it, unless a resume took it over; the record says why", async () => {
     using tree = makeHostTree();
     const { store, ids } = history(tree, [90, 80, 1]);
     const states = ids.map((_, i) => join(tree.handoff, "out", `lora${i}-step00000040-state`));
@@ -74,7 +74,7 @@ describe("retention", () => {
     db.close();
     const retention = createRetention({ store, stateDir: tree.state, keepDays: 30, keepLast: 1, now: () => new Date(NOW), log: silentLogger });
 
-    expect(retention.prune()).toEqual({ jobs: ids.slice(0, 2), bytes: 2 * 1500 + 100 });
+    expect(await retention.prune()).toEqual({ jobs: ids.slice(0, 2), bytes: 2 * 1500 + 100 });
     expect(states.map((s) => existsSync(s))).toEqual([false, true, true]);
     expect(store.get(ids[0]!)).toMatchObject({ resume_step: null, resume_state: null, resume_gone: "its saved state was pruned by retention with its job directory" });
     expect(store.get(ids[1]!)).toMatchObject({ resume_step: 40, resume_state: states[1]! });

@@ -1,4 +1,4 @@
-import { lstatSync, readdirSync, rmSync } from "node:fs";
+import { lstat, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../logger.ts";
 import type { JobStore } from "../store/job-store.ts";
@@ -25,37 +25,43 @@ export interface Pruned {
 // The state dir does not grow forever: an ended job's directory (its log, its dataset copy and latent caches) goes
 // once the job is older than keep_days and not among the newest keep_last; its record stays, marked pruned. Its
 // saved state in the output dir goes with it, unless a resume took the state over.
+// Every removal and every look at the disk is asynchronous (the thread pool's), so the worker answers while it
+// prunes a backlog of a thousand job directories.
 export function createRetention(deps: RetentionDeps) {
   let stateBytes: number | null = null;
-  const prune = (): Pruned => {
+  const prune = async (): Promise<Pruned> => {
     const cutoff = new Date(deps.now().getTime() - deps.keepDays * DAY_MS).toISOString();
     const pruned: Pruned = { jobs: [], bytes: 0 };
-    for (const { id, resume_state: state, resumed_by: successor } of deps.store.prunable(cutoff, deps.keepLast)) {
+    for (const { id, resume_state: state } of deps.store.prunable(cutoff, deps.keepLast)) {
       const dir = jobPaths(deps.stateDir, id).dir;
-      const bytes = sizeOf(dir) + (state !== null && successor === null ? sizeOf(state) : 0);
-      rmSync(dir, { recursive: true, force: true });
-      if (state !== null && successor === null) {
-        rmSync(state, { recursive: true, force: true });
+      const bytes = await sizeOf(dir);
+      const stateSize = state === null ? 0 : await sizeOf(state);
+      await rm(dir, { recursive: true, force: true });
+      // Asked again in the same turn as the removal starts: a resume may have taken the state over meanwhile.
+      if (state !== null && deps.store.get(id)?.resumed_by === null) {
+        const removal = rm(state, { recursive: true, force: true });
+        pruned.bytes += stateSize;
+        await removal;
         deps.store.dropResume(id, "its saved state was pruned by retention with its job directory");
       }
       deps.store.markPruned(id, deps.now().toISOString());
       pruned.jobs.push(id);
       pruned.bytes += bytes;
     }
-    stateBytes = sizeOf(deps.stateDir);
+    stateBytes = await sizeOf(deps.stateDir);
     if (pruned.jobs.length > 0) {
       const { jobs, bytes } = pruned;
       deps.log.info("pruned old job directories", { jobs: jobs.length, bytes, job_ids: jobs });
     }
     return pruned;
   };
-  // A failure (a full or read-only state dir) is logged and tried again at the next round.
+  // A failure (a full or read-only state dir) is logged and tried again at the next round; one round at a time,
+  // since a slow disk may still be pruning when the next is due.
+  let running: Promise<unknown> | null = null;
   const round = () => {
-    try {
-      prune();
-    } catch (err) {
-      deps.log.error("could not prune old job directories", { error: (err as Error).message });
-    }
+    running ??= prune()
+      .catch((err: Error) => deps.log.error("could not prune old job directories", { error: err.message }))
+      .finally(() => (running = null));
   };
   return {
     prune,
@@ -72,14 +78,16 @@ export function createRetention(deps: RetentionDeps) {
 
 export type Retention = ReturnType<typeof createRetention>;
 
-function sizeOf(path: string): number {
+async function sizeOf(path: string): Promise<number> {
   let st;
   try {
-    st = lstatSync(path);
+    st = await lstat(path);
   } catch {
     return 0;
   }
   // lstat: a link is counted as itself and never followed out of the state dir.
   if (!st.isDirectory()) return st.size;
-  return readdirSync(path).reduce((sum, name) => sum + sizeOf(join(path, name)), 0);
+  let sum = 0;
+  for (const name of await readdir(path).catch(() => [])) sum += await sizeOf(join(path, name));
+  return sum;
 }
