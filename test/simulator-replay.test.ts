@@ -6,17 +6,10 @@ import { join } from "node:path";
 import { verifySafetensors } from "../src/safetensors/verify.ts";
 import { judgeEnding, parseRecordedLog } from "../src/simulator/replay.ts";
 import { within } from "./support/wait.ts";
+import { LAUNCH_FLAGS, SCRIPT } from "./support/sim-run.ts";
 
 const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
 const FIXTURES = join(import.meta.dir, "fixtures", "real");
-const LAUNCH_FLAGS = [
-  "--num_processes=1",
-  "--num_machines=1",
-  "--mixed_precision=bf16",
-  "--dynamo_backend=no",
-  "--num_cpu_threads_per_process=1",
-];
-const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
 // Fast enough that even the 19 minutes of sdscripts-success-1.log pass in about 10 ms.
 const FAST = "100000";
 const EXIT_DEADLINE_MS = 10_000;

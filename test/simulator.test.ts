@@ -8,16 +8,9 @@ import { verifySafetensors } from "../src/safetensors/verify.ts";
 import { listPids, readProcStat } from "../src/os/proc.ts";
 import { liveGroupMembers, signalGroup } from "../src/os/terminate.ts";
 import { waitFor } from "./support/wait.ts";
+import { LAUNCH_FLAGS, SCRIPT } from "./support/sim-run.ts";
 
 const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
-const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
-const LAUNCH_FLAGS = [
-  "--num_processes=1",
-  "--num_machines=1",
-  "--mixed_precision=bf16",
-  "--dynamo_backend=no",
-  "--num_cpu_threads_per_process=1",
-];
 const WAIT_LIMIT_MS = 10_000;
 // Longer than a wait, so a wait that never ends fails with what it waited for.
 const MISBEHAVIOUR_TIMEOUT_MS = 20_000;

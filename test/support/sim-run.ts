@@ -3,6 +3,14 @@ import { join } from "node:path";
 
 const ENTRY = join(import.meta.dir, "simulate-entry.ts");
 export const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
+// accelerate's own flags, as the worker's launch passes them before the script.
+export const LAUNCH_FLAGS = [
+  "--num_processes=1",
+  "--num_machines=1",
+  "--mixed_precision=bf16",
+  "--dynamo_backend=no",
+  "--num_cpu_threads_per_process=1",
+];
 
 /** Where a simulated run reads its inputs (`model.safetensors`, `dataset.toml` in `dir`) and writes its output. */
 export interface SimulatedRun {
