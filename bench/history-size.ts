@@ -19,13 +19,15 @@ const STARTS = 3;
 const TARGET = 2;
 const PATHS = ["/healthz", "/metrics", "/train?status=failed&limit=20"];
 
-// The schema from the store itself, then the history in one transaction (a row per job as the store writes it).
+// The schema from the store itself, then the history in one transaction (a row per job as the store writes it, and
+// as retention leaves a job older than keep_days: its directory pruned, its record kept).
 function fill(state: string, jobs: number): string {
   openJobStore(join(state, "jobs.db")).close();
   using db = new Database(join(state, "jobs.db"));
   const insert = db.prepare(
-    `INSERT INTO jobs (id, status, phase, created_at, ended_at, request, request_hash, simulated, log_path, error_code, error)
-     VALUES (?, 'failed', 'training', ?, ?, '{"tier":"fast"}', ?, 1, ?, 'trainer_crashed', 'bench')`,
+    `INSERT INTO jobs (id, status, phase, created_at, ended_at, pruned_at, request, request_hash, simulated, log_path,
+       error_code, error)
+     VALUES (?, 'failed', 'training', ?, ?, ?3, '{"tier":"fast"}', ?, 1, ?, 'trainer_crashed', 'bench')`,
   );
   let last = "";
   db.transaction(() => {

@@ -56,7 +56,7 @@ describe("rows read from memory", () => {
       () => store.saveResumePoint(id, { step: 40, state: "/out/state", checkpoints: [], gone: null }),
       () => store.requestStop(id, "cancel", new Date(2000).toISOString()),
       () => store.finish(id, failedOutcome("cuda_oom", "x"), new Date(3000).toISOString()),
-      () => store.markPruned(id, new Date(4000).toISOString()),
+      () => store.markPruned([id], new Date(4000).toISOString()),
     ];
     for (const write of writes) {
       const before = store.get(id);

@@ -273,6 +273,10 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       throw err;
     }
   };
+  const markPrunedOne = db.prepare(`UPDATE jobs SET pruned_at=? WHERE id=? AND NOT (${ACTIVE_SQL})`);
+  const markPrunedTx = db.transaction((ids: readonly string[], now: string) => {
+    for (const id of ids) markPrunedOne.run(now, id);
+  });
   const appendPoints = db.transaction((id: string, points: LossPoint[]) => {
     for (const [step, loss] of points) insertPoint.run(id, step, loss);
   });
@@ -368,8 +372,9 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         )
         .all(endedBefore, keepLast);
     },
-    markPruned(id: string, now: string): boolean {
-      return write(() => changed(db.run(`UPDATE jobs SET pruned_at=? WHERE id=? AND NOT (${ACTIVE_SQL})`, [now, id])));
+    // One commit for a whole batch: a backlog of thousands is not thousands of fsyncs.
+    markPruned(ids: readonly string[], now: string): void {
+      if (ids.length > 0) write(() => markPrunedTx.immediate(ids, now));
     },
     activeJobs(): JobRow[] {
       return db.query<JobRow, []>(`SELECT * FROM jobs WHERE ${ACTIVE_SQL}`).all();

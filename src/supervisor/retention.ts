@@ -7,6 +7,8 @@ import { jobPaths } from "./job-dir.ts";
 // How often retention runs after the one at start-up.
 const INTERVAL_MS = 60 * 60 * 1000;
 const DAY_MS = 24 * 60 * 60 * 1000;
+// Records marked pruned per commit.
+const PRUNE_BATCH = 500;
 
 export interface RetentionDeps {
   store: JobStore;
@@ -32,6 +34,12 @@ export function createRetention(deps: RetentionDeps) {
   const prune = async (): Promise<Pruned> => {
     const cutoff = new Date(deps.now().getTime() - deps.keepDays * DAY_MS).toISOString();
     const pruned: Pruned = { jobs: [], bytes: 0 };
+    let batch: string[] = [];
+    const record = () => {
+      deps.store.markPruned(batch, deps.now().toISOString());
+      pruned.jobs.push(...batch);
+      batch = [];
+    };
     for (const { id, resume_state: state } of deps.store.prunable(cutoff, deps.keepLast)) {
       const dir = jobPaths(deps.stateDir, id).dir;
       const bytes = await sizeOf(dir);
@@ -44,10 +52,11 @@ export function createRetention(deps: RetentionDeps) {
         await removal;
         deps.store.dropResume(id, "its saved state was pruned by retention with its job directory");
       }
-      deps.store.markPruned(id, deps.now().toISOString());
-      pruned.jobs.push(id);
+      batch.push(id);
       pruned.bytes += bytes;
+      if (batch.length === PRUNE_BATCH) record();
     }
+    record();
     stateBytes = await sizeOf(deps.stateDir);
     if (pruned.jobs.length > 0) {
       const { jobs, bytes } = pruned;
