@@ -5,28 +5,22 @@
 import { fail, ok, type Result } from "../result.ts";
 import { pyStrRepr } from "./io.ts";
 
-export type ScriptArgs = ReturnType<typeof scriptArgs>;
-
 // A flag is a switch, takes a value of a type, or takes one of its choices (None: the default).
 type Spec = "switch" | "str" | "int" | "float" | "int_or_float" | readonly (string | null)[];
 type Values = Map<string, string | number | true>;
-type Parsed = { values: Values; rest: string[] };
 
-export const ARGPARSE_ERROR_EXIT = 2;
 export const SCRIPT_NAME = "sdxl_train_network.py";
 // networks.lora falls back to rank 4 when --network_dim is absent.
 export const DEFAULT_NETWORK_DIM = 4;
 const LAUNCH_PROG = "accelerate <command> [<args>] launch";
+const NEGATIVE_NUMBER = /^-\d+$|^-\d*\.\d+$/;
 
 const LAUNCH_OPTIONS: Record<string, Spec> = {
-  num_processes: "int",
-  num_machines: "int",
-  mixed_precision: ["no", "fp16", "bf16", "fp8"],
-  dynamo_backend: "str",
+  num_processes: "int", num_machines: "int", mixed_precision: ["no", "fp16", "bf16", "fp8"], dynamo_backend: "str",
   num_cpu_threads_per_process: "int",
 };
 
-const SCRIPT_OPTIONS: Record<string, Spec> = {
+const SCRIPT_OPTIONS = {
   console_log_simple: "switch", pretrained_model_name_or_path: "str", dataset_config: "str", output_dir: "str",
   output_name: "str", save_model_as: [null, "ckpt", "pt", "safetensors"],
   save_precision: [null, "float", "fp16", "bf16"],
@@ -40,10 +34,16 @@ const SCRIPT_OPTIONS: Record<string, Spec> = {
   sample_every_n_steps: "int", sample_prompts: "str",
   sample_sampler: ["ddim", "pndm", "lms", "euler", "euler_a", "heun", "dpm_2", "dpm_2_a", "dpmsolver", "dpmsolver++",
     "dpmsingle", "k_lms", "k_euler", "k_euler_a", "k_dpm_2", "k_dpm_2_a"],
-};
+} as const satisfies Record<string, Spec>;
+
+// sd-scripts' argparse namespace: a flag's value, None (null) when it is absent, False for a switch; and the
+// defaults the simulator reads.
+export type ScriptArgs = ReturnType<typeof scriptArgs>;
+type Namespace = { [Name in keyof typeof SCRIPT_OPTIONS]: Value<(typeof SCRIPT_OPTIONS)[Name]> };
+type Value<S> = S extends "switch" ? boolean : S extends "str" | readonly unknown[] ? string | null : number | null;
 
 // The launch flags, then the script and everything after it, untouched (argparse.REMAINDER). On failure,
-// what argparse writes to stderr before it exits ARGPARSE_ERROR_EXIT; so for parseScriptArgs.
+// what argparse writes to stderr before it exits USAGE_EXIT; so for parseScriptArgs.
 export function parseLaunch(args: string[]): Result<{ script: string; scriptArgs: string[] }> {
   const parsed = parseOptions(args, LAUNCH_OPTIONS, true);
   const usage = (why: string) => argparseError(`${LAUNCH_PROG} [options] training_script ...`, LAUNCH_PROG, why);
@@ -60,40 +60,22 @@ export function parseScriptArgs(args: string[], randomSeed: () => number): Resul
   return ok(scriptArgs(parsed.value.values, randomSeed));
 }
 
-// sd-scripts' argparse namespace, with its defaults, as far as the simulator reads it.
 function scriptArgs(values: Values, randomSeed: () => number) {
-  const text = (name: string) => (values.has(name) ? String(values.get(name)) : null);
-  const number = (name: string) => (values.has(name) ? Number(values.get(name)) : null);
-  const flag = (name: string) => values.get(name) === true;
+  const absent = (spec: Spec) => (spec === "switch" ? false : null);
+  const given = Object.entries(SCRIPT_OPTIONS).map(([name, spec]) => [name, values.get(name) ?? absent(spec)]);
+  const args = Object.fromEntries(given) as Namespace;
   return {
-    pretrained_model_name_or_path: text("pretrained_model_name_or_path"),
-    dataset_config: text("dataset_config"),
-    output_dir: text("output_dir"),
-    output_name: text("output_name"),
-    network_module: text("network_module"),
-    network_dim: number("network_dim"),
-    network_alpha: number("network_alpha") ?? 1,
-    network_train_unet_only: flag("network_train_unet_only"),
-    max_train_steps: number("max_train_steps") ?? 1600,
-    seed: number("seed") ?? randomSeed(),
-    cache_latents: flag("cache_latents"),
-    cache_latents_to_disk: flag("cache_latents_to_disk"),
-    caption_extension: text("caption_extension") ?? ".caption",
-    cache_text_encoder_outputs: flag("cache_text_encoder_outputs"),
-    save_every_n_steps: number("save_every_n_steps"),
-    save_state: flag("save_state"),
-    save_last_n_steps: number("save_last_n_steps"),
-    save_last_n_steps_state: number("save_last_n_steps_state"),
-    resume: text("resume"),
-    skip_until_initial_step: flag("skip_until_initial_step"),
-    sample_every_n_steps: number("sample_every_n_steps"),
-    sample_prompts: text("sample_prompts"),
+    ...args,
+    network_alpha: args.network_alpha ?? 1,
+    max_train_steps: args.max_train_steps ?? 1600,
+    seed: args.seed ?? randomSeed(),
+    caption_extension: args.caption_extension ?? ".caption",
   };
 }
 
 // With `stopAtPositional`, parsing ends at the first non-flag and `rest` holds it and all after it;
 // otherwise every non-flag is an unrecognized argument.
-function parseOptions(args: string[], specs: Record<string, Spec>, stopAtPositional: boolean): Result<Parsed> {
+function parseOptions(args: string[], specs: Record<string, Spec>, stopAtPositional: boolean) {
   const values: Values = new Map();
   const unrecognized: string[] = [];
   let rest: string[] = [];
@@ -112,39 +94,32 @@ function parseOptions(args: string[], specs: Record<string, Spec>, stopAtPositio
       if (inline !== undefined) return fail(`argument ${flag}: ignored explicit argument ${pyStrRepr(inline)}`);
       values.set(name, true);
     } else {
-      const raw = inline ?? takeValue(args[index + 1]);
+      // argparse reads a following "-x" as the next flag unless it looks like a negative number.
+      const next = args[index + 1];
+      const raw = inline ?? (next?.startsWith("-") && !NEGATIVE_NUMBER.test(next) ? undefined : next);
       if (raw === undefined) return fail(`argument ${flag}: expected one argument`);
       if (inline === undefined) index += 1;
       const value = convert(raw, spec);
-      if (value === undefined) return fail(`argument ${flag}: ${invalid(raw, spec)}`);
-      values.set(name, value);
+      if (!value.ok) return fail(`argument ${flag}: ${value.error}`);
+      values.set(name, value.value);
     }
   }
   if (unrecognized.length > 0) return fail(`unrecognized arguments: ${unrecognized.join(" ")}`);
   return ok({ values, rest });
 }
 
-// argparse reads a following "-x" as the next flag unless it looks like a negative number.
-function takeValue(next: string | undefined): string | undefined {
-  if (next === undefined || (next.startsWith("-") && !/^-\d+$|^-\d*\.\d+$/.test(next))) return undefined;
-  return next;
+// Python's int() and float() for the plain decimal forms the worker writes, or argparse's complaint.
+function convert(raw: string, spec: Exclude<Spec, "switch">): Result<string | number> {
+  if (typeof spec !== "string") {
+    const allowed = spec.map((choice) => (choice === null ? "None" : pyStrRepr(choice))).join(", ");
+    return spec.includes(raw) ? ok(raw) : fail(`invalid choice: ${pyStrRepr(raw)} (choose from ${allowed})`);
+  }
+  if (spec === "str") return ok(raw);
+  if (/^[+-]?\d+$/.test(raw)) return ok(Number(raw));
+  if (spec !== "int" && /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(raw)) return ok(Number(raw));
+  return fail(`invalid ${spec} value: ${pyStrRepr(raw)}`);
 }
 
-// Python's int() and float() for the plain decimal forms the worker writes; undefined when refused.
-function convert(raw: string, spec: Exclude<Spec, "switch">): string | number | undefined {
-  if (typeof spec !== "string") return spec.includes(raw) ? raw : undefined;
-  if (spec === "str") return raw;
-  if (/^[+-]?\d+$/.test(raw)) return Number(raw);
-  if (spec !== "int" && /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(raw)) return Number(raw);
-  return undefined;
-}
-
-function invalid(raw: string, spec: Exclude<Spec, "switch">): string {
-  if (typeof spec === "string") return `invalid ${spec} value: ${pyStrRepr(raw)}`;
-  const allowed = spec.map((choice) => (choice === null ? "None" : pyStrRepr(choice))).join(", ");
-  return `invalid choice: ${pyStrRepr(raw)} (choose from ${allowed})`;
-}
-
-function argparseError(usage: string, prog: string, message: string): { ok: false; error: string } {
+function argparseError(usage: string, prog: string, message: string) {
   return fail(`usage: ${usage}\n${prog}: error: ${message}\n`);
 }

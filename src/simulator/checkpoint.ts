@@ -13,12 +13,6 @@ import { DEFAULT_NETWORK_DIM, type ScriptArgs } from "./argv.ts";
 import { print, seededRandom, type Trainer } from "./io.ts";
 import type { TrainingPlan } from "./stages.ts";
 
-// The LoRA's metadata as far as it is known before the first step.
-export interface RunFacts {
-  plan: TrainingPlan;
-  tagFrequency: Record<string, Record<string, number>>;
-}
-
 // What accelerate and sd-scripts' hook name the files of a state folder; torch.save's archives in the order they
 // are written, the random states last.
 export const [TRAIN_STATE, MODEL_STATE] = ["train_state.json", "model.safetensors"];
@@ -32,8 +26,7 @@ const MODULES: ReadonlyArray<[string, number, number]> = [
 // Trained LoRA weights stay small: down projections near Kaiming scale, up projections near zero.
 const UP_SCALE = 0.01;
 // sd-scripts' names when --output_name is absent: DEFAULT_STEP_NAME, DEFAULT_LAST_OUTPUT_NAME.
-const STEP_NAME = "at";
-const LAST_NAME = "last";
+const [STEP_NAME, LAST_NAME] = ["at", "last"];
 // An empty ZIP: nothing but its End Of Central Directory record ("PK\5\6", no entries, no comment). It is what the
 // worker checks of torch.save's archives; nothing ever loads them.
 const EMPTY_ZIP = Buffer.from(`504b0506${"00".repeat(18)}`, "hex");
@@ -43,19 +36,18 @@ export function finalLoraPath(outputDir: string, outputName: string | null): str
 }
 
 // ss_epoch: sd-scripts passes the loop's 0-based epoch for a checkpoint every N steps, the epoch count at the end.
-export async function writeLoraFile(trainer: Trainer, path: string, run: RunFacts, steps: number, epoch: number) {
+export async function writeLoraFile({ args }: Trainer, path: string, plan: TrainingPlan, steps: number, epoch: number) {
   await mkdir(dirname(path), { recursive: true });
-  await writeSafetensors(path, networkTensors(trainer.args), loraMetadata(trainer.args, run, steps, epoch));
+  await writeSafetensors(path, networkTensors(args), loraMetadata(args, plan, steps, epoch));
 }
 
 // After the step's bar update; `step` is global_step, `epoch` the loop's 0-based epoch.
-export async function saveStepCheckpoint(trainer: Trainer, run: RunFacts, step: number, epoch: number): Promise<void> {
+export async function saveStepCheckpoint(trainer: Trainer, plan: TrainingPlan, step: number, epoch: number) {
   const { io, args } = trainer;
-  const every = args.save_every_n_steps;
-  if (every === null || step % every !== 0) return;
+  if (args.save_every_n_steps === null || step % args.save_every_n_steps !== 0) return;
   const lora = stepPath(trainer, step, ".safetensors");
   print(io, `\nsaving checkpoint: ${lora}`);
-  await writeLoraFile(trainer, lora, run, step, epoch);
+  await writeLoraFile(trainer, lora, plan, step, epoch);
   if (args.save_state) {
     // The worker follows the state this line names until it is whole.
     print(io, `\nsaving state at step ${step}`);
@@ -69,13 +61,13 @@ export async function saveStepCheckpoint(trainer: Trainer, run: RunFacts, step: 
 
 // A finished loop's end: save_state_on_train_end with --save_state, then the LoRA. The loop always runs to
 // its last epoch, which is where sd-scripts' current_epoch stands and what it writes as ss_epoch.
-export async function saveFinal(trainer: Trainer, run: RunFacts, step: number): Promise<void> {
+export async function saveFinal(trainer: Trainer, plan: TrainingPlan, step: number): Promise<void> {
   const { io, args, outputDir } = trainer;
-  const { epochs } = run.plan;
-  if (args.save_state) await saveState(args, join(outputDir, `${args.output_name ?? LAST_NAME}-state`), epochs, step);
+  const state = join(outputDir, `${args.output_name ?? LAST_NAME}-state`);
+  if (args.save_state) await saveState(args, state, plan.epochs, step);
   const lora = finalLoraPath(outputDir, args.output_name);
   print(io, `\nsaving checkpoint: ${lora}`);
-  await writeLoraFile(trainer, lora, run, step, epochs);
+  await writeLoraFile(trainer, lora, plan, step, plan.epochs);
   print(io, "model saved.");
 }
 
@@ -96,20 +88,19 @@ function networkTensors(args: ScriptArgs): Tensor[] {
 }
 
 // sd-scripts stores every value as Python's str() of it; the ones nothing here knows or reads are left out.
-function loraMetadata(args: ScriptArgs, run: RunFacts, steps: number, epoch: number): Record<string, string> {
-  const { network_alpha: alpha } = args;
+function loraMetadata(args: ScriptArgs, plan: TrainingPlan, steps: number, epoch: number): Record<string, string> {
   return {
     ss_output_name: args.output_name ?? "None",
-    ss_num_train_images: String(run.plan.trainImages),
+    ss_num_train_images: String(plan.trainImages),
     ss_max_train_steps: String(args.max_train_steps),
     ss_network_module: args.network_module ?? "None",
     ss_network_dim: String(args.network_dim ?? "None"),
-    ss_network_alpha: Number.isInteger(alpha) ? alpha.toFixed(1) : String(alpha),
+    ss_network_alpha: Number.isInteger(args.network_alpha) ? args.network_alpha.toFixed(1) : String(args.network_alpha),
     ss_base_model_version: "sdxl_base_v1-0",
     ss_seed: String(args.seed),
     ss_steps: String(steps),
     ss_epoch: String(epoch),
-    ss_tag_frequency: JSON.stringify(run.tagFrequency),
+    ss_tag_frequency: JSON.stringify(plan.tagFrequency),
     "modelspec.architecture": "stable-diffusion-xl-v1-base/lora",
     lora_worker_simulated: "true",
   };

@@ -4,6 +4,7 @@
 // line, which is all the worker classifies a failure by.
 import { writeSync } from "node:fs";
 import type { ScriptArgs } from "./argv.ts";
+import type { Knobs } from "./knobs.ts";
 
 export interface Io {
   stdout(text: string): void;
@@ -18,15 +19,18 @@ export interface Io {
   spawnStray(escapeGroup: boolean, ignoreSigterm: boolean): void;
 }
 
-// The running sdxl_train_network.py: its streams, its flags and where it saves. Its logger's lines are print()s:
-// under --console_log_simple, which the worker always passes, sd-scripts logs the bare message on stdout; rich's
-// time and level columns otherwise are left out, as nothing reads them.
+// The running sdxl_train_network.py: its streams, its flags, where it saves, and the simulator's knobs. Its logger's
+// lines are print()s: under --console_log_simple, which the worker always passes, sd-scripts logs the bare message
+// on stdout; rich's time and level columns otherwise are left out, as nothing reads them.
 export interface Trainer {
   io: Io;
   args: ScriptArgs;
   outputDir: string;
+  knobs: Knobs;
 }
 
+// Python's exit status for an uncaught exception, and for a script it cannot open or argparse's refusal.
+export const [EXCEPTION_EXIT, USAGE_EXIT] = [1, 2];
 export const TRACEBACK = "Traceback (most recent call last):";
 // torch's allocator's message, cut before its advice on fragmentation.
 export const CUDA_OOM =
@@ -43,30 +47,36 @@ export function processIo(env: Record<string, string | undefined>): Io {
     now: () => performance.now() / 1000,
     wallClock: () => Date.now() / 1000,
     sleep: (seconds) => Bun.sleep(seconds * 1000),
-    spawnStray: (escapeGroup, ignoreSigterm) => spawnStray(env, escapeGroup, ignoreSigterm),
+    // A shell that sleeps forever, like a dataloader worker that outlives the trainer. No stdio, so it holds no fd
+    // of the job log; the trainer's env, so the worker finds it by its job marker even after setsid(). The trainer
+    // never waits for it: it must be free to exit, or die, first.
+    spawnStray: (escapeGroup, ignoreSigterm) => {
+      const script = `${ignoreSigterm ? 'trap "" TERM INT; ' : ""}while :; do sleep 1; done`;
+      const stdio = { stdin: "ignore", stdout: "ignore", stderr: "ignore" } as const;
+      Bun.spawn(["/bin/sh", "-c", script], { env, ...stdio, detached: escapeGroup }).unref();
+    },
   };
 }
 
-// Python's print(): the text and a newline, on stdout.
 export function print(io: Io, text: string): void {
   io.stdout(`${text}\n`);
 }
 
-export function traceback(exception: string): string {
-  return `${TRACEBACK}\n${exception}\n`;
+// Why the process ends, on stderr, and the exit status that goes with it.
+export function exitWith(io: Io, text: string, code: number): number {
+  io.stderr(text);
+  return code;
 }
 
-// An uncaught exception: its traceback on stderr, and Python's exit status for it.
-export function raise(io: Io, exception: string): 1 {
-  io.stderr(traceback(exception));
-  return 1;
+// An uncaught exception: its traceback, and Python's exit status for it.
+export function raise(io: Io, exception: string): number {
+  return exitWith(io, `${TRACEBACK}\n${exception}\n`, EXCEPTION_EXIT);
 }
 
 // `repr(s)` for a str: single quotes unless the text holds a single quote and no double quote.
 export function pyStrRepr(text: string): string {
   const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
-  const escapes: Record<string, string> = { "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
-  escapes[quote] = `\\${quote}`;
+  const escapes = { [quote]: `\\${quote}`, "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
   return quote + text.replace(/[\\'"\n\r\t]/g, (char) => escapes[char] ?? char) + quote;
 }
 
@@ -79,15 +89,6 @@ export function seededRandom(seed: number): () => number {
     mixed ^= mixed + Math.imul(mixed ^ (mixed >>> 7), mixed | 61);
     return ((mixed ^ (mixed >>> 14)) >>> 0) / 2 ** 32;
   };
-}
-
-// A shell that sleeps forever, like a dataloader worker that outlives the trainer. No stdio, so it holds no fd
-// of the job log; the trainer's env, so the worker finds it by its job marker even after setsid().
-function spawnStray(env: Record<string, string | undefined>, escapeGroup: boolean, ignoreSigterm: boolean): void {
-  const script = `${ignoreSigterm ? 'trap "" TERM INT; ' : ""}while :; do sleep 1; done`;
-  const stdio = { stdin: "ignore", stdout: "ignore", stderr: "ignore" } as const;
-  // The trainer never waits for it: it must be free to exit, or die, first.
-  Bun.spawn(["/bin/sh", "-c", script], { env, ...stdio, detached: escapeGroup }).unref();
 }
 
 function writeAll(fd: number, text: string): void {

@@ -9,8 +9,8 @@ import { readFile } from "node:fs/promises";
 import { parseTqdmBar, type TqdmBar } from "../progress/progress.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { finalLoraPath, writeLoraFile } from "./checkpoint.ts";
-import { print, TRACEBACK, type Trainer } from "./io.ts";
-import { REPLAY_LOG, type FailurePlan, type Knobs } from "./knobs.ts";
+import { EXCEPTION_EXIT, print, TRACEBACK, USAGE_EXIT, type Trainer } from "./io.ts";
+import { REPLAY_LOG, type Knobs } from "./knobs.ts";
 
 export interface RecordedLine {
   // The line without its newline.
@@ -35,20 +35,17 @@ type Ending = { kind: "exit"; code: number } | { kind: "save" };
 const MODEL_SAVED = "model saved.";
 // The elapsed MM:SS or H:MM:SS that opens tqdm's bracket: the replay's pace, which progress.ts leaves out.
 const ELAPSED = /\[(\d+(?::\d\d){1,2})[<,]/;
-// Python's exit status for an uncaught exception, and for a script it cannot open or bad arguments.
-const EXCEPTION_EXIT = 1;
-const USAGE_EXIT = 2;
 const UNCAUGHT = /Traceback \(most recent call last\):|CUDA out of memory|OutOfMemoryError/;
 // The last line of an uncaught exception: `RuntimeError: ...`, `torch.OutOfMemoryError: ...`.
 const EXCEPTION_LINE = /^\W*[\w.]*(?:Error|Exception)(?::|$)/;
 // The first rule whose evidence the log holds decides; a log that simply stops died without saying why.
 const ENDINGS: ReadonlyArray<[evidence: (lines: RecordedLine[]) => boolean, ending: Ending]> = [
-  [(lines) => anyLine(lines, /: can't open file .*\[Errno 2\]/), exit(USAGE_EXIT)],
-  [(lines) => /^\S+: error: /.test(lastText(lines)), exit(USAGE_EXIT)],
-  [(lines) => anyLine(lines, UNCAUGHT), exit(EXCEPTION_EXIT)],
-  [(lines) => EXCEPTION_LINE.test(lastText(lines)), exit(EXCEPTION_EXIT)],
+  [(lines) => anyLine(lines, /: can't open file .*\[Errno 2\]/), { kind: "exit", code: USAGE_EXIT }],
+  [(lines) => /^\S+: error: /.test(lastText(lines)), { kind: "exit", code: USAGE_EXIT }],
+  [(lines) => anyLine(lines, UNCAUGHT), { kind: "exit", code: EXCEPTION_EXIT }],
+  [(lines) => EXCEPTION_LINE.test(lastText(lines)), { kind: "exit", code: EXCEPTION_EXIT }],
   // sd-scripts returns normally when it finds no images.
-  [(lines) => anyLine(lines, /No data found/), exit(0)],
+  [(lines) => anyLine(lines, /No data found/), { kind: "exit", code: 0 }],
   [trainedToTheEnd, { kind: "save" }],
 ];
 // Python's reports of exceptions it went on past: one in a `__del__`, a weakref or atexit callback
@@ -60,15 +57,11 @@ const CHAINED = /^(?:During handling of the above exception|The above exception 
 // The recorded log the knobs name, null when there is none, or why it cannot be read.
 export async function readRecordedLog(replay: Knobs["replay"]): Promise<Result<RecordedLine[] | null>> {
   if (replay === null) return ok(null);
-  try {
-    return ok(parseRecordedLog(await readFile(replay.logPath, "utf8")));
-  } catch (error) {
-    return fail(`${REPLAY_LOG}: ${(error as Error).message}`);
-  }
+  const text = await readFile(replay.logPath, "utf8").catch((error: Error) => error);
+  return typeof text === "string" ? ok(parseRecordedLog(text)) : fail(`${REPLAY_LOG}: ${text.message}`);
 }
 
 export function parseRecordedLog(text: string): RecordedLine[] {
-  if (text === "") return [];
   const texts = text.split("\n");
   const unterminated = texts.pop()!;
   const lines = texts.flatMap((line) => recordedLines(line, true));
@@ -79,12 +72,12 @@ export function parseRecordedLog(text: string): RecordedLine[] {
 // Exceptions Python reported and went on past are no evidence: the run did not end on them.
 export function judgeEnding(lines: RecordedLine[]): Ending {
   const fatal = withoutIgnoredExceptions(lines);
-  return ENDINGS.find(([evidence]) => evidence(fatal))?.[1] ?? exit(EXCEPTION_EXIT);
+  return ENDINGS.find(([evidence]) => evidence(fatal))?.[1] ?? { kind: "exit", code: EXCEPTION_EXIT };
 }
 
 // Resolves to the exit code the Python process would have had.
-export async function replayRun(trainer: Trainer, lines: RecordedLine[], knobs: Knobs): Promise<number> {
-  await play(trainer, lines, knobs.replay?.speed ?? 1, knobs.failures);
+export async function replayRun(trainer: Trainer, lines: RecordedLine[]): Promise<number> {
+  await play(trainer, lines);
   const ending = judgeEnding(lines);
   if (ending.kind === "exit") return ending.code;
   // The file is always written where the worker expects it; the lines only where the log lacks them.
@@ -94,13 +87,14 @@ export async function replayRun(trainer: Trainer, lines: RecordedLine[], knobs: 
   if (!announced) print(io, `saving checkpoint: ${path}`);
   // A recording's own plan and captions are not carried over: only the step count.
   const steps = lastStepsBar(lines)?.n ?? 0;
-  const plan = { trainImages: 0, batchesPerEpoch: steps, epochs: 1, totalSteps: steps };
-  await writeLoraFile(trainer, path, { plan, tagFrequency: {} }, steps, 1);
+  const plan = { trainImages: 0, batchesPerEpoch: steps, epochs: 1, totalSteps: steps, tagFrequency: {} };
+  await writeLoraFile(trainer, path, plan, steps, 1);
   if (!announced) print(io, MODEL_SAVED);
   return 0;
 }
 
-async function play({ io }: Trainer, lines: RecordedLine[], speed: number, failures: FailurePlan): Promise<void> {
+async function play({ io, knobs }: Trainer, lines: RecordedLine[]): Promise<void> {
+  const speed = knobs.replay?.speed ?? 1;
   const start = io.now();
   let step = 0;
   for (const { text, newline, redraw, bar } of lines) {
@@ -112,9 +106,9 @@ async function play({ io }: Trainer, lines: RecordedLine[], speed: number, failu
     if (bar.description === "steps") {
       if (bar.elapsedSeconds !== null) await io.sleep(Math.max(0, start + bar.elapsedSeconds / speed - io.now()));
       // Strays planned for the steps the log has just gone past.
-      for (const strike of failures.strikes) {
+      for (const strike of knobs.failures.strikes) {
         if (strike.kind !== "orphan" || strike.step <= step || strike.step > bar.n) continue;
-        io.spawnStray(strike.escapeGroup, failures.ignoreSigterm);
+        io.spawnStray(strike.escapeGroup, knobs.failures.ignoreSigterm);
       }
       step = Math.max(step, bar.n);
     }
@@ -155,10 +149,6 @@ function trainedToTheEnd(lines: RecordedLine[]): boolean {
   return bar !== null && bar.n === bar.total;
 }
 
-function exit(code: number): Ending {
-  return { kind: "exit", code };
-}
-
 function anyLine(lines: RecordedLine[], pattern: RegExp): boolean {
   return lines.some((line) => pattern.test(line.text));
 }
@@ -167,28 +157,16 @@ function lastText(lines: RecordedLine[]): string {
   return lines.findLast((line) => line.text.trim() !== "")?.text ?? "";
 }
 
+// A report: its header, then tracebacks with their indented frames, up to the exception line at column 0 that
+// ends it unless a blank line and a chaining sentence follow.
 function withoutIgnoredExceptions(lines: RecordedLine[]): RecordedLine[] {
-  const kept: RecordedLine[] = [];
-  let index = 0;
-  while (index < lines.length) {
-    if (IGNORED_REPORT.test(lines[index]!.text)) index = reportEnd(lines, index + 1);
-    else kept.push(lines[index++]!);
-  }
-  return kept;
-}
-
-// Just past a report: `Traceback ...:`, indented frames, the exception line at column 0, and for a chained
-// exception a blank line, the chaining sentence, a blank line and the next traceback.
-function reportEnd(lines: RecordedLine[], start: number): number {
-  let index = start;
-  for (;;) {
-    if (lines[index]?.text === TRACEBACK) {
-      index += 1;
-      while (index < lines.length && FRAME.test(lines[index]!.text)) index += 1;
+  let inReport = false;
+  return lines.filter(({ text }, index) => {
+    if (IGNORED_REPORT.test(text)) inReport = true;
+    else if (!inReport) return true;
+    else if (text !== TRACEBACK && text !== "" && !FRAME.test(text) && !CHAINED.test(text)) {
+      inReport = CHAINED.test(lines[index + 2]?.text ?? "");
     }
-    if (index < lines.length) index += 1;
-    const chained = CHAINED.test(lines[index + 1]?.text ?? "") && lines[index + 3]?.text === TRACEBACK;
-    if (lines[index]?.text !== "" || !chained) return index;
-    index += 3;
-  }
+    return false;
+  });
 }

@@ -5,8 +5,7 @@
 import { mkdir, readFile } from "node:fs/promises";
 import { deflateSync } from "node:zlib";
 import { statOrNull } from "../fs.ts";
-import { CUDA_OOM, PATH_NOT_GIVEN, print, raise, seededRandom, type Io, type Trainer } from "./io.ts";
-import type { FailurePlan } from "./knobs.ts";
+import { CUDA_OOM, PATH_NOT_GIVEN, print, raise, seededRandom, type Trainer } from "./io.ts";
 import { tickThrough } from "./tqdm.ts";
 
 // What one call did: nothing was due, samples were taken, or the run ended with this exit code.
@@ -14,19 +13,12 @@ export type SampleOutcome = "none" | "sampled" | { exitCode: number };
 type PromptDict = Record<string, unknown>;
 
 const PNG_SIGNATURE = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a);
-// Bit depth 8, colour type 2 (RGB), then compression, filter and interlace methods 0.
-const PNG_RGB8 = [8, 2, 0, 0, 0];
 // sample_image_inference's defaults.
 const DEFAULT_SIZE = 512;
 const DEFAULT_STEPS = 30;
 
-// At training step `step`; each image takes `seconds`.
-export async function sampleImages(
-  { io, args, outputDir }: Trainer,
-  failures: FailurePlan,
-  seconds: number,
-  step: number,
-): Promise<SampleOutcome> {
+// At training step `step`; each image takes a step's time.
+export async function sampleImages({ io, args, outputDir, knobs }: Trainer, step: number): Promise<SampleOutcome> {
   const every = args.sample_every_n_steps;
   // sd-scripts disables a --sample_every_n_steps of 0 or less (with a warning the simulator leaves out).
   if (every === null || every <= 0 || step % every !== 0) return "none";
@@ -42,13 +34,15 @@ export async function sampleImages(
   const dir = `${outputDir}/sample`;
   await mkdir(dir, { recursive: true });
   // sample-oom strikes in the step's first image, before it is saved.
-  const oom = failures.strikes.some((strike) => strike.kind === "sample-oom" && strike.step === step);
+  const oom = knobs.failures.strikes.some((strike) => strike.kind === "sample-oom" && strike.step === step);
   if (oom && prompts.length > 0) return { exitCode: raise(io, CUDA_OOM) };
   const prefix = args.output_name === null ? "" : `${args.output_name}_`;
   for (const [index, prompt] of prompts.entries()) {
-    await tickThrough(io, Number(prompt.sample_steps ?? DEFAULT_STEPS), seconds);
+    await tickThrough(io, Number(prompt.sample_steps ?? DEFAULT_STEPS), knobs.secondsPerStep);
     const seed = typeof prompt.seed === "number" ? prompt.seed : null;
-    const name = `${prefix}${String(step).padStart(6, "0")}_${String(index).padStart(2, "0")}_${timestamp(io)}`;
+    // time.strftime("%Y%m%d%H%M%S", time.localtime()): Sweden's locale writes local time as ISO 8601 does.
+    const time = new Date(io.wallClock() * 1000).toLocaleString("sv-SE").replace(/\D/g, "");
+    const name = `${prefix}${String(step).padStart(6, "0")}_${String(index).padStart(2, "0")}_${time}`;
     const [width, height] = [Number(prompt.width ?? DEFAULT_SIZE), Number(prompt.height ?? DEFAULT_SIZE)];
     const png = solidPng(width, height, seededRandom((seed ?? Math.random() * 2 ** 32) ^ (step << 8) ^ index));
     await Bun.write(`${dir}/${name}${seed === null ? "" : `_${seed}`}.png`, png);
@@ -65,11 +59,6 @@ async function readPrompts(file: string): Promise<PromptDict[] | string> {
   return Array.isArray(prompts) && prompts.every(dict) ? (prompts as PromptDict[]) : "AssertionError";
 }
 
-// time.strftime("%Y%m%d%H%M%S", time.localtime()): Sweden's locale writes local time as ISO 8601 does.
-function timestamp(io: Io): string {
-  return new Date(io.wallClock() * 1000).toLocaleString("sv-SE").replace(/\D/g, "");
-}
-
 // A PNG: the signature, then chunks, each its big-endian data length, type, data and the CRC-32 of type and
 // data: IHDR, one IDAT of zlib data (each row a filter byte 0, then width x RGB), IEND.
 function solidPng(width: number, height: number, random: () => number): Buffer {
@@ -78,7 +67,8 @@ function solidPng(width: number, height: number, random: () => number): Buffer {
   const header = Buffer.alloc(13);
   header.writeUInt32BE(width, 0);
   header.writeUInt32BE(height, 4);
-  header.set(PNG_RGB8, 8);
+  // Bit depth 8, colour type 2 (RGB), then compression, filter and interlace methods 0.
+  header.set([8, 2, 0, 0, 0], 8);
   const pixels = deflateSync(Buffer.concat(Array.from({ length: height }, () => row)));
   const chunks = [chunk("IHDR", header), chunk("IDAT", pixels), chunk("IEND", new Uint8Array(0))];
   return Buffer.concat([PNG_SIGNATURE, ...chunks]);

@@ -9,10 +9,10 @@
 import { basename, resolve } from "node:path";
 import { statOrNull } from "../fs.ts";
 import { ok } from "../result.ts";
-import { ARGPARSE_ERROR_EXIT, parseLaunch, parseScriptArgs, SCRIPT_NAME } from "./argv.ts";
-import { saveFinal, saveStepCheckpoint, type RunFacts } from "./checkpoint.ts";
-import { CUDA_OOM, PATH_NOT_GIVEN, print, processIo, pyStrRepr, raise, traceback } from "./io.ts";
-import { seededRandom, type Io, type Trainer } from "./io.ts";
+import { parseLaunch, parseScriptArgs, SCRIPT_NAME } from "./argv.ts";
+import { saveFinal, saveStepCheckpoint } from "./checkpoint.ts";
+import { CUDA_OOM, exitWith, PATH_NOT_GIVEN, print, processIo, pyStrRepr, raise, seededRandom } from "./io.ts";
+import { USAGE_EXIT, type Io, type Trainer } from "./io.ts";
 import { readKnobs, type Knobs, type StepFailure } from "./knobs.ts";
 import { readRecordedLog, replayRun, type RecordedLine } from "./replay.ts";
 import { sampleImages } from "./samples.ts";
@@ -22,10 +22,7 @@ import { ProgressBar } from "./tqdm.ts";
 
 // Where the training venv lives on the deployment host (SPEC §1); only named in error output.
 const PYTHON = "/opt/fluxgym/.venv/bin/python";
-const ACCELERATE_FAILURE_EXIT = 1;
 const BAD_KNOB_EXIT = 2;
-// Python's own exit status for a script it cannot open.
-const CANNOT_OPEN_EXIT = 2;
 const NO_DATA =
   "No data found. Please verify arguments (train_data_dir must be the parent of folders with images) / 画像がありません。" +
   "引数指定を確認してください（train_data_dirには画像があるフォルダではなく、画像があるフォルダの親フォルダを指定する必要があります）";
@@ -42,51 +39,38 @@ const LOSS_DECAY_PER_RUN = 3;
 export async function runSimulatedLaunch(args: string[], env: Record<string, string | undefined>): Promise<number> {
   const io = processIo(env);
   const knobs = readKnobs(env);
-  if (!knobs.ok) return refuseKnobs(io, knobs.error);
+  if (!knobs.ok) return exitWith(io, `lora-worker simulate: ${knobs.error}\n`, BAD_KNOB_EXIT);
   const recorded = await readRecordedLog(knobs.value.replay);
-  if (!recorded.ok) return refuseKnobs(io, recorded.error);
+  if (!recorded.ok) return exitWith(io, `lora-worker simulate: ${recorded.error}\n`, BAD_KNOB_EXIT);
   // A handler, even one that does nothing, replaces the default action of dying.
   if (knobs.value.failures.ignoreSigterm) for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => {});
   const launch = parseLaunch(args);
-  if (!launch.ok) {
-    io.stderr(launch.error);
-    return ARGPARSE_ERROR_EXIT;
-  }
+  if (!launch.ok) return exitWith(io, launch.error, USAGE_EXIT);
   const { script, scriptArgs } = launch.value;
   const exitCode = await runScript(io, knobs.value, recorded.value, script, scriptArgs);
   if (exitCode === 0) return 0;
-  // accelerate's simple_launcher when the trainer exits non-zero.
+  // accelerate's simple_launcher when the trainer exits non-zero: an uncaught exception of its own.
   const command = `'[${[PYTHON, script, ...scriptArgs].map(pyStrRepr).join(", ")}]'`;
-  io.stderr(traceback(`subprocess.CalledProcessError: Command ${command} returned non-zero exit status ${exitCode}.`));
-  return ACCELERATE_FAILURE_EXIT;
-}
-
-function refuseKnobs(io: Io, message: string): number {
-  io.stderr(`lora-worker simulate: ${message}\n`);
-  return BAD_KNOB_EXIT;
+  return raise(io, `subprocess.CalledProcessError: Command ${command} returned non-zero exit status ${exitCode}.`);
 }
 
 // sdxl_train_network.py as a process, or a recorded log replayed in its place: the exit code Python would have.
 async function runScript(io: Io, knobs: Knobs, recorded: RecordedLine[] | null, script: string, argv: string[]) {
   if (basename(script) !== SCRIPT_NAME) {
-    io.stderr(`${PYTHON}: can't open file ${pyStrRepr(resolve(script))}: [Errno 2] No such file or directory\n`);
-    return CANNOT_OPEN_EXIT;
+    const why = `can't open file ${pyStrRepr(resolve(script))}: [Errno 2] No such file or directory`;
+    return exitWith(io, `${PYTHON}: ${why}\n`, USAGE_EXIT);
   }
   const parsed = parseScriptArgs(argv, () => Math.floor(Math.random() * 2 ** 32));
-  if (!parsed.ok) {
-    io.stderr(parsed.error);
-    return ARGPARSE_ERROR_EXIT;
-  }
-  const args = parsed.value;
-  const { dataset_config: configPath, pretrained_model_name_or_path: modelPath, output_dir: outputDir } = args;
+  if (!parsed.ok) return exitWith(io, parsed.error, USAGE_EXIT);
+  const { dataset_config: configPath, pretrained_model_name_or_path: modelPath, output_dir: outputDir } = parsed.value;
   if (configPath === null || modelPath === null || outputDir === null) return raise(io, PATH_NOT_GIVEN);
-  const trainer = { io, args, outputDir };
-  if (recorded !== null) return replayRun(trainer, recorded, knobs);
-  return train(trainer, knobs, configPath, modelPath);
+  const trainer = { io, args: parsed.value, outputDir, knobs };
+  if (recorded !== null) return replayRun(trainer, recorded);
+  return train(trainer, configPath, modelPath);
 }
 
-async function train(trainer: Trainer, knobs: Knobs, configPath: string, modelPath: string): Promise<number> {
-  const { io, args } = trainer;
+async function train(trainer: Trainer, configPath: string, modelPath: string): Promise<number> {
+  const { io, args, knobs } = trainer;
   const datasets = await loadDatasets(configPath, args.caption_extension);
   if (!datasets.ok) return raise(io, datasets.error);
   // sd-scripts returns normally when it finds no images.
@@ -101,23 +85,20 @@ async function train(trainer: Trainer, knobs: Knobs, configPath: string, modelPa
     return raise(io, `ValueError: The provided ${why} Please check the parameter.`);
   }
   await io.sleep(knobs.secondsPerStep);
-  await cacheLatents(trainer, datasets.value, knobs.secondsPerStep);
+  await cacheLatents(trainer, datasets.value);
   const resumed = args.resume === null ? ok(0) : loadState(args.resume);
   if (!resumed.ok) return raise(io, resumed.error);
   const plan = announceTraining(io, datasets.value, args.max_train_steps);
   const start = resumePoint(io, plan, resumed.value, args.skip_until_initial_step);
   if (!start.ok) return raise(io, start.error);
-  const tagFrequency = Object.assign({}, ...datasets.value.map((dataset) => dataset.tagFrequency));
-  return trainingLoop(trainer, knobs, { plan, tagFrequency }, start.value);
+  return trainingLoop(trainer, plan, start.value);
 }
 
 // A finished loop saves, then closes its bar: sd-scripts never closes it, so it closes when Python exits.
-async function trainingLoop(trainer: Trainer, knobs: Knobs, run: RunFacts, start: ResumePoint): Promise<number> {
-  const { io, args } = trainer;
-  const { plan } = run;
-  const { failures, secondsPerStep } = knobs;
+async function trainingLoop(trainer: Trainer, plan: TrainingPlan, start: ResumePoint): Promise<number> {
+  const { io, args, knobs } = trainer;
   const bar = new ProgressBar(io, "steps", plan.totalSteps - start.initialStep);
-  const loss = lossCurve(plan, args.seed, failures.strikes);
+  const loss = lossCurve(plan, args.seed, knobs.failures.strikes);
   let globalStep = start.initialStep;
   for (let epoch = start.epoch; epoch < plan.epochs; epoch += 1) {
     print(io, `\nepoch ${epoch + 1}/${plan.epochs}\n`);
@@ -125,25 +106,25 @@ async function trainingLoop(trainer: Trainer, knobs: Knobs, run: RunFacts, start
     const skipped = epoch === start.epoch ? start.initialStep : 0;
     const batches = plan.batchesPerEpoch - Math.max(0, skipped - 1);
     for (let step = Math.min(skipped, 1); step < batches && globalStep < plan.totalSteps; step += 1) {
-      for (const failure of failures.strikes.filter((strike) => strike.step === globalStep + 1)) {
-        const exitCode = await strike(io, failure, failures.ignoreSigterm, bar);
+      for (const failure of knobs.failures.strikes.filter((strike) => strike.step === globalStep + 1)) {
+        const exitCode = await strike(io, failure, knobs.failures.ignoreSigterm, bar);
         if (exitCode !== null) return exitCode;
       }
-      await io.sleep(secondsPerStep);
+      await io.sleep(knobs.secondsPerStep);
       bar.update();
       globalStep += 1;
-      const sampled = await sampleImages(trainer, failures, secondsPerStep, globalStep);
+      const sampled = await sampleImages(trainer, globalStep);
       if (typeof sampled === "object") {
         bar.close();
         return sampled.exitCode;
       }
       // sd-scripts unpauses after every step, but at real step times only sampling moves the clock.
       if (sampled === "sampled") bar.unpause();
-      await saveStepCheckpoint(trainer, run, globalStep, epoch);
+      await saveStepCheckpoint(trainer, plan, globalStep, epoch);
       bar.setLoss(loss(globalStep));
     }
   }
-  await saveFinal(trainer, run, globalStep);
+  await saveFinal(trainer, plan, globalStep);
   bar.close();
   return 0;
 }
@@ -162,22 +143,13 @@ function lossCurve(plan: TrainingPlan, seed: number, strikes: StepFailure[]) {
   };
 }
 
-// The trainer's exit code for a failure that ends the run, or null for one that lets it go on.
+// The exit code of a failure that ends the run, or null for one that lets it go on (nan, sample-oom: elsewhere).
 async function strike(io: Io, failure: StepFailure, ignoreSigterm: boolean, bar: ProgressBar): Promise<number | null> {
-  switch (failure.kind) {
-    case "oom":
-      io.stderr(traceback(CUDA_OOM));
-      bar.close();
-      return 1;
-    case "exit":
-      return failure.code;
-    case "hang":
-      setInterval(() => {}, HANG_TICK_MS);
-      return new Promise<never>(() => {});
-    case "orphan":
-      io.spawnStray(failure.escapeGroup, ignoreSigterm);
-      return null;
-    default:
-      return null;
-  }
+  if (failure.kind === "orphan") io.spawnStray(failure.escapeGroup, ignoreSigterm);
+  if (failure.kind === "exit") return failure.code;
+  if (failure.kind === "hang") return new Promise<never>(() => setInterval(() => {}, HANG_TICK_MS));
+  if (failure.kind !== "oom") return null;
+  const exitCode = raise(io, CUDA_OOM);
+  bar.close();
+  return exitCode;
 }

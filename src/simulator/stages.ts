@@ -24,22 +24,20 @@ export interface Dataset {
   tagFrequency: Record<string, Record<string, number>>;
 }
 
+// The run as the loop and the LoRA's metadata know it before the first step.
 export interface TrainingPlan {
   trainImages: number;
   batchesPerEpoch: number;
   epochs: number;
   totalSteps: number;
+  tagFrequency: Dataset["tagFrequency"];
 }
 
 // The loop's first epoch (0-based) and global_step, which is also how many batches it skips in that epoch.
-export interface ResumePoint {
-  epoch: number;
-  initialStep: number;
-}
+export type ResumePoint = { epoch: number; initialStep: number };
 
 // sd-scripts' IMAGE_EXTENSIONS that the worker accepts.
 const IMAGE_FILE = /\.(png|jpe?g|webp)$/i;
-const NOT_FOUND = "FileNotFoundError: [Errno 2] No such file or directory:";
 const Size = z.number().int().positive();
 const Subset = z.object({ image_dir: z.string(), num_repeats: Size.default(1) });
 const Resolution = z.union([Size, z.tuple([Size, Size])]);
@@ -47,6 +45,7 @@ const DatasetTable = z.object({ resolution: Resolution, batch_size: Size.default
 const DatasetConfig = z.object({ datasets: z.array(DatasetTable).min(1) });
 // What load_state opens; a state without its random states loads all the same.
 const LOADED_FILES = [MODEL_STATE, ...TORCH_ARCHIVES.slice(0, -1)];
+const NOT_FOUND = "FileNotFoundError: [Errno 2] No such file or directory:";
 const STEPS_LEFT_ASSERTION =
   "AssertionError: max_train_steps should be greater than initial step / " +
   "max_train_stepsは初期ステップより大きい必要があります";
@@ -61,12 +60,12 @@ export async function loadDatasets(path: string, captionExtension: string): Prom
   return ok(await Promise.all(config.data.datasets.map((d) => readDataset(d, captionExtension))));
 }
 
-// One bar per dataset, each taking `seconds` (train_util.py new_cache_latents). Caching the text encoder's outputs
-// would only add another bar: the caching phase has begun.
-export async function cacheLatents({ io, args }: Trainer, datasets: Dataset[], seconds: number): Promise<void> {
+// One bar per dataset, each taking a step's time (train_util.py new_cache_latents). Caching the text encoder's
+// outputs would only add another bar: the caching phase has begun.
+export async function cacheLatents({ io, args, knobs }: Trainer, datasets: Dataset[]): Promise<void> {
   for (const { imagePaths } of args.cache_latents ? datasets : []) {
     print(io, "caching latents...");
-    await tickThrough(io, imagePaths.length, seconds);
+    await tickThrough(io, imagePaths.length, knobs.secondsPerStep);
     // --cache_latents_to_disk: one .npz beside each image, where the next run would look for it.
     if (!args.cache_latents_to_disk) continue;
     await Promise.all(imagePaths.map((image) => Bun.write(`${stem(image)}.npz`, "simulated latents\n")));
@@ -89,9 +88,10 @@ export function loadState(dir: string): Result<number> {
 export function announceTraining(io: Io, datasets: Dataset[], totalSteps: number): TrainingPlan {
   const batchesPerEpoch = datasets.reduce((sum, d) => sum + Math.ceil(d.trainImages / d.batchSize), 0);
   const trainImages = datasets.reduce((sum, d) => sum + d.trainImages, 0);
+  const tagFrequency = Object.assign({}, ...datasets.map((d) => d.tagFrequency));
   print(io, "running training / 学習開始");
   print(io, `  total optimization steps / 学習ステップ数: ${totalSteps}`);
-  return { trainImages, batchesPerEpoch, epochs: Math.ceil(totalSteps / batchesPerEpoch), totalSteps };
+  return { trainImages, batchesPerEpoch, epochs: Math.ceil(totalSteps / batchesPerEpoch), totalSteps, tagFrequency };
 }
 
 // train_network.py's initial_step and epoch_to_start.
@@ -106,35 +106,26 @@ export function resumePoint(io: Io, plan: TrainingPlan, step: number, skip: bool
 }
 
 async function readDataset(dataset: z.infer<typeof DatasetTable>, captionExtension: string): Promise<Dataset> {
-  const listed = dataset.subsets.map(async (subset) => ({ ...subset, images: await imagesIn(subset.image_dir) }));
+  const listed = dataset.subsets.map(async (subset) => {
+    const names = await readdir(subset.image_dir).catch(() => []);
+    const images = names.filter((name) => IMAGE_FILE.test(name)).sort().map((name) => join(subset.image_dir, name));
+    return { ...subset, images, tags: await countTags(images, captionExtension) };
+  });
   const subsets = await Promise.all(listed);
-  const tagFrequency: Dataset["tagFrequency"] = {};
-  for (const subset of subsets) {
-    tagFrequency[basename(subset.image_dir)] = await countTags(subset.images, captionExtension);
-  }
   return {
     batchSize: dataset.batch_size,
     trainImages: subsets.reduce((sum, subset) => sum + subset.images.length * subset.num_repeats, 0),
     imagePaths: subsets.flatMap((subset) => subset.images),
-    tagFrequency,
+    tagFrequency: Object.fromEntries(subsets.map((subset) => [basename(subset.image_dir), subset.tags])),
   };
-}
-
-async function imagesIn(dir: string): Promise<string[]> {
-  try {
-    return (await readdir(dir)).filter((name) => IMAGE_FILE.test(name)).sort().map((name) => join(dir, name));
-  } catch {
-    return [];
-  }
 }
 
 // A caption is comma-separated tags; a missing caption adds none.
 async function countTags(images: string[], captionExtension: string): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
   for (const image of images) {
-    const caption = Bun.file(stem(image) + captionExtension);
-    if (!(await caption.exists())) continue;
-    const tags = (await caption.text()).split(",").map((tag) => tag.trim());
+    const caption = await Bun.file(stem(image) + captionExtension).text().catch(() => "");
+    const tags = caption.split(",").map((tag) => tag.trim());
     for (const tag of tags.filter((t) => t !== "")) counts[tag] = (counts[tag] ?? 0) + 1;
   }
   return counts;

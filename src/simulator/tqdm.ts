@@ -16,11 +16,7 @@ export class ProgressBar {
   private lastUpdateDraw: number;
   private lastLength = 0;
 
-  constructor(
-    private readonly io: Io,
-    private readonly description: string,
-    private readonly total: number,
-  ) {
+  constructor(private readonly io: Io, private readonly description: string, private readonly total: number) {
     this.startedAt = io.now();
     this.lastUpdateDraw = this.startedAt;
     this.draw();
@@ -49,15 +45,10 @@ export class ProgressBar {
     this.io.stderr("\n");
   }
 
-  private draw(): void {
-    const line = this.meter(this.io.now() - this.startedAt);
-    this.io.stderr(`\r${line}${" ".repeat(Math.max(0, this.lastLength - line.length))}`);
-    this.lastLength = line.length;
-  }
-
   // tqdm.format_meter in its default format.
-  private meter(elapsed: number): string {
+  private draw(): void {
     const { description, n, total } = this;
+    const elapsed = this.io.now() - this.startedAt;
     const rate = elapsed > 0 ? n / elapsed : 0;
     const fraction = total > 0 ? Math.min(1, n / total) : 1;
     const cells = "█".repeat(Math.trunc(fraction * BAR_CELLS)).padEnd(BAR_CELLS);
@@ -65,7 +56,9 @@ export class ProgressBar {
     const loss = this.loss === null ? "" : `, avr_loss=${formatNumber(this.loss)}`;
     const status = `${formatInterval(elapsed)}<${remaining}, ${formatRate(rate)}${loss}`;
     const prefix = description === "" ? "" : `${description}: `;
-    return `${prefix}${(fraction * 100).toFixed(0).padStart(3)}%|${cells}| ${n}/${total} [${status}]`;
+    const line = `${prefix}${(fraction * 100).toFixed(0).padStart(3)}%|${cells}| ${n}/${total} [${status}]`;
+    this.io.stderr(`\r${line}${" ".repeat(Math.max(0, this.lastLength - line.length))}`);
+    this.lastLength = line.length;
   }
 }
 
