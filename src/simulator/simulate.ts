@@ -24,11 +24,13 @@ import { ProgressBar } from "./tqdm.ts";
 const PYTHON = "/opt/fluxgym/.venv/bin/python";
 const BAD_KNOB_EXIT = 2;
 const NO_DATA =
-  "No data found. Please verify arguments (train_data_dir must be the parent of folders with images) / 画像がありません。" +
-  "引数指定を確認してください（train_data_dirには画像があるフォルダではなく、画像があるフォルダの親フォルダを指定する必要があります）";
+  "No data found. Please verify arguments (train_data_dir must be the parent of folders with images) / " +
+  "画像がありません。引数指定を確認してください（train_data_dirには画像があるフォルダではなく、" +
+  "画像があるフォルダの親フォルダを指定する必要があります）";
 const TEXT_ENCODER_CACHED =
   "AssertionError: network for Text Encoder cannot be trained with caching Text Encoder outputs / " +
-  "Text Encoderの出力をキャッシュしながらText Encoderのネットワークを学習することはできません";
+  "Text Encoderの出力をキャッシュしながら" +
+  "Text Encoderのネットワークを学習することはできません";
 // Keeps the event loop alive while a hang is simulated.
 const HANG_TICK_MS = 60_000;
 // An SDXL LoRA's loss: a mean that falls early and then flattens, each step scattered 0.35x-1.65x around it.
