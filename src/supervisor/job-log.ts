@@ -27,17 +27,23 @@ export function followLog(path: string, onText: (text: string) => void): LogFoll
   let slicing: ReturnType<typeof setImmediate> | null = null;
   let stopped = false;
 
-  // Reads at most `budget` bytes; true when it reached EOF.
+  // Reads at most `budget` bytes; true when it reached EOF. One read a tick while the trainer writes less than a
+  // chunk between two ticks: a short read of a regular file is its end, as of now.
   const read = (budget: number): boolean => {
-    // The shim cut the log to its cap: what was dropped is gone, follow on from the new end.
-    offset = Math.min(offset, fstatSync(fd).size);
     for (let left = budget; left > 0; ) {
-      const n = readSync(fd, buf, 0, Math.min(READ_CHUNK, left), offset);
-      if (n === 0) return true;
+      const want = Math.min(READ_CHUNK, left);
+      const n = readSync(fd, buf, 0, want, offset);
+      if (n === 0) {
+        // Nothing past the offset: the end, or the shim cut the log to its cap (what was dropped is gone; follow
+        // on from the new end).
+        offset = Math.min(offset, fstatSync(fd).size);
+        return true;
+      }
       offset += n;
       left -= n;
       const text = decoder.decode(buf.subarray(0, n), { stream: true });
       if (text !== "") onText(text);
+      if (n < want) return true;
     }
     return false;
   };
