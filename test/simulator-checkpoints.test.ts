@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { cp, mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { cp, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { verifySafetensors } from "../src/safetensors/verify.ts";
-import { runSimulated } from "./support/sim-run.ts";
+import { runSimulated, simWorkspace, type SimWorkspace } from "./support/sim-run.ts";
 
 // One image repeated 5 times at batch size 1: 5 batches per epoch, so 12 steps take 3 epochs.
 const REPEATS = 5;
@@ -12,20 +11,8 @@ const EOCD_BYTES = 22;
 const STATE_FILES = ["model.safetensors", "optimizer.bin", "random_states_0.pkl", "scheduler.bin", "train_state.json"];
 const ZIP_FILES = ["optimizer.bin", "scheduler.bin", "random_states_0.pkl"];
 
-interface Workspace extends AsyncDisposable {
-  dir: string;
-}
-
-async function workspace(): Promise<Workspace> {
-  const dir = await mkdtemp(join(tmpdir(), "simulator-checkpoints-"));
-  await mkdir(join(dir, "images"));
-  await Bun.write(join(dir, "images", "0.png"), "not really a png");
-  await Bun.write(join(dir, "model.safetensors"), "not really a model");
-  const subsets = [{ image_dir: join(dir, "images"), num_repeats: REPEATS }];
-  const config = { datasets: [{ resolution: 768, batch_size: 1, subsets }] };
-  await Bun.write(join(dir, "dataset.toml"), Bun.TOML.stringify(config));
-  return { dir, [Symbol.asyncDispose]: () => rm(dir, { recursive: true, force: true }) };
-}
+type Workspace = SimWorkspace;
+const workspace = () => simWorkspace("simulator-checkpoints-", REPEATS);
 
 async function simulate(dir: string, out: string, extra: string[], knobs: Record<string, string> = {}) {
   const run = { dir, outputDir: join(dir, out), steps: MAX_STEPS, extra, knobs, logPath: join(dir, `${out}.log`) };

@@ -1,10 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { crc32, inflateSync } from "node:zlib";
-import { runSimulated } from "./support/sim-run.ts";
+import { runSimulated, simWorkspace, type SimWorkspace } from "./support/sim-run.ts";
 
 // One image repeated 5 times at batch size 1: 5 batches per epoch, so 8 steps take 2 epochs.
 const REPEATS = 5;
@@ -15,24 +14,15 @@ const PROMPTS = [
   { prompt: "full body photo of ohwx person", width: 768, height: 64, sample_steps: 3, scale: 5.5, seed: 43 },
 ];
 
-interface Workspace extends AsyncDisposable {
-  dir: string;
+interface Workspace extends SimWorkspace {
   out: string;
   prompts: string;
 }
 
 async function workspace(prompts: unknown[] = PROMPTS): Promise<Workspace> {
-  const dir = await mkdtemp(join(tmpdir(), "simulator-samples-"));
-  await mkdir(join(dir, "images"));
-  await Bun.write(join(dir, "images", "0.png"), "not really a png");
-  await Bun.write(join(dir, "model.safetensors"), "not really a model");
-  const subsets = [{ image_dir: join(dir, "images"), num_repeats: REPEATS }];
-  const config = { datasets: [{ resolution: 768, batch_size: 1, subsets }] };
-  await Bun.write(join(dir, "dataset.toml"), Bun.TOML.stringify(config));
-  await Bun.write(join(dir, "prompts.json"), JSON.stringify(prompts));
-  const out = join(dir, "out");
-  const dispose = () => rm(dir, { recursive: true, force: true });
-  return { dir, out, prompts: join(dir, "prompts.json"), [Symbol.asyncDispose]: dispose };
+  const base = await simWorkspace("simulator-samples-", REPEATS);
+  await Bun.write(join(base.dir, "prompts.json"), JSON.stringify(prompts));
+  return { ...base, out: join(base.dir, "out"), prompts: join(base.dir, "prompts.json") };
 }
 
 function simulate(job: Workspace, steps: number, extra: string[], knobs: Record<string, string> = {}) {

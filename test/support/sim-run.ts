@@ -1,4 +1,6 @@
 import { closeSync, openSync } from "node:fs";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 const ENTRY = join(import.meta.dir, "simulate-entry.ts");
@@ -11,6 +13,23 @@ export const LAUNCH_FLAGS = [
   "--dynamo_backend=no",
   "--num_cpu_threads_per_process=1",
 ];
+
+export interface SimWorkspace extends AsyncDisposable {
+  dir: string;
+}
+
+// A temp dir with what a simulated run reads: one image repeated `repeats` times at batch size 1 in dataset.toml,
+// and a stand-in model.safetensors.
+export async function simWorkspace(prefix: string, repeats: number): Promise<SimWorkspace> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  await mkdir(join(dir, "images"));
+  await Bun.write(join(dir, "images", "0.png"), "not really a png");
+  await Bun.write(join(dir, "model.safetensors"), "not really a model");
+  const subsets = [{ image_dir: join(dir, "images"), num_repeats: repeats }];
+  const config = { datasets: [{ resolution: 768, batch_size: 1, subsets }] };
+  await Bun.write(join(dir, "dataset.toml"), Bun.TOML.stringify(config));
+  return { dir, [Symbol.asyncDispose]: () => rm(dir, { recursive: true, force: true }) };
+}
 
 /** Where a simulated run reads its inputs (`model.safetensors`, `dataset.toml` in `dir`) and writes its output. */
 export interface SimulatedRun {
