@@ -5,7 +5,7 @@
 import { connect, type Socket } from "node:net";
 import { startBenchWorker } from "./lib/bench-host.ts";
 import { cpuMeter, rssBytes } from "./lib/proc.ts";
-import { runBench, verdict, type Row } from "./lib/report.ts";
+import { builds, runBench, verdict, type Row } from "./lib/report.ts";
 import { mib, ratio } from "./lib/stats.ts";
 
 const CLIENTS = 1000;
@@ -86,12 +86,14 @@ function rows(label: string, { one, many }: { one: Window; many: Window }): Row[
 }
 
 export async function measure(): Promise<Row[]> {
-  const after = await measureBuild();
-  console.log(`this build: 1 stream ${(after.one.cpuShare * 100).toFixed(2)} % CPU, ${mib(after.one.rss)} · ${CLIENTS} streams ${(after.many.cpuShare * 100).toFixed(2)} % CPU, ${mib(after.many.rss)}`);
-  const beforeBinary = process.env.BENCH_BEFORE;
-  if (!beforeBinary) return rows("", after);
-  const before = await measureBuild(beforeBinary);
-  return [...rows("", after), ...rows("before: ", before)];
+  const out: Row[] = [];
+  for (const { label, binary } of builds()) {
+    const w = await measureBuild(binary);
+    const pct = (share: number) => `${(share * 100).toFixed(2)} % CPU`;
+    console.log(`${label || "this build: "}1 stream ${pct(w.one.cpuShare)}, ${mib(w.one.rss)} · ${CLIENTS} streams ${pct(w.many.cpuShare)}, ${mib(w.many.rss)}`);
+    out.push(...rows(label, w));
+  }
+  return out;
 }
 
 if (import.meta.main) await runBench("14.4. SSE fan-out", measure);

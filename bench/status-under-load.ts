@@ -6,7 +6,7 @@ import { BARE_SERVER, spawnListening } from "./lib/listening.ts";
 import { runLoad } from "./lib/load-client.ts";
 import type { LoadResult, LoadSpec } from "./lib/load-gen.ts";
 import { cpuMeter } from "./lib/proc.ts";
-import { runBench, verdict, type Row } from "./lib/report.ts";
+import { builds, runBench, verdict, type Row } from "./lib/report.ts";
 import { count, ms, ratio } from "./lib/stats.ts";
 
 const CONNECTIONS = 32;
@@ -33,9 +33,9 @@ async function loadRound(pid: number, spec: Omit<LoadSpec, "mode" | "connections
 
 // BENCH_BEFORE=<binary> adds the same rounds for another build (e.g. the commit before a change) as a before.
 export async function measure(): Promise<Row[]> {
-  const before = process.env.BENCH_BEFORE;
-  const after = await measureBuild("");
-  return before ? [...after, ...(await measureBuild("before: ", before))] : after;
+  const out: Row[] = [];
+  for (const { label, binary } of builds()) out.push(...(await measureBuild(label, binary)));
+  return out;
 }
 
 async function measureBuild(label: string, binary?: string): Promise<Row[]> {

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { startBenchWorker, bunTrainer, type BenchWorker } from "./lib/bench-host.ts";
 import { trackPid } from "./lib/cleanup.ts";
 import { cpuMeter, rssBytes } from "./lib/proc.ts";
-import { runBench, verdict, type Row } from "./lib/report.ts";
+import { builds, runBench, verdict, type Row } from "./lib/report.ts";
 import { count, mib, ratio } from "./lib/stats.ts";
 
 const REALISTIC_WINDOW_S = 20;
@@ -92,10 +92,8 @@ async function flood(binary?: string): Promise<Window> {
 
 export async function measure(): Promise<Row[]> {
   const bench = "2 supervisor overhead";
-  const builds: Array<[string, string | undefined]> = [["", undefined]];
-  if (process.env.BENCH_BEFORE) builds.push(["before: ", process.env.BENCH_BEFORE]);
   const out: Row[] = [];
-  for (const [label, binary] of builds) {
+  for (const { label, binary } of builds()) {
     out.push(...rows(bench, `${label}10 steps/s`, await realistic(binary), 0.5));
     out.push(...rows(bench, `${label}flood ${count(FLOOD_RATE)} lines/s`, await flood(binary), 3));
   }

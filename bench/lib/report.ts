@@ -35,6 +35,13 @@ export function formatTable(rows: readonly Row[]): string {
   return [line(COLUMNS.map(([, t]) => t)), line(widths.map((w) => "-".repeat(w))), ...rows.map((r) => line(COLUMNS.map(([k]) => r[k])))].join("\n");
 }
 
+// The builds a script measures: this tree's, then, when BENCH_BEFORE names another build's binary (the commit
+// before a change, say), that one, its rows labelled "before: ".
+export function builds(): Array<{ label: string; binary?: string }> {
+  const before = process.env.BENCH_BEFORE;
+  return before ? [{ label: "" }, { label: "before: ", binary: before }] : [{ label: "" }];
+}
+
 // The suite runner reads a script's rows from BENCH_RESULT_FILE; alone, a script just prints them.
 export async function runBench(title: string, measure: () => Promise<Row[]>): Promise<void> {
   cleanUpOnSignals();
