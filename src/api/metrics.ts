@@ -57,8 +57,6 @@ interface RouteStats {
   total: number;
 }
 
-const cumulative = (counts: number[], upTo: number) => counts.slice(0, upTo + 1).reduce((a, b) => a + b, 0);
-
 // Requests and latency by route pattern (never by raw path: job ids would explode the series).
 export function createHttpMetrics() {
   const routes = new Map<string, RouteStats>();
@@ -101,16 +99,18 @@ export function createHttpMetrics() {
       name: "lora_worker_http_request_duration_seconds",
       help: "Time to answer an HTTP request, by route pattern.",
       kind: "histogram",
-      samples: [...routes].flatMap(([route, s]) => [
-        ...BUCKETS.map((le, i) => ({
-          suffix: "_bucket",
-          labels: { route, le: String(le) },
-          value: cumulative(s.counts, i),
-        })),
-        { suffix: "_bucket", labels: { route, le: "+Inf" }, value: s.total },
-        { suffix: "_sum", labels: { route }, value: s.sum },
-        { suffix: "_count", labels: { route }, value: s.total },
-      ]),
+      samples: [...routes].flatMap(([route, s]) => {
+        let upTo = 0;
+        return [
+          ...BUCKETS.map((le, i) => {
+            upTo += s.counts[i]!;
+            return { suffix: "_bucket", labels: { route, le: String(le) }, value: upTo };
+          }),
+          { suffix: "_bucket", labels: { route, le: "+Inf" }, value: s.total },
+          { suffix: "_sum", labels: { route }, value: s.sum },
+          { suffix: "_count", labels: { route }, value: s.total },
+        ];
+      }),
     },
   ];
 
