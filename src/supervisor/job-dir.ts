@@ -66,7 +66,7 @@ export const launchPath = (dir: string) => join(dir, "launch.json");
 export const shimPath = (dir: string) => join(dir, "shim.json");
 export const trainerPath = (dir: string) => join(dir, "trainer.json");
 export const exitPath = (dir: string) => join(dir, "exit.json");
-export const SLURM_SCRIPT = "slurm.sh";
+export const slurmScriptPath = (dir: string) => join(dir, "slurm.sh");
 
 export const readJobFile = (dir: string) => readJsonOrNull<JobFile>(jobFilePath(dir));
 export const readShim = (dir: string) => readJsonOrNull<ProcessIdentity>(shimPath(dir));

@@ -3,7 +3,7 @@ import { dirname, join } from "node:path";
 import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
-import { readExit, readJobFile, readShim, readTrainer, SLURM_SCRIPT } from "./job-dir.ts";
+import { readExit, readJobFile, readShim, readTrainer, slurmScriptPath } from "./job-dir.ts";
 import {
   identify, isSameProcess, markedProcesses, type ProcessIdentity, readBootId, readProcStat,
 } from "../os/proc.ts";
@@ -36,7 +36,7 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
   for (const job of deps.store.activeJobs()) {
     settled.add(job.id);
     // Slurm holds a batch job's processes on whatever node, across its own restarts and ours: it says how it ends.
-    if (job.slurm_job_id !== null || existsSync(join(dirname(job.log_path), SLURM_SCRIPT))) {
+    if (job.slurm_job_id !== null || existsSync(slurmScriptPath(dirname(job.log_path)))) {
       deps.log.info("re-adopting job after restart", { job_id: job.id, slurm_job_id: job.slurm_job_id });
       adopt({ row: job, ids: { shim: null, trainer: null }, pendingStop: pendingStopOf(job, deps.now), onSlurm: true });
       continue;
@@ -103,7 +103,7 @@ function recover(deps: ReconcileDeps, id: string, dir: string, marked: number[])
   const shim = liveShim(row, dir, marked);
   const ids = { shim, trainer: liveTrainer(row, dir, marked, shim) };
   recordIdentities(deps, id, ids);
-  return { row: deps.store.get(id)!, ids, pendingStop: null, onSlurm: existsSync(join(dir, SLURM_SCRIPT)) };
+  return { row: deps.store.get(id)!, ids, pendingStop: null, onSlurm: existsSync(slurmScriptPath(dir)) };
 }
 
 // Found by files or marker, the processes go on record, as the launch would have put them (guarded: a recorded

@@ -8,7 +8,7 @@ import { writeJsonAtomic } from "../fs.ts";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
 import { isLive, type JobState, type SlurmClient } from "../os/slurm.ts";
 import {
-  type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit, SLURM_SCRIPT,
+  type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit, slurmScriptPath,
 } from "./job-dir.ts";
 import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
 import { supervise } from "./supervise.ts";
@@ -46,7 +46,7 @@ export async function startSlurmRun(
   writeJsonAtomic(jobFilePath(ctx.dir), job);
   writeJsonAtomic(launchPath(ctx.dir), launch);
   closeSync(openSync(ctx.logPath, "a", 0o640));
-  const script = join(ctx.dir, SLURM_SCRIPT);
+  const script = slurmScriptPath(ctx.dir);
   writeFileSync(script, batchScript(ctx, shimCommand), { mode: 0o750 });
   const submitted = await plan.slurm.submit(script, [
     `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.dir}`, `--output=${join(ctx.dir, SLURM_OUT)}`,
