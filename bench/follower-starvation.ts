@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { LineSplitter } from "../src/progress/tracker.ts";
 import { applyLine, initialProgress } from "../src/progress/progress.ts";
 import { followLog, type LogFollower } from "../src/supervisor/job-log.ts";
+import { WATCHED_TICK_MS } from "../src/supervisor/supervise.ts";
 import { trackPid, trackScratch } from "./lib/cleanup.ts";
 import { followToEof } from "./lib/eof-follower.ts";
 import { runLoad } from "./lib/load-client.ts";
@@ -24,7 +25,7 @@ const WARMUP_MS = 300;
 const ROUNDS = 2;
 const TARGET_P99_MS = 50;
 
-type Follow = (path: string, onText: (text: string) => void) => LogFollower;
+type Follow = (path: string, onText: (text: string) => void) => Pick<LogFollower, "drain" | "stop">;
 
 interface Round {
   load: LoadResult;
@@ -84,7 +85,7 @@ export async function measure(): Promise<Row[]> {
   try {
     for (let i = 0; i < ROUNDS; i++) {
       sides.quiet.push({ load: await load(server.url.href), writtenPerS: 0, deliveredPerS: 0 });
-      sides.sliced.push(await floodRound(dir, server.url.href, followLog));
+      sides.sliced.push(await floodRound(dir, server.url.href, (path, onText) => followLog(path, onText, () => WATCHED_TICK_MS)));
       sides.eof.push(await floodRound(dir, server.url.href, followToEof));
       const [q, s, e] = [sides.quiet.at(-1)!, sides.sliced.at(-1)!, sides.eof.at(-1)!];
       console.log(`round ${i + 1}: no flood ${show(q)} · followLog ${show(s)}, read ${perS(s.deliveredPerS)} of ${perS(s.writtenPerS)} · to EOF ${show(e)}, read ${perS(e.deliveredPerS)} of ${perS(e.writtenPerS)}`);

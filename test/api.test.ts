@@ -1,12 +1,13 @@
 import { describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../src/api/input.ts";
 import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
 import { inProcessApp } from "./support/app-harness.ts";
 import { TRAINERS, realModeConfig } from "./support/real-mode.ts";
+import { waitFor } from "./support/wait.ts";
 
 // The app in process over a fixture trainer whose tree ignores SIGTERM.
 function appFor(tree: HostTree, nvidiaSmi = FAKE_NVIDIA_SMI, bodyDeadlineMs?: number) {
@@ -119,4 +120,27 @@ describe("HTTP surface", () => {
     expect(readdirSync(join(tree.state, "jobs"))).toEqual([winner]);
     expect(jobRows(tree)).toBe(1);
   });
+
+  // Nobody follows these jobs, so the worker's own look at the log is seconds away: only the answer's read shows
+  // the step. Each route is asked first, right after the trainer wrote its third step.
+  const fresh: Array<[string, (a: ReturnType<typeof appFor>, id: string) => Promise<number>]> = [
+    ["GET /train/{id}", async (a, id) => (await a.json(`/train/${id}`)).body.step],
+    ["GET /train", async (a) => (await a.json("/train")).body.jobs[0].step],
+    ["GET /metrics", async (a, id) => {
+      const text = await (await a.app.request("/metrics")).text();
+      return Number(new RegExp(`^lora_worker_active_job_step\\{job_id="${id}"\\} (\\d+)$`, "m").exec(text)?.[1]);
+    }],
+  ];
+  for (const [route, ask] of fresh) {
+    test(`${route} shows the step the trainer has just written`, async () => {
+      using tree = makeHostTree();
+      const trainer = join(TRAINERS, "holds-last-bar.sh");
+      await using a = inProcessApp(tree, realModeConfig(tree, trainer), [trainer]);
+      const id = (await (await a.post(JSON.stringify(tree.validRequest()))).json() as any).worker_job_id as string;
+      await waitFor(() => readFileSync(a.store.get(id)!.log_path, "utf8").includes("3/400"), "the trainer's third step");
+      // Contrast: what the worker knew before the answer asked.
+      expect(a.supervisor.progress(id)!.step).toBe(0);
+      expect(await ask(a, id)).toBe(3);
+    });
+  }
 });

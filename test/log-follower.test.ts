@@ -23,13 +23,16 @@ function logFile(name: string, text: string): string {
   return path;
 }
 
-function collect(path: string) {
+// The pace the supervisor gives a job an event stream follows.
+const TICK_MS = 100;
+
+function collect(path: string, interval = () => TICK_MS) {
   const chunks: string[] = [];
   let chars = 0;
   const follower = followLog(path, (text) => {
     chunks.push(text);
     chars += text.length;
-  });
+  }, interval);
   return { follower, chunks, chars: () => chars, text: () => chunks.join("") };
 }
 
@@ -99,11 +102,33 @@ describe("followLog", () => {
     expect(await Bun.file(path).slice("before the cut\n".length).text()).toBe("");
   });
 
+  test("the pace is asked at each look, and a look on demand starts the next interval over at the pace asked now", async () => {
+    const path = logFile("paced-by-caller.log", "");
+    let pace = 60_000;
+    const log = collect(path, () => pace);
+    appendFileSync(path, "read on demand\n");
+    log.follower.drain();
+    expect(log.text()).toBe("read on demand\n");
+    pace = 20;
+    log.follower.drain();
+    appendFileSync(path, "read by the quicker tick\n");
+    await waitFor(() => log.text().endsWith("read by the quicker tick\n"), "the line after the pace quickened");
+    // Contrast: back at a minute's pace, what is appended after a look waits for the next one.
+    pace = 60_000;
+    log.follower.drain();
+    appendFileSync(path, "not yet\n");
+    await Bun.sleep(300);
+    expect(log.text().endsWith("not yet\n")).toBe(false);
+    log.follower.drain();
+    expect(log.text().endsWith("not yet\n")).toBe(true);
+    log.follower.stop();
+  });
+
   test("stop() closes the log even when the text handler throws on the last words", () => {
     const path = logFile("throwing.log", "last words\n");
     const follower = followLog(path, () => {
       throw new Error("the database is full");
-    });
+    }, () => TICK_MS);
     expect(fdsOn(path)).toBe(1);
     expect(() => follower.stop()).toThrow("the database is full");
     expect(fdsOn(path)).toBe(0);

@@ -1,5 +1,5 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { LineSplitter } from "../src/progress/tracker.ts";
 import { applyLine, initialProgress } from "../src/progress/progress.ts";
@@ -71,6 +71,42 @@ describe("supervisor outcomes", () => {
       return p && p.step === 3 ? p : null;
     }, "step 3, which no later \r ever closes");
     expect(progress).toMatchObject({ step: 3, total_steps: 400, loss: 0.3 });
+  });
+
+  test("an answer reads what the trainer wrote since the last look, so it shows the step just written", async () => {
+    using tree = makeHostTree();
+    const trainer = join(TRAINERS, "holds-last-bar.sh");
+    await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    await waitFor(() => readFileSync(s.store.get(job.id)!.log_path, "utf8").includes("3/400"), "the trainer's third step");
+    // Contrast: nobody follows the job, so until an answer asks, its output waits for the next tick (seconds away).
+    expect(s.supervisor.progress(job.id)!.step).toBe(0);
+    s.supervisor.refresh(job.id);
+    expect(s.supervisor.progress(job.id)).toMatchObject({ step: 3, total_steps: 400, loss: 0.3 });
+  });
+
+  test("a job with a watcher is read at the watched pace: it sees the steps as they come, not all at once", async () => {
+    using tree = makeHostTree();
+    const trainer = join(TRAINERS, "step-a-tenth.sh");
+    await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const seen = new Set<number>();
+    const unwatch = s.supervisor.watch(job.id, () => seen.add(s.supervisor.progress(job.id)?.step ?? 0));
+    await waitFor(() => seen.has(20), "step 20 through the watcher");
+    unwatch();
+    // Twenty steps over two seconds: read every 100 ms, the watcher sees most of them one by one; read every few
+    // seconds (the pace of a job nobody follows), it would see a handful at most.
+    expect(seen.size).toBeGreaterThanOrEqual(10);
+  });
+
+  test("contrast: a job nobody watches or asks about is read at its own slow pace, many steps at a time", async () => {
+    using tree = makeHostTree();
+    const trainer = join(TRAINERS, "step-a-tenth.sh");
+    await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const seen = new Set<number>();
+    await waitFor(() => seen.add(s.supervisor.progress(job.id)?.step ?? 0).has(20), "step 20 at a tick");
+    expect(seen.size).toBeLessThanOrEqual(3);
   });
 
   test("contrast: folding only the records a \\r or \\n has closed leaves the last redraw unread", () => {

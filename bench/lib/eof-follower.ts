@@ -3,7 +3,7 @@
 import { closeSync, fstatSync, openSync, readSync, watch } from "node:fs";
 import type { LogFollower } from "../../src/supervisor/job-log.ts";
 
-export function followToEof(path: string, onText: (text: string) => void): LogFollower {
+export function followToEof(path: string, onText: (text: string) => void): Pick<LogFollower, "drain" | "stop"> {
   const fd = openSync(path, "r");
   const decoder = new TextDecoder("utf-8");
   const buf = Buffer.alloc(64 * 1024);

@@ -41,11 +41,15 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
     return json;
   };
   const feeds = createJobFeeds({ supervisor, answer: (id: string) => {
+    supervisor.refresh(id);
     const row = store.get(id)!;
     return { row, json: answerOf(row) };
   } });
+  // What the job's trainer wrote up to now is taken in first, so the record and the live progress agree.
   const find = (id: string) => {
-    const row = JOB_ID.test(id) ? store.get(id) : null;
+    if (!JOB_ID.test(id)) throw noSuchJob();
+    supervisor.refresh(id);
+    const row = store.get(id);
     if (!row) throw noSuchJob();
     return row;
   };
@@ -59,6 +63,7 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
     })
     .get("/", (c) => {
       const query = parseQuery(ListQuery, c.req);
+      supervisor.refresh();
       const rows = store.list(query.status ?? null, query.limit + 1, query.cursor ?? null);
       const page = rows.slice(0, query.limit);
       const last = page.at(-1);

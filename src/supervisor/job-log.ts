@@ -6,30 +6,34 @@ import { closeSync, fstatSync, ftruncateSync, openSync, readSync, writeSync } fr
 const READ_CHUNK = 64 * 1024;
 // Read and handed on per event-loop turn: ~2 ms of parsing at ~30 MiB/s, so HTTP handlers never wait on a backlog.
 export const SLICE_BYTES = 64 * 1024;
-// One look per tick, whatever the trainer writes in between: a flood of redraws costs ten reads a second, not a
-// wake-up per write, and a log on a network filesystem (written on another node, where inotify says nothing) is
-// followed the same way. Progress still shows within a tick of being written (bench/progress-freshness.ts).
-export const TICK_MS = 100;
 
 export interface LogFollower {
-  /** Reads what is there, one slice a turn, yielding to the event loop between slices. */
+  /** Reads what is there now, one slice a turn, yielding to the event loop between slices. */
   drain(): void;
+  /** Milliseconds since the last read began. */
+  sinceRead(): number;
   /** Reads synchronously to EOF, so the caller has every byte written before the stop, then closes. */
   stop(): void;
 }
 
-// Follows a file the trainer appends to; the trainer never writes into a pipe of ours.
-export function followLog(path: string, onText: (text: string) => void): LogFollower {
+// Follows a file the trainer appends to; the trainer never writes into a pipe of ours. One look per tick, whatever
+// the trainer writes in between: a flood of redraws costs a read a tick, not a wake-up per write, and a log on a
+// network filesystem (written on another node, where inotify says nothing) is followed the same way. `interval` is
+// asked at each look for the time to the next; a look on demand (drain) starts that interval over.
+export function followLog(path: string, onText: (text: string) => void, interval: () => number): LogFollower {
   const fd = openSync(path, "r");
   const decoder = new TextDecoder("utf-8");
   const buf = Buffer.alloc(READ_CHUNK);
   let offset = 0;
   let slicing: ReturnType<typeof setImmediate> | null = null;
+  let tick: ReturnType<typeof setTimeout> | null = null;
+  let readAt = Number.NEGATIVE_INFINITY;
   let stopped = false;
 
   // Reads at most `budget` bytes; true when it reached EOF. One read a tick while the trainer writes less than a
   // chunk between two ticks: a short read of a regular file is its end, as of now.
   const read = (budget: number): boolean => {
+    readAt = performance.now();
     for (let left = budget; left > 0; ) {
       const want = Math.min(READ_CHUNK, left);
       const n = readSync(fd, buf, 0, want, offset);
@@ -53,17 +57,21 @@ export function followLog(path: string, onText: (text: string) => void): LogFoll
     slicing = null;
     if (!stopped && !read(SLICE_BYTES)) slicing = setImmediate(slice);
   };
-  // A slice in flight carries on to EOF, and so covers whatever the tick came for.
+  // A slice in flight carries on to EOF, and so covers whatever the look came for.
   const drain = () => {
+    if (stopped) return;
+    if (tick) clearTimeout(tick);
+    tick = setTimeout(drain, interval());
     if (!slicing) slice();
   };
-  const tick = setInterval(drain, TICK_MS);
+  tick = setTimeout(drain, interval());
 
   return {
     drain,
+    sinceRead: () => performance.now() - readAt,
     stop() {
       if (stopped) return;
-      clearInterval(tick);
+      if (tick) clearTimeout(tick);
       if (slicing) clearImmediate(slicing);
       try {
         // The trainer has exited: its last words decide the outcome, so read them all now.

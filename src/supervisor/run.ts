@@ -46,6 +46,8 @@ export interface RunContext {
   memoryEvents: string | null;
   // Called after every change a watcher could see: progress, status, the end.
   changed: () => void;
+  // Whether an event stream follows the job now: its output is then read more often.
+  watched: () => boolean;
 }
 
 export interface Run {
@@ -54,6 +56,8 @@ export interface Run {
   // Why the scheduler still holds the run (Slurm's pending reason), or null once it runs or on this host.
   queued(): string | null;
   progress(): Progress;
+  // Reads the trainer's output now, unless it was read less than maxAgeMs ago.
+  refresh(maxAgeMs: number): void;
   stop(reason: StopReason): Promise<void>;
   // Stops the run right after its next state is verified; a run that ends first simply ends.
   pause(): void;

@@ -12,7 +12,18 @@ import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
 const PERSIST_INTERVAL_MS = 1000;
 const LOG_LINES_FOR_OUTCOME = 200;
-const WATCHDOG_CHECK_MS = 1000;
+// How often the trainer's output is read. An answer about the job (GET /train/{id}, the list, /metrics) reads
+// first, unless the last read is younger than FRESH_MS; an event stream's job is read every WATCHED_TICK_MS, so
+// each step reaches the stream within that; a job nobody looks at is read every UNWATCHED_TICK_MS, which is what
+// keeps its record, its saved states and its watchdog current. So a poller sees progress at most FRESH_MS old,
+// and the worker does not wake ten times a second for a job nobody is looking at.
+export const FRESH_MS = 50;
+export const WATCHED_TICK_MS = 100;
+export const UNWATCHED_TICK_MS = 5000;
+// Until the trainer's first words (the run may still be in a scheduler's queue), the watchdog looks this often.
+const QUEUED_CHECK_MS = 1000;
+// setTimeout's largest delay; a later deadline is reached in steps.
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 // One run's bookkeeping, wherever its processes live (the placement: this host, or a Slurm job).
 export function supervise(ctx: RunContext, placement: Placement, pending: PendingStop | null): Run {
@@ -83,6 +94,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     { stallMs: ctx.stallMs, deadline: ctx.deadline },
     (reason) => void stop(reason),
     () => placement.queued() !== null,
+    () => follower.drain(),
   );
   const onText = (text: string) => {
     watchdog.touch();
@@ -107,7 +119,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     } catch (err) {
       ctx.log.error("could not take in trainer output", { job_id: ctx.id, error: (err as Error).message });
     }
-  });
+  }, () => (ctx.watched() ? WATCHED_TICK_MS : UNWATCHED_TICK_MS));
   // A stop recorded by a worker that has since restarted: sent again, with what is left of its grace.
   if (pending) {
     stopReason = pending.reason;
@@ -184,35 +196,53 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     pgid: placement.pgid,
     queued: placement.queued,
     progress: () => tracker.progress(),
+    refresh(maxAgeMs) {
+      if (follower.sinceRead() >= maxAgeMs) follower.drain();
+    },
     stop: (reason) => stop(reason),
     pause,
     finished,
   };
 }
 
-// Trips once: on silence longer than stallMs, or at the tier's wall-clock deadline (epoch ms). A run that waits in
-// a scheduler's queue (`waiting`) is silent by right: its silence counts from when it starts.
+// Trips once: on silence longer than stallMs, or at the tier's wall-clock deadline (epoch ms). Once the trainer
+// has spoken it wakes only when one of the two is due, and reads the trainer's output first (`look`), so output
+// not yet read counts. Before that the run may be waiting in a scheduler's queue (`waiting`), silent by right: it
+// looks every QUEUED_CHECK_MS, so silence counts from (nearly) when the run starts.
 function startWatchdog(
   limits: { stallMs: number; deadline: number },
   trip: (reason: StopReason) => void,
   waiting: () => boolean,
+  look: () => void,
   now: () => number = Date.now,
 ) {
   let lastOutput = now();
-  const timer = setInterval(() => {
+  let heard = false;
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  const arm = (t: number) => {
+    const due = Math.min(lastOutput + limits.stallMs, limits.deadline, heard ? Infinity : t + QUEUED_CHECK_MS);
+    timer = setTimeout(check, Math.min(MAX_TIMER_MS, Math.max(0, due - t)));
+  };
+  const check = () => {
+    timer = null;
+    look();
     const t = now();
     if (waiting()) lastOutput = t;
     const stalled = t - lastOutput >= limits.stallMs;
     const reason: StopReason | null = t >= limits.deadline ? "timeout" : stalled ? "stalled" : null;
-    if (reason === null) return;
-    clearInterval(timer);
+    if (reason === null) return arm(t);
     trip(reason);
-  }, Math.min(WATCHDOG_CHECK_MS, limits.stallMs));
+  };
+  arm(lastOutput);
   return {
     touch: () => {
       lastOutput = now();
+      heard = true;
     },
-    stop: () => clearInterval(timer),
+    stop: () => {
+      if (timer) clearTimeout(timer);
+      timer = null;
+    },
   };
 }
 

@@ -11,7 +11,7 @@ import { jobPaths, type LaunchFile } from "./job-dir.ts";
 import type { Sample } from "./checkpoints.ts";
 import { markedProcesses } from "../os/proc.ts";
 import { reconcileOnStart } from "./reconcile.ts";
-import { createWriteGuard, writeUntilDone } from "./supervise.ts";
+import { createWriteGuard, FRESH_MS, writeUntilDone } from "./supervise.ts";
 import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";
 import { adoptSlurmRun, type SlurmPlan, slurmRefusal, startSlurmRun } from "./slurm-run.ts";
 import { createSlurmClient } from "../os/slurm.ts";
@@ -79,6 +79,7 @@ export function createSupervisor(deps: SupervisorDeps) {
       samples: (request.samples ?? 0) > 0 ? { known: knownSamples, sinceMs: Date.parse(row.created_at) } : null,
       memoryEvents: deps.memoryEvents ?? null,
       changed: () => notify(row.id),
+      watched: () => watchers.has(row.id),
     };
   };
   const track = (run: Run) => {
@@ -153,10 +154,12 @@ export function createSupervisor(deps: SupervisorDeps) {
       return store.get(id);
     },
 
-    // Calls `watcher` after each change of the job; returns the unsubscribe.
+    // Calls `watcher` after each change of the job; returns the unsubscribe. A watched run is read at the
+    // watched pace from now on.
     watch(id: string, watcher: () => void): () => void {
       const set = watchers.get(id) ?? new Set();
       watchers.set(id, set.add(watcher));
+      runs.get(id)?.refresh(0);
       return () => {
         set.delete(watcher);
         if (set.size === 0) watchers.delete(id);
@@ -171,6 +174,12 @@ export function createSupervisor(deps: SupervisorDeps) {
     /** The state dir's disk is full: checked before a claim. */
     stateFull() {
       return stateHealth.full();
+    },
+
+    // Before an answer about a job (or, without an id, about every active one): what its trainer wrote since the
+    // last read is taken in, so the answer is at most FRESH_MS behind the log.
+    refresh(id?: string): void {
+      for (const run of id === undefined ? runs.values() : [runs.get(id)]) run?.refresh(FRESH_MS);
     },
 
     isRunning(id: string): boolean {
