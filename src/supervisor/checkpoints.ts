@@ -70,8 +70,11 @@ async function endsWithEocd(path: string): Promise<boolean> {
 
 // A whole state whose network weights are finite, or why it cannot be resumed from.
 export async function unusableState(dir: string, step: number): Promise<string | null> {
-  const incomplete = await incompleteState(dir, step);
-  if (incomplete !== null) return incomplete;
+  return (await incompleteState(dir, step)) ?? (await unfitWeights(dir));
+}
+
+// A whole state's network weights: readable to the end, and finite.
+async function unfitWeights(dir: string): Promise<string | null> {
   const verdict = await verifySafetensors(join(dir, "model.safetensors"));
   if (!verdict.ok) return `model.safetensors: ${verdict.error.detail}`;
   return verdict.value.nonFinite.tensors > 0 ? "its network weights hold NaN or Inf" : null;
@@ -141,7 +144,7 @@ export function followStates(deps: FollowerDeps) {
       return;
     }
     pending = null;
-    const why = await unusableState(stateDir(deps.out, step), step);
+    const why = await unfitWeights(stateDir(deps.out, step));
     if (why !== null) return deps.log.warn("a saved state cannot be resumed from", { job_id: deps.jobId, step, why });
     deps.saved(step, await verifyIntermediate(deps.out, step));
   };
