@@ -39,7 +39,7 @@ export async function verifySafetensors(path: string): Promise<SafetensorsVerdic
   const layoutProblem = checkLayout(header.tensors, dataBytes);
   if (layoutProblem !== null) return invalid(layoutProblem);
   const scan = scanNonFinite(header.tensors, dataStart);
-  const digest = await hashAndScan(path, scan);
+  const digest = await hashAndScan(path, size, scan);
   if (digest.bytes !== size) {
     return invalid(`file changed size from ${size} to ${digest.bytes} bytes while being verified`);
   }
@@ -65,9 +65,16 @@ async function regularFileSize(path: string): Promise<number | Failure> {
   }
 }
 
-async function hashAndScan(path: string, scan: NonFiniteScan): Promise<{ sha256: string; bytes: number }> {
+interface Digest {
+  sha256: string;
+  bytes: number;
+}
+
+// A file smaller than a chunk is read into a buffer of its size, rounded up to 8 bytes so that the chunks of a
+// file that grows meanwhile stay on the scan's grid: a small LoRA does not cost a 4 MiB allocation.
+async function hashAndScan(path: string, size: number, scan: NonFiniteScan): Promise<Digest> {
   const hasher = new Bun.CryptoHasher("sha256");
-  const buffer = new Uint8Array(READ_CHUNK_BYTES);
+  const buffer = new Uint8Array(Math.min(READ_CHUNK_BYTES, Math.ceil((size + 1) / 8) * 8));
   const file = await open(path, "r");
   let position = 0;
   try {
