@@ -40,8 +40,8 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
     answers.set(row, { live, json });
     return json;
   };
+  // A stream's first event follows find()'s read; each later one follows a change the supervisor read itself.
   const feeds = createJobFeeds({ supervisor, answer: (id: string) => {
-    supervisor.refresh(id);
     const row = store.get(id)!;
     return { row, json: answerOf(row) };
   } });
