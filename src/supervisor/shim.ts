@@ -1,4 +1,5 @@
-import { closeSync, openSync } from "node:fs";
+import { closeSync, existsSync, openSync } from "node:fs";
+import { basename, dirname } from "node:path";
 import { readJsonOrNull, writeJsonAtomic } from "../fs.ts";
 import { exitPath, launchPath, shimPath, trainerPath, type LaunchFile } from "./job-dir.ts";
 import { identify } from "../os/proc.ts";
@@ -37,17 +38,25 @@ export async function runShim(jobDir: string): Promise<number> {
   clearInterval(cap);
   cut(launch);
   const signal = proc.signalCode === null ? null : String(proc.signalCode);
-  await writeWhenPossible(exitPath(jobDir), { exit_code: proc.exitCode, signal, ended_at: new Date().toISOString() });
-  return 0;
+  const recorded = await writeWhenPossible(exitPath(jobDir), {
+    exit_code: proc.exitCode, signal, ended_at: new Date().toISOString(),
+  });
+  return recorded ? 0 : 1;
 }
 
-// What the shim records exists nowhere else: a state dir that cannot take it now (full, say) is waited out.
-async function writeWhenPossible(path: string, value: unknown): Promise<void> {
+// What the shim records exists nowhere else: a state dir that cannot take it now (full, say) is waited out. A job
+// directory that is gone (removed with its state dir) will never take it, and nobody is left to read it: the shim
+// says so and gives up (false) rather than wait forever.
+async function writeWhenPossible(path: string, value: unknown): Promise<boolean> {
   for (;;) {
     try {
       writeJsonAtomic(path, value);
-      return;
+      return true;
     } catch {
+      if (!existsSync(dirname(path))) {
+        process.stderr.write(`lora-worker shim: ${dirname(path)} is gone, so ${basename(path)} cannot be written\n`);
+        return false;
+      }
       await Bun.sleep(WRITE_RETRY_MS);
     }
   }
