@@ -1,4 +1,6 @@
-import { existsSync, lstatSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
+import {
+  accessSync, existsSync, lstatSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats,
+} from "node:fs";
 
 // A path that cannot be stat'ed (missing, unreadable, a loop) is simply absent to the callers here.
 export function statOrNull(path: string): Stats | null {
@@ -13,6 +15,16 @@ export function statOrNull(path: string): Stats | null {
 export function hasEntry(path: string): boolean {
   try {
     lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// Whether this process may read, write or run the path (`constants.R_OK`, `W_OK`, `X_OK`); never one that is missing.
+export function mayAccess(path: string, mode: number): boolean {
+  try {
+    accessSync(path, mode);
     return true;
   } catch {
     return false;

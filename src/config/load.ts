@@ -1,8 +1,8 @@
-import { accessSync, constants } from "node:fs";
+import { constants } from "node:fs";
 import { dirname, join } from "node:path";
 import type { z } from "zod";
 import { TIER_NAMES, TIERS } from "../tiers.ts";
-import { statOrNull } from "../fs.ts";
+import { mayAccess, statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { ConfigSchema, DEFAULTS, type Config } from "./schema.ts";
 
@@ -182,12 +182,7 @@ function fileError(key: string, path: string): string | null {
 function executableError(key: string, path: string): string | null {
   const missing = fileError(key, path);
   if (missing) return missing;
-  try {
-    accessSync(path, constants.X_OK);
-    return null;
-  } catch {
-    return `${key}: ${path} is not executable`;
-  }
+  return mayAccess(path, constants.X_OK) ? null : `${key}: ${path} is not executable`;
 }
 
 // The overridable leaf keys: one table drives environment overrides and "default in use" reporting.

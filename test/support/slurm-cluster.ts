@@ -1,8 +1,9 @@
-import { accessSync, chmodSync, constants, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, constants, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { waitFor, within } from "./wait.ts";
+import { mayAccess } from "../../src/fs.ts";
 
 // A real single-node Slurm cluster (Debian 12's 22.05) for tests. munged, slurmctld and slurmd run as
 // foreground children of the test process with every file (key, configs, state, spool, logs) under one
@@ -52,7 +53,7 @@ export function slurmUnavailable(): string | null {
   if (missing.length > 0) return `missing ${missing.join(", ")} (scripts/setup.sh --test-tools installs them)`;
   if (process.getuid?.() !== 0) return "the Slurm daemons run as root (SlurmUser=root) and this is not root";
   // Only cgroup v1 was verified: 22.05's cgroup/v2 refuses a hybrid host like the one these tests were built on.
-  if (!isWritable(FREEZER)) return `proctrack/cgroup needs a writable cgroup v1 freezer hierarchy at ${FREEZER}`;
+  if (!mayAccess(FREEZER, constants.W_OK)) return `proctrack/cgroup needs a writable cgroup v1 freezer hierarchy at ${FREEZER}`;
   return null;
 }
 
@@ -187,15 +188,6 @@ function freePorts(count: number): number[] {
   const ports = listeners.map((listener) => listener.port);
   for (const listener of listeners) listener.stop(true);
   return ports;
-}
-
-function isWritable(path: string): boolean {
-  try {
-    accessSync(path, constants.W_OK);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 // The last lines each daemon wrote to stderr (where a fatal config error goes), for an error that would

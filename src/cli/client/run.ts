@@ -1,4 +1,5 @@
-import { accessSync, constants } from "node:fs";
+import { constants } from "node:fs";
+import { mayAccess } from "../../fs.ts";
 import { locateTokenSource, readTokenSource } from "../../auth/tokens.ts";
 import { parseArgs, UsageError, type ParsedArgs } from "../args.ts";
 import { cancel } from "./commands/cancel.ts";
@@ -113,7 +114,7 @@ export async function resolveAddress(flags: AddressFlags, env: Env): Promise<Add
   const url = flags.url ?? nonEmpty(env[URL_ENV]);
   const token = flags.token ?? nonEmpty(env[TOKEN_ENV]);
   const explicitConfig = flags.config ?? nonEmpty(env[CONFIG_ENV]);
-  const configPath = explicitConfig ?? (isReadable(DEFAULT_CONFIG) ? DEFAULT_CONFIG : undefined);
+  const configPath = explicitConfig ?? (mayAccess(DEFAULT_CONFIG, constants.R_OK) ? DEFAULT_CONFIG : undefined);
   if ((url !== undefined && token !== undefined) || configPath === undefined) {
     return { url: checkedUrl(url ?? DEFAULT_URL), token: checkedToken(token ?? null) };
   }
@@ -186,13 +187,4 @@ function checkedToken(token: string | null): string | null {
 
 function nonEmpty(value: string | undefined): string | undefined {
   return value === "" ? undefined : value;
-}
-
-function isReadable(path: string): boolean {
-  try {
-    accessSync(path, constants.R_OK);
-    return true;
-  } catch {
-    return false;
-  }
 }
