@@ -41,11 +41,10 @@ async function pollWorker(host: BenchWorker, id: string, steps: number, saw: (st
 
 // The steps one event stream of the job shows, until the job is over or reaches `steps`.
 async function streamWorker(host: BenchWorker, id: string, steps: number, saw: (step: number, at: number) => void): Promise<void> {
-  const res = await host.get(`/train/${id}/events`);
-  if (res.status !== 200 || !res.body) throw new Error(`GET /train/${id}/events answered ${res.status}`);
+  const body = await host.events(id);
   const decoder = new TextDecoder();
   let carry = "";
-  for await (const chunk of res.body) {
+  for await (const chunk of body) {
     const at = epochMs();
     const lines = (carry + decoder.decode(chunk, { stream: true })).split("\n");
     carry = lines.pop() ?? "";

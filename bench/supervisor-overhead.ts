@@ -34,9 +34,7 @@ interface Window {
 
 // An event stream of the job, read and counted until closed.
 async function openStream(host: BenchWorker, id: string) {
-  const res = await host.get(`/train/${id}/events`);
-  if (res.status !== 200 || !res.body) throw new Error(`GET /train/${id}/events answered ${res.status}`);
-  const reader = res.body.getReader();
+  const reader = (await host.events(id)).getReader();
   let events = 0;
   const reading = (async () => {
     for (let r = await reader.read(); !r.done; r = await reader.read()) events += r.value.length > 0 ? 1 : 0;

@@ -21,6 +21,8 @@ export interface BenchWorker extends AsyncDisposable {
   get(path: string): Promise<Response>;
   post(path: string, body: unknown): Promise<Response>;
   job(id: string): Promise<Record<string, any>>;
+  /** The body of GET /train/{id}/events, once the worker answered 200. */
+  events(id: string): Promise<ReadableStream<Uint8Array>>;
   startJob(overrides?: Record<string, unknown>): Promise<string>;
   waitForJob(id: string, done: (job: Record<string, any>) => boolean, timeoutMs?: number): Promise<Record<string, any>>;
 }
@@ -96,6 +98,11 @@ export async function startBenchWorker(opts: { tree?: HostTree; tables: (tree: H
   const job = async (id: string) => (await (await get(`/train/${id}`)).json()) as Record<string, any>;
   return {
     tree, worker, url: worker.url, pid: worker.proc.pid, headers, get, post, job,
+    async events(id) {
+      const res = await get(`/train/${id}/events`);
+      if (res.status !== 200 || !res.body) throw new Error(`GET /train/${id}/events answered ${res.status}`);
+      return res.body;
+    },
     waitForJob: (id, done, timeoutMs = 30_000) => waitForJob(() => job(id), done, timeoutMs),
     async startJob(overrides = {}) {
       const res = await post("/train", tree.validRequest(overrides));
