@@ -46,7 +46,7 @@ export interface LaunchPlan {
 const SLURM_GPU_ENV = ["CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "GPU_DEVICE_ORDINAL", "SLURM_JOB_ID"];
 
 // Without --num_processes 1 accelerate goes multi-GPU when two GPUs are visible.
-const LAUNCH_FLAGS = [
+export const LAUNCH_FLAGS = [
   "--num_processes=1",
   "--num_machines=1",
   `--mixed_precision=${MIXED_PRECISION}`,

@@ -2,17 +2,12 @@ import { closeSync, openSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { LAUNCH_FLAGS } from "../../src/recipe/command.ts";
 
 const ENTRY = join(import.meta.dir, "simulate-entry.ts");
 export const SCRIPT = "/opt/fluxgym/sd-scripts/sdxl_train_network.py";
-// accelerate's own flags, as the worker's launch passes them before the script.
-export const LAUNCH_FLAGS = [
-  "--num_processes=1",
-  "--num_machines=1",
-  "--mixed_precision=bf16",
-  "--dynamo_backend=no",
-  "--num_cpu_threads_per_process=1",
-];
+// accelerate's own flags are the worker's own (LAUNCH_FLAGS), passed before the script.
+export { LAUNCH_FLAGS };
 
 export interface SimWorkspace extends AsyncDisposable {
   dir: string;
@@ -53,8 +48,7 @@ export async function runSimulated(run: SimulatedRun): Promise<{ exitCode: numbe
     ...[`--max_train_steps=${run.steps}`, "--seed=42", "--mixed_precision=bf16", "--console_log_simple"],
   ];
   const env = { LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0", ...run.knobs };
-  const launch = ["launch", "--num_processes=1", "--mixed_precision=bf16"];
-  const argv = [process.execPath, ENTRY, ...launch, SCRIPT, ...flags, ...run.extra];
+  const argv = [process.execPath, ENTRY, "launch", ...LAUNCH_FLAGS, SCRIPT, ...flags, ...run.extra];
   const log = openSync(run.logPath, "w");
   const proc = (() => {
     try {
