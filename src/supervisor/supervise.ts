@@ -19,11 +19,9 @@ const LOG_LINES_FOR_OUTCOME = 200;
 // and the worker does not wake ten times a second for a job nobody is looking at.
 export const FRESH_MS = 50;
 export const WATCHED_TICK_MS = 100;
-export const UNWATCHED_TICK_MS = 5000;
+const UNWATCHED_TICK_MS = 5000;
 // Until the trainer's first words (the run may still be in a scheduler's queue), the watchdog looks this often.
 const QUEUED_CHECK_MS = 1000;
-// setTimeout's largest delay; a later deadline is reached in steps.
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 // One run's bookkeeping, wherever its processes live (the placement: this host, or a Slurm job).
 export function supervise(ctx: RunContext, placement: Placement, pending: PendingStop | null): Run {
@@ -214,19 +212,19 @@ function startWatchdog(
   trip: (reason: StopReason) => void,
   waiting: () => boolean,
   look: () => void,
-  now: () => number = Date.now,
 ) {
-  let lastOutput = now();
+  let lastOutput = Date.now();
   let heard = false;
   let timer: ReturnType<typeof setTimeout> | null = null;
   const arm = (t: number) => {
     const due = Math.min(lastOutput + limits.stallMs, limits.deadline, heard ? Infinity : t + QUEUED_CHECK_MS);
-    timer = setTimeout(check, Math.min(MAX_TIMER_MS, Math.max(0, due - t)));
+    // Never past stallMs away (at most a day, by the config's bound): within setTimeout's range.
+    timer = setTimeout(check, Math.max(0, due - t));
   };
   const check = () => {
     timer = null;
     look();
-    const t = now();
+    const t = Date.now();
     if (waiting()) lastOutput = t;
     const stalled = t - lastOutput >= limits.stallMs;
     const reason: StopReason | null = t >= limits.deadline ? "timeout" : stalled ? "stalled" : null;
@@ -236,7 +234,7 @@ function startWatchdog(
   arm(lastOutput);
   return {
     touch: () => {
-      lastOutput = now();
+      lastOutput = Date.now();
       heard = true;
     },
     stop: () => {
