@@ -131,7 +131,6 @@ interface WorkerMetricsDeps {
 }
 
 export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
-  deps.supervisor.refresh();
   const counts = deps.store.countByStatus();
   // One sample per active job, labelled by it: one on this host, up to slurm.max_active_jobs on Slurm.
   const live = deps.supervisor.activeJobIds().flatMap((id) => {

@@ -91,6 +91,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
         commit: BUILD.commit,
         stateBytes: deps.stateBytes?.() ?? null,
       };
+      supervisor.refresh(); // the active jobs' steps as their trainers last wrote them
       const families = [
         ...jobFamilies(metricsDeps),
         ...gpuFamilies(await gpu.read(), metricsDeps),

@@ -40,18 +40,21 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
     answers.set(row, { live, json });
     return json;
   };
-  // A stream's first event follows find()'s read; each later one follows a change the supervisor read itself.
+  // A stream's first event follows findCurrent()'s read; each later one follows a change the supervisor read itself.
   const feeds = createJobFeeds({ supervisor, answer: (id: string) => {
     const row = store.get(id)!;
     return { row, json: answerOf(row) };
   } });
-  // What the job's trainer wrote up to now is taken in first, so the record and the live progress agree.
   const find = (id: string) => {
-    if (!JOB_ID.test(id)) throw noSuchJob();
-    supervisor.refresh(id);
-    const row = store.get(id);
+    const row = JOB_ID.test(id) ? store.get(id) : null;
     if (!row) throw noSuchJob();
     return row;
+  };
+  // For an answer about the job's progress: what its trainer wrote up to now is taken in first, so the record and
+  // the live progress agree.
+  const findCurrent = (id: string) => {
+    supervisor.refresh(id);
+    return find(id);
   };
 
   return new Hono()
@@ -71,7 +74,7 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       return c.json({ jobs: page.map((row) => jobView(row, supervisor.progress(row.id))), next_cursor: next });
     })
     .get("/:id", (c) => {
-      const row = find(c.req.param("id"));
+      const row = findCurrent(c.req.param("id"));
       return c.body(answerOf(row), 200, JSON_TYPE);
     })
     .get("/:id/log", (c) => {
@@ -81,7 +84,7 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       return c.text(tail.length > 0 ? `${tail.join("\n")}\n` : "");
     })
     .get("/:id/events", (c) => {
-      const row = find(c.req.param("id"));
+      const row = findCurrent(c.req.param("id"));
       keepOpen?.(c.req.raw); // a stream lives as long as its job; heartbeats keep it from looking idle
       return jobEvents(c, feeds, row.id);
     })
@@ -101,7 +104,7 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       });
     })
     .get("/:id/metrics", (c) => {
-      const row = find(c.req.param("id"));
+      const row = findCurrent(c.req.param("id"));
       const { max_points } = parseQuery(CurveQuery, c.req);
       return c.json({ worker_job_id: row.id, ...lossCurve(store.lossHistory(row.id), max_points) });
     })
