@@ -40,10 +40,11 @@ export function createRetention(deps: RetentionDeps) {
       pruned.jobs.push(...batch);
       batch = [];
     };
-    for (const { id, resume_state: state } of deps.store.prunable(cutoff, deps.keepLast)) {
+    for (const { id, resume_state: state, resumed_by: successor } of deps.store.prunable(cutoff, deps.keepLast)) {
       const dir = jobPaths(deps.stateDir, id).dir;
       const bytes = await sizeOf(dir);
-      const stateSize = state === null ? 0 : await sizeOf(state);
+      // A state a resume already took over is not removed, so not measured.
+      const stateSize = state === null || successor !== null ? 0 : await sizeOf(state);
       await rm(dir, { recursive: true, force: true });
       // Asked again in the same turn as the removal starts: a resume may have taken the state over meanwhile.
       if (state !== null && deps.store.get(id)?.resumed_by === null) {
