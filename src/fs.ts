@@ -1,6 +1,4 @@
-import {
-  accessSync, existsSync, lstatSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats,
-} from "node:fs";
+import { accessSync, lstatSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
 
 // A path that cannot be stat'ed (missing, unreadable, a loop) is simply absent to the callers here.
 export function statOrNull(path: string): Stats | null {
@@ -44,7 +42,6 @@ export function writeJsonAtomic(path: string, value: unknown): void {
 }
 
 export function readJsonOrNull<T>(path: string): T | null {
-  if (!existsSync(path)) return null;
   try {
     return JSON.parse(readFileSync(path, "utf8")) as T;
   } catch {
