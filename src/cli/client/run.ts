@@ -133,9 +133,8 @@ interface WorkerAddress {
 
 async function workerAddress(path: string, env: Env): Promise<WorkerAddress> {
   const { loadConfig } = await import("../../config/load.ts");
-  // The loader refuses unknown LORA_WORKER_* names, and these two are the client's own.
-  const { [URL_ENV]: _url, [TOKEN_ENV]: _token, ...configEnv } = env;
-  const loaded = await loadConfig({ path, env: configEnv });
+  // The loader leaves the client's own two names (CLIENT_ENV) alone.
+  const loaded = await loadConfig({ path, env });
   if (!loaded.ok) {
     const problems = loaded.error.map((e) => `  - ${e}`).join("\n");
     throw new UsageError(`cannot use the worker's config ${path}:\n${problems}`);
