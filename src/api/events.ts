@@ -7,10 +7,10 @@ import type { Supervisor } from "../supervisor/supervisor.ts";
 // Events are snapshots of the job view, so a resumed stream needs no replay: it starts from the
 // current state with ids that keep counting from the client's Last-Event-ID.
 
-export const EVENT_MIN_INTERVAL_MS = 250;
-export const HEARTBEAT_MS = 15_000;
+const EVENT_MIN_INTERVAL_MS = 250;
+const HEARTBEAT_MS = 15_000;
 // Snapshots count up; the end alone has this id, so a reconnect naming it has seen the whole job.
-export const END_EVENT_ID = "end";
+const END_EVENT_ID = "end";
 const HEARTBEAT = ": heartbeat\n\n";
 const HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" };
 

@@ -10,7 +10,7 @@ import { ApiError } from "./errors.ts";
 export const MAX_BODY_BYTES = 64 * 1024;
 export const MAX_JSON_DEPTH = 32;
 // A LAN client sends 64 KiB in well under this; a client trickling its body cannot hold a request open longer.
-export const BODY_DEADLINE_MS = 10_000;
+const BODY_DEADLINE_MS = 10_000;
 
 // The rest of a refused body is never read: close the connection rather than drain it.
 const CLOSE = { Connection: "close" };

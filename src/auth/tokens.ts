@@ -5,7 +5,7 @@ import type { Logger } from "../logger.ts";
 import { fail, ok, type Result } from "../result.ts";
 
 // A token file: one token a line; blank lines and `#` comments ignored; several tokens valid at once.
-export const MIN_TOKEN_LENGTH = 16;
+const MIN_TOKEN_LENGTH = 16;
 const TOKEN_CHARS = /^[A-Za-z0-9._~+/-]+=*$/; // RFC 6750 b64token: what fits in "Authorization: Bearer"
 
 // The tokens of a source, or every problem with it.
@@ -59,7 +59,7 @@ export interface TokenSource {
   path: string;
 }
 
-export const CREDENTIAL_NAME = "token";
+const CREDENTIAL_NAME = "token";
 
 // null: no source exists, which is not an error.
 export type Located = Result<TokenSource | null>;

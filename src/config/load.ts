@@ -6,7 +6,7 @@ import { mayAccess, statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { ConfigSchema, DEFAULTS, type Config } from "./schema.ts";
 
-export const ENV_PREFIX = "LORA_WORKER_";
+const ENV_PREFIX = "LORA_WORKER_";
 export const DEFAULT_CONFIG_PATH = "/etc/lora-worker/config.toml";
 export const CONFIG_PATH_ENV = `${ENV_PREFIX}CONFIG`;
 // Read by the operator CLI (which worker to talk to), not configuration of this worker.
@@ -235,13 +235,13 @@ const LEAVES: Array<[string, KeyKind]> = [
   ["devices", "table"],
 ];
 
-export const CONFIG_KEYS: ConfigKey[] = LEAVES.map(([key, kind]) => ({
+const CONFIG_KEYS: ConfigKey[] = LEAVES.map(([key, kind]) => ({
   key,
   kind,
   env: kind === "table" ? null : ENV_PREFIX + key.replaceAll(".", "_").toUpperCase(),
 }));
 
-export function getPath(obj: Record<string, unknown>, key: string): unknown {
+function getPath(obj: Record<string, unknown>, key: string): unknown {
   let cur: unknown = obj;
   for (const part of key.split(".")) {
     if (typeof cur !== "object" || cur === null || !Object.hasOwn(cur, part)) return undefined;
@@ -250,7 +250,7 @@ export function getPath(obj: Record<string, unknown>, key: string): unknown {
   return cur;
 }
 
-export function setPath(obj: Record<string, unknown>, key: string, value: unknown): void {
+function setPath(obj: Record<string, unknown>, key: string, value: unknown): void {
   const parts = key.split(".");
   let cur = obj;
   for (const part of parts.slice(0, -1)) {

@@ -93,7 +93,7 @@ export type CappedOutput = { stdout: string; stderr: string } | Overflowed;
 type Capture = { overflowed: false; text: string } | { overflowed: true };
 
 // Both streams whole, or the first one to pass `maxBytes`, without waiting for the other to end.
-export function captureOutput(
+function captureOutput(
   streams: Record<StreamName, ReadableStream<Uint8Array>>,
   maxBytes: number,
 ): Promise<CappedOutput> {
@@ -209,7 +209,7 @@ export function parseQuantity(raw: string): number | null | undefined {
 }
 
 // A whole number such as an index or a pid, or undefined.
-export function parseWholeNumber(raw: string | undefined): number | undefined {
+function parseWholeNumber(raw: string | undefined): number | undefined {
   return raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : undefined;
 }
 
@@ -293,13 +293,13 @@ function isWholeRow(line: string): boolean {
 // and refusal details, where a raw newline would forge a line. A name's own text cannot be told from a row that
 // starts with a real UUID and pid after a complete-looking line, so such a name can still add a row; it cannot
 // make the probe fail.
-export const NAME_NEWLINE = "\\n";
+const NAME_NEWLINE = "\\n";
 
 // `GPU-<hex and dashes>`; MIG instances appear as `MIG-…` on drivers that list them apart.
 const ROW_START = /^(?:GPU|MIG)-[\w/-]+, \d+, /;
 
 // The output's lines regrouped into one line per row, continuations joined with NAME_NEWLINE.
-export function rejoinRows(lines: readonly string[], isWholeRow: (line: string) => boolean): string[] {
+function rejoinRows(lines: readonly string[], isWholeRow: (line: string) => boolean): string[] {
   const rows: string[] = [];
   for (const line of lines) {
     const last = rows.at(-1);

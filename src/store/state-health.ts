@@ -6,7 +6,7 @@ import type { JobStore, WriteFailure } from "./job-store.ts";
 // The state dir, apart from the database in it: which worker holds it (the lock), and whether it takes writes.
 
 // Below this the state dir is full in all but name: the next train.log or WAL page would not fit.
-export const STATE_MIN_FREE_BYTES = 1024 * 1024;
+const STATE_MIN_FREE_BYTES = 1024 * 1024;
 
 export interface StateHealth {
   /** Null while the state dir takes writes; otherwise why not, and since when. */

@@ -110,7 +110,7 @@ type Env = Record<string, string | undefined>;
 
 // Each piece: flag > environment > --config (or $LORA_WORKER_CONFIG) > the default config if readable > default.
 // The default config's token goes only to the URL that config names: an explicit --url elsewhere must not get it.
-export async function resolveAddress(flags: AddressFlags, env: Env): Promise<Address> {
+async function resolveAddress(flags: AddressFlags, env: Env): Promise<Address> {
   const url = flags.url ?? nonEmpty(env[URL_ENV]);
   const token = flags.token ?? nonEmpty(env[TOKEN_ENV]);
   const explicitConfig = flags.config ?? nonEmpty(env[CONFIG_ENV]);
