@@ -8,7 +8,7 @@ import { createGpuProbe } from "../gpu/probe.ts";
 import { createLogger, formatFor, type LogFormat, type Logger } from "../logger.ts";
 import { acquireInstanceLock, LockHeld } from "../store/state-health.ts";
 import { openJobStore, StoreUnusable } from "../store/job-store.ts";
-import { ownMemoryEvents } from "../supervisor/outcome.ts";
+import { ownMemoryEvents } from "../os/proc.ts";
 import { createRetention } from "../supervisor/retention.ts";
 import { createSupervisor } from "../supervisor/supervisor.ts";
 import { BUILD } from "../version.ts";

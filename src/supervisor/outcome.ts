@@ -1,6 +1,4 @@
-import { readFileSync } from "node:fs";
 import { type ErrorCode, isCancel, type Outcome, type Phase, type StopReason } from "../job.ts";
-import { ownCgroupDir } from "../os/proc.ts";
 import type { SafetensorsVerdict } from "../safetensors/verify.ts";
 import type { ExitWatch, SchedulerVerdict } from "./job-dir.ts";
 import { decisiveLine, SIGNATURES, withoutLauncherFrames } from "./failure-signatures.ts";
@@ -144,22 +142,4 @@ function exitText(ended: ExitWatch): string {
 function tailText(tail: string[]): string {
   const last = withoutLauncherFrames(tail).filter((l) => l.trim() !== "").slice(-TAIL_IN_ERROR);
   return last.length > 0 ? ` Last log lines:\n${last.join("\n")}` : "";
-}
-
-// cgroup v2 counts the kernel OOM killer's kills in a cgroup's memory.events ("oom_kill N"). The trainer runs in
-// the worker's own cgroup (the unit's: KillMode=process keeps it there), so a count that rises during a run is
-// proof that the OOM killer struck it. Null where there is no cgroup v2 view: then there is no such proof.
-export function ownMemoryEvents(): string | null {
-  const cgroup = ownCgroupDir();
-  return cgroup === null ? null : `${cgroup}/memory.events`;
-}
-
-export function readOomKills(memoryEvents: string | null): number | null {
-  if (memoryEvents === null) return null;
-  try {
-    const match = /^oom_kill (\d+)$/m.exec(readFileSync(memoryEvents, "utf8"));
-    return match ? Number(match[1]) : null;
-  } catch {
-    return null;
-  }
 }

@@ -6,7 +6,8 @@ import type { ResumePoint } from "../store/job-store.ts";
 import { findSamples, followStates, runOutput, settleStates, stateDir, stillThere } from "./checkpoints.ts";
 import type { ExitWatch } from "./job-dir.ts";
 import { followLog, tailLines } from "./job-log.ts";
-import { decideOutcome, readOomKills } from "./outcome.ts";
+import { decideOutcome } from "./outcome.ts";
+import { readOomKills } from "../os/proc.ts";
 import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
 
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
