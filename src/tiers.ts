@@ -22,7 +22,7 @@ export interface Tier {
 // checkpointEvery is the smaller of 10 % of the run and about 5 minutes of GPU time on the slowest card the
 // tier runs on (SDXL at 768 px, batch 1 on the 24 GB card: ~1.5 s/step, 200 steps; at 1024 px, batch 2 on the
 // 48 GB card: ~3 s/step, 100 steps).
-const BOTH: readonly DeviceClass[] = ["24gb", "48gb"];
+const BOTH = DeviceClass.options;
 
 export const TIERS: Record<TierName, Tier> = {
   fast: { maxTrainSteps: 400, networkDim: 16, resolution: 768, deviceClasses: BOTH, checkpointEvery: 40 },
