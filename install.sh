@@ -213,6 +213,7 @@ write_default_config() {
 # mode = "real"
 # accelerate = "/opt/fluxgym/.venv/bin/accelerate"
 # sd_scripts_dir = "/opt/fluxgym/sd-scripts"
+# tokenizer_dir = "/var/lib/lora-worker/tokenizers"   # the CLIP tokenizers: lora-worker tokenizers import PATH
 #
 # [auth]
 # mode = "token"
@@ -346,6 +347,8 @@ install_host() {
   ensure_parent "${HANDOFF%/*}"
   ensure_dir "$HANDOFF" 2770 root "$SVC_GROUP"
   ensure_dir "$STATE" 0700 "$SVC_USER" "$SVC_GROUP"
+  # trainer.tokenizer_dir's default: `lora-worker tokenizers import` fills it (README, "Prove a deployment").
+  ensure_dir "$STATE/tokenizers" 0755 "$SVC_USER" "$SVC_GROUP"
   before=$CHANGES
   ensure_parent "${UNIT%/*}"
   ensure_file "$RENDER_DIR/$UNIT_NAME" "$UNIT" 0644

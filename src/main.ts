@@ -14,6 +14,10 @@ Usage:
   lora-worker doctor [--config FILE] [--user NAME] [--group NAME] [--unit FILE] [--dev-dir DIR]
                                                check this host as an operator would; one OK/WARN/FAIL line per check
                                                (as --user, else the unit's User=, else the user running it)
+  lora-worker tokenizers import [--config FILE] PATH
+                                               copy the two CLIP tokenizers the trainer loads offline into
+                                               trainer.tokenizer_dir, from a Hugging Face cache or cache-dir folders
+  lora-worker tokenizers check [--config FILE] whether trainer.tokenizer_dir holds both, usable
   lora-worker shim JOB_DIR                     internal: the per-job shim that starts the trainer and records its exit
   lora-worker --version | --help
 
@@ -29,9 +33,11 @@ Talking to a running worker (--url URL, --token TOKEN or --config FILE; COMMAND 
   lora-worker pause ID [--json]                stop a job right after its next saved state, to resume it later
   lora-worker resume ID [--json] [--follow]    a new job continuing a failed or cancelled one from its newest state
   lora-worker gpu [--json]                     GPUs with VRAM bars, co-tenants marked
+  lora-worker smoke [--device N]               prove this deployment trains: a short real run paused, resumed,
+                                               finished and checked, one line per stage
 
-Exit codes: 0 ok, 1 request refused (plan) or a FAIL (doctor), 2 usage error, 73 state dir in use or damaged,
-78 invalid configuration.
+Exit codes: 0 ok, 1 request refused (plan), a FAIL (doctor) or tokenizers not usable, 2 usage error,
+73 state dir in use or damaged, 78 invalid configuration.
 Client commands: 0 succeeded or done, 1 job failed, 2 usage error, 3 job cancelled, 4 cannot reach the worker,
 5 the worker refused the request, 6 no such job.
 `;
@@ -49,6 +55,8 @@ async function main(argv: string[]): Promise<number | undefined> {
       return (await import("./simulator/simulate.ts")).runSimulatedLaunch(rest, process.env);
     case "doctor":
       return (await import("./cli/doctor.ts")).doctorCommand(rest);
+    case "tokenizers":
+      return (await import("./cli/tokenizers.ts")).tokenizersCommand(rest);
     case "submit":
     case "status":
     case "jobs":
@@ -56,6 +64,7 @@ async function main(argv: string[]): Promise<number | undefined> {
     case "cancel":
     case "pause":
     case "resume":
+    case "smoke":
     case "gpu":
       return (await import("./cli/client/run.ts")).clientCommand(command, rest);
     case "shim":

@@ -7,8 +7,13 @@ export type DeviceClass = z.infer<typeof DeviceClass>;
 
 export const BATCH_SIZE: Record<DeviceClass, number> = { "24gb": 1, "48gb": 2 };
 
+// The tiers a request may name.
 export const TIER_NAMES = ["fast", "balanced", "quality"] as const;
 export type TierName = (typeof TIER_NAMES)[number];
+// What a job may run: a request's tier, or `smoke`, the worker's own short run (`lora-worker smoke`) that no
+// request can name.
+export const RUN_TIERS = [...TIER_NAMES, "smoke"] as const;
+export type RunTier = (typeof RUN_TIERS)[number];
 
 export interface Tier {
   maxTrainSteps: number;
@@ -17,6 +22,10 @@ export interface Tier {
   deviceClasses: readonly DeviceClass[];
   /** A state and an intermediate LoRA are saved every this many steps: the most a failure or a pause loses. */
   checkpointEvery: number;
+  /** The sampler steps of each preview image. */
+  sampleSteps: number;
+  /** The tier whose configured VRAM need and wall-clock bound the run is held to. */
+  budget: TierName;
 }
 
 // checkpointEvery is the smaller of 10 % of the run and about 5 minutes of GPU time on the slowest card the
@@ -24,10 +33,22 @@ export interface Tier {
 // 48 GB card: ~3 s/step, 100 steps).
 const BOTH = DeviceClass.options;
 
-export const TIERS: Record<TierName, Tier> = {
-  fast: { maxTrainSteps: 400, networkDim: 16, resolution: 768, deviceClasses: BOTH, checkpointEvery: 40 },
-  balanced: { maxTrainSteps: 1500, networkDim: 32, resolution: 768, deviceClasses: BOTH, checkpointEvery: 150 },
-  quality: { maxTrainSteps: 3000, networkDim: 32, resolution: 1024, deviceClasses: ["48gb"], checkpointEvery: 100 },
+const SAMPLE_STEPS = 28;
+const FAST: Tier = {
+  maxTrainSteps: 400, networkDim: 16, resolution: 768, deviceClasses: BOTH, checkpointEvery: 40,
+  sampleSteps: SAMPLE_STEPS, budget: "fast",
+};
+
+export const TIERS: Record<RunTier, Tier> = {
+  fast: FAST,
+  balanced: { ...FAST, maxTrainSteps: 1500, networkDim: 32, checkpointEvery: 150, budget: "balanced" },
+  quality: {
+    ...FAST, maxTrainSteps: 3000, networkDim: 32, resolution: 1024, deviceClasses: ["48gb"], checkpointEvery: 100,
+    budget: "quality",
+  },
+  // The fast tier's argv but for its length: a state every 2 steps, 6 steps in all, and a quick preview, so a
+  // smoke run pauses at its first state, resumes from it and ends within minutes.
+  smoke: { ...FAST, maxTrainSteps: 6, checkpointEvery: 2, sampleSteps: 4 },
 };
 
 // The LoRA's parameters per unit of rank: networks.lora on the U-Net only wraps every Linear of SDXL's

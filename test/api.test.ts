@@ -3,11 +3,13 @@ import { Database } from "bun:sqlite";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../src/api/input.ts";
+import { TOKENIZERS } from "../src/tokenizers/layout.ts";
 import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
 import { inProcessApp } from "./support/app-harness.ts";
 import { TRAINERS, realModeConfig } from "./support/real-mode.ts";
 import { waitFor } from "./support/wait.ts";
+import { writeTokenizers } from "./support/tokenizers.ts";
 
 // The app in process over a fixture trainer whose tree ignores SIGTERM.
 function appFor(tree: HostTree, nvidiaSmi = FAKE_NVIDIA_SMI, bodyDeadlineMs?: number) {
@@ -84,6 +86,17 @@ describe("HTTP surface", () => {
     await using a = appFor(tree);
     const res = await a.app.request("/healthz");
     expect(await res.json()).toMatchObject({ status: "ok", version: "test", active_job_id: null, trainer_mode: "real", simulated: false, auth_mode: "none" });
+  });
+
+  test("/healthz says whether the CLIP tokenizers are ready, and sees an import made while it runs", async () => {
+    using tree = makeHostTree();
+    await using a = appFor(tree);
+    const dir = join(tree.state, "tokenizers");
+    const before = ((await (await a.app.request("/healthz")).json()) as any).tokenizers;
+    expect(before).toEqual({ dir, ready: false, problems: TOKENIZERS.map((t) => `${t.folder} is missing (tokenizer ${t.id})`) });
+    writeTokenizers(dir);
+    const after = ((await (await a.app.request("/healthz")).json()) as any).tokenizers;
+    expect(after).toEqual({ dir, ready: true, problems: [] });
   });
 
   test("/gpu-status joins processes to devices and marks the TTS co-tenant on the 3090", async () => {

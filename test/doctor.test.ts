@@ -8,7 +8,7 @@ import { AS_ROOT, STAND_IN } from "./support/install-root.ts";
 import { startWorker } from "./support/worker-process.ts";
 
 const TIMEOUT_MS = 30_000;
-const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "handoff root", "model root", "state dir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
+const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "tokenizers", "handoff root", "model root", "state dir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
 
 const checkName = (line: string) => /^(?:OK|WARN|FAIL) +([^:]+?)(?: \/\S+)?:/.exec(line)?.[1];
 const failLines = (lines: string[]) => lines.filter((l) => l.startsWith("FAIL"));
@@ -60,6 +60,18 @@ const MISSING: Missing[] = [
     check: "nvidia-smi",
     says: () => "device 2 (RTX A6000) not seen by nvidia-smi",
   },
+  {
+    what: "the tokenizers",
+    breakIt: (h) => rmSync(join(h.tokenizers, "laion_CLIP-ViT-bigG-14-laion2B-39B-b160k"), { recursive: true }),
+    check: "tokenizers",
+    says: (h) => `not ready in ${h.tokenizers}: laion_CLIP-ViT-bigG-14-laion2B-39B-b160k is missing`,
+  },
+  {
+    what: "tokenizers the trainer's Python loads",
+    breakIt: (h) => void writeFakePython(h.python, { tokenizerIds: null, stderr: "OSError: Unable to load vocabulary from file.", exit: 1 }),
+    check: "tokenizers",
+    says: (h) => `${h.python} as nobody did not load openai/clip-vit-large-patch14 and laion/CLIP-ViT-bigG-14-laion2B-39B-b160k from ${h.tokenizers}: exit 1, OSError: Unable to load vocabulary from file.`,
+  },
   { what: "/dev/nvidia-uvm", breakIt: (h) => rmSync(h.uvm), check: "nvidia-uvm", says: (h) => `${h.uvm} does not exist` },
   {
     what: "a free port",
@@ -82,7 +94,7 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
     using host = makeDoctorHost();
     const { code, lines } = await host.doctor();
     expect(lines.slice(0, -1).map(checkName)).toEqual(CHECKS);
-    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 14 OK"]);
+    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 15 OK"]);
     expect(lines).toContain("OK   cuda: torch sees 2 CUDA device(s): 0 NVIDIA GeForce RTX 3090, 1 NVIDIA RTX A6000 (torch built for CUDA 12.4)");
     expect(code).toBe(0);
   }, TIMEOUT_MS);
@@ -106,7 +118,7 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
     host.writeConfig({ mode: "simulate" });
     const { code, lines } = await host.doctor();
     const skipped = 'trainer.mode is "simulate": not checked, no real training runs';
-    for (const check of ["accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts"]) expect(lines).toContain(`WARN ${check}: ${skipped}`);
+    for (const check of ["accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "tokenizers"]) expect(lines).toContain(`WARN ${check}: ${skipped}`);
     expect(failLines(lines)).toEqual([]);
     expect(code).toBe(0);
   }, TIMEOUT_MS);

@@ -35,6 +35,32 @@ describe("real failure output is classified by its decisive line, which leads th
     });
   }
 
+  test("real sd-scripts without its tokenizers, offline, is tokenizer_missing, and the error names the fix", async () => {
+    const row = await replayed("sdscripts-tokenizer-missing-1.log");
+    expect(row).toMatchObject({ status: "failed", error_code: "tokenizer_missing", exit_code: 1 });
+    const [lead, what] = row.error!.split("\n");
+    expect(lead).toBe("TypeError: expected str, bytes or os.PathLike object, not NoneType");
+    expect(what).toStartWith("the trainer could not load a CLIP tokenizer offline: it is not in trainer.tokenizer_dir " +
+      "(fix: lora-worker tokenizers import PATH, then lora-worker doctor)");
+  });
+
+  test("contrast: the same TypeError raised anywhere but in loading a tokenizer is a crash", async () => {
+    using tree = makeHostTree();
+    const log = join(tree.root, "other-typeerror.log");
+    writeFileSync(log, [
+      "Traceback (most recent call last):",
+      '  File "/opt/sd-scripts/library/train_util.py", line 100, in load_image',
+      "    with open(path) as f:",
+      "TypeError: expected str, bytes or os.PathLike object, not NoneType",
+      "",
+    ].join("\n"));
+    const trainer = join(tree.root, "other-typeerror.sh");
+    writeFileSync(trainer, `#!/bin/sh\ncat '${log}'\nexit 1\n`);
+    chmodSync(trainer, 0o755);
+    const row = await outcomeOf(tree, trainer);
+    expect(row).toMatchObject({ status: "failed", error_code: "trainer_crashed" });
+  });
+
   test("contrast: an illegal memory access is a crash, not an out-of-memory", async () => {
     const row = await replayed("sdscripts-illegal-access-1.log");
     expect(row).toMatchObject({ status: "failed", error_code: "trainer_crashed" });

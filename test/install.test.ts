@@ -45,6 +45,8 @@ describe("install.sh into a scratch root", () => {
     expect(readFileSync(at("etc/lora-worker/token"), "utf8")).toMatch(/^[0-9a-f]{64}\n$/);
     expect(owner(at("worktank/arbo/train"))).toEqual({ mode: "2770", uid: 0, gid });
     expect(owner(at("var/lib/lora-worker"))).toEqual({ mode: "0700", uid, gid });
+    // Where `lora-worker tokenizers import` puts the CLIP tokenizers a real run loads offline.
+    expect(owner(at("var/lib/lora-worker/tokenizers"))).toEqual({ mode: "0755", uid, gid });
     expect(owner(at("etc/systemd/system/lora-worker.service"))).toEqual({ mode: "0644", uid: 0, gid: 0 });
     const unit = readFileSync(at("etc/systemd/system/lora-worker.service"), "utf8");
     expect(unit).toContain(`\nUser=${STAND_IN.user}\n`);
@@ -77,7 +79,7 @@ describe("install.sh into a scratch root", () => {
     const dry = await runInstall(["--root", scratch.root, "--binary", binary, "--dry-run", ...standIn]);
     expect(dry.code).toBe(0);
     expect(readdirSync(scratch.root)).toEqual([]);
-    for (const what of ["opt/lora-worker/lora-worker", "etc/systemd/system/lora-worker.service", "etc/lora-worker/config.toml", "etc/lora-worker/token", "worktank/arbo/train", "var/lib/lora-worker"]) {
+    for (const what of ["opt/lora-worker/lora-worker", "etc/systemd/system/lora-worker.service", "etc/lora-worker/config.toml", "etc/lora-worker/token", "worktank/arbo/train", "var/lib/lora-worker", "var/lib/lora-worker/tokenizers"]) {
       expect(dry.stdout).toContain(join(scratch.root, what));
     }
     expect(dry.stdout).not.toMatch(/^change:/m);

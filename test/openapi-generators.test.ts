@@ -65,7 +65,8 @@ export async function dispatchAndRead(body: components["schemas"]["TrainRequest"
   if (dispatched.error) return dispatched.error.detail;
   const { data } = await client.GET("/train/{id}", { params: { path: { id: dispatched.data.worker_job_id } } });
   const status: Job["status"] | undefined = data?.status;
-  const tier: "fast" | "balanced" | "quality" | undefined = data?.request.tier;
+  // The history holds the worker's own smoke runs too.
+  const tier: "fast" | "balanced" | "quality" | "smoke" | undefined = data?.request.tier;
   const code: components["schemas"]["ErrorCode"] | undefined = data?.error_code;
   // @ts-expect-error "done" is a phase, not a status
   const notAStatus: Job["status"] = "done";
@@ -123,7 +124,7 @@ describe("the OpenAPI document and the tools that consume it", () => {
     expect(ops.filter(({ op }) => op.security?.length !== 0 && !Object.keys(op.responses).some((c) => c.startsWith("4"))).map(({ at }) => at)).toEqual([]);
   });
 
-  test("every JSON body is a named component, the job's request is the TrainRequest and its vocabulary is enums", async () => {
+  test("every JSON body is a named component, the job's request is the JobRequest (a TrainRequest or a smoke run's) and its vocabulary is enums", async () => {
     const doc = await servedDocument();
     const schemas = doc.components.schemas;
     const inline = operations(doc).flatMap(({ at, op }) =>
@@ -133,7 +134,7 @@ describe("the OpenAPI document and the tools that consume it", () => {
         .map(() => at),
     );
     expect(inline).toEqual([]);
-    expect(schemas.JobView.properties.request).toEqual({ $ref: "#/components/schemas/TrainRequest" });
+    expect(schemas.JobView.properties.request).toEqual({ $ref: "#/components/schemas/JobRequest" });
     expect(schemas.JobView.properties.status).toEqual({ $ref: "#/components/schemas/JobStatus" });
     expect(schemas.JobView.properties.phase).toEqual({ $ref: "#/components/schemas/Phase" });
     expect(schemas.JobView.properties.error_code).toEqual({ $ref: "#/components/schemas/ErrorCode" });
@@ -147,7 +148,7 @@ describe("the OpenAPI document and the tools that consume it", () => {
     expect(schemas.Phase).toEqual({ type: "string", enum: Phase.options });
     expect(Phase.options).toContain("sampling");
     expect(schemas.TrainRequest.properties.tier).toEqual({ type: "string", enum: ["fast", "balanced", "quality"] });
-    expect(schemas.Conflict.properties.reason.enum).toEqual(["busy", "output_exists", "insufficient_vram", "cotenant_active", "insufficient_disk", "not_resumable"]);
+    expect(schemas.Conflict.properties.reason.enum).toEqual(["busy", "output_exists", "insufficient_vram", "cotenant_active", "insufficient_disk", "not_resumable", "smoke_unavailable"]);
     expect(schemas.Unavailable.properties.reason.enum).toEqual(["gpu_probe_failed", "state_unwritable", "spawn_failed", "slurm_refused"]);
     expect(doc.paths["/train/{id}"].get.responses[200].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/JobView" });
   });
@@ -157,7 +158,7 @@ describe("the OpenAPI document and the tools that consume it", () => {
     const doc = await servedDocument();
     const generated = astToString(await openapiTS(doc));
     writeFileSync(join(scratch.dir, "api.d.ts"), generated);
-    expect(generated).toContain('request: components["schemas"]["TrainRequest"];');
+    expect(generated).toContain('request: components["schemas"]["JobRequest"];');
     expect(generated).toContain('JobStatus: "starting" | "training" | "succeeded" | "failed" | "cancelled";');
     expect(generated).toContain('"application/json": components["schemas"]["JobView"];');
     writeFileSync(join(scratch.dir, "call.ts"), CALL);
@@ -173,7 +174,7 @@ describe("the OpenAPI document and the tools that consume it", () => {
     expect(output.split("\n").filter((l) => l.startsWith("wrong.ts"))).toEqual([
       expect.stringMatching(/^wrong\.ts\(7,\d+\): error TS2353: .*'job_id' does not exist in type '\{ id: string; \}'/),
       expect.stringMatching(/^wrong\.ts\(8,\d+\): error TS2367: .*'"starting" \| "training" \| "succeeded" \| "failed" \| "cancelled" \| undefined' and '"done"' have no overlap/),
-      expect.stringMatching(/^wrong\.ts\(9,\d+\): error TS2367: .*'"fast" \| "balanced" \| "quality" \| undefined' and '"turbo"' have no overlap/),
+      expect.stringMatching(/^wrong\.ts\(9,\d+\): error TS2367: .*'"fast" \| "balanced" \| "quality" \| "smoke" \| undefined' and '"turbo"' have no overlap/),
     ]);
   });
 });

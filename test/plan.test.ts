@@ -5,7 +5,7 @@ import { MAIN, makeHostTree, type HostTree } from "./support/host-tree.ts";
 
 // Every flag sd-scripts' sdxl_train_network.py is given: full names only (argparse accepts prefixes).
 const SCRIPT_FLAGS = [
-  "pretrained_model_name_or_path", "dataset_config", "output_dir", "output_name", "save_model_as", "save_precision",
+  "pretrained_model_name_or_path", "tokenizer_cache_dir", "dataset_config", "output_dir", "output_name", "save_model_as", "save_precision",
   "network_module", "network_dim", "network_alpha", "network_train_unet_only", "learning_rate", "unet_lr",
   "optimizer_type", "lr_scheduler", "lr_warmup_steps", "max_train_steps", "seed", "mixed_precision",
   "gradient_checkpointing", "sdpa", "cache_latents", "cache_latents_to_disk", "cache_text_encoder_outputs",
@@ -55,6 +55,8 @@ describe("lora-worker plan", () => {
     expect(flags.map((f) => f.replace(/^--/, "").split("=")[0])).toEqual(SCRIPT_FLAGS);
     expect(flags).toContain(`--pretrained_model_name_or_path=${tree.model}`);
     expect(flags).toContain(`--dataset_config=${join(tree.state, "jobs/plan/dataset.toml")}`);
+    // Offline, sd-scripts loads its CLIP tokenizers only from here (default: under the state dir).
+    expect(flags).toContain(`--tokenizer_cache_dir=${join(tree.state, "tokenizers")}`);
     expect(flags).toContain("--max_train_steps=400");
     expect(flags).toContain("--network_dim=16");
     expect(flags).toContain("--seed=42");
@@ -77,6 +79,14 @@ describe("lora-worker plan", () => {
     });
     expect(readdirSync(tree.state)).toEqual([]);
     expect(existsSync(join(tree.handoff, "job1", "out"))).toBe(false);
+  });
+
+  test("a configured trainer.tokenizer_dir is the trainer's --tokenizer_cache_dir", async () => {
+    using tree = makeHostTree();
+    const dir = join(tree.root, "tokenizers elsewhere");
+    const { code, out } = await plan(tree, tree.validRequest(), `mode = "simulate"\ntokenizer_dir = ${JSON.stringify(dir)}\n`);
+    expect(code).toBe(0);
+    expect(out.argv.filter((a: string) => a.startsWith("--tokenizer_cache_dir="))).toEqual([`--tokenizer_cache_dir=${dir}`]);
   });
 
   test("the dataset TOML holds only sd-scripts' keys and the request's values, escaped", async () => {

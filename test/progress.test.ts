@@ -58,6 +58,8 @@ const fixtureFinals: Record<string, Progress> = {
   "sdscripts-illegal-access-1.log": progress({}),
   "sdscripts-sigkill-1.log": progress({}),
   "sdscripts-sd15-in-sdxl-1.log": progress({}),
+  // Real sd-scripts on the CPU, stopped by a missing tokenizer before the model loads.
+  "sdscripts-tokenizer-missing-1.log": progress({}),
   "sdscripts-ignored-exception-1.log": progress({ phase: "done", step: 1500, total_steps: 1500, eta_s: 0, seconds_per_step: 1 / 1.23 }),
   // The same five redraws as sdscripts-epochs-rich-nan-1.log, on one physical line.
   "sdscripts-raw-redraws-1.log": RICH_NAN_FINAL,

@@ -8,6 +8,7 @@ import type { JobStore } from "../store/job-store.ts";
 import { ApiError } from "./errors.ts";
 import { createHttpMetrics } from "./metrics.ts";
 import { statusPageRoutes } from "./status-page.ts";
+import { smokeRoutes } from "./smoke-routes.ts";
 import { systemRoutes, type SystemRouteDeps } from "./system-routes.ts";
 import { trainRoutes, type TrainRouteDeps } from "./train-routes.ts";
 
@@ -68,6 +69,7 @@ export function createApp(deps: AppDeps) {
   app.use("*", closeIfBodyUnread);
   app.use("*", bearerAuth(deps.auth));
   app.route("/train", trainRoutes(deps));
+  app.route("/smoke", smokeRoutes(deps));
   app.route("/", systemRoutes({ ...deps, httpMetrics }));
   app.route("/", statusPageRoutes());
   for (const [path, methods] of methodsByPath(app.routes)) {

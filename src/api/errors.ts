@@ -64,6 +64,8 @@ export function refusalError(result: DispatchRefusal): ApiError {
         detail: `${result.detail}; check the [slurm] settings and the devices' gres (lora-worker doctor)`,
         reason: "slurm_refused",
       });
+    case "smoke_unavailable":
+      return new ApiError(409, { detail: result.detail, reason: "smoke_unavailable" });
     case "launch_failed":
       return new ApiError(503, {
         detail: result.job.error ?? "the trainer could not be started",

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ErrorCode, JobStatus, Phase } from "../job.ts";
-import { TrainRequest } from "../request/schema.ts";
+import { SmokeBody } from "../dispatch/smoke.ts";
+import { JobRequest, TrainRequest } from "../request/schema.ts";
 import { CurveQuery, ListQuery, LogQuery } from "./input.ts";
 import {
   Checkpoint, Conflict, DetailItem, Dispatched, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve,
@@ -13,6 +14,8 @@ const COMPONENTS = {
   Phase,
   ErrorCode,
   TrainRequest,
+  JobRequest,
+  SmokeBody,
   Checkpoint,
   Sample,
   JobView,
@@ -247,6 +250,23 @@ export function openApiDocument(version: string) {
             200: answer("per device", "GpuStatus"),
             401: unauthorized,
             503: answer("nvidia-smi failed", "Unavailable"),
+          },
+        },
+      },
+      "/smoke": {
+        post: {
+          operationId: "dispatchSmoke",
+          summary: "A smoke run: the fast recipe cut to 6 steps, on a dataset the worker writes (lora-worker smoke)",
+          requestBody: { required: true, content: json("SmokeBody", { device_index: 1 }) },
+          responses: {
+            200: answer("dispatched: a job of tier smoke", "Dispatched"),
+            400: problem("malformed JSON or a body that is not UTF-8"),
+            401: unauthorized,
+            409: answer("busy, refused by VRAM admission, or no smoke.base_model configured", "Conflict"),
+            413: problem("body too large or nested too deep"),
+            415: problem("not application/json"),
+            422: answer("a device_index that names no device, or none where several are configured", "ValidationError"),
+            503: unavailable,
           },
         },
       },

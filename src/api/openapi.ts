@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ErrorCode, JobStatus as Status, Phase } from "../job.ts";
 import { SAMPLE_TEMPLATES } from "../recipe/samples.ts";
-import { MAX_SAMPLES, TrainRequest } from "../request/schema.ts";
+import { JobRequest, MAX_SAMPLES } from "../request/schema.ts";
 
 // Response shapes, in zod so the OpenAPI document (openapi-document.ts), the client and the tests that check real
 // answers share them.
@@ -72,7 +72,8 @@ export const JobView = z.strictObject({
     .array(Sample)
     .describe("the preview images drawn so far, by step then index; a resumed job's start with its predecessor's"),
   forced_kill: z.boolean(),
-  request: TrainRequest,
+  // As dispatched; tier "smoke" marks the worker's own smoke run (POST /smoke).
+  request: JobRequest,
 });
 
 export const Dispatched = z.strictObject({ worker_job_id: z.uuid(), status: Status });
@@ -105,6 +106,7 @@ export const Conflict = z.looseObject({
     "cotenant_active",
     "insufficient_disk",
     "not_resumable",
+    "smoke_unavailable",
   ]),
   active_job_id: z.uuid().optional(),
   free_mib: z.int().optional(),
@@ -156,6 +158,8 @@ export const Health = z.looseObject({
   trainer_mode: z.enum(["real", "simulate"]),
   simulated: z.boolean(),
   auth_mode: z.string(),
+  // Whether trainer.tokenizer_dir holds the two CLIP tokenizers a real run loads offline.
+  tokenizers: z.strictObject({ dir: z.string(), ready: z.boolean(), problems: z.array(z.string()) }),
 });
 
 export const TRAIN_REQUEST_EXAMPLE = {

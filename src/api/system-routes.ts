@@ -5,6 +5,7 @@ import type { LoadedConfig } from "../config/load.ts";
 import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import type { JobStore } from "../store/job-store.ts";
+import { tokenizerDir, watchTokenizers } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { ApiError } from "./errors.ts";
 import { gpuFamilies, jobFamilies, render, type HttpMetrics } from "./metrics.ts";
@@ -59,6 +60,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
   const { loaded, supervisor, gpu } = deps;
   const { config } = loaded;
   const document = openApiDocument(deps.version);
+  const tokenizers = watchTokenizers(tokenizerDir(config));
   return new Hono()
     .get("/healthz", (c) =>
       c.json({
@@ -72,6 +74,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
         auth_mode: deps.auth.mode,
         gpu: gpuFact(gpu.last()),
         state_dir: stateFact(supervisor, config.state_dir),
+        tokenizers: tokenizers(),
         gpu_admission: config.gpu.admission,
         listen: config.listen.text,
         config_file: loaded.file,

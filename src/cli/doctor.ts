@@ -28,6 +28,7 @@ import {
   checkSlurm,
   checkTrainerPython,
 } from "../doctor/trainer-checks.ts";
+import { checkTokenizers } from "../doctor/tokenizer-checks.ts";
 import { parseArgs, UsageError } from "./args.ts";
 
 const EXIT_FAIL = 1;
@@ -61,6 +62,7 @@ async function runChecks(deps: DoctorDeps): Promise<CheckResult[]> {
     checkAccelerate(config, account, runAs),
     checkTrainerPython(deps),
     checkSdScripts(config, account, runAs),
+    checkTokenizers(deps),
     checkHandoffRoot(config, account, runAs),
     ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
     checkStateDir(config, account, runAs),

@@ -11,6 +11,7 @@ import { openJobStore, StoreUnusable } from "../store/job-store.ts";
 import { ownMemoryEvents } from "../os/proc.ts";
 import { createRetention } from "../supervisor/retention.ts";
 import { createSupervisor } from "../supervisor/supervisor.ts";
+import { tokenizerDir, watchTokenizers } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { EXIT_CONFIG, loadConfigOrExit, refuseToStart, selfCommand, trainerCommand } from "./plan.ts";
@@ -99,6 +100,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     log.warn("trainer mode is SIMULATE: no real training happens and every job is marked simulated");
   }
   warnIfOpen(auth, config, log);
+  warnIfNoTokenizers(config, log);
   const stop = (signal: string) => {
     log.info("stopping", { signal, active_job_id: supervisor.activeJobId() });
     setTimeout(() => process.exit(0), STOP_DEADLINE_MS);
@@ -141,6 +143,16 @@ function authOrExit(config: Config, log: Logger, refusals: LogFormat): AuthGate 
   const setup = setUpAuth({ config, credentialsDirectory: process.env.CREDENTIALS_DIRECTORY, log });
   if (setup.ok) return setup.value;
   refuseToStart(refusals, { reason: "authentication is not set up", errors: setup.error, exitCode: EXIT_CONFIG });
+}
+
+// Every real run would fail before its first step (tokenizer_missing): said at start-up, not at the first job.
+function warnIfNoTokenizers(config: Config, log: Logger): void {
+  if (config.trainer.mode !== "real") return;
+  const { dir, ready, problems } = watchTokenizers(tokenizerDir(config))();
+  if (ready) return;
+  const fix = "lora-worker tokenizers import PATH, then lora-worker doctor";
+  const what = `the CLIP tokenizers are not ready in ${dir}: every real run will fail (tokenizer_missing)`;
+  log.warn(what, { problems, fix });
 }
 
 function warnIfOpen(auth: AuthGate, config: Config, log: Logger): void {

@@ -61,6 +61,8 @@ export const ConfigSchema = z.strictObject({
       backend: z.enum(["local", "slurm"]).default("local"),
       accelerate: absolutePath.default(DEFAULTS.accelerate),
       sd_scripts_dir: absolutePath.default(DEFAULTS.sd_scripts_dir),
+      // The CLIP tokenizers, passed as --tokenizer_cache_dir (tokenizers/layout.ts); default <state_dir>/tokenizers.
+      tokenizer_dir: absolutePath.optional(),
       cancel_grace_seconds: z.number().positive().max(600).default(10),
       log_max_bytes: z.int().min(1024 * 1024).max(2 ** 40).default(256 * 1024 * 1024),
     })
@@ -88,6 +90,9 @@ export const ConfigSchema = z.strictObject({
       poll_seconds: z.number().min(0.1).max(60).default(1),
     })
     .prefault({}),
+  // `lora-worker smoke`: the base model its short run trains on (a .safetensors inside a model root, checked as a
+  // request's base_model_path is). Unset, the smoke route refuses and says to set it.
+  smoke: z.strictObject({ base_model: absolutePath.optional() }).prefault({}),
   // Job directories (logs, dataset copies) of ended jobs older than this are removed; the records stay.
   retention: z
     .strictObject({

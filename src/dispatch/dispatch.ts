@@ -9,12 +9,14 @@ import { buildLaunch, type ResumeFrom } from "../recipe/command.ts";
 import { resumeRepeatsScale } from "../recipe/dataset-toml.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { BATCH_SIZE, TIERS } from "../tiers.ts";
-import { type CheckedTrain, type CheckResult, checkResume, checkTrain, recheckPaths } from "../request/check.ts";
+import {
+  type CheckedTrain, type CheckResult, checkRequest, checkResume, checkTrain, recheckPaths,
+} from "../request/check.ts";
 import {
   type DetailItem,
   fieldError,
-  type TrainRequest,
-  TrainRequest as TrainRequestSchema,
+  JobRequest,
+  TrainRequest,
 } from "../request/schema.ts";
 import { type JobRow, type JobStore, StoreWriteFailed } from "../store/job-store.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
@@ -47,6 +49,7 @@ export type DispatchRefusal =
   | { kind: "not_resumable"; detail: string }
   | { kind: "no_such_job" }
   | { kind: "slurm_refused"; detail: string }
+  | { kind: "smoke_unavailable"; detail: string }
   | { kind: "launch_failed"; job: JobRow };
 
 export type DispatchResult = Result<JobRow, DispatchRefusal>;
@@ -71,7 +74,7 @@ export function createDispatcher(deps: DispatcherDeps) {
   const maxActive = config.trainer.backend === "slurm" ? config.slurm.max_active_jobs : 1;
   // A replayed recording trains for its own number of steps, not the tier's.
   const replaying = config.trainer.mode === "simulate" && config.simulate.replay_log !== "";
-  const expectedTotal = (request: TrainRequest) => (replaying ? null : TIERS[request.tier].maxTrainSteps);
+  const expectedTotal = (request: JobRequest) => (replaying ? null : TIERS[request.tier].maxTrainSteps);
 
   // A fresh probe right before the spawn: a cached answer may predate the co-tenant's last model load.
   // On the Slurm backend Slurm places the run on a GPU it has free: this host's nvidia-smi says nothing about it.
@@ -161,6 +164,10 @@ export function createDispatcher(deps: DispatcherDeps) {
       return fail({ kind: "state_unwritable", detail });
     }
   };
+  const freshCopy = async (id: string, train: CheckedTrain): Promise<Result<Origin, DispatchRefusal>> => {
+    const copied = await copyDataset(id, train);
+    return copied.ok ? ok({ dataset: copied.value, samples: null, resumes: null, resume: null }) : copied;
+  };
   const removeJobDir = (id: string) => rmSync(jobPaths(config.state_dir, id).dir, { recursive: true, force: true });
 
   const alreadyResumed = (id: string, by: string): Refused => {
@@ -242,7 +249,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     if (job.status === "succeeded") return refuse("it succeeded; there is nothing left to train");
     if (job.pruned_at !== null) return refuse("its job directory (with its dataset copy) was pruned by retention");
     if (job.resume_state === null || job.resume_step === null) {
-      const { tier } = JSON.parse(job.request) as TrainRequest;
+      const { tier } = JSON.parse(job.request) as JobRequest;
       const every = TIERS[tier].checkpointEvery;
       const why = `it saved no state before it ended (a ${tier} run saves one every ${every} steps)`;
       return refuse(job.resume_gone ?? why);
@@ -257,14 +264,22 @@ export function createDispatcher(deps: DispatcherDeps) {
   return {
     async dispatch(body: unknown, idempotencyKey: string | null = null): Promise<DispatchResult> {
       // Before the filesystem checks: a retry after success must not read as "output exists".
-      const parsed = TrainRequestSchema.safeParse(body);
+      const parsed = TrainRequest.safeParse(body);
       const earlier = parsed.success ? replayOf(requestHash(parsed.data), idempotencyKey) : null;
       if (earlier) return earlier;
       const checked = await checkTrain(body, config);
-      return start(checked, (hash) => replayOf(hash, idempotencyKey), idempotencyKey, async (id, train) => {
-        const copied = await copyDataset(id, train);
-        return copied.ok ? ok({ dataset: copied.value, samples: null, resumes: null, resume: null }) : copied;
-      });
+      return start(checked, (hash) => replayOf(hash, idempotencyKey), idempotencyKey, freshCopy);
+    },
+
+    // A request the worker composed itself (a smoke run), through every step one from arbo takes.
+    async dispatchComposed(request: JobRequest): Promise<DispatchResult> {
+      return start(await checkRequest(request, config), (hash) => replayOf(hash, null), null, freshCopy);
+    },
+
+    /** Whether a run could be claimed now, so a caller can refuse before it writes anything. */
+    busyWith(): string | null {
+      const active = store.activeJobs();
+      return active.length >= maxActive ? active[0]!.id : null;
     },
 
     // POST /train/{id}/resume: a retry (the same Idempotency-Key, or while the successor runs) is the same job.
@@ -291,7 +306,7 @@ export function createDispatcher(deps: DispatcherDeps) {
         const detail = `job ${job.id} cannot be resumed: its dataset copy is missing from its job directory`;
         return fail({ kind: "not_resumable", detail });
       }
-      const request = TrainRequestSchema.parse(JSON.parse(job.request));
+      const request = JobRequest.parse(JSON.parse(job.request));
       const checked = await checkResume(request, copy, config);
       return start(checked, retried, idempotencyKey, async (id, train) => {
         const batch = BATCH_SIZE[train.device.class];
@@ -316,7 +331,7 @@ export function createDispatcher(deps: DispatcherDeps) {
 }
 
 // Field order does not make two bodies different requests.
-function requestHash(request: TrainRequest): string {
+function requestHash(request: JobRequest): string {
   const canonical = JSON.stringify(Object.fromEntries(Object.entries(request).sort(([a], [b]) => a.localeCompare(b))));
   return new Bun.CryptoHasher("sha256").update(canonical).digest("hex");
 }

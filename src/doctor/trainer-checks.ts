@@ -10,7 +10,7 @@ import { holdsFor, type RunAs, type RunResult, type ServiceAccount } from "./ser
 const ACCELERATE_TIMEOUT_MS = 60_000;
 // Importing torch on a cold page cache, or a first CUDA init, takes seconds; a minute is a hang.
 const PYTHON_DEADLINE_MS = 60_000;
-const SIMULATE_SKIP = 'trainer.mode is "simulate": not checked, no real training runs';
+export const SIMULATE_SKIP = 'trainer.mode is "simulate": not checked, no real training runs';
 
 /** Runs `accelerate --help` as the service user: proves the venv's interpreter and packages load for it. */
 export async function checkAccelerate(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
@@ -222,7 +222,7 @@ function readReports(stdout: string): Reports {
   return reports;
 }
 
-function parseJson(text: string): unknown {
+export function parseJson(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch {
@@ -230,7 +230,7 @@ function parseJson(text: string): unknown {
   }
 }
 
-function whyStopped(run: RunResult, deadlineMs: number): string {
+export function whyStopped(run: RunResult, deadlineMs: number): string {
   if (run.timedOut) return `no answer within ${deadlineMs / 1000} s; killed at the deadline`;
   return `exit ${run.exitCode ?? "by signal"}, ${stopReason(run)}`;
 }

@@ -1,6 +1,6 @@
 import type { Config, Device } from "../config/schema.ts";
 import { fail, ok, type Result } from "../result.ts";
-import type { DeviceClass, TierName } from "../tiers.ts";
+import { type DeviceClass, type RunTier, TIERS } from "../tiers.ts";
 import type { GpuDevice, ProbeResult } from "./probe.ts";
 
 export interface Cotenant {
@@ -42,7 +42,7 @@ export const SAMPLING_VRAM_MIB: Record<DeviceClass, number> = { "24gb": 2560, "4
 export function judgeAdmission(
   probe: ProbeResult,
   device: Device,
-  tier: TierName,
+  tier: RunTier,
   config: Config,
   samples = 0,
 ): Admission {
@@ -55,7 +55,7 @@ export function judgeAdmission(
 function refusalFor(
   probe: ProbeResult,
   device: Device,
-  tier: TierName,
+  tier: RunTier,
   config: Config,
   samples: number,
 ): Refusal | null {
@@ -64,7 +64,7 @@ function refusalFor(
   if (!seen || seen.memory_free_mib === null) {
     return { reason: "gpu_probe_failed", detail: `nvidia-smi reports no free memory for device ${device.index}` };
   }
-  const training = config.gpu.vram_need_mib[tier][device.class]!;
+  const training = config.gpu.vram_need_mib[TIERS[tier].budget][device.class]!;
   const sampling = samples > 0 ? SAMPLING_VRAM_MIB[device.class] : 0;
   const needed = training + sampling;
   const free = seen.memory_free_mib;

@@ -7,6 +7,7 @@ import { datasetToml } from "./dataset-toml.ts";
 import { SAMPLE_SAMPLER, samplePrompts } from "./samples.ts";
 import type { JobPaths } from "../supervisor/job-dir.ts";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
+import { tokenizerDir } from "../tokenizers/layout.ts";
 
 export const TRAIN_SCRIPT = "sdxl_train_network.py";
 
@@ -63,7 +64,7 @@ export function buildLaunch(
   resume: ResumeFrom | null = null,
 ): LaunchPlan {
   const sdScripts = config.trainer.sd_scripts_dir;
-  const script = [join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths), ...resumeFlags(resume)];
+  const script = [join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths, config), ...resumeFlags(resume)];
   const samples = (train.request.samples ?? 0) > 0;
   return {
     argv: [...trainer, "launch", ...LAUNCH_FLAGS, ...script],
@@ -76,11 +77,13 @@ export function buildLaunch(
   };
 }
 
-function scriptFlags(train: CheckedTrain, paths: JobPaths): string[] {
+function scriptFlags(train: CheckedTrain, paths: JobPaths, config: Config): string[] {
   const { request } = train;
   const tier = TIERS[request.tier];
   const valued: Array<[string, string | number]> = [
     ["pretrained_model_name_or_path", train.baseModel],
+    // Offline (HF_HUB_OFFLINE) the CLIP tokenizers load only from here.
+    ["tokenizer_cache_dir", tokenizerDir(config)],
     ["dataset_config", paths.datasetConfig],
     ["output_dir", train.outputDir],
     ["output_name", request.output_name],

@@ -1,4 +1,4 @@
-import type { TrainRequest } from "../request/schema.ts";
+import type { JobRequest } from "../request/schema.ts";
 import { TIERS } from "../tiers.ts";
 
 // Preview images of the subject at each checkpoint: the recipe's fixed templates, filled only with the request's
@@ -12,21 +12,20 @@ export const SAMPLE_TEMPLATES = [
 ] as const;
 
 const NEGATIVE_PROMPT = "blurry, low quality, deformed, disfigured, watermark, text";
-const SAMPLE_STEPS = 28;
 const GUIDANCE_SCALE = 7;
 export const SAMPLE_SAMPLER = "euler_a";
 const SEED_SPACE = 2 ** 32;
 
 // The prompts file's entries: one per sample, at the tier's resolution, seeded from the request's seed.
-export function samplePrompts(request: TrainRequest): object[] {
+export function samplePrompts(request: JobRequest): object[] {
   const subject = `${request.trigger} ${request.subject_class}`;
-  const size = TIERS[request.tier].resolution;
+  const { resolution: size, sampleSteps } = TIERS[request.tier];
   return SAMPLE_TEMPLATES.slice(0, request.samples ?? 0).map((template, index) => ({
     prompt: template.text.replace("{subject}", subject),
     negative_prompt: NEGATIVE_PROMPT,
     width: size,
     height: size,
-    sample_steps: SAMPLE_STEPS,
+    sample_steps: sampleSteps,
     scale: GUIDANCE_SCALE,
     // Two runs of one request draw the same noise for each template.
     seed: (request.seed + index) % SEED_SPACE,

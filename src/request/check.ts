@@ -7,7 +7,9 @@ import { TIERS } from "../tiers.ts";
 import { checkBaseModelHeader } from "./base-model.ts";
 import { resolveInside, type Roots } from "./contained-path.ts";
 import { scanDataset, type Dataset } from "./dataset.ts";
-import { detailFromIssues, type DetailItem, fieldError, type Problem, TrainRequest } from "./schema.ts";
+import {
+  detailFromIssues, type DetailItem, fieldError, type JobRequest, type Problem, TrainRequest,
+} from "./schema.ts";
 
 // For the moment just before spawning: every real path the check resolved still resolves to itself inside
 // its root, so a link swapped in since the request was checked is caught (time of check vs time of use).
@@ -28,7 +30,7 @@ export function recheckPaths(train: CheckedTrain, config: Config): DetailItem[] 
 
 // A request that passed every rule, with the resolved paths the trainer will be given.
 export interface CheckedTrain {
-  request: TrainRequest;
+  request: JobRequest;
   device: Device;
   // The dataset dir with symbolic links resolved.
   datasetDir: string;
@@ -55,17 +57,22 @@ type Field<T> = Result<T, DetailItem>;
 export async function checkTrain(body: unknown, config: Config): Promise<CheckResult> {
   const parsed = TrainRequest.safeParse(body);
   if (!parsed.success) return fail({ kind: "invalid", detail: detailFromIssues(parsed.error.issues, body) });
-  return checkWith(parsed.data, checkDataset(parsed.data.dataset_dir, config), config, false);
+  return checkRequest(parsed.data, config);
+}
+
+/** Every rule of a request the worker composed itself (a smoke run), as of one arbo sent. */
+export async function checkRequest(request: JobRequest, config: Config): Promise<CheckResult> {
+  return checkWith(request, checkDataset(request.dataset_dir, config), config, false);
 }
 
 // A resume runs its predecessor's request again on the predecessor's dataset copy: every other rule still holds
 // (the model, the output, the device may have changed since).
-export async function checkResume(request: TrainRequest, copy: DatasetCheck, config: Config): Promise<CheckResult> {
+export async function checkResume(request: JobRequest, copy: DatasetCheck, config: Config): Promise<CheckResult> {
   return checkWith(request, Promise.resolve(ok(copy)), config, true);
 }
 
 async function checkWith(
-  request: TrainRequest,
+  request: JobRequest,
   datasetCheck: Promise<Field<DatasetCheck>>,
   config: Config,
   resumed: boolean,
@@ -137,7 +144,7 @@ function checkOutputDir(path: string, config: Config): Field<string> {
   return inside;
 }
 
-function checkDevice(request: TrainRequest, config: Config): Field<Device> {
+function checkDevice(request: JobRequest, config: Config): Field<Device> {
   const device = config.devices.find((d) => d.index === request.device_index);
   const known = config.devices.map((d) => `${d.index} (${d.name}, ${d.class})`).join(", ");
   if (!device) {

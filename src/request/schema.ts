@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { TIER_NAMES } from "../tiers.ts";
+import { RUN_TIERS, TIER_NAMES } from "../tiers.ts";
 
 // The 422 item shape arbo's Python client already reads (pydantic's).
 export interface DetailItem {
@@ -158,4 +158,8 @@ export const TrainRequest = z.strictObject({
 });
 
 export type TrainRequest = z.infer<typeof TrainRequest>;
+
+// What a job runs: arbo's request, or the worker's own smoke run, whose tier no request may name.
+export const JobRequest = TrainRequest.extend({ tier: z.enum(RUN_TIERS) });
+export type JobRequest = z.infer<typeof JobRequest>;
 export type TrainField = keyof TrainRequest;

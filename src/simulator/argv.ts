@@ -21,7 +21,8 @@ const LAUNCH_OPTIONS: Record<string, Spec> = {
 };
 
 const SCRIPT_OPTIONS = {
-  console_log_simple: "switch", pretrained_model_name_or_path: "str", dataset_config: "str", output_dir: "str",
+  console_log_simple: "switch", pretrained_model_name_or_path: "str", tokenizer_cache_dir: "str",
+  dataset_config: "str", output_dir: "str",
   output_name: "str", save_model_as: [null, "ckpt", "pt", "safetensors"],
   save_precision: [null, "float", "fp16", "bf16"],
   network_module: "str", network_dim: "int", network_alpha: "float", network_train_unet_only: "switch",

@@ -4,8 +4,11 @@ import type { ErrorCode } from "../job.ts";
 // signature found in the log names the failure, and the line it matched leads the job's `error`.
 export interface Signature {
   code: ErrorCode;
+  // Tested against the log's tail as one text, so it may span the lines of a traceback.
   pattern: RegExp;
   what: string;
+  // The line that leads the error, where `pattern` spans lines; else the last line `pattern` matches.
+  lead?: RegExp;
 }
 
 // One pattern from alternatives written one a line.
@@ -41,6 +44,19 @@ export const SIGNATURES: readonly Signature[] = [
       /Error\(s\) in loading state_dict for SdxlUNet2DConditionModel/,
     ),
     what: "the base model could not be loaded",
+  },
+  {
+    code: "tokenizer_missing",
+    // Offline with no folder under --tokenizer_cache_dir, sd-scripts falls back to the hub id; transformers 4.54
+    // then opens a vocab_file of None in CLIPTokenizer.__init__ (older ones said "Can't load tokenizer for").
+    pattern: anyOf(
+      "",
+      /in _load_tokenizer\n[\s\S]{0,4000}?TypeError: expected str, bytes or os\.PathLike object, not NoneType/,
+      /Can't load tokenizer for '(?:openai\/clip-vit-large-patch14|laion\/CLIP-ViT-bigG-14-laion2B-39B-b160k)'/,
+    ),
+    lead: /TypeError: expected str, bytes or os\.PathLike object, not NoneType|Can't load tokenizer for/,
+    what: "the trainer could not load a CLIP tokenizer offline: it is not in trainer.tokenizer_dir " +
+      "(fix: lora-worker tokenizers import PATH, then lora-worker doctor)",
   },
   {
     code: "host_oom_killed",

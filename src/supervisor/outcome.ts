@@ -71,7 +71,7 @@ function classify(facts: ExitFacts, exitCode: number | null, signal: string | nu
   const reason = facts.stopReason;
   if (reason !== null && reason !== "cancel" && reason !== "pause") return { code: reason, what: STOPPED[reason] };
   const found = SIGNATURES.find((s) => s.pattern.test(facts.logTail.join("\n")));
-  const line = found ? (decisiveLine(facts.logTail, found.pattern) ?? undefined) : undefined;
+  const line = found ? (decisiveLine(facts.logTail, found.lead ?? found.pattern) ?? undefined) : undefined;
   if (found?.code === "host_oom_killed") return killedFromOutside(facts, line);
   if (found) return { code: found.code, what: found.what, line };
   if (facts.lastLossNan) return { code: "nan_loss", what: "the trainer stopped while its loss was nan" };

@@ -118,7 +118,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     } catch (err) {
       ctx.log.error("could not take in trainer output", { job_id: ctx.id, error: (err as Error).message });
     }
-  }, () => (ctx.watched() ? WATCHED_TICK_MS : UNWATCHED_TICK_MS));
+  }, () => (ctx.watched() || pausing ? WATCHED_TICK_MS : UNWATCHED_TICK_MS));
   // A stop recorded by a worker that has since restarted: sent again, with what is left of its grace.
   if (pending) {
     stopReason = pending.reason;
@@ -180,10 +180,12 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       return null;
     }
   };
+  // A pausing run is read at the watched pace, so it stops at the state it saves next, not one a slow read finds.
   const pause = () => {
     pausing = true;
     guard("pause", () => ctx.store.requestPause(ctx.id, ctx.now().toISOString()));
     ctx.log.info("pausing job at its next saved state", { job_id: ctx.id });
+    follower.drain();
   };
 
   const finished = placement.exit.then(end).catch((err: Error) => {

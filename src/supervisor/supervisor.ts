@@ -4,7 +4,7 @@ import type { Config } from "../config/schema.ts";
 import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
-import type { TrainRequest } from "../request/schema.ts";
+import type { JobRequest } from "../request/schema.ts";
 import type { Checkpoint, JobRow, JobStore } from "../store/job-store.ts";
 import { createStateHealth } from "../store/state-health.ts";
 import { jobPaths, type LaunchFile } from "./job-dir.ts";
@@ -15,6 +15,7 @@ import { createWriteGuard, FRESH_MS, writeUntilDone } from "./supervise.ts";
 import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";
 import { adoptSlurmRun, type SlurmPlan, slurmRefusal, startSlurmRun } from "./slurm-run.ts";
 import { createSlurmClient } from "../os/slurm.ts";
+import { TIERS } from "../tiers.ts";
 import type { Device } from "../config/schema.ts";
 
 export interface SupervisorDeps {
@@ -51,19 +52,19 @@ export function createSupervisor(deps: SupervisorDeps) {
   // (and a local one through this host after a switch to Slurm), so a change of backend leaves none unsupervised.
   let slurmForAdoption = slurm;
   // A device's gres and the tier's bound as Slurm's --time (whole minutes, rounded up).
-  const slurmPlan = (tier: TrainRequest["tier"], device: Device | undefined, client = slurm!): SlurmPlan => ({
+  const slurmPlan = (tier: JobRequest["tier"], device: Device | undefined, client = slurm!): SlurmPlan => ({
     slurm: client,
     gres: device?.gres ?? "gpu:1",
-    timeMinutes: Math.ceil(config.watchdog.tier_timeout_seconds[tier] / 60),
+    timeMinutes: Math.ceil(config.watchdog.tier_timeout_seconds[TIERS[tier].budget] / 60),
     pollMs: config.slurm.poll_seconds * 1000,
   });
-  const deviceOf = (request: TrainRequest) => config.devices.find((d) => d.index === request.device_index);
+  const deviceOf = (request: JobRequest) => config.devices.find((d) => d.index === request.device_index);
   const contextFor = (row: JobRow, outputFile: string, onSlurm: boolean): RunContext => {
-    const request = JSON.parse(row.request) as TrainRequest;
+    const request = JSON.parse(row.request) as JobRequest;
     const paths = jobPaths(config.state_dir, row.id);
     const startedAt = Date.parse(row.started_at ?? row.created_at);
     // On Slurm the tier's bound is its --time, counted by Slurm from the start, not from the time in its queue.
-    const bound = config.watchdog.tier_timeout_seconds[request.tier] * 1000;
+    const bound = config.watchdog.tier_timeout_seconds[TIERS[request.tier].budget] * 1000;
     const deadline = onSlurm ? Number.POSITIVE_INFINITY : startedAt + bound;
     const knownSamples = row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]);
     return {
@@ -97,7 +98,7 @@ export function createSupervisor(deps: SupervisorDeps) {
     async start(row: JobRow, outputFile: string, launch: LaunchFile, device: Device): Promise<void> {
       launches.add(row.id);
       try {
-        const request = JSON.parse(row.request) as TrainRequest;
+        const request = JSON.parse(row.request) as JobRequest;
         const job = {
           id: row.id, request, request_hash: row.request_hash, idempotency_key: row.idempotency_key,
           admission_warning: row.admission_warning, simulated: row.simulated === 1, created_at: row.created_at,
@@ -112,7 +113,7 @@ export function createSupervisor(deps: SupervisorDeps) {
     },
 
     /** On the Slurm backend, why Slurm would refuse this run; null when it would take it (or on this host). */
-    async placementRefusal(request: TrainRequest, device: Device): Promise<string | null> {
+    async placementRefusal(request: JobRequest, device: Device): Promise<string | null> {
       return slurm ? slurmRefusal(slurmPlan(request.tier, device)) : null;
     },
 
@@ -223,7 +224,7 @@ export function createSupervisor(deps: SupervisorDeps) {
     // Re-adopts what survived a restart of the worker (or the loss of its database); fails what did not.
     reconcile(): void {
       reconcileOnStart({ store, stateDir: config.state_dir, now, log }, ({ row, ids, pendingStop, onSlurm }) => {
-        const request = JSON.parse(row.request) as TrainRequest;
+        const request = JSON.parse(row.request) as JobRequest;
         const outputFile = join(request.output_dir, `${request.output_name}.safetensors`);
         try {
           const ctx = contextFor(row, outputFile, onSlurm);

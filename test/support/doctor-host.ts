@@ -5,6 +5,7 @@ import { fakeNvidiaSmi } from "./fake-nvidia-smi.ts";
 import { writeFakePython } from "./fake-python.ts";
 import { MAIN } from "./host-tree.ts";
 import { STAND_IN } from "./install-root.ts";
+import { writeTokenizers } from "./tokenizers.ts";
 import { freePort, makeDeviceNode, writeExecutable } from "./scratch-files.ts";
 
 /** A GPU host in a temp dir that passes every doctor check, for the stand-in service account (nobody). */
@@ -17,6 +18,8 @@ export interface DoctorHost extends Disposable {
   accelerate: string;
   /** The venv's interpreter: answers doctor's probe as torch on both cards and bitsandbytes would. */
   python: string;
+  /** trainer.tokenizer_dir (its default, in the state dir), holding both tokenizers. */
+  tokenizers: string;
   trainScript: string;
   uvm: string;
   token: string;
@@ -38,6 +41,7 @@ export function makeDoctorHost(): DoctorHost {
   mkdir(at("venv/bin"), 0o755);
   const accelerate = writeExecutable(at("venv/bin/accelerate"), "#!/bin/sh\necho 'usage: accelerate <command> [<args>]'\n");
   const python = writeFakePython(at("venv/bin/python"));
+  const tokenizers = writeTokenizers(at("state/tokenizers"));
   mkdir(at("sd-scripts"), 0o755);
   const trainScript = at("sd-scripts/sdxl_train_network.py");
   writeFileSync(trainScript, "# sd-scripts\n", { mode: 0o644 });
@@ -50,7 +54,7 @@ export function makeDoctorHost(): DoctorHost {
   const configPath = at("config.toml");
 
   const host: DoctorHost = {
-    dir, handoff, models, state, venv, accelerate, python, trainScript, uvm, token, port,
+    dir, handoff, models, state, venv, accelerate, python, tokenizers, trainScript, uvm, token, port,
     writeConfig({ mode = "real", scenario, extra = "" } = {}) {
       const smi = fakeNvidiaSmi(dir, scenario).path;
       writeFileSync(configPath, [

@@ -9,9 +9,23 @@ export const HEALTHY: Report[] = [TORCH_REPORT, CUDA_REPORT, BITSANDBYTES_REPORT
 
 const reportLines = (reports: Report[]) => reports.map((report) => `${REPORT_MARK}${JSON.stringify(report)}`).join("\n");
 
-/** A stand-in for the venv's python: answers doctor's probe with `reports`, prints `stderr`, exits with `exit`. */
-export function writeFakePython(path: string, { reports = HEALTHY, stderr = "", exit = 0 }: { reports?: Report[]; stderr?: string; exit?: number } = {}): string {
-  return writeExecutable(path, `#!/bin/sh\ncat <<'REPORTS'\n${reportLines(reports)}\nREPORTS\nprintf '%s' '${stderr.replaceAll("'", `'"'"'`)}' >&2\nexit ${exit}\n`);
+// Doctor's tokenizer probe is `python -c PROGRAM '[["FOLDER", pads_with_zero], ...]'`: each folder it names is
+// answered as loaded, a caption becoming `ids` ids (null: no answer, as when transformers cannot load them).
+function tokenizerAnswers(ids: number | null): string {
+  if (ids === null) return "";
+  const report = `${REPORT_MARK}{"stage": "tokenizer", "folder": "%s", "ids": ${ids}}\\n`;
+  return `[ -n "$3" ] && printf '%s' "$3" | grep -o '"[^"]*"' | tr -d '"' | while read -r f; do printf '${report}' "$f"; done\n`;
+}
+
+/** A stand-in for the venv's python: answers doctor's probes with `reports` (and each tokenizer folder asked about
+ * with `tokenizerIds`), prints `stderr`, exits with `exit`. */
+export function writeFakePython(
+  path: string,
+  { reports = HEALTHY, stderr = "", exit = 0, tokenizerIds = 77 }:
+    { reports?: Report[]; stderr?: string; exit?: number; tokenizerIds?: number | null } = {},
+): string {
+  const quotedStderr = stderr.replaceAll("'", `'"'"'`);
+  return writeExecutable(path, `#!/bin/sh\ncat <<'REPORTS'\n${reportLines(reports)}\nREPORTS\n${tokenizerAnswers(tokenizerIds)}printf '%s' '${quotedStderr}' >&2\nexit ${exit}\n`);
 }
 
 /** A python that reports `reports`, then hangs in a child that holds its output open; it writes its pid to `pidFile`. */

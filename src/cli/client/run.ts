@@ -8,6 +8,7 @@ import { jobs } from "./commands/jobs.ts";
 import { logs } from "./commands/logs.ts";
 import { pause } from "./commands/pause.ts";
 import { resume } from "./commands/resume.ts";
+import { smoke } from "./commands/smoke.ts";
 import { status } from "./commands/status.ts";
 import { submit } from "./commands/submit.ts";
 import { processTerminal, type Terminal } from "./terminal.ts";
@@ -45,6 +46,7 @@ const CLIENT_COMMANDS: Readonly<Record<string, ClientCommand>> = {
   cancel,
   pause,
   resume,
+  smoke,
   gpu,
 };
 

@@ -104,6 +104,9 @@ export interface WorkerClient {
   cancel(id: string): Promise<JobView>;
   pause(id: string): Promise<JobView>;
   resume(id: string): Promise<Resumed>;
+  smoke(body: string): Promise<Dispatched>;
+  // The bytes of a preview image the job's record lists, by its URL path.
+  sample(url: string): Promise<Uint8Array>;
   gpu(): Promise<GpuStatus>;
   health(): Promise<Health>;
   // The open event stream; the caller reads and closes it (abort `signal`).
@@ -175,6 +178,8 @@ export function createWorkerClient(address: Address): WorkerClient {
     cancel: (id) => json(`${job(id)}/cancel`, { method: "POST", timeoutMs: CANCEL_TIMEOUT_MS }),
     pause: (id) => json(`${job(id)}/pause`, { method: "POST", timeoutMs: PAUSE_TIMEOUT_MS }),
     resume: (id) => json(`${job(id)}/resume`, { method: "POST" }),
+    smoke: (body) => json("/smoke", { method: "POST", body, headers: { "content-type": "application/json" } }),
+    sample: async (url) => new Uint8Array(await (await call(url)).arrayBuffer()),
     gpu: () => json("/gpu-status"),
     health: () => json("/healthz"),
     events: (id, lastEventId, signal) =>

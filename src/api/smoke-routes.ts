@@ -1,0 +1,25 @@
+import { Hono } from "hono";
+import type { LoadedConfig } from "../config/load.ts";
+import type { Dispatcher } from "../dispatch/dispatch.ts";
+import type { Supervisor } from "../supervisor/supervisor.ts";
+import { dispatchSmoke } from "../dispatch/smoke.ts";
+import { refusalError } from "./errors.ts";
+import { readJsonBody } from "./input.ts";
+
+export interface SmokeRouteDeps {
+  loaded: LoadedConfig;
+  dispatcher: Dispatcher;
+  supervisor: Supervisor;
+  bodyDeadlineMs?: number;
+}
+
+// POST /smoke: the operator's proof that this deployment trains (`lora-worker smoke` drives the rest). The run is
+// paused from its start, so it stops at its first saved state however fast it trains: a resume takes it on.
+export function smokeRoutes({ loaded, dispatcher, supervisor, bodyDeadlineMs }: SmokeRouteDeps) {
+  return new Hono().post("/", async (c) => {
+    const result = await dispatchSmoke(await readJsonBody(c.req.raw, bodyDeadlineMs), loaded.config, dispatcher);
+    if (!result.ok) throw refusalError(result.error);
+    void supervisor.pause(result.value.id);
+    return c.json({ worker_job_id: result.value.id, status: result.value.status });
+  });
+}

@@ -1,0 +1,83 @@
+import { randomUUID } from "node:crypto";
+import { mkdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { z } from "zod";
+import type { Config, Device } from "../config/schema.ts";
+import { fail, ok, type Result } from "../result.ts";
+import { detailFromIssues, fieldError, type JobRequest } from "../request/schema.ts";
+import { SMOKE_CLASS, SMOKE_TRIGGER, writeSmokeDataset } from "../smoke/dataset.ts";
+import type { Dispatcher, DispatchRefusal, DispatchResult } from "./dispatch.ts";
+
+// Smoke runs write in the handoff root, as arbo's jobs do: the run proves the worker can read a dataset there and
+// publish a LoRA there. One folder per run, which `lora-worker smoke` removes once it has checked the results.
+export const SMOKE_FOLDER = ".lora-worker-smoke";
+export const SMOKE_OUTPUT_NAME = "smoke";
+const SMOKE_SEED = 1;
+// In the setgid handoff root, arbo's group keeps the run's folders.
+const SHARED_DIR_MODE = 0o2770;
+
+export const SmokeBody = z.strictObject({ device_index: z.int("must be an integer").min(0).max(63).optional() });
+
+/** POST /smoke: the worker's own short run on a dataset it writes, dispatched as any request is. */
+export async function dispatchSmoke(body: unknown, config: Config, dispatcher: Dispatcher): Promise<DispatchResult> {
+  const parsed = SmokeBody.safeParse(body);
+  if (!parsed.success) return fail({ kind: "invalid", detail: detailFromIssues(parsed.error.issues, body) });
+  const model = config.smoke.base_model;
+  if (model === undefined) {
+    const detail = "no base model for smoke runs: set smoke.base_model in the config to an SDXL .safetensors " +
+      "inside a model root, and restart the worker";
+    return fail({ kind: "smoke_unavailable", detail });
+  }
+  const device = deviceFor(parsed.data.device_index, config);
+  if (!device.ok) return device;
+  // Nothing is written for a run that could not be claimed.
+  const busy = dispatcher.busyWith();
+  if (busy !== null) return fail({ kind: "busy", activeId: busy, unsupervised: false });
+  const root = join(config.handoff_root, SMOKE_FOLDER, randomUUID());
+  const written = writeDataset(root);
+  if (!written.ok) return written;
+  const result = await dispatcher.dispatchComposed(smokeRequest(root, model, device.value));
+  if (!result.ok) rmSync(root, { recursive: true, force: true });
+  return result;
+}
+
+function smokeRequest(root: string, model: string, device: Device): JobRequest {
+  return {
+    dataset_dir: join(root, "dataset"),
+    base_model_path: model,
+    output_dir: join(root, "out"),
+    output_name: SMOKE_OUTPUT_NAME,
+    trigger: SMOKE_TRIGGER,
+    subject_class: SMOKE_CLASS,
+    repeats: 1,
+    tier: "smoke",
+    device_index: device.index,
+    seed: SMOKE_SEED,
+    samples: 1,
+  };
+}
+
+// A host with one device needs no choice; with several, the operator names one.
+function deviceFor(index: number | undefined, config: Config): Result<Device, DispatchRefusal> {
+  if (index === undefined && config.devices.length === 1) return ok(config.devices[0]!);
+  const known = config.devices.map((d) => `${d.index} (${d.name}, ${d.class})`).join(", ");
+  const device = config.devices.find((d) => d.index === index);
+  if (device) return ok(device);
+  const msg = index === undefined
+    ? `required when more than one device is configured; configured: ${known}`
+    : `no configured device ${index}; configured: ${known}`;
+  const type = index === undefined ? "missing" : "unknown_device";
+  return fail({ kind: "invalid", detail: [fieldError("device_index", msg, type)] });
+}
+
+function writeDataset(root: string): Result<void, DispatchRefusal> {
+  try {
+    mkdirSync(root, { recursive: true, mode: SHARED_DIR_MODE });
+    writeSmokeDataset(join(root, "dataset"));
+    return ok(undefined);
+  } catch (err) {
+    rmSync(root, { recursive: true, force: true });
+    const detail = `the smoke dataset could not be written into the handoff root: ${(err as Error).message}`;
+    return fail({ kind: "smoke_unavailable", detail });
+  }
+}

@@ -1,0 +1,65 @@
+import { dirname, join } from "node:path";
+import { z } from "zod";
+import { TOKENIZERS, tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
+import { fail, ok, warn, type CheckResult, type DoctorDeps } from "./doctor.ts";
+import { parseJson, REPORT_MARK, SIMULATE_SKIP, whyStopped } from "./trainer-checks.ts";
+
+const NAME = "tokenizers";
+const FIX = "lora-worker tokenizers import PATH, from a Hugging Face cache that holds both " +
+  "(see the README's \"Prove a deployment\")";
+// Importing transformers cold takes seconds; a minute is a hang.
+const LOAD_DEADLINE_MS = 60_000;
+const CONTEXT_IDS = 77;
+
+// Loads each folder as sd-scripts does with --tokenizer_cache_dir (CLIPTokenizer.from_pretrained of the folder,
+// tokenizer 2 padded with id 0), offline, and reports how many ids a caption becomes.
+const LOAD_PROGRAM = `import json, sys
+from transformers import CLIPTokenizer
+for folder, pads_with_zero in json.loads(sys.argv[1]):
+    tokenizer = CLIPTokenizer.from_pretrained(folder)
+    if pads_with_zero:
+        tokenizer.pad_token_id = 0
+    ids = tokenizer("a photo of a person", max_length=${CONTEXT_IDS}, padding="max_length", truncation=True)
+    report = dict(stage="tokenizer", folder=folder, ids=len(ids["input_ids"]))
+    print(${JSON.stringify(REPORT_MARK)} + json.dumps(report), flush=True)
+`;
+
+const Loaded = z.object({ stage: z.literal("tokenizer"), folder: z.string(), ids: z.int() });
+export type TokenizerReport = z.infer<typeof Loaded>;
+
+/** Both tokenizers in trainer.tokenizer_dir, whole, and loaded by the venv's Python as the service user, offline. */
+export async function checkTokenizers(deps: DoctorDeps): Promise<CheckResult> {
+  const { config, account, runAs } = deps;
+  if (config.trainer.mode === "simulate") return warn(NAME, SIMULATE_SKIP);
+  const dir = tokenizerDir(config);
+  const problems = tokenizersProblems(dir);
+  if (problems.length > 0) return fail(NAME, `not ready in ${dir}: ${problems.join("; ")}`, FIX);
+  const python = join(dirname(config.trainer.accelerate), "python");
+  const folders = TOKENIZERS.map((t) => [join(dir, t.folder), t.padsWithIdZero]);
+  const deadlineMs = deps.pythonDeadlineMs ?? LOAD_DEADLINE_MS;
+  const run = await runAs([python, "-c", LOAD_PROGRAM, JSON.stringify(folders)], {
+    env: { PATH: `${dirname(python)}:/usr/local/bin:/usr/bin:/bin`, HOME: config.state_dir, HF_HUB_OFFLINE: "1" },
+    timeoutMs: deadlineMs,
+  });
+  const loaded = readLoaded(run.stdout);
+  const who = `${python} as ${account.user}`;
+  const unloaded = TOKENIZERS.filter((t) => loaded.get(join(dir, t.folder)) !== CONTEXT_IDS);
+  if (unloaded.length === 0) {
+    return ok(NAME, `both load offline from ${dir} in ${who}, ${CONTEXT_IDS} ids a caption`);
+  }
+  const which = unloaded.map((t) => t.id).join(" and ");
+  const how = unloaded.every((t) => loaded.has(join(dir, t.folder)))
+    ? `it gives ${unloaded.map((t) => loaded.get(join(dir, t.folder))).join(", ")} ids a caption, not ${CONTEXT_IDS}`
+    : whyStopped(run, deadlineMs);
+  return fail(NAME, `${who} did not load ${which} from ${dir}: ${how}`, FIX);
+}
+
+function readLoaded(stdout: string): Map<string, number> {
+  const loaded = new Map<string, number>();
+  for (const line of stdout.split("\n")) {
+    if (!line.startsWith(REPORT_MARK)) continue;
+    const parsed = Loaded.safeParse(parseJson(line.slice(REPORT_MARK.length)));
+    if (parsed.success) loaded.set(parsed.data.folder, parsed.data.ids);
+  }
+  return loaded;
+}

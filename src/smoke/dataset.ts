@@ -1,0 +1,26 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { CAPTION_EXTENSION } from "../request/dataset.ts";
+import { encodePng } from "./png.ts";
+
+// A smoke run's subject: the words its captions and its folder name use.
+export const SMOKE_TRIGGER = "smoke";
+export const SMOKE_CLASS = "person";
+const IMAGES = 4;
+const SIZE = 256;
+// The handoff root is shared with arbo's group: what the worker writes there stays group-writable.
+const DIR_MODE = 0o2770;
+const FILE_MODE = 0o660;
+
+/** Writes a few small pictures with captions into `dir`: enough for sd-scripts to build a bucket and train. */
+export function writeSmokeDataset(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: DIR_MODE });
+  for (let i = 0; i < IMAGES; i++) {
+    const name = `smoke-${i}`;
+    // A different gradient and stripe per image, so the latents differ.
+    const png = encodePng(SIZE, SIZE, (x, y) => [(x + 40 * i) % 256, (y * (i + 1)) % 256, ((x ^ y) >> i) & 255]);
+    writeFileSync(join(dir, `${name}.png`), png, { mode: FILE_MODE });
+    const caption = `${SMOKE_TRIGGER} ${SMOKE_CLASS}, test pattern ${i}, gradient, stripes`;
+    writeFileSync(join(dir, `${name}${CAPTION_EXTENSION}`), `${caption}\n`, { mode: FILE_MODE });
+  }
+}

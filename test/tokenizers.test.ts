@@ -1,0 +1,162 @@
+import { describe, expect, test } from "bun:test";
+import { existsSync, lstatSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { importTokenizers } from "../src/tokenizers/import.ts";
+import { TOKENIZERS, tokenizersProblems, watchTokenizers } from "../src/tokenizers/layout.ts";
+import { MAIN, makeHostTree } from "./support/host-tree.ts";
+import { writeHubCache, writeTokenizerFolder, writeTokenizers } from "./support/tokenizers.ts";
+
+const [CLIP_L, CLIP_G] = TOKENIZERS;
+
+function scratch(): { dir: string } & Disposable {
+  const dir = mkdtempSync(join(tmpdir(), "lora-worker-tokenizers-"));
+  return { dir, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+describe("importTokenizers", () => {
+  test("copies both from folders in --tokenizer_cache_dir's layout, and the copies are ready", () => {
+    using s = scratch();
+    const source = writeTokenizers(join(s.dir, "from"));
+    const dest = join(s.dir, "to");
+    expect(tokenizersProblems(dest)).toHaveLength(2); // contrast: nothing there yet
+    const result = importTokenizers(source, dest);
+    expect(result).toEqual({
+      ok: true,
+      value: TOKENIZERS.map((t) => ({ id: t.id, from: join(source, t.folder), to: join(dest, t.folder) })),
+    });
+    expect(tokenizersProblems(dest)).toEqual([]);
+    expect(readdirSync(dest).sort()).toEqual(TOKENIZERS.map((t) => t.folder).sort());
+  });
+
+  test("takes them from a Hugging Face cache, as files, not as links into its blobs", () => {
+    using s = scratch();
+    const home = writeHubCache(join(s.dir, "hf-home"));
+    const dest = join(s.dir, "to");
+    for (const source of [home, join(home, "hub")]) {
+      const result = importTokenizers(source, dest);
+      expect(result.ok).toBe(true);
+      const vocab = join(dest, CLIP_G!.folder, "vocab.json");
+      expect(lstatSync(vocab).isFile()).toBe(true);
+      expect(statSync(vocab).mode & 0o777).toBe(0o644);
+      expect(tokenizersProblems(dest)).toEqual([]);
+    }
+    const snapshotVocab = join(home, "hub", "models--openai--clip-vit-large-patch14", "snapshots", "0123abcd", "vocab.json");
+    expect(lstatSync(snapshotVocab).isSymbolicLink()).toBe(true);
+  });
+
+  test("with one of the two missing, imports nothing and names the one missing", () => {
+    using s = scratch();
+    const source = join(s.dir, "from");
+    writeTokenizerFolder(join(source, CLIP_L!.folder));
+    const dest = join(s.dir, "to");
+    const result = importTokenizers(source, dest);
+    expect(result.ok).toBe(false);
+    expect(!result.ok && result.error).toEqual([
+      `tokenizer ${CLIP_G!.id} is not in ${source} (looked for ${CLIP_G!.folder}/, ` +
+        "models--laion--CLIP-ViT-bigG-14-laion2B-39B-b160k/snapshots/ or hub/models--…)",
+    ]);
+    expect(existsSync(dest)).toBe(false);
+  });
+
+  test("tokenizer 2 without an id 0 is refused, since sd-scripts pads it with id 0; tokenizer 1 may lack it", () => {
+    using s = scratch();
+    const source = join(s.dir, "from");
+    writeTokenizerFolder(join(source, CLIP_L!.folder), { idZero: false });
+    writeTokenizerFolder(join(source, CLIP_G!.folder), { idZero: false });
+    const result = importTokenizers(source, join(s.dir, "to"));
+    expect(!result.ok && result.error).toEqual([
+      `tokenizer ${CLIP_G!.id} in ${join(source, CLIP_G!.folder)} is not usable: ` +
+        `${CLIP_G!.folder}/vocab.json has no id 0, which sd-scripts uses as this tokenizer's padding id`,
+    ]);
+  });
+
+  test("a model_max_length other than CLIP's 77, or a missing merges.txt, is named", () => {
+    using s = scratch();
+    const dir = writeTokenizers(join(s.dir, "tk"));
+    writeTokenizerFolder(join(dir, CLIP_L!.folder), { maxLength: 1024 });
+    rmSync(join(dir, CLIP_G!.folder, "merges.txt"));
+    expect(tokenizersProblems(dir)).toEqual([
+      `${CLIP_L!.folder}/tokenizer_config.json says model_max_length 1024, not CLIP's 77`,
+      `${CLIP_G!.folder}/merges.txt is missing`,
+    ]);
+  });
+
+  test("importing again replaces the folders whole, leaving no temporary folder behind", () => {
+    using s = scratch();
+    const dest = join(s.dir, "to");
+    importTokenizers(writeTokenizers(join(s.dir, "one")), dest);
+    writeFileSync(join(dest, CLIP_L!.folder, "stray.txt"), "left from before");
+    const source = writeTokenizers(join(s.dir, "two"));
+    writeFileSync(join(source, CLIP_L!.folder, "tokenizer.json"), "{}");
+    expect(importTokenizers(source, dest).ok).toBe(true);
+    expect(readdirSync(dest).sort()).toEqual(TOKENIZERS.map((t) => t.folder).sort());
+    expect(readdirSync(join(dest, CLIP_L!.folder)).sort()).toEqual(
+      ["merges.txt", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.json"],
+    );
+  });
+});
+
+describe("watchTokenizers", () => {
+  test("sees an import made while it watches, and a file removed after it", () => {
+    using s = scratch();
+    const dir = join(s.dir, "tk");
+    const readiness = watchTokenizers(dir);
+    expect(readiness()).toMatchObject({ dir, ready: false });
+    writeTokenizers(dir);
+    expect(readiness()).toEqual({ dir, ready: true, problems: [] });
+    rmSync(join(dir, CLIP_G!.folder, "vocab.json"));
+    expect(readiness()).toEqual({ dir, ready: false, problems: [`${CLIP_G!.folder}/vocab.json is missing`] });
+  });
+});
+
+describe("lora-worker tokenizers", () => {
+  async function cli(args: string[]) {
+    const proc = Bun.spawn([process.execPath, MAIN, "tokenizers", ...args], {
+      stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH! },
+    });
+    const [code, stdout, stderr] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+    return { code, stdout, stderr };
+  }
+
+  test("check fails naming the fix until import fills trainer.tokenizer_dir, then passes", async () => {
+    using tree = makeHostTree();
+    const config = tree.writeConfig('[trainer]\nmode = "simulate"\n');
+    const dir = join(tree.state, "tokenizers");
+    const before = await cli(["check", "--config", config]);
+    expect(before.code).toBe(1);
+    expect(before.stderr).toContain(`tokenizers not ready in ${dir}:\n  - ${CLIP_L!.folder} is missing`);
+    expect(before.stderr).toContain("fix: lora-worker tokenizers import PATH");
+    const source = writeHubCache(join(tree.root, "hf-home"));
+    const imported = await cli(["import", "--config", config, source]);
+    expect(imported).toEqual({
+      code: 0,
+      stdout: TOKENIZERS.map((t) => {
+        const from = join(source, "hub", `models--${t.id.replace("/", "--")}`, "snapshots", "0123abcd");
+        return `imported ${t.id}: ${from} -> ${join(dir, t.folder)}\n`;
+      }).join(""),
+      stderr: "",
+    });
+    const after = await cli(["check", "--config", config]);
+    expect(after).toEqual({ code: 0, stdout: `tokenizers ready in ${dir}: ${TOKENIZERS.map((t) => t.id).join(", ")}\n`, stderr: "" });
+  });
+
+  test("an import from a folder without them exits 1 and writes nothing", async () => {
+    using tree = makeHostTree();
+    const config = tree.writeConfig('[trainer]\nmode = "simulate"\n');
+    const result = await cli(["import", "--config", config, tree.root]);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toStartWith(`tokenizers: nothing imported into ${join(tree.state, "tokenizers")}:\n`);
+    expect(existsSync(join(tree.state, "tokenizers"))).toBe(false);
+  });
+
+  test("a missing action or path is a usage error (exit 2)", async () => {
+    using tree = makeHostTree();
+    const config = tree.writeConfig('[trainer]\nmode = "simulate"\n');
+    for (const args of [[], ["import", "--config", config], ["fetch", "--config", config]]) {
+      const result = await cli(args);
+      expect(result.code).toBe(2);
+      expect(result.stderr).toStartWith("lora-worker: tokenizers takes `import PATH` or `check`");
+    }
+  });
+});
