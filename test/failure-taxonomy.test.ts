@@ -80,9 +80,9 @@ describe("real failure output is classified by its decisive line, which leads th
 
 describe("the kernel's OOM killer, seen through accelerate as a child that died with SIGKILL", () => {
   // A trainer that prints the real accelerate report and, as the kernel would, bumps the cgroup's oom_kill count.
-  function killedTrainer(tree: HostTree, events: string, after: number): string {
+  function killedTrainer(tree: HostTree, events: string, after: number, before = "oom 0"): string {
     const path = join(tree.root, "oom-killed.sh");
-    writeFileSync(path, `#!/bin/sh\ncat '${join(REAL_LOGS, "sdscripts-sigkill-1.log")}' >&2\nprintf 'oom 0\\noom_kill ${after}\\n' > '${events}'\nexit 1\n`);
+    writeFileSync(path, `#!/bin/sh\ncat '${join(REAL_LOGS, "sdscripts-sigkill-1.log")}' >&2\nprintf '${before}\\noom_kill ${after}\\n' > '${events}'\nexit 1\n`);
     chmodSync(path, 0o755);
     return path;
   }
@@ -96,6 +96,16 @@ describe("the kernel's OOM killer, seen through accelerate as a child that died 
     expect(row.error!.split("\n")[0]).toBe("subprocess.CalledProcessError: Command '[…]' died with <Signals.SIGKILL: 9>.");
     expect(row.error).toContain("oom_kill counter of the worker's cgroup rose by 1");
     expect(row.error).not.toContain("/workspace/kohya_ss/lora2");
+  });
+
+  test("cgroup v1's memory.oom_control counts the kills in the same words, and is proof the same way", async () => {
+    using tree = makeHostTree();
+    const control = join(tree.root, "memory.oom_control");
+    const v1 = "oom_kill_disable 0\\nunder_oom 0";
+    writeFileSync(control, "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+    const row = await outcomeOf(tree, killedTrainer(tree, control, 1, v1), control);
+    expect(row).toMatchObject({ status: "failed", error_code: "host_oom_killed" });
+    expect(row.error).toContain("oom_kill counter of the worker's cgroup rose by 1");
   });
 
   test("contrast: with a counter that did not rise, it was something else and is a crash", async () => {

@@ -47,6 +47,8 @@ describe("POST /train validation (INV-T7)", () => {
     ["the handoff root itself", (t) => ({ output_dir: t.handoff }), "output_dir", "path_outside_root"],
     ["a relative path", () => ({ dataset_dir: "job1/dataset" }), "dataset_dir", "path_not_absolute"],
     ["a dataset with no image", (t) => { mkdirSync(join(t.handoff, "empty")); return { dataset_dir: join(t.handoff, "empty") }; }, "dataset_dir", "dataset_empty"],
+    // sd-scripts globs "*.png" and "*.PNG": a mixed-case or hidden image is none to it, and its run ends "No data found."
+    ["a dataset whose only images are a.Png and .b.png", (t) => { mkdirSync(join(t.handoff, "odd")); writeFileSync(join(t.handoff, "odd", "a.Png"), "x"); writeFileSync(join(t.handoff, "odd", ".b.png"), "x"); return { dataset_dir: join(t.handoff, "odd") }; }, "dataset_dir", "dataset_empty"],
     ["a missing dataset", (t) => ({ dataset_dir: join(t.handoff, "nope") }), "dataset_dir", "path_not_found"],
     ["a base model that is a .ckpt", (t) => ({ base_model_path: join(t.models, "m.ckpt") }), "base_model_path", "not_safetensors"],
     ["a missing base model", (t) => ({ base_model_path: join(t.models, "nope.safetensors") }), "base_model_path", "path_not_found"],

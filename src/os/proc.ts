@@ -1,4 +1,5 @@
 import { readFileSync, readdirSync } from "node:fs";
+import { hasEntry } from "../fs.ts";
 
 // /proc/<pid>/stat: "pid (comm) state ppid pgrp ... starttime(22) ..."; comm may hold spaces and ")".
 export interface ProcStat {
@@ -61,20 +62,31 @@ export function listPids(): number[] {
 
 // This process's cgroup v2 directory under /sys/fs/cgroup (the unit's, under systemd), or null without a v2 view.
 export function ownCgroupDir(): string | null {
+  const path = ownCgroupPath("0::");
+  return path === null ? null : `/sys/fs/cgroup${path}`;
+}
+
+// The path after `prefix` in /proc/self/cgroup ("0::" for v2, "<n>:memory:" for v1's memory controller).
+function ownCgroupPath(prefix: string | RegExp): string | null {
   try {
-    const line = readFileSync("/proc/self/cgroup", "utf8").split("\n").find((l) => l.startsWith("0::"));
-    return line === undefined ? null : `/sys/fs/cgroup${line.slice(3).replace(/\/$/, "")}`;
+    const lines = readFileSync("/proc/self/cgroup", "utf8").split("\n");
+    const line = lines.find((l) => (typeof prefix === "string" ? l.startsWith(prefix) : prefix.test(l)));
+    return line === undefined ? null : line.slice(line.indexOf(":", line.indexOf(":") + 1) + 1).replace(/\/$/, "");
   } catch {
     return null;
   }
 }
 
-// cgroup v2 counts the kernel OOM killer's kills in a cgroup's memory.events ("oom_kill N"). The trainer runs in
-// the worker's own cgroup (the unit's: KillMode=process keeps it there), so a count that rises during a run is
-// proof that the OOM killer struck it. Null where there is no cgroup v2 view: then there is no such proof.
+// The kernel counts its OOM killer's kills in a cgroup ("oom_kill N"): cgroup v2 in memory.events, v1's memory
+// controller in memory.oom_control. The trainer runs in the worker's own cgroup (the unit's: KillMode=process keeps it
+// there), so a count that rises during a run is proof that the OOM killer struck it. Null: no such proof here.
 export function ownMemoryEvents(): string | null {
-  const cgroup = ownCgroupDir();
-  return cgroup === null ? null : `${cgroup}/memory.events`;
+  const v2 = ownCgroupDir();
+  const events = v2 === null ? null : `${v2}/memory.events`;
+  if (events !== null && hasEntry(events)) return events;
+  const v1 = ownCgroupPath(/^\d+:memory:/);
+  const oomControl = v1 === null ? null : `/sys/fs/cgroup/memory${v1}/memory.oom_control`;
+  return oomControl !== null && hasEntry(oomControl) ? oomControl : events;
 }
 
 export function readOomKills(memoryEvents: string | null): number | null {

@@ -59,7 +59,8 @@ export async function scanDataset(
   const images = inner.value.filter((e) => isImage(e.name)).map((e) => e.name).sort();
   if (images.length === 0) {
     const where = `directly or in one kohya folder "<repeats>_<trigger> <class>"`;
-    return fail({ msg: `holds no image (${IMAGE_EXTENSIONS.join(" ")}) ${where}`, type: "dataset_empty" });
+    const names = `${IMAGE_EXTENSIONS.join(" ")}, in lower or upper case, not hidden: what sd-scripts reads`;
+    return fail({ msg: `holds no image (${names}) ${where}`, type: "dataset_empty" });
   }
   const names = new Set(inner.value.map((e) => e.name));
   const wanted = images.flatMap((image) => {
@@ -149,7 +150,11 @@ async function entries(dir: string): Promise<Result<Entry[], Problem>> {
   }
 }
 
+// As sd-scripts' glob_images finds them: "*" + each extension, in lower or upper case (".png", ".PNG", not ".Png"),
+// and "*" skips names that start with a dot. Anything else it would not see, and a run of only such files would
+// end "No data found." after minutes of loading.
 function isImage(name: string): boolean {
-  const lower = basename(name).toLowerCase();
-  return IMAGE_EXTENSIONS.some((ext) => lower.endsWith(ext));
+  const file = basename(name);
+  if (file.startsWith(".")) return false;
+  return IMAGE_EXTENSIONS.some((ext) => file.endsWith(ext) || file.endsWith(ext.toUpperCase()));
 }
