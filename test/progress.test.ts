@@ -60,6 +60,15 @@ const fixtureFinals: Record<string, Progress> = {
   "sdscripts-sd15-in-sdxl-1.log": progress({}),
   // Real sd-scripts on the CPU, stopped by a missing tokenizer before the model loads.
   "sdscripts-tokenizer-missing-1.log": progress({}),
+  // Real sd-scripts on the CPU under the worker: a smoke run paused right after its state at step 2 (stopped by
+  // SIGTERM while it went on to step 3), and its resume. A resumed bar counts the steps left from 0 (4/4 of 6), which
+  // read as a fresh run is another run's total; folded as the resume it is, below.
+  "sdscripts-cpu-smoke-paused-1.log": progress({
+    phase: "training", step: 2, total_steps: 6, loss: 1.07, eta_s: 25, seconds_per_step: 6.3, sampling_step: 2,
+  }),
+  "sdscripts-cpu-smoke-resumed-1.log": progress({
+    phase: "done", total_steps: 6, expected_total: 6, contradicting_total: 4, sampling_step: 6,
+  }),
   "sdscripts-ignored-exception-1.log": progress({ phase: "done", step: 1500, total_steps: 1500, eta_s: 0, seconds_per_step: 1 / 1.23 }),
   // The same five redraws as sdscripts-epochs-rich-nan-1.log, on one physical line.
   "sdscripts-raw-redraws-1.log": RICH_NAN_FINAL,
@@ -80,6 +89,14 @@ const fixtureFinals: Record<string, Progress> = {
 };
 
 describe("progress from real sd-scripts logs", () => {
+  test("a resumed run's bar, counting the steps left from 0, continues the run from its state's step", async () => {
+    const text = await Bun.file(join(FIXTURES, "sdscripts-cpu-smoke-resumed-1.log")).text();
+    expect(fold(splitAll([text]), initialProgress(6, 2))).toEqual({
+      ...initialProgress(6, 2),
+      phase: "done", step: 6, total_steps: 6, loss: 0.957, eta_s: 0, seconds_per_step: 5.6, sampling_step: 6,
+    });
+  });
+
   const fixtureNames = Object.keys(fixtureFinals);
 
   test("every sd-scripts fixture on disk has an expected final progress", async () => {

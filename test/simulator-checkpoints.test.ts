@@ -51,10 +51,25 @@ describe("checkpoints every N steps", () => {
     const out = join(job.dir, "out");
     const lora = (step: number) => join(out, `mylora-step${String(step).padStart(8, "0")}.safetensors`);
     const state = (step: number) => join(out, `mylora-step${String(step).padStart(8, "0")}-state`);
-    // The lines the worker reads: each checkpoint, and the state it then follows until it is whole.
-    const saved = (step: number) => `\nsaving checkpoint: ${lora(step)}\n\nsaving state at step ${step}\n`;
+    // The lines the worker reads: each checkpoint, and the state it then follows until it is whole; accelerate's
+    // report of each file it saved, and sd-scripts' of what it removed.
+    const stateLines = (dir: string, epoch: number, step: number) => [
+      `Saving current state to ${dir}`,
+      `save train state to ${join(dir, "train_state.json")} at epoch ${epoch} step ${step}`,
+      `Model weights saved in ${join(dir, "model.safetensors")}`,
+      `Optimizer state saved in ${join(dir, "optimizer.bin")}`,
+      `Scheduler state saved in ${join(dir, "scheduler.bin")}`,
+      `Sampler state for dataloader 0 saved in ${join(dir, "sampler.bin")}`,
+      `Sampler state for dataloader 1 saved in ${join(dir, "sampler_1.bin")}`,
+      `Random states saved in ${join(dir, "random_states_0.pkl")}`,
+    ].join("\n") + "\n";
+    const saved = (step: number, epoch: number) =>
+      `\nsaving checkpoint: ${lora(step)}\n\nsaving state at step ${step}\n${stateLines(state(step), epoch, step)}`;
+    const removed = (step: number) => `removing old state: ${state(step)}\nremoving old checkpoint: ${lora(step)}\n`;
+    const epochStart = (e: number) => `\nepoch ${e}/3\n\nepoch is incremented. current_epoch: ${e - 1}, epoch: ${e}\n`;
     const expected =
-      `\nepoch 1/3\n\n${saved(4)}\nepoch 2/3\n\n${saved(8)}\nepoch 3/3\n\n${saved(12)}` +
+      `${epochStart(1)}${saved(4, 1)}${epochStart(2)}${saved(8, 2)}${removed(4)}${epochStart(3)}${saved(12, 3)}` +
+      `${removed(8)}\nsaving last state.\n${stateLines(join(out, "mylora-state"), 3, 12)}` +
       `\nsaving checkpoint: ${join(out, "mylora.safetensors")}\nmodel saved.\n\n`;
     expect(run.lines.slice(run.lines.indexOf("\nepoch 1/3\n"))).toBe(expected);
     // Step N - 3 - 1, rounded down to a multiple of 4, goes: nothing at step 4, step 4 at step 8, step 8 at 12.

@@ -113,7 +113,13 @@ describe("preview samples", () => {
     expect(events(run.log)).toEqual(["steps 0", "sample 1", "save 1", "steps 1", "save 0", "steps 1"]);
     const start = run.log.indexOf(GENERATING);
     const sampled = run.log.slice(start, run.log.indexOf("saving checkpoint:", start));
-    const frames = sampled.split("\r").slice(1).map((frame) => frame.replace(/\[.*\]/, "[...]").trimEnd());
+    // Each image: the settings sd-scripts logs, then its bar nested under the steps bar ("\n\r" + line + ESC[A).
+    const settings = "prompt: a photo\nnegative_prompt: None\nheight: 512\nwidth: 512\nsample_steps: 1\nscale: 7.5\n" +
+      "sample_sampler: ddim\n";
+    expect(sampled.split(settings).length - 1).toBe(3);
+    expect(sampled).toContain("\n\r  0%|          | 0/1 [00:00<?, ?it/s]\x1b[A");
+    const bars = sampled.split("\r").slice(1).filter((frame) => /%\|/.test(frame));
+    const frames = bars.map((frame) => frame.replace(/\[.*?\]/, "[...]").replace(/\x1b\[A[\s\S]*$/, ""));
     // The update's redraw, then close()'s.
     const image = ["  0%|          | 0/1 [...]", "100%|██████████| 1/1 [...]", "100%|██████████| 1/1 [...]"];
     expect(frames).toEqual([...image, ...image, ...image]);

@@ -6,6 +6,7 @@
 // record is its last bytes, as torch.save's are. Each file is written whole and in that order, so a folder cut
 // short lacks the last ones. Then the old folder and the old LoRA go, by sd-scripts' arithmetic. At the end,
 // `<name>-state` with --save_state, then the final LoRA.
+import { existsSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { safetensorsParts, writeSafetensors, type Tensor } from "../safetensors/write.ts";
@@ -51,7 +52,7 @@ export async function saveStepCheckpoint(trainer: Trainer, plan: TrainingPlan, s
   if (args.save_state) {
     // The worker follows the state this line names until it is whole.
     print(io, `\nsaving state at step ${step}`);
-    await saveState(args, stepPath(trainer, step, "-state"), epoch + 1, step);
+    await saveState(trainer, stepPath(trainer, step, "-state"), epoch + 1, step);
     // save_and_remove_state_stepwise keeps --save_last_n_steps_state, or when unset or 0 --save_last_n_steps.
     await removeOld(trainer, step, args.save_last_n_steps_state || args.save_last_n_steps, "-state");
   }
@@ -64,7 +65,11 @@ export async function saveStepCheckpoint(trainer: Trainer, plan: TrainingPlan, s
 export async function saveFinal(trainer: Trainer, plan: TrainingPlan, step: number): Promise<void> {
   const { io, args, outputDir } = trainer;
   const state = join(outputDir, `${args.output_name ?? LAST_NAME}-state`);
-  if (args.save_state) await saveState(args, state, plan.epochs, step);
+  if (args.save_state) {
+    // sd-scripts logs it on a line of its own below the bar.
+    print(io, "\nsaving last state.");
+    await saveState(trainer, state, plan.epochs, step);
+  }
   const lora = finalLoraPath(outputDir, args.output_name);
   print(io, `\nsaving checkpoint: ${lora}`);
   await writeLoraFile(trainer, lora, plan, step, plan.epochs);
@@ -106,22 +111,41 @@ function loraMetadata(args: ScriptArgs, plan: TrainingPlan, steps: number, epoch
   };
 }
 
-// accelerator.save_state, its pre-hook sd-scripts' save_model_hook. No sampler file: sd-scripts' samplers are
-// not accelerate's own.
-async function saveState(args: ScriptArgs, dir: string, epoch: number, step: number): Promise<void> {
+// accelerator.save_state, its pre-hook sd-scripts' save_model_hook, each file announced once written, in accelerate
+// 1.6.0's words. The samplers' files are announced and never written: sd-scripts' samplers are not accelerate's own.
+async function saveState({ io, args }: Trainer, dir: string, epoch: number, step: number): Promise<void> {
+  print(io, `Saving current state to ${dir}`);
   await mkdir(dir, { recursive: true });
   // json.dump's default separators.
-  await Bun.write(join(dir, TRAIN_STATE), `{"current_epoch": ${epoch}, "current_step": ${step}}`);
+  const trainState = join(dir, TRAIN_STATE);
+  await Bun.write(trainState, `{"current_epoch": ${epoch}, "current_step": ${step}}`);
+  print(io, `save train state to ${trainState} at epoch ${epoch} step ${step}`);
   await Bun.write(join(dir, MODEL_STATE), new Blob(safetensorsParts(networkTensors(args), { format: "pt" })));
-  for (const file of TORCH_ARCHIVES) await Bun.write(join(dir, file), EMPTY_ZIP);
+  print(io, `Model weights saved in ${join(dir, MODEL_STATE)}`);
+  const [optimizer, scheduler, randomStates] = TORCH_ARCHIVES.map((file) => join(dir, file)) as [
+    string, string, string,
+  ];
+  const archives: Array<[string, string]> = [[optimizer, "Optimizer state"], [scheduler, "Scheduler state"]];
+  for (const [path, what] of archives) {
+    await Bun.write(path, EMPTY_ZIP);
+    print(io, `${what} saved in ${path}`);
+  }
+  print(io, `Sampler state for dataloader 0 saved in ${join(dir, "sampler.bin")}`);
+  print(io, `Sampler state for dataloader 1 saved in ${join(dir, "sampler_1.bin")}`);
+  await Bun.write(randomStates, EMPTY_ZIP);
+  print(io, `Random states saved in ${randomStates}`);
 }
 
-// The step saved `keep` steps before, rounded down to a saved step, in Python's arithmetic (% floors), goes.
+// The step saved `keep` steps before, rounded down to a saved step, in Python's arithmetic (% floors), goes, said
+// as sd-scripts says it when it is there.
 async function removeOld(trainer: Trainer, step: number, keep: number | null, suffix: string): Promise<void> {
   const every = trainer.args.save_every_n_steps ?? 1;
   const old = keep === null ? 0 : step - keep - 1;
   const saved = old - (((old % every) + every) % every);
-  if (saved > 0) await rm(stepPath(trainer, saved, suffix), { recursive: true, force: true });
+  const path = stepPath(trainer, saved, suffix);
+  if (saved <= 0 || !existsSync(path)) return;
+  print(trainer.io, `removing old ${suffix === "-state" ? "state" : "checkpoint"}: ${path}`);
+  await rm(path, { recursive: true, force: true });
 }
 
 function stepPath({ outputDir, args }: Trainer, step: number, suffix: string): string {

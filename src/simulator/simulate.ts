@@ -16,7 +16,9 @@ import { USAGE_EXIT, type Io, type Trainer } from "./io.ts";
 import { readKnobs, type Knobs, type StepFailure } from "./knobs.ts";
 import { readRecordedLog, replayRun, type RecordedLine } from "./replay.ts";
 import { sampleImages } from "./samples.ts";
-import { announceTraining, cacheLatents, loadDatasets, loadState, resumePoint } from "./stages.ts";
+import {
+  announceResume, announceTraining, cacheLatents, cacheTextEncoderOutputs, loadDatasets, loadState, resumePoint,
+} from "./stages.ts";
 import type { ResumePoint, TrainingPlan } from "./stages.ts";
 import { ProgressBar } from "./tqdm.ts";
 
@@ -88,10 +90,12 @@ async function train(trainer: Trainer, configPath: string, modelPath: string): P
   }
   await io.sleep(knobs.secondsPerStep);
   await cacheLatents(trainer, datasets.value);
-  const resumed = args.resume === null ? ok(0) : loadState(args.resume);
+  await cacheTextEncoderOutputs(trainer, datasets.value);
+  const resumed = args.resume === null ? ok({ epoch: 0, step: 0 }) : loadState(args.resume);
   if (!resumed.ok) return raise(io, resumed.error);
+  if (args.resume !== null) announceResume(io, args.resume, resumed.value);
   const plan = announceTraining(io, datasets.value, args.max_train_steps);
-  const start = resumePoint(io, plan, resumed.value, args.skip_until_initial_step);
+  const start = resumePoint(io, plan, resumed.value.step, args.skip_until_initial_step);
   if (!start.ok) return raise(io, start.error);
   return trainingLoop(trainer, plan, start.value);
 }
@@ -102,8 +106,12 @@ async function trainingLoop(trainer: Trainer, plan: TrainingPlan, start: ResumeP
   const bar = new ProgressBar(io, "steps", plan.totalSteps - start.initialStep);
   const loss = lossCurve(plan, args.seed, knobs.failures.strikes);
   let globalStep = start.initialStep;
+  // The dataset's own epoch count, which set_current_epoch reports as it moves on.
+  let datasetEpoch = 0;
   for (let epoch = start.epoch; epoch < plan.epochs; epoch += 1) {
     print(io, `\nepoch ${epoch + 1}/${plan.epochs}\n`);
+    print(io, `epoch is incremented. current_epoch: ${datasetEpoch}, epoch: ${epoch + 1}`);
+    datasetEpoch = epoch + 1;
     // skip_first_batches drops all but the last batch to skip, which enumerate() numbers 0 and the loop passes.
     const skipped = epoch === start.epoch ? start.initialStep : 0;
     const batches = plan.batchesPerEpoch - Math.max(0, skipped - 1);

@@ -36,8 +36,9 @@ export interface TrainingPlan {
 // The loop's first epoch (0-based) and global_step, which is also how many batches it skips in that epoch.
 export type ResumePoint = { epoch: number; initialStep: number };
 
-// sd-scripts' IMAGE_EXTENSIONS that the worker accepts.
-const IMAGE_FILE = /\.(png|jpe?g|webp)$/i;
+// sd-scripts' IMAGE_EXTENSIONS that the worker accepts, as glob_images finds them: "*" + each extension in lower or
+// upper case, so never a hidden file nor "a.Png".
+const IMAGE_FILE = /^[^.].*\.(?:png|jpe?g|webp|PNG|JPE?G|WEBP)$/;
 const Size = z.number().int().positive();
 const Subset = z.object({ image_dir: z.string(), num_repeats: Size.default(1) });
 const Resolution = z.union([Size, z.tuple([Size, Size])]);
@@ -60,10 +61,11 @@ export async function loadDatasets(path: string, captionExtension: string): Prom
   return ok(await Promise.all(config.data.datasets.map((d) => readDataset(d, captionExtension))));
 }
 
-// One bar per dataset, each taking a step's time (train_util.py new_cache_latents). Caching the text encoder's
-// outputs would only add another bar: the caching phase has begun.
+// One bar per dataset, each taking a step's time (train_util.py new_cache_latents).
 export async function cacheLatents({ io, args, knobs }: Trainer, datasets: Dataset[]): Promise<void> {
-  for (const { imagePaths } of args.cache_latents ? datasets : []) {
+  for (const [index, { imagePaths }] of (args.cache_latents ? datasets : []).entries()) {
+    print(io, `[Dataset ${index}]`);
+    print(io, "caching latents with caching strategy.");
     print(io, "caching latents...");
     await tickThrough(io, imagePaths.length, knobs.secondsPerStep);
     // --cache_latents_to_disk: one .npz beside each image, where the next run would look for it.
@@ -72,16 +74,47 @@ export async function cacheLatents({ io, args, knobs }: Trainer, datasets: Datas
   }
 }
 
-// The step train_state.json records (0 without one), or the exception loading the folder raises.
-export function loadState(dir: string): Result<number> {
+// With --cache_text_encoder_outputs: a quick look for caches on disk, then a bar that takes a step's time.
+export async function cacheTextEncoderOutputs({ io, args, knobs }: Trainer, datasets: Dataset[]): Promise<void> {
+  for (const [index, { imagePaths }] of (args.cache_text_encoder_outputs ? datasets : []).entries()) {
+    print(io, `[Dataset ${index}]`);
+    print(io, "caching Text Encoder outputs with caching strategy.");
+    print(io, "checking cache validity...");
+    await tickThrough(io, imagePaths.length, 0);
+    print(io, "caching Text Encoder outputs...");
+    await tickThrough(io, imagePaths.length, knobs.secondsPerStep);
+  }
+}
+
+// What train_state.json records of a saved state (both 0 without one), or the exception loading the folder raises.
+export interface LoadedState {
+  epoch: number;
+  step: number;
+}
+
+// accelerate's load_state and sd-scripts' load hook, as they report a state they loaded.
+export function announceResume(io: Io, dir: string, state: LoadedState): void {
+  print(io, `resume training from local state: ${dir}`);
+  print(io, `Loading states from ${dir}`);
+  const saved = `{'current_epoch': ${state.epoch}, 'current_step': ${state.step}}`;
+  print(io, `load train state from ${join(dir, TRAIN_STATE)}: ${saved}`);
+  for (const what of ["model weights", "optimizer states", "scheduler states", "dataloader sampler states"]) {
+    print(io, `All ${what} loaded successfully`);
+  }
+  print(io, "Loading in 0 custom states");
+}
+
+export function loadState(dir: string): Result<LoadedState> {
   if (!statOrNull(dir)?.isDirectory()) return fail(`ValueError: Tried to find ${dir} but folder does not exist`);
   const missing = LOADED_FILES.map((file) => join(dir, file)).find((path) => !existsSync(path));
   if (missing !== undefined) return fail(`${NOT_FOUND} ${pyStrRepr(missing)}`);
   const trainState = join(dir, TRAIN_STATE);
-  if (!existsSync(trainState)) return ok(0);
+  if (!existsSync(trainState)) return ok({ epoch: 0, step: 0 });
   // load_model_hook: a KeyError for a file without a whole step in it.
-  const step = readJsonOrNull<{ current_step?: unknown }>(trainState)?.current_step;
-  return typeof step === "number" && Number.isInteger(step) ? ok(step) : fail("KeyError: 'current_step'");
+  const saved = readJsonOrNull<{ current_epoch?: unknown; current_step?: unknown }>(trainState);
+  const whole = (value: unknown): value is number => typeof value === "number" && Number.isInteger(value);
+  if (!whole(saved?.current_step)) return fail("KeyError: 'current_step'");
+  return ok({ epoch: whole(saved.current_epoch) ? saved.current_epoch : 0, step: saved.current_step });
 }
 
 // One bucket per dataset (the simulator does not look inside images), so every batch is full but the last.

@@ -1,13 +1,16 @@
 // A tqdm bar as sd-scripts drives it, on stderr: each redraw is "\r" + the whole status line, padded
 // with spaces over a longer previous one, and no "\n" until close(). Written to a file, tqdm cannot size
 // a terminal, so the bar is 10 cells: `steps:  10%|█         | 40/400 [00:06<00:54,  6.60it/s, avr_loss=0.0871]`.
-// progress/progress.ts reads these lines back. tqdm's partial cells, and the cursor moves of a bar nested under
-// another, are left out: nothing reads them.
+// progress/progress.ts reads these lines back. A bar nested under another (tqdm position 1: the sampler's, under
+// the steps bar) draws one line down and moves back up: "\n\r" + the line + ESC[A. tqdm's partial cells are left
+// out: nothing reads them.
 import type { Io } from "./io.ts";
 
 // tqdm's mininterval: update() redraws at most this often; set_postfix(avr_loss=...) always redraws.
 const MIN_INTERVAL_SECONDS = 0.1;
 const BAR_CELLS = 10;
+// The cursor up one line.
+const UP = "\x1b[A";
 
 export class ProgressBar {
   private n = 0;
@@ -16,7 +19,12 @@ export class ProgressBar {
   private lastUpdateDraw: number;
   private lastLength = 0;
 
-  constructor(private readonly io: Io, private readonly description: string, private readonly total: number) {
+  constructor(
+    private readonly io: Io,
+    private readonly description: string,
+    private readonly total: number,
+    private readonly nested = false,
+  ) {
     this.startedAt = io.now();
     this.lastUpdateDraw = this.startedAt;
     this.draw();
@@ -40,9 +48,10 @@ export class ProgressBar {
     this.lastUpdateDraw = this.io.now();
   }
 
+  // A nested bar leaves its line blank, as tqdm's leave=False does for a bar at position 1.
   close(): void {
     this.draw();
-    this.io.stderr("\n");
+    this.io.stderr(this.nested ? `\n\r${" ".repeat(this.lastLength)}${UP}` : "\n");
   }
 
   // tqdm.format_meter in its default format.
@@ -57,14 +66,15 @@ export class ProgressBar {
     const status = `${formatInterval(elapsed)}<${remaining}, ${formatRate(rate)}${loss}`;
     const prefix = description === "" ? "" : `${description}: `;
     const line = `${prefix}${(fraction * 100).toFixed(0).padStart(3)}%|${cells}| ${n}/${total} [${status}]`;
-    this.io.stderr(`\r${line}${" ".repeat(Math.max(0, this.lastLength - line.length))}`);
+    const padded = `\r${line}${" ".repeat(Math.max(0, this.lastLength - line.length))}`;
+    this.io.stderr(this.nested ? `\n${padded}${UP}` : padded);
     this.lastLength = line.length;
   }
 }
 
-// A bar over `total` items that takes `seconds` in all, like sd-scripts' caching loops.
-export async function tickThrough(io: Io, total: number, seconds: number): Promise<void> {
-  const bar = new ProgressBar(io, "", total);
+// A bar over `total` items that takes `seconds` in all, like sd-scripts' caching loops and its sampler's.
+export async function tickThrough(io: Io, total: number, seconds: number, nested = false): Promise<void> {
+  const bar = new ProgressBar(io, "", total, nested);
   for (let item = 0; item < total; item += 1) {
     await io.sleep(seconds / total);
     bar.update();

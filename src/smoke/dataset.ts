@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
-import { encodePng } from "./png.ts";
+import { encodePng } from "../png.ts";
 
 // A smoke run's subject: the words its captions and its folder name use.
 export const SMOKE_TRIGGER = "smoke";

@@ -13,6 +13,19 @@ export function encodePng(width: number, height: number, pixel: (x: number, y: n
   for (let y = 0; y < height; y++) {
     for (let x = 0; x < width; x++) raw.set(pixel(x, y), y * rowBytes + 1 + x * 3);
   }
+  return pngOf(width, height, raw);
+}
+
+/** One colour throughout: the scanlines are built whole, not pixel by pixel. */
+export function solidPng(width: number, height: number, rgb: number[]): Uint8Array {
+  const row = Uint8Array.from([0, ...Array.from({ length: width }, () => rgb).flat()]);
+  const raw = new Uint8Array(row.length * height);
+  for (let y = 0; y < height; y++) raw.set(row, y * row.length);
+  return pngOf(width, height, raw);
+}
+
+// `raw`: the scanlines, each led by its filter byte.
+function pngOf(width: number, height: number, raw: Uint8Array): Uint8Array {
   const header = new Uint8Array(13);
   const view = new DataView(header.buffer);
   view.setUint32(0, width);
