@@ -69,6 +69,13 @@ const fixtureFinals: Record<string, Progress> = {
   "sdscripts-cpu-smoke-resumed-1.log": progress({
     phase: "done", total_steps: 6, expected_total: 6, contradicting_total: 4, sampling_step: 6,
   }),
+  // A fast job paused at its state of step 40, and its resume, cancelled after its state of step 80.
+  "sdscripts-cpu-fast-paused-1.log": progress({
+    phase: "training", step: 40, total_steps: 400, loss: 1.04, eta_s: 2884, seconds_per_step: 8.01, sampling_step: 40,
+  }),
+  "sdscripts-cpu-fast-resumed-cancelled-1.log": progress({
+    phase: "training", total_steps: 400, expected_total: 400, contradicting_total: 360, sampling_step: 80,
+  }),
   "sdscripts-ignored-exception-1.log": progress({ phase: "done", step: 1500, total_steps: 1500, eta_s: 0, seconds_per_step: 1 / 1.23 }),
   // The same five redraws as sdscripts-epochs-rich-nan-1.log, on one physical line.
   "sdscripts-raw-redraws-1.log": RICH_NAN_FINAL,
@@ -90,10 +97,15 @@ const fixtureFinals: Record<string, Progress> = {
 
 describe("progress from real sd-scripts logs", () => {
   test("a resumed run's bar, counting the steps left from 0, continues the run from its state's step", async () => {
-    const text = await Bun.file(join(FIXTURES, "sdscripts-cpu-smoke-resumed-1.log")).text();
-    expect(fold(splitAll([text]), initialProgress(6, 2))).toEqual({
+    const smoke = await Bun.file(join(FIXTURES, "sdscripts-cpu-smoke-resumed-1.log")).text();
+    expect(fold(splitAll([smoke]), initialProgress(6, 2))).toEqual({
       ...initialProgress(6, 2),
       phase: "done", step: 6, total_steps: 6, loss: 0.957, eta_s: 0, seconds_per_step: 5.6, sampling_step: 6,
+    });
+    const fast = await Bun.file(join(FIXTURES, "sdscripts-cpu-fast-resumed-cancelled-1.log")).text();
+    expect(fold(splitAll([fast]), initialProgress(400, 40))).toEqual({
+      ...initialProgress(400, 40),
+      phase: "training", step: 80, total_steps: 400, loss: 0.863, eta_s: 2159, seconds_per_step: 6.75, sampling_step: 80,
     });
   });
 

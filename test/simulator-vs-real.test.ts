@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, test } from "bun:test";
+import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { inProcessApp } from "./support/app-harness.ts";
 import { makeHostTree } from "./support/host-tree.ts";
@@ -19,7 +20,20 @@ const TIMEOUT_MS = 60_000;
 // Slow enough that the pause lands on the state at step 2 before step 3 ends, as on the CPU.
 const SECONDS_PER_STEP = 0.2;
 
-const simulated = { paused: "", resumed: "" };
+const simulated = { paused: "", resumed: "", lora: {} as RawHeader, stateFiles: [] as string[], trainState: "", png: "" };
+
+type RawHeader = Record<string, { dtype: string; shape: number[] }> & { __metadata__?: Record<string, string> };
+
+// A safetensors file's JSON header as it is written: an 8-byte little-endian length, then the JSON.
+async function rawHeader(path: string): Promise<RawHeader> {
+  const bytes = Buffer.from(await Bun.file(path).arrayBuffer());
+  return JSON.parse(bytes.subarray(8, 8 + Number(bytes.readBigUInt64LE(0))).toString("utf8"));
+}
+
+// The signature and IHDR chunk of a PNG, as hex.
+async function pngHead(path: string): Promise<string> {
+  return Buffer.from(await Bun.file(path).slice(0, 33).arrayBuffer()).toString("hex");
+}
 
 // One smoke run through the simulator, as the worker runs it: dispatched paused, then resumed to its end.
 beforeAll(async () => {
@@ -35,11 +49,18 @@ beforeAll(async () => {
     }, `job ${id} to end`);
   const first = await ended((await post("/smoke", { device_index: 0 })).body.worker_job_id);
   expect(first).toMatchObject({ paused: true, resume_step: 2 });
+  // The state the pause kept, before the resume's saves supersede it.
+  const state = join(first.request.output_dir, "smoke-step00000002-state");
+  simulated.stateFiles = readdirSync(state).sort();
+  simulated.trainState = await Bun.file(join(state, "train_state.json")).text();
   const second = await ended((await post(`/train/${first.worker_job_id}/resume`, {})).body.worker_job_id);
   expect(second.status).toBe("succeeded");
   const log = (id: string) => Bun.file(join(tree.state, "jobs", id, "train.log")).text();
   simulated.paused = await log(first.worker_job_id);
   simulated.resumed = await log(second.worker_job_id);
+  const out = second.request.output_dir;
+  simulated.lora = await rawHeader(second.lora_path);
+  simulated.png = await pngHead(join(out, "sample", readdirSync(join(out, "sample"))[0]!));
 }, TIMEOUT_MS);
 
 describe("the simulator says what real sd-scripts said under the worker", () => {
@@ -66,5 +87,47 @@ describe("the simulator says what real sd-scripts said under the worker", () => 
     const real = classify(await Bun.file(REAL.paused).text());
     expect(kindSequence(classify(simulated.resumed))).not.toEqual(kindSequence(real));
     expect(shapesByKind(classify(simulated.resumed))).not.toEqual(shapesByKind(real));
+  });
+});
+
+// What the real fast job wrote at its state of step 40: its intermediate LoRA's header, its output dir's listing,
+// the head of its preview PNG (test/fixtures/real/SOURCES.md).
+describe("the simulator writes what real sd-scripts wrote", () => {
+  const realLora = async () => (await Bun.file(join(FIXTURES, "sdscripts-cpu-fast-lora-header-1.json")).json()) as RawHeader;
+  const formOf = (value: string) =>
+    /^-?\d+$/.test(value) ? "integer" : /^-?\d+\.\d+(?:e-?\d+)?$/.test(value) ? "decimal" : /^[[{]/.test(value) ? "json" : "text";
+
+  test("a LoRA: fp16 tensors named and shaped as networks.lora names them, as --save_precision=fp16 saves them", async () => {
+    const real = await realLora();
+    const { __metadata__: _, ...tensors } = simulated.lora;
+    expect(new Set(Object.values(tensors).map((t) => t.dtype))).toEqual(new Set(["F16"]));
+    for (const [name, tensor] of Object.entries(tensors)) expect({ name, shape: real[name]?.shape }).toEqual({ name, shape: tensor.shape });
+  });
+
+  test("a LoRA's metadata: every key the simulator writes is one sd-scripts writes, in the same form", async () => {
+    const real = (await realLora()).__metadata__!;
+    const { lora_worker_simulated: marker, ...written } = simulated.lora.__metadata__!;
+    expect(marker).toBe("true");
+    for (const [key, value] of Object.entries(written)) {
+      expect({ key, form: real[key] === undefined ? "absent" : formOf(real[key]) }).toEqual({ key, form: formOf(value) });
+    }
+    // The keys `lora-worker smoke` checks, with the same values for the same recipe.
+    for (const key of ["ss_network_module", "ss_network_dim", "ss_network_alpha", "modelspec.architecture"]) {
+      expect({ key, value: written[key] }).toEqual({ key, value: real[key] });
+    }
+  });
+
+  test("a saved state: the same files, and train_state.json in the same form", async () => {
+    const listing = await Bun.file(join(FIXTURES, "sdscripts-cpu-fast-output-1.txt")).text();
+    const realFiles = [...listing.matchAll(/fast-step00000040-state\/(\S+)/g)].map((m) => m[1]!).sort();
+    expect(simulated.stateFiles).toEqual(realFiles);
+    expect(simulated.trainState).toMatch(/^\{"current_epoch": \d+, "current_step": 2\}$/);
+  });
+
+  test("a preview: a PNG of 8-bit RGB, as sd-scripts saves it", async () => {
+    const real = (await Bun.file(join(FIXTURES, "sdscripts-cpu-sample-head-1.hex")).text()).trim();
+    // The signature, IHDR's length and type, then after width and height: bit depth, colour type and the three methods.
+    const form = (head: string) => head.slice(0, 32) + head.slice(48, 58);
+    expect(form(simulated.png)).toEqual(form(real));
   });
 });

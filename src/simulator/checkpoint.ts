@@ -28,6 +28,8 @@ const MODULES: ReadonlyArray<[string, number, number]> = [
 const UP_SCALE = 0.01;
 // sd-scripts' names when --output_name is absent: DEFAULT_STEP_NAME, DEFAULT_LAST_OUTPUT_NAME.
 const [STEP_NAME, LAST_NAME] = ["at", "last"];
+// --save_precision: what the LoRA's tensors are stored as; without it, the network's own fp32.
+const LORA_DTYPE = { fp16: "F16", bf16: "BF16", float: "F32" } as const;
 // An empty ZIP: nothing but its End Of Central Directory record ("PK\5\6", no entries, no comment). It is what the
 // worker checks of torch.save's archives; nothing ever loads them.
 const EMPTY_ZIP = Buffer.from(`504b0506${"00".repeat(18)}`, "hex");
@@ -39,7 +41,8 @@ export function finalLoraPath(outputDir: string, outputName: string | null): str
 // ss_epoch: sd-scripts passes the loop's 0-based epoch for a checkpoint every N steps, the epoch count at the end.
 export async function writeLoraFile({ args }: Trainer, path: string, plan: TrainingPlan, steps: number, epoch: number) {
   await mkdir(dirname(path), { recursive: true });
-  await writeSafetensors(path, networkTensors(args), loraMetadata(args, plan, steps, epoch));
+  const dtype = LORA_DTYPE[(args.save_precision ?? "float") as keyof typeof LORA_DTYPE];
+  await writeSafetensors(path, networkTensors(args, dtype), loraMetadata(args, plan, steps, epoch));
 }
 
 // After the step's bar update; `step` is global_step, `epoch` the loop's 0-based epoch.
@@ -76,13 +79,13 @@ export async function saveFinal(trainer: Trainer, plan: TrainingPlan, step: numb
   print(io, "model saved.");
 }
 
-// The network's weights, the same in the LoRA and in accelerate's saved state.
-function networkTensors(args: ScriptArgs): Tensor[] {
+// The network's weights, the same in the LoRA (at --save_precision) and in accelerate's saved state (fp32).
+function networkTensors(args: ScriptArgs, dtype: "F16" | "BF16" | "F32"): Tensor[] {
   const random = seededRandom(args.seed);
   const rank = args.network_dim ?? DEFAULT_NETWORK_DIM;
   const tensor = (name: string, shape: number[], value: () => number): Tensor => {
     const values = Float32Array.from({ length: shape.reduce((product, size) => product * size, 1) }, value);
-    return { name, dtype: "F32", shape, data: new Uint8Array(values.buffer) };
+    return { name, dtype, shape, data: encodeFloats(values, dtype) };
   };
   const tensors = MODULES.flatMap(([module, inputs, outputs]) => [
     tensor(`${module}.alpha`, [], () => args.network_alpha),
@@ -90,6 +93,15 @@ function networkTensors(args: ScriptArgs): Tensor[] {
     tensor(`${module}.lora_up.weight`, [outputs, rank], () => (random() * 2 - 1) * UP_SCALE),
   ]);
   return tensors.toSorted((a, b) => (a.name < b.name ? -1 : 1));
+}
+
+function encodeFloats(values: Float32Array, dtype: "F16" | "BF16" | "F32"): Uint8Array {
+  if (dtype === "F32") return new Uint8Array(values.buffer);
+  if (dtype === "F16") return new Uint8Array(Float16Array.from(values).buffer);
+  // bfloat16 is the top half of a float32, rounded to nearest even.
+  const bits = new Uint32Array(values.buffer);
+  const halves = Uint16Array.from(bits, (b) => (b + 0x7fff + ((b >>> 16) & 1)) >>> 16);
+  return new Uint8Array(halves.buffer);
 }
 
 // sd-scripts stores every value as Python's str() of it; the ones nothing here knows or reads are left out.
@@ -120,7 +132,8 @@ async function saveState({ io, args }: Trainer, dir: string, epoch: number, step
   const trainState = join(dir, TRAIN_STATE);
   await Bun.write(trainState, `{"current_epoch": ${epoch}, "current_step": ${step}}`);
   print(io, `save train state to ${trainState} at epoch ${epoch} step ${step}`);
-  await Bun.write(join(dir, MODEL_STATE), new Blob(safetensorsParts(networkTensors(args), { format: "pt" })));
+  const model = safetensorsParts(networkTensors(args, "F32"), { format: "pt" });
+  await Bun.write(join(dir, MODEL_STATE), new Blob(model));
   print(io, `Model weights saved in ${join(dir, MODEL_STATE)}`);
   const [optimizer, scheduler, randomStates] = TORCH_ARCHIVES.map((file) => join(dir, file)) as [
     string, string, string,
