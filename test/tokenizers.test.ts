@@ -1,10 +1,13 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, lstatSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { importTokenizers } from "../src/tokenizers/import.ts";
 import { TOKENIZERS, tokenizersProblems, watchTokenizers } from "../src/tokenizers/layout.ts";
-import { MAIN, makeHostTree } from "./support/host-tree.ts";
+import { FAKE_NVIDIA_SMI, MAIN, makeHostTree } from "./support/host-tree.ts";
+import { writeExecutable } from "./support/scratch-files.ts";
+import { waitFor } from "./support/wait.ts";
+import { startWorker } from "./support/worker-process.ts";
 import { writeHubCache, writeTokenizerFolder, writeTokenizers } from "./support/tokenizers.ts";
 
 const [CLIP_L, CLIP_G] = TOKENIZERS;
@@ -158,5 +161,34 @@ describe("lora-worker tokenizers", () => {
       expect(result.code).toBe(2);
       expect(result.stderr).toStartWith("lora-worker: tokenizers takes `import PATH` or `check`");
     }
+  });
+});
+
+describe("a real-mode worker's start-up", () => {
+  // A worker's log up to its first GPU probe: every line of its start-up is in it.
+  async function startUpLog(tokenizers: boolean): Promise<string> {
+    using tree = makeHostTree();
+    const accelerate = writeExecutable(join(tree.root, "accelerate"), "#!/bin/sh\n");
+    mkdirSync(join(tree.root, "sd-scripts"));
+    writeFileSync(join(tree.root, "sd-scripts", "sdxl_train_network.py"), "");
+    if (tokenizers) writeTokenizers(join(tree.state, "tokenizers"));
+    const trainer = `[trainer]\nmode = "real"\naccelerate = "${accelerate}"\nsd_scripts_dir = "${join(tree.root, "sd-scripts")}"`;
+    const config = tree.writeConfig(`${trainer}\n[auth]\nmode = "none"\n[gpu]\nnvidia_smi = ${JSON.stringify(FAKE_NVIDIA_SMI)}\n`);
+    await using worker = await startWorker(config);
+    // The first GPU probe answers after every line start-up writes at once, so its line comes after them.
+    return await waitFor(() => (worker.output().includes('"msg":"gpu probe"') ? worker.output() : null), "the probe");
+  }
+
+  test("warns that every real run will fail while the tokenizers are missing, naming the import", async () => {
+    const log = await startUpLog(false);
+    expect(log).toContain('"msg":"the CLIP tokenizers are not ready in ');
+    expect(log).toContain("every real run will fail (tokenizer_missing)");
+    expect(log).toContain('"fix":"lora-worker tokenizers import PATH, then lora-worker doctor"');
+  });
+
+  test("contrast: says nothing of them once they are imported", async () => {
+    const log = await startUpLog(true);
+    expect(log).toContain('"msg":"gpu probe"');
+    expect(log).not.toContain("tokenizers are not ready");
   });
 });
