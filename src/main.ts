@@ -31,7 +31,8 @@ Talking to a running worker (--url URL, --token TOKEN or --config FILE; COMMAND 
                                                the trainer log's tail; -f follows it until the job ends
   lora-worker cancel ID [--json]               stop a job's whole process tree
   lora-worker pause ID [--json]                stop a job right after its next saved state, to resume it later
-  lora-worker resume ID [--json] [--follow]    a new job continuing a failed or cancelled one from its newest state
+  lora-worker resume ID [--samples N] [--json] [--follow]
+                                               a new job continuing a failed or cancelled one from its newest state
   lora-worker gpu [--json]                     GPUs with VRAM bars, co-tenants marked
   lora-worker smoke [--device N]               prove this deployment trains: a short real run paused, resumed,
                                                finished and checked, one line per stage

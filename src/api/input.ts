@@ -17,6 +17,14 @@ const CLOSE = { Connection: "close" };
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
 
+// A body that may be left out: none at all (no bytes) reads as an empty object, anything else as readJsonBody does.
+export async function readOptionalJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS): Promise<unknown> {
+  const declared = req.headers.get("content-length");
+  const chunked = req.headers.get("transfer-encoding") !== null;
+  if (req.body === null || (declared === "0" && !chunked)) return {};
+  return readJsonBody(req, deadlineMs);
+}
+
 // Bounded in size, time and nesting before JSON.parse sees a byte; duplicate keys and non-integer number
 // literals are refused here, where the text still shows them (every number of a train request is an integer).
 export async function readJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS): Promise<unknown> {

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ErrorCode, JobStatus, Phase } from "../job.ts";
 import { SmokeBody } from "../dispatch/smoke.ts";
-import { JobRequest, TrainRequest } from "../request/schema.ts";
+import { JobRequest, ResumeRequest, TrainRequest } from "../request/schema.ts";
 import { CurveQuery, ListQuery, LogQuery } from "./input.ts";
 import {
   Checkpoint, Conflict, DetailItem, Dispatched, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve,
@@ -15,6 +15,7 @@ const COMPONENTS = {
   ErrorCode,
   TrainRequest,
   JobRequest,
+  ResumeRequest,
   SmokeBody,
   Checkpoint,
   Sample,
@@ -216,7 +217,10 @@ export function openApiDocument(version: string) {
         post: {
           operationId: "resumeJob",
           summary: "A new job continuing a failed or cancelled one from its newest saved state",
+          description: "Without a body the new run takes its predecessor's request whole; `samples` changes only its " +
+            "preview images (0 after a failure while sampling).",
           parameters: [jobId, idempotencyKey],
+          requestBody: { required: false, content: json("ResumeRequest", { samples: 0 }) },
           responses: {
             200: answer("the new job (or the same one again for a retried request)", "Resumed"),
             401: unauthorized,
@@ -225,8 +229,11 @@ export function openApiDocument(version: string) {
               "not_resumable (the detail says why), busy, refused by VRAM or disk admission, or output exists",
               "Conflict",
             ),
+            400: problem("malformed JSON or a body that is not UTF-8"),
+            413: problem("body too large or nested too deep"),
+            415: problem("a body that is not application/json"),
             422: answer(
-              "the job's request no longer passes the checks (a base model or device gone), " +
+              "a bad body, the job's request no longer passes the checks (a base model or device gone), " +
                 "or a bad or reused Idempotency-Key",
               "ValidationError",
             ),

@@ -14,6 +14,7 @@ import {
   LogQuery,
   parseQuery,
   readJsonBody,
+  readOptionalJsonBody,
 } from "./input.ts";
 import { jobView, lossCurve, samplesOf } from "./views.ts";
 
@@ -112,7 +113,7 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       const key = idempotencyKeyOf(c.req.header("idempotency-key"));
       const id = c.req.param("id");
       if (!JOB_ID.test(id)) throw noSuchJob();
-      const result = await dispatcher.resume(id, key);
+      const result = await dispatcher.resume(id, key, await readOptionalJsonBody(c.req.raw, bodyDeadlineMs));
       if (!result.ok) throw refusalError(result.error);
       const job = result.value;
       return c.json({

@@ -14,8 +14,10 @@ import {
 } from "../request/check.ts";
 import {
   type DetailItem,
+  detailFromIssues,
   fieldError,
   JobRequest,
+  ResumeRequest,
   TrainRequest,
 } from "../request/schema.ts";
 import { type JobRow, type JobStore, StoreWriteFailed } from "../store/job-store.ts";
@@ -55,6 +57,7 @@ export type DispatchRefusal =
 export type DispatchResult = Result<JobRow, DispatchRefusal>;
 
 type Refused = { ok: false; error: DispatchRefusal };
+type Resuming = Promise<DispatchResult>;
 
 // What a claim starts from: a fresh copy of arbo's dataset, or a resume of a predecessor's state on its copy.
 interface Origin {
@@ -283,17 +286,23 @@ export function createDispatcher(deps: DispatcherDeps) {
     },
 
     // POST /train/{id}/resume: a retry (the same Idempotency-Key, or while the successor runs) is the same job.
-    async resume(predecessorId: string, idempotencyKey: string | null = null): Promise<DispatchResult> {
+    // `body` may ask for other previews than the predecessor's; nothing else of its request changes.
+    async resume(predecessorId: string, idempotencyKey: string | null = null, body: unknown = {}): Resuming {
+      const asked = ResumeRequest.safeParse(body);
+      if (!asked.success) return fail({ kind: "invalid", detail: detailFromIssues(asked.error.issues, body) });
+      const sameSamples = (row: JobRow) =>
+        asked.data.samples === undefined || JobRequest.parse(JSON.parse(row.request)).samples === asked.data.samples;
       const retried = (): DispatchResult | null => {
         const keyed = idempotencyKey === null ? null : store.byIdempotencyKey(idempotencyKey);
         if (keyed) {
-          if (keyed.resumed_from === predecessorId) return ok(keyed);
+          if (keyed.resumed_from === predecessorId && sameSamples(keyed)) return ok(keyed);
           const detail = "this Idempotency-Key was already used for another request";
           return fail({ kind: "idempotency_mismatch", detail });
         }
         const successor = store.get(predecessorId)?.resumed_by ?? null;
         const running = successor === null ? null : store.get(successor);
-        return running && isActive(running.status) && idempotencyKey === null ? ok(running) : null;
+        const same = running !== null && isActive(running.status) && idempotencyKey === null && sameSamples(running);
+        return same ? ok(running) : null;
       };
       const job = store.get(predecessorId);
       if (!job) return fail({ kind: "no_such_job" });
@@ -306,7 +315,8 @@ export function createDispatcher(deps: DispatcherDeps) {
         const detail = `job ${job.id} cannot be resumed: its dataset copy is missing from its job directory`;
         return fail({ kind: "not_resumable", detail });
       }
-      const request = JobRequest.parse(JSON.parse(job.request));
+      const stored = JobRequest.parse(JSON.parse(job.request));
+      const request = asked.data.samples === undefined ? stored : { ...stored, samples: asked.data.samples };
       const checked = await checkResume(request, copy, config);
       return start(checked, retried, idempotencyKey, async (id, train) => {
         const batch = BATCH_SIZE[train.device.class];

@@ -136,6 +136,10 @@ function describeChar(ch: string): string {
   return /^[\x21-\x7e]$/.test(ch) ? `the character ${JSON.stringify(ch)}` : `the character ${codePoint(ch)}`;
 }
 
+function samplesField() {
+  return z.int("must be an integer").min(0).max(MAX_SAMPLES);
+}
+
 export const TrainRequest = z.strictObject({
   dataset_dir: requestPath,
   base_model_path: requestPath,
@@ -154,7 +158,7 @@ export const TrainRequest = z.strictObject({
   device_index: z.int("must be an integer").min(0).max(63),
   seed: z.int("must be an integer").min(0).max(2 ** 32 - 1),
   // The one optional field: absent is 0, so a client that never sends it trains exactly as before.
-  samples: z.int("must be an integer").min(0).max(MAX_SAMPLES).optional(),
+  samples: samplesField().optional(),
 });
 
 export type TrainRequest = z.infer<typeof TrainRequest>;
@@ -162,4 +166,8 @@ export type TrainRequest = z.infer<typeof TrainRequest>;
 // What a job runs: arbo's request, or the worker's own smoke run, whose tier no request may name.
 export const JobRequest = TrainRequest.extend({ tier: z.enum(RUN_TIERS) });
 export type JobRequest = z.infer<typeof JobRequest>;
+
+// POST /train/{id}/resume's optional body: the previews of the new run, say none after a failure while sampling.
+// Absent, the run takes its predecessor's.
+export const ResumeRequest = z.strictObject({ samples: samplesField().optional() });
 export type TrainField = keyof TrainRequest;

@@ -103,7 +103,8 @@ export interface WorkerClient {
   log(id: string, lines?: number): Promise<string>;
   cancel(id: string): Promise<JobView>;
   pause(id: string): Promise<JobView>;
-  resume(id: string): Promise<Resumed>;
+  // `samples`: the new run's previews, else its predecessor's.
+  resume(id: string, samples?: number): Promise<Resumed>;
   smoke(body: string): Promise<Dispatched>;
   // The bytes of a preview image the job's record lists, by its URL path.
   sample(url: string): Promise<Uint8Array>;
@@ -177,7 +178,13 @@ export function createWorkerClient(address: Address): WorkerClient {
     log: async (id, lines) => (await call(`${job(id)}/log${lines === undefined ? "" : `?lines=${lines}`}`)).text(),
     cancel: (id) => json(`${job(id)}/cancel`, { method: "POST", timeoutMs: CANCEL_TIMEOUT_MS }),
     pause: (id) => json(`${job(id)}/pause`, { method: "POST", timeoutMs: PAUSE_TIMEOUT_MS }),
-    resume: (id) => json(`${job(id)}/resume`, { method: "POST" }),
+    resume: (id, samples) =>
+      json(`${job(id)}/resume`, {
+        method: "POST",
+        ...(samples === undefined
+          ? {}
+          : { body: JSON.stringify({ samples }), headers: { "content-type": "application/json" } }),
+      }),
     smoke: (body) => json("/smoke", { method: "POST", body, headers: { "content-type": "application/json" } }),
     sample: async (url) => new Uint8Array(await (await call(url)).arrayBuffer()),
     gpu: () => json("/gpu-status"),

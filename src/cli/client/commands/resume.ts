@@ -5,21 +5,28 @@ import type { ClientCommand } from "../run.ts";
 import { EXIT } from "../worker-client.ts";
 
 export const resume: ClientCommand = {
-  usage: "resume ID [--json] [--follow]",
+  usage: "resume ID [--samples N] [--json] [--follow]",
   help: `Starts a new job that continues job ID, failed or cancelled (a paused one included), from its newest saved
-state: the same request, dataset copy and output. Prints the new job's id and the step it starts from (with
---json, the worker's answer). With --follow it then draws the new job until it ends, as submit --follow does.
+state: the same request, dataset copy and output. --samples N (0-4) changes only its preview images, e.g. 0 after a
+failure while sampling. Prints the new job's id and the step it starts from (with --json, the worker's answer).
+With --follow it then draws the new job until it ends, as submit --follow does.
 Exit: 0 resumed (or, with --follow, succeeded), 1 failed, 3 cancelled; 5 with the worker's reasons when it
 refuses (409 not_resumable and why, busy, VRAM, disk or output exists; 422; 503); 6 no such job.`,
-  values: [],
+  values: ["samples"],
   flags: ["json", "follow"],
   async run({ client, out, options }) {
     if (options.positional.length !== 1) throw new UsageError("resume takes exactly one job ID");
     const json = options.flags.has("json");
-    const resumed = await client.resume(options.positional[0]!);
+    const resumed = await client.resume(options.positional[0]!, samplesOption(options.values.samples));
     const line = `job ${resumed.worker_job_id} resumed from ${resumed.resumed_from} at step ${resumed.resume_step}`;
     out.write(json ? `${jsonText(resumed)}\n` : `${line}\n`);
     if (!options.flags.has("follow")) return EXIT.ok;
     return exitCodeOf(await followJob(client, resumed.worker_job_id, followRenderer(out, json)));
   },
 };
+
+function samplesOption(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  if (!/^[0-4]$/.test(raw)) throw new UsageError(`--samples must be 0 to 4 preview images, got ${JSON.stringify(raw)}`);
+  return Number(raw);
+}
