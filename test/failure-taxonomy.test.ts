@@ -117,6 +117,20 @@ describe("the kernel's OOM killer, seen through accelerate as a child that died 
     expect(row.error).toContain("not by the OOM killer");
   });
 
+  test("real sd-scripts killed while loading the model, in a cgroup below its need, is host_oom_killed", async () => {
+    using tree = makeHostTree();
+    const control = join(tree.root, "memory.oom_control");
+    writeFileSync(control, "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+    const trainer = join(tree.root, "killed.sh");
+    const log = join(REAL_LOGS, "sdscripts-cpu-oom-killed-1.log");
+    writeFileSync(trainer, `#!/bin/sh\ncat '${log}'\nprintf 'oom_kill_disable 0\\nunder_oom 0\\noom_kill 1\\n' > '${control}'\nexit 1\n`);
+    chmodSync(trainer, 0o755);
+    const row = await outcomeOf(tree, trainer, control);
+    expect(row).toMatchObject({ status: "failed", error_code: "host_oom_killed", exit_code: 1 });
+    expect(row.error!.split("\n")[0]).toBe("subprocess.CalledProcessError: Command '[…]' died with <Signals.SIGKILL: 9>.");
+    expect(row.error).toContain("oom_kill counter of the worker's cgroup rose by 1");
+  });
+
   test("without cgroup v2 the SIGKILL alone decides, and the error says so", async () => {
     const row = await replayed("sdscripts-sigkill-1.log");
     expect(row).toMatchObject({ status: "failed", error_code: "host_oom_killed" });

@@ -69,6 +69,8 @@ const fixtureFinals: Record<string, Progress> = {
   "sdscripts-cpu-smoke-resumed-1.log": progress({
     phase: "done", total_steps: 6, expected_total: 6, contradicting_total: 4, sampling_step: 6,
   }),
+  // Killed by the kernel's OOM killer (a 6 GiB memory cgroup) while it loaded the U-Net.
+  "sdscripts-cpu-oom-killed-1.log": progress({}),
   // A fast job paused at its state of step 40, and its resume, cancelled after its state of step 80.
   "sdscripts-cpu-fast-paused-1.log": progress({
     phase: "training", step: 40, total_steps: 400, loss: 1.04, eta_s: 2884, seconds_per_step: 8.01, sampling_step: 40,
