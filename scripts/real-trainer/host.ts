@@ -1,0 +1,107 @@
+// The host the harness runs the compiled worker on: a state dir, a handoff root, the model root, a config in real
+// mode whose trainer.accelerate is the CPU adapter, and the worker process (optionally inside a memory cgroup).
+import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { writeSmokeDataset } from "../../src/smoke/dataset.ts";
+
+const REPO = join(import.meta.dir, "../..");
+
+export interface Host {
+  dir: string;
+  state: string;
+  handoff: string;
+  config: string;
+}
+
+export function layOutHost(work: string, sdScripts: string, adapter: string, model: string, port: number): Host {
+  const dir = join(work, "host");
+  rmSync(dir, { recursive: true, force: true });
+  const state = join(dir, "state");
+  const handoff = join(dir, "handoff");
+  for (const path of [state, handoff]) mkdirSync(path, { recursive: true });
+  chmodSync(handoff, 0o2770);
+  const config = join(dir, "config.toml");
+  writeFileSync(config, configText({ port, state, handoff, models: join(work, "models"), sdScripts, adapter, model }));
+  return { dir, state, handoff, config };
+}
+
+interface ConfigFacts {
+  port: number;
+  state: string;
+  handoff: string;
+  models: string;
+  sdScripts: string;
+  adapter: string;
+  model: string;
+}
+
+// No GPU here: admission is off and the one device is a name for CUDA_VISIBLE_DEVICES, which the CPU ignores.
+function configText(f: ConfigFacts, extraTrainer = ""): string {
+  return [
+    `listen = "127.0.0.1:${f.port}"`,
+    `state_dir = ${JSON.stringify(f.state)}`,
+    `handoff_root = ${JSON.stringify(f.handoff)}`,
+    `model_roots = [${JSON.stringify(f.models)}]`,
+    "[trainer]",
+    'mode = "real"',
+    `accelerate = ${JSON.stringify(f.adapter)}`,
+    `sd_scripts_dir = ${JSON.stringify(f.sdScripts)}`,
+    extraTrainer,
+    "[smoke]",
+    `base_model = ${JSON.stringify(f.model)}`,
+    "[gpu]",
+    'admission = "off"',
+    `nvidia_smi = ${JSON.stringify(join(REPO, "scripts/fake-nvidia-smi"))}`,
+    "[auth]",
+    'mode = "none"',
+    "[[devices]]",
+    "index = 0",
+    'name = "CPU"',
+    'class = "24gb"',
+    "",
+  ].join("\n");
+}
+
+/** The smoke run's four pictures with captions, in a kohya folder, for a request the harness sends. */
+export function writeDataset(host: Host, name: string): string {
+  const dataset = join(host.handoff, name, "dataset");
+  writeSmokeDataset(join(dataset, "1_ohwx person"));
+  return dataset;
+}
+
+export interface Worker extends AsyncDisposable {
+  url: string;
+  json(path: string, init?: RequestInit): Promise<{ status: number; body: any }>;
+  stop(): Promise<void>;
+}
+
+/** The compiled worker serving `config`; in `cgroup` (a v1 memory cgroup directory) when given. */
+export async function startWorker(binary: string, config: string, log: string, cgroup?: string): Promise<Worker> {
+  // A log of an earlier run would name an earlier worker's address.
+  writeFileSync(log, "");
+  const serve = `exec '${binary}' serve --config '${config}' >> '${log}' 2>&1`;
+  const script = cgroup === undefined ? serve : `echo $$ > '${cgroup}/cgroup.procs' && ${serve}`;
+  const proc = Bun.spawn(["sh", "-c", script], { stdin: "ignore" });
+  const url = await untilListening(log, proc);
+  const json = async (path: string, init?: RequestInit) => {
+    // A pause or cancel answers when the run has stopped: minutes on a CPU.
+    const res = await fetch(url + path, { ...init, timeout: false } as RequestInit);
+    return { status: res.status, body: await res.json().catch(() => null) };
+  };
+  const stop = async () => {
+    proc.kill("SIGTERM");
+    await proc.exited;
+  };
+  return { url, json, stop, [Symbol.asyncDispose]: stop };
+}
+
+async function untilListening(log: string, proc: Bun.Subprocess): Promise<string> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    if (proc.exitCode !== null) throw new Error(`the worker exited ${proc.exitCode}; see ${log}`);
+    const found = /"msg":"listening","url":"([^"]+)"/.exec(await Bun.file(log).text().catch(() => ""));
+    if (found) return found[1]!;
+    await Bun.sleep(100);
+  }
+  throw new Error(`the worker did not listen within 30 s; see ${log}`);
+}
