@@ -74,7 +74,7 @@ async function follow(jobUrl: string): Promise<any> {
     const job = (await (await fetch(jobUrl, { headers: auth })).json()) as any;
     const steps = `${job.step}/${job.total_steps ?? "?"}`;
     const line = `${job.status.padEnd(9)} ${job.phase.padEnd(8)} ${bar(job.step, job.total_steps)} ${steps} ` +
-      `loss=${job.loss?.toFixed(4) ?? "-"} eta=${job.eta_s ?? "-"}s`;
+      `loss=${job.loss?.toFixed(4) ?? "-"} eta=${job.eta_s === null ? "-" : `${job.eta_s}s`}`;
     const tenth = job.total_steps ? Math.floor((job.step / job.total_steps) * 10) : 0;
     const key = process.stdout.isTTY ? line : `${job.status} ${job.phase} ${tenth}`;
     if (key !== last) process.stdout.write(process.stdout.isTTY ? `\r${line}` : `${line}\n`);

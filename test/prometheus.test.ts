@@ -33,6 +33,42 @@ describe("GET /metrics", () => {
   });
 });
 
+describe("failures by error_code", () => {
+  const failedTotal = async (app: { request: (path: string) => Response | Promise<Response> }) => {
+    const { samples } = parseExposition(await (await app.request("/metrics")).text());
+    const series = samples.filter((s) => s.name === "lora_worker_jobs_failed_total");
+    return Object.fromEntries(series.map((s): [string, number] => [s.labels.error_code!, s.value]));
+  };
+
+  test("counts each failed job under its error_code, not a cancelled one, and the count outlives a restart", async () => {
+    using tree = makeHostTree();
+    const config = simulateModeConfig(tree, { seconds_per_step: 0, fail: "oom@3" });
+    const post = (a: ReturnType<typeof inProcessApp>, name: string) =>
+      a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest({ output_name: name })) });
+    const ended = (a: ReturnType<typeof inProcessApp>, id: string) =>
+      waitFor(async () => ["failed", "cancelled", "succeeded"].includes((await a.json(`/train/${id}`)).body.status), `job ${id} to end`);
+    {
+      await using a = inProcessApp(tree, config, SIMULATOR);
+      expect((await failedTotal(a.app)).cuda_oom).toBe(0);
+      const failed = (await post(a, "one")).body.worker_job_id;
+      await ended(a, failed);
+      const counted = await failedTotal(a.app);
+      expect(counted.cuda_oom).toBe(1);
+      // Every code has its series, at 0 until one fails.
+      expect(Object.keys(counted)).toContain("tokenizer_missing");
+      expect(Object.entries(counted).filter(([code]) => code !== "cuda_oom").every(([, n]) => n === 0)).toBe(true);
+    }
+    // Contrast: a cancelled job is not a failure.
+    await using a = inProcessApp(tree, { ...config, simulate: { ...config.simulate, fail: "hang@2" } }, SIMULATOR);
+    expect((await failedTotal(a.app)).cuda_oom).toBe(1);
+    const cancelled = (await post(a, "two")).body.worker_job_id;
+    await a.supervisor.cancel(cancelled);
+    await ended(a, cancelled);
+    expect((await failedTotal(a.app)).cuda_oom).toBe(1);
+    expect(Object.values(await failedTotal(a.app)).reduce((sum, n) => sum + n, 0)).toBe(1);
+  });
+});
+
 describe("the format checker", () => {
   const broken: Array<[string, string]> = [
     ["a sample before its TYPE", "lora_x 1\n# HELP lora_x x\n# TYPE lora_x gauge\n"],

@@ -2,7 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import type { Config } from "../config/schema.ts";
 import { cotenantsOf } from "../gpu/admission.ts";
 import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
-import { JobStatus } from "../job.ts";
+import { ErrorCode, JobStatus } from "../job.ts";
 import type { JobStore } from "../store/job-store.ts";
 import type { LiveProgress, Supervisor } from "../supervisor/supervisor.ts";
 
@@ -132,6 +132,7 @@ interface WorkerMetricsDeps {
 
 export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
   const counts = deps.store.countByStatus();
+  const failures = deps.store.countFailuresByCode();
   // One sample per active job, labelled by it: one on this host, up to slurm.max_active_jobs on Slurm.
   const live = deps.supervisor.activeJobIds().flatMap((id) => {
     const progress = deps.supervisor.progress(id);
@@ -170,6 +171,12 @@ export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
       help: "Jobs in the database, by status.",
       kind: "gauge",
       samples: JobStatus.options.map((status) => ({ labels: { status }, value: counts[status] ?? 0 })),
+    },
+    {
+      name: "lora_worker_jobs_failed_total",
+      help: "Jobs that failed, by error_code (records are kept, so this only grows).",
+      kind: "counter",
+      samples: ErrorCode.options.map((code) => ({ labels: { error_code: code }, value: failures[code] ?? 0 })),
     },
     active("lora_worker_active_job_step", "Current step of each active job.", (p) => p.step),
     active("lora_worker_active_job_total_steps", "Total steps of each active job.", (p) => p.total_steps),

@@ -194,6 +194,13 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       .all()
       .map((r) => [r.status, r.n]),
   );
+  // Failed jobs by error_code, kept the same way: what an operator alerts on.
+  const failures = new Map(
+    db.query<{ code: string; n: number }, []>(
+      "SELECT error_code AS code, count(*) AS n FROM jobs WHERE status = 'failed' AND error_code IS NOT NULL " +
+        "GROUP BY error_code",
+    ).all().map((r) => [r.code, r.n]),
+  );
   const bump = (from: string | null, to: string) => {
     if (from !== null) counts.set(from, (counts.get(from) ?? 0) - 1);
     counts.set(to, (counts.get(to) ?? 0) + 1);
@@ -359,6 +366,9 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     countByStatus(): Record<string, number> {
       return Object.fromEntries(counts);
     },
+    countFailuresByCode(): Record<string, number> {
+      return Object.fromEntries(failures);
+    },
     byIdempotencyKey(key: string): JobRow | null {
       return db.query<JobRow, [string]>("SELECT * FROM jobs WHERE idempotency_key = ?").get(key);
     },
@@ -453,6 +463,9 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         ),
       ));
       if (ended && from !== null) bump(from, o.status);
+      if (ended && o.status === "failed" && o.error_code !== null) {
+        failures.set(o.error_code, (failures.get(o.error_code) ?? 0) + 1);
+      }
       return ended;
     },
     close(): void {
