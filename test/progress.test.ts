@@ -69,6 +69,8 @@ const fixtureFinals: Record<string, Progress> = {
   "sdscripts-cpu-smoke-resumed-1.log": progress({
     phase: "done", total_steps: 6, expected_total: 6, contradicting_total: 4, sampling_step: 6,
   }),
+  // Its dataset's only image is "a.Png", which sd-scripts' glob does not see: "No data found.", exit 0.
+  "sdscripts-cpu-no-data-1.log": progress({}),
   // Killed by the kernel's OOM killer (a 6 GiB memory cgroup) while it loaded the U-Net.
   "sdscripts-cpu-oom-killed-1.log": progress({}),
   // A fast job paused at its state of step 40, and its resume, cancelled after its state of step 80.

@@ -21,6 +21,10 @@ const EXPECTED: Array<[string, Record<string, unknown>]> = [
   ["sdscripts-epochs-rich-nan-1.log", { status: "failed", error_code: "nan_loss", step: 205, total_steps: 3280, loss: null }],
   ["sdscripts-ignored-exception-1.log", { status: "succeeded", error_code: null, step: 1500, total_steps: 1500, loss: null }],
   ["sdscripts-raw-redraws-1.log", { status: "failed", error_code: "nan_loss", step: 205, total_steps: 3280, loss: null }],
+  // Real sd-scripts under the worker on the CPU (bun run real-trainer).
+  ["sdscripts-cpu-no-data-1.log", { status: "failed", error_code: "dataset_empty", step: 0, total_steps: null, loss: null }],
+  ["sdscripts-tokenizer-missing-1.log", { status: "failed", error_code: "tokenizer_missing", step: 0, total_steps: null, loss: null }],
+  ["sdscripts-cpu-oom-killed-1.log", { status: "failed", error_code: "host_oom_killed", step: 0, total_steps: null, loss: null }],
 ];
 
 // Replays `log` under the supervisor and returns the settled job's record and loss history.
