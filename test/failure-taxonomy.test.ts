@@ -131,7 +131,7 @@ describe("the kernel's OOM killer, seen through accelerate as a child that died 
     expect(row.error).toContain("oom_kill counter of the worker's cgroup rose by 1");
   });
 
-  test("without cgroup v2 the SIGKILL alone decides, and the error says so", async () => {
+  test("where the host counts no OOM kills the SIGKILL alone decides, and the error says so", async () => {
     const row = await replayed("sdscripts-sigkill-1.log");
     expect(row).toMatchObject({ status: "failed", error_code: "host_oom_killed" });
     expect(row.error).toContain("evidence: the SIGKILL alone");

@@ -23,8 +23,9 @@ async function smokeCli(url: string, args: string[]) {
   return { exitCode, lines: stdout.trimEnd().split("\n"), stderr };
 }
 
-// `simulate`: more keys of the [simulate] table.
-const smokeConfig = (tree: HostTree, simulate = "", secondsPerStep = 0.05) => {
+// `simulate`: more keys of the [simulate] table. At 0.2 s a step the pause lands on the state at step 2 even on a
+// loaded machine, as it does at any GPU's pace; much faster, the run can be a save or two further on first.
+const smokeConfig = (tree: HostTree, simulate = "", secondsPerStep = 0.2) => {
   const tables = SIMULATE_TABLES(secondsPerStep).replace("[simulate]\n", `[simulate]\n${simulate}`);
   return tree.writeConfig(`${tables}[smoke]\nbase_model = ${JSON.stringify(tree.model)}\n`);
 };
@@ -69,7 +70,8 @@ describe("lora-worker smoke against a running worker", () => {
 
 describe("POST /smoke", () => {
   function appWith(tree: HostTree, smoke: Record<string, unknown> = { base_model: tree.model }, devices?: unknown[]) {
-    const config = simulateModeConfig(tree, { seconds_per_step: 0.05 }, {});
+    // Slow enough that the pause lands on the state at step 2 on a loaded machine, as it would on any GPU.
+    const config = simulateModeConfig(tree, { seconds_per_step: 0.2 }, {});
     const withSmoke = { ...config, smoke, ...(devices ? { devices } : {}) } as typeof config;
     const a = inProcessApp(tree, withSmoke, SIMULATOR);
     const smokePost = (body: unknown) =>

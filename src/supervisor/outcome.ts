@@ -128,7 +128,7 @@ function killedFromOutside(facts: ExitFacts, line?: string): Failure {
   }
   const what =
     "the trainer was killed by SIGKILL from outside the worker, most likely by the kernel's OOM killer " +
-    "(evidence: the SIGKILL alone; this host has no cgroup v2 memory.events to prove it)";
+    "(evidence: the SIGKILL alone; this host counts no OOM kills for the worker's cgroup to prove it)";
   return { code: "host_oom_killed", line, what };
 }
 

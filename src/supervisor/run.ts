@@ -42,7 +42,7 @@ export interface RunContext {
   pauseRequested: boolean;
   // For a run that takes preview samples: those on record, and since when this run writes its own.
   samples: { known: Sample[]; sinceMs: number } | null;
-  // The cgroup v2 memory.events whose oom_kill counter covers the trainer; null where there is none.
+  // The file whose oom_kill counter covers the trainer (cgroup v2 memory.events, v1 memory.oom_control); or null.
   memoryEvents: string | null;
   // Called after every change a watcher could see: progress, status, the end.
   changed: () => void;

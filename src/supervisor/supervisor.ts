@@ -25,7 +25,7 @@ export interface SupervisorDeps {
   selfCommand: string[];
   now: () => Date;
   log: Logger;
-  /** Where the kernel counts OOM kills of the trainer's cgroup (cgroup v2), if anywhere. */
+  /** Where the kernel counts OOM kills of the trainer's cgroup (cgroup v2 or v1's memory controller), if anywhere. */
   memoryEvents?: string | null;
 }
 
