@@ -5,6 +5,11 @@ import { z } from "zod";
 export const JobStatus = z.enum(["starting", "training", "succeeded", "failed", "cancelled"]);
 export type JobStatus = z.infer<typeof JobStatus>;
 
+// What the job list may be filtered by: a status, or what a person looks for among the ended jobs: the paused ones
+// (cancelled right after a saved state) and the resumable ones (failed or cancelled, with a state, not resumed yet).
+export const JobFilter = z.enum([...JobStatus.options, "paused", "resumable"]);
+export type JobFilter = z.infer<typeof JobFilter>;
+
 export const ACTIVE_STATUSES = ["starting", "training"] as const satisfies readonly JobStatus[];
 export type TerminalStatus = Exclude<JobStatus, (typeof ACTIVE_STATUSES)[number]>;
 

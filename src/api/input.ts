@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { JobStatus } from "../job.ts";
+import { JobFilter } from "../job.ts";
 import { fieldPathError } from "../request/schema.ts";
 import type { JobRow } from "../store/job-store.ts";
 import { ApiError } from "./errors.ts";
@@ -180,7 +180,7 @@ function boundedInt(bounds: { min: number; max: number; default: number }) {
 }
 
 export const ListQuery = z.object({
-  status: z.enum(JobStatus.options, { error: `must be one of ${JobStatus.options.join(", ")}` }).optional(),
+  status: z.enum(JobFilter.options, { error: `must be one of ${JobFilter.options.join(", ")}` }).optional(),
   limit: boundedInt({ min: 1, max: 100, default: 20 }),
   cursor: z
     .string()

@@ -1,5 +1,5 @@
 import { Database } from "bun:sqlite";
-import { ACTIVE_STATUSES, type JobStatus, type Outcome, type StopReason } from "../job.ts";
+import { ACTIVE_STATUSES, type JobFilter, type JobStatus, type Outcome, type StopReason } from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { SCHEMA } from "./schema.sql.ts";
@@ -185,6 +185,12 @@ function migrate(db: Database): void {
   for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) db.run(`ALTER TABLE jobs ADD COLUMN ${name} ${type}`);
 }
 
+// The filters that are no single status, as the job view decides them (api/views.ts resumeView).
+const FILTER_SQL: Partial<Record<JobFilter, string>> = {
+  paused: "status = 'cancelled' AND stop_reason = 'pause'",
+  resumable: "status IN ('failed', 'cancelled') AND resume_state IS NOT NULL AND resumed_by IS NULL",
+};
+
 // Every transition is an UPDATE guarded by the states it may leave; `changes` says if it happened.
 export function openJobStore(path: string, options: OpenOptions = { integrityCheck: true }) {
   const db = openChecked(path, options);
@@ -348,9 +354,10 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       return row;
     },
     // Newest first, keyset-paged on (created_at, id) so a page never shifts under inserts.
-    list(status: JobStatus | null, limit: number, after: { createdAt: string; id: string } | null): JobRow[] {
+    list(filter: JobFilter | null, limit: number, after: { createdAt: string; id: string } | null): JobRow[] {
+      const status = filter === null || filter in FILTER_SQL ? null : filter;
       const where = [
-        status === null ? "1" : "status = $status",
+        filter === null ? "1" : (FILTER_SQL[filter] ?? "status = $status"),
         after === null ? "1" : "(created_at, id) < ($created_at, $id)",
       ].join(" AND ");
       return db

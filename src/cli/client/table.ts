@@ -97,7 +97,7 @@ function cellsOf(view: JobView): JobCells {
   const r = view.request;
   return {
     id: view.worker_job_id,
-    status: view.status.padEnd(9),
+    status: (view.paused ? "paused" : view.status).padEnd(9),
     steps: steps(view).padStart(9),
     loss: `loss ${loss(view)}`,
     tier: `${String(r.tier)}@${String(r.device_index)}`.padEnd(10),

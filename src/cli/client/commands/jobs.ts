@@ -1,11 +1,11 @@
-import { JobStatus as JobStatusEnum } from "../../../job.ts";
+import { JobFilter } from "../../../job.ts";
 import { positiveInt, UsageError } from "../../args.ts";
 import { jsonText } from "../format.ts";
 import { jobTable } from "../table.ts";
 import type { ClientCommand } from "../run.ts";
-import { EXIT, type JobStatus, type JobView } from "../worker-client.ts";
+import { EXIT, type JobView } from "../worker-client.ts";
 
-const STATUSES: readonly JobStatus[] = JobStatusEnum.options;
+const FILTERS: readonly string[] = JobFilter.options;
 const DEFAULT_LIMIT = 20;
 const PAGE_MAX = 100; // the worker's bound on one page
 
@@ -13,7 +13,9 @@ export const jobs: ClientCommand = {
   usage: "jobs [--status STATUS] [--limit N] [--json]",
   help: `Lists recent jobs, newest first, one line each: id, status, steps, loss, tier@device, created, output
 name, error_code. On a narrow terminal the date is shortened and loss, tier@device, the date and the output
-name are left out as needed (a pipe gets every column). --status keeps one of ${STATUSES.join(", ")};
+name are left out as needed (a pipe gets every column); a paused job's status reads paused. --status keeps one
+of ${FILTERS.join(", ")} (paused: stopped right after a saved state; resumable: failed or cancelled with a
+state, not resumed yet);
 --limit N (default ${DEFAULT_LIMIT}) pages through the worker's list as needed. --json: one job record per line.
 Exit: 0.`,
   values: ["status", "limit"],
@@ -21,8 +23,8 @@ Exit: 0.`,
   async run({ client, out, options }) {
     if (options.positional.length > 0) throw new UsageError("jobs takes no arguments");
     const status = options.values.status;
-    if (status !== undefined && !STATUSES.includes(status as JobStatus)) {
-      throw new UsageError(`--status must be one of ${STATUSES.join(", ")}, got ${JSON.stringify(status)}`);
+    if (status !== undefined && !FILTERS.includes(status)) {
+      throw new UsageError(`--status must be one of ${FILTERS.join(", ")}, got ${JSON.stringify(status)}`);
     }
     const json = options.flags.has("json");
     let remaining = positiveInt(options, "limit") ?? DEFAULT_LIMIT;
