@@ -1,4 +1,4 @@
-import { barLine, jsonText, outcomeLines, progressLine } from "./format.ts";
+import { barLine, jsonText, outcomeLines, progressLine, resumeHint } from "./format.ts";
 import type { Terminal } from "./terminal.ts";
 import { ClientError, type JobView, type WorkerClient } from "./worker-client.ts";
 
@@ -177,6 +177,12 @@ export async function* eventsOf(client: WorkerClient, id: string): AsyncGenerato
   }
 }
 
+// How a followed job ended, and how to go on from its saved state when it can.
+function endLines(view: JobView): string[] {
+  const hint = resumeHint(view);
+  return [...outcomeLines(view), ...(hint === null ? [] : [hint])];
+}
+
 // Draws a followed job: `show` on every event, `finish` once with the final view.
 export interface FollowRenderer {
   show(view: JobView): void;
@@ -185,7 +191,7 @@ export interface FollowRenderer {
 
 export function followRenderer(out: Terminal, json: boolean): FollowRenderer {
   if (json) return lines(out, jsonText, () => []);
-  if (!out.isTTY) return lines(out, progressLine, outcomeLines);
+  if (!out.isTTY) return lines(out, progressLine, endLines);
   return liveBar(out);
 }
 
@@ -226,7 +232,7 @@ function liveBar(out: Terminal): FollowRenderer {
     finish(view) {
       stopWatching();
       show(view);
-      out.write(`\n${outcomeLines(view).map((l) => `${l}\n`).join("")}`);
+      out.write(`\n${endLines(view).map((l) => `${l}\n`).join("")}`);
     },
   };
 }

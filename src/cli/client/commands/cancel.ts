@@ -1,5 +1,5 @@
 import { UsageError } from "../../args.ts";
-import { jsonText, outcomeLines } from "../format.ts";
+import { jsonText, outcomeLines, resumeHint } from "../format.ts";
 import type { ClientCommand } from "../run.ts";
 import { EXIT } from "../worker-client.ts";
 
@@ -17,7 +17,9 @@ Exit: 0 once the worker answered (whatever the job's status).`,
     if (options.flags.has("json")) out.write(`${jsonText(view)}\n`);
     else {
       const already = view.status === "cancelled" ? "" : "had already ended, ";
-      out.write(`job ${view.worker_job_id} ${already}${outcomeLines(view).join("\n")}\n`);
+      // A cancel keeps the run's newest saved state: said, with the command that goes on from it.
+      const kept = view.resumable ? [`its saved state at step ${view.resume_step} was kept`, resumeHint(view)!] : [];
+      out.write(`job ${view.worker_job_id} ${already}${[...outcomeLines(view), ...kept].join("\n")}\n`);
     }
     return EXIT.ok;
   },
