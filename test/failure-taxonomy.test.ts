@@ -3,6 +3,7 @@ import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { safetensorsParts } from "../src/safetensors/write.ts";
 import { makeHostTree, type HostTree } from "./support/host-tree.ts";
+import { waitFor } from "./support/wait.ts";
 import { dispatchOk, realModeConfig, REAL_LOGS, replayTrainer, supervisorFor } from "./support/real-mode.ts";
 
 // Failure output users posted in public threads (test/fixtures/real/SOURCES.md), played by a trainer that
@@ -135,6 +136,26 @@ describe("the kernel's OOM killer, seen through accelerate as a child that died 
     const row = await replayed("sdscripts-sigkill-1.log");
     expect(row).toMatchObject({ status: "failed", error_code: "host_oom_killed" });
     expect(row.error).toContain("evidence: the SIGKILL alone");
+  });
+});
+
+describe("a nan loss stops the run whatever its bar's total", () => {
+  test("bars of another run's total, all nan, stop the run as nan_loss after watchdog.nan_updates steps", async () => {
+    using tree = makeHostTree();
+    // The real redraws of a 3280-step run at nan, under a fast job (400 steps), then a trainer that would go on.
+    const trainer = join(tree.root, "nan-elsewhere.sh");
+    writeFileSync(trainer, `#!/bin/sh\ncat '${join(REAL_LOGS, "sdscripts-raw-redraws-1.log")}' >&2\nexec sleep 60\n`);
+    chmodSync(trainer, 0o755);
+    const config = realModeConfig(tree, trainer, { watchdog: { nan_updates: 3 } });
+    await using s = supervisorFor(tree, config, [trainer]);
+    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    // Read as an answer about the job reads it, until the run has ended.
+    const row = await waitFor(() => {
+      s.supervisor.refresh(job.id);
+      const now = s.store.get(job.id)!;
+      return now.status === "failed" ? now : null;
+    }, "the run to be stopped");
+    expect(row).toMatchObject({ status: "failed", error_code: "nan_loss", stop_reason: "nan_loss", step: 0 });
   });
 });
 

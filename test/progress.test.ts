@@ -67,7 +67,7 @@ const fixtureFinals: Record<string, Progress> = {
     phase: "training", step: 2, total_steps: 6, loss: 1.07, eta_s: 25, seconds_per_step: 6.3, sampling_step: 2,
   }),
   "sdscripts-cpu-smoke-resumed-1.log": progress({
-    phase: "done", total_steps: 6, expected_total: 6, contradicting_total: 4, sampling_step: 6,
+    phase: "done", total_steps: 6, expected_total: 6, contradicting_total: 4, contradicting_n: 4, sampling_step: 6,
   }),
   // Its dataset's only image is "a.Png", which sd-scripts' glob does not see: "No data found.", exit 0.
   "sdscripts-cpu-no-data-1.log": progress({}),
@@ -78,7 +78,8 @@ const fixtureFinals: Record<string, Progress> = {
     phase: "training", step: 40, total_steps: 400, loss: 1.04, eta_s: 2884, seconds_per_step: 8.01, sampling_step: 40,
   }),
   "sdscripts-cpu-fast-resumed-cancelled-1.log": progress({
-    phase: "training", total_steps: 400, expected_total: 400, contradicting_total: 360, sampling_step: 80,
+    phase: "training", total_steps: 400, expected_total: 400, contradicting_total: 360, contradicting_n: 40,
+    sampling_step: 80,
   }),
   "sdscripts-ignored-exception-1.log": progress({ phase: "done", step: 1500, total_steps: 1500, eta_s: 0, seconds_per_step: 1 / 1.23 }),
   // The same five redraws as sdscripts-epochs-rich-nan-1.log, on one physical line.
@@ -98,6 +99,22 @@ const fixtureFinals: Record<string, Progress> = {
     seconds_per_step: 1 / 1.75,
   }),
 };
+
+describe("a nan loss whatever the bar's total", () => {
+  // The real rich-logging NaN run's five redraws (steps 41..205 of 3280), read by a run that expects 400 steps.
+  test("a bar of another total is no progress, but each step of it with avr_loss=nan extends the streak", async () => {
+    const text = await Bun.file(join(FIXTURES, "sdscripts-raw-redraws-1.log")).text();
+    const folded = fold(splitAll([text]), initialProgress(400));
+    expect(folded).toMatchObject({ step: 0, loss: null, contradicting_total: 3280, last_loss_nan: true, nan_streak: 5 });
+  });
+
+  test("contrast: the same bar twice at one step counts once, and a finite loss ends the streak", () => {
+    const bar = (n: number, loss: string) => `steps:  1%|          | ${n}/3280 [00:01<1:00:00,  1.10s/it, avr_loss=${loss}]`;
+    const start = initialProgress(400);
+    expect(fold([bar(7, "nan"), bar(7, "nan"), bar(8, "nan")], start)).toMatchObject({ nan_streak: 2, last_loss_nan: true });
+    expect(fold([bar(7, "nan"), bar(8, "nan"), bar(9, "0.12")], start)).toMatchObject({ nan_streak: 0, last_loss_nan: false });
+  });
+});
 
 describe("progress from real sd-scripts logs", () => {
   test("a resumed run's bar, counting the steps left from 0, continues the run from its state's step", async () => {

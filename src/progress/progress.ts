@@ -17,6 +17,8 @@ export interface Progress {
   expected_total: number | null;
   /** The first total the trainer printed that contradicts expected_total: an anomaly to report, not progress. */
   contradicting_total: number | null;
+  /** Where the last bar of a contradicting total stood: its nan readings count towards nan_streak once a step. */
+  contradicting_n: number | null;
   /** The step a resumed run started from: its steps bar counts only the steps after it, from 0. */
   resumed_at: number;
   /** The step whose preview samples are being taken (phase sampling), as the trainer announced it. */
@@ -48,6 +50,7 @@ export function initialProgress(expectedTotal: number | null = null, resumedAt =
     seconds_per_step: null,
     expected_total: expectedTotal,
     contradicting_total: null,
+    contradicting_n: null,
     resumed_at: resumedAt,
     sampling_step: null,
   };
@@ -69,7 +72,7 @@ function applyBar(p: Progress, bar: TqdmBar): Progress {
 function applyStepsBar(p: Progress, bar: TqdmBar): Progress {
   const total = p.resumed_at + bar.total;
   // A bar counting past its total, or another run's total, would write a loss point per redraw: not progress.
-  if (!fitsTotal(p, total)) return contradicted(p, total);
+  if (!fitsTotal(p, total)) return { ...contradicted(p, total), ...contradictingLoss(p, bar) };
   if (bar.n > bar.total) return p;
   const finished = bar.total > 0 && bar.n >= bar.total;
   const step = p.resumed_at + bar.n;
@@ -97,6 +100,16 @@ function applyLoss(p: Progress, step: number, raw: string | undefined): Partial<
   if (Number.isFinite(value)) return { loss: value, last_loss_nan: false, nan_streak: 0 };
   const extendsStreak = step > p.step || !p.last_loss_nan;
   return { last_loss_nan: true, nan_streak: p.nan_streak + (extendsStreak ? 1 : 0) };
+}
+
+// NaN is NaN whatever the bar's total: a contradicting bar's losses are no progress, but a nan among them counts
+// towards the streak that stops the run (once a step of that bar's own), and a finite one ends the streak.
+function contradictingLoss(p: Progress, bar: TqdmBar): Partial<Progress> {
+  const raw = bar.postfix.avr_loss;
+  if (raw === undefined) return { contradicting_n: bar.n };
+  if (Number.isFinite(Number.parseFloat(raw))) return { last_loss_nan: false, nan_streak: 0, contradicting_n: bar.n };
+  const extendsStreak = bar.n > (p.contradicting_n ?? -1) || !p.last_loss_nan;
+  return { last_loss_nan: true, nan_streak: p.nan_streak + (extendsStreak ? 1 : 0), contradicting_n: bar.n };
 }
 
 function applyMessage(p: Progress, text: string): Progress {
