@@ -37,8 +37,8 @@ describe("what the trainer prints cannot grow the database without bound", () =>
 describe("progress against the run's own total", () => {
   test("with the tier's total of 400, a bar of another total is not progress", () => {
     const start = initialProgress(400);
-    // Only the anomaly is noted; step, total and loss stay as they were.
-    expect(applyLine(start, bar(5, 100_000))).toEqual({ ...start, contradicting_total: 100_000 });
+    // Only the anomaly (and where its bar stood, for a nan streak) is noted; step, total and loss stay as they were.
+    expect(applyLine(start, bar(5, 100_000))).toEqual({ ...start, contradicting_total: 100_000, contradicting_n: 5 });
     // Contrast: the same bar against 400 is.
     expect(applyLine(start, bar(5, 400))).toMatchObject({ step: 5, total_steps: 400, loss: 0.5 });
   });
@@ -52,7 +52,7 @@ describe("progress against the run's own total", () => {
   test("without an expected total (a replayed recording), the first total announced becomes it and a contradicting one is refused", () => {
     const first = applyLine(initialProgress(), bar(3, 200));
     expect(first).toMatchObject({ step: 3, total_steps: 200, expected_total: 200 });
-    expect(applyLine(first, bar(4, 300))).toEqual({ ...first, contradicting_total: 300 });
+    expect(applyLine(first, bar(4, 300))).toEqual({ ...first, contradicting_total: 300, contradicting_n: 4 });
     // Contrast: the next step of the announced total is taken.
     expect(applyLine(first, bar(4, 200))).toMatchObject({ step: 4, total_steps: 200 });
   });
@@ -60,7 +60,7 @@ describe("progress against the run's own total", () => {
   test("without an expected total, a total announced in a message decides which bars count", () => {
     const announced = applyLine(initialProgress(), "  total optimization steps / 学習ステップ数: 200");
     expect(announced).toMatchObject({ total_steps: 200, expected_total: 200 });
-    expect(applyLine(announced, bar(1, 300))).toEqual({ ...announced, contradicting_total: 300 });
+    expect(applyLine(announced, bar(1, 300))).toEqual({ ...announced, contradicting_total: 300, contradicting_n: 1 });
     expect(applyLine(announced, bar(1, 200))).toMatchObject({ step: 1, total_steps: 200 });
   });
 });

@@ -4,7 +4,8 @@ import { inProcessApp } from "./support/app-harness.ts";
 import { makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { TRAINERS, realModeConfig } from "./support/real-mode.ts";
 
-const STATUSES = "starting, training, succeeded, failed, cancelled";
+// A status, or what the ended jobs are looked through for: the paused ones and the resumable ones.
+const STATUSES = "starting, training, succeeded, failed, cancelled, paused, resumable";
 const refusal = (name: string, msg: string) => ({ detail: [{ loc: ["query", name], msg, type: "value_error" }] });
 
 function appFor(tree: HostTree) {
