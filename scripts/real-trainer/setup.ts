@@ -77,4 +77,4 @@ export async function writeTokenizerSource(work: string, dir: string): Promise<s
   return tail(await mustRun([venvPython(work), join(HERE, "make-tokenizers.py"), dir], log, { env }), 2);
 }
 
-export const venvPython = (work: string) => join(work, "venv", "bin", "python");
+const venvPython = (work: string) => join(work, "venv", "bin", "python");

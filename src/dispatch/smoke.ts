@@ -11,7 +11,7 @@ import type { Dispatcher, DispatchRefusal, DispatchResult } from "./dispatch.ts"
 // Smoke runs write in the handoff root, as arbo's jobs do: the run proves the worker can read a dataset there and
 // publish a LoRA there. One folder per run, which `lora-worker smoke` removes once it has checked the results.
 export const SMOKE_FOLDER = ".lora-worker-smoke";
-export const SMOKE_OUTPUT_NAME = "smoke";
+const SMOKE_OUTPUT_NAME = "smoke";
 const SMOKE_SEED = 1;
 // In the setgid handoff root, arbo's group keeps the run's folders.
 const SHARED_DIR_MODE = 0o2770;

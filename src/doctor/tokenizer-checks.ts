@@ -25,7 +25,6 @@ for folder, pads_with_zero in json.loads(sys.argv[1]):
 `;
 
 const Loaded = z.object({ stage: z.literal("tokenizer"), folder: z.string(), ids: z.int() });
-export type TokenizerReport = z.infer<typeof Loaded>;
 
 /** Both tokenizers in trainer.tokenizer_dir, whole, and loaded by the venv's Python as the service user, offline. */
 export async function checkTokenizers(deps: DoctorDeps): Promise<CheckResult> {

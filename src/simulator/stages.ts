@@ -87,7 +87,7 @@ export async function cacheTextEncoderOutputs({ io, args, knobs }: Trainer, data
 }
 
 // What train_state.json records of a saved state (both 0 without one), or the exception loading the folder raises.
-export interface LoadedState {
+interface LoadedState {
   epoch: number;
   step: number;
 }

@@ -3,7 +3,7 @@ import { verifySafetensors } from "../safetensors/verify.ts";
 // What a LoRA of sd-scripts' networks.lora says of itself in its safetensors metadata (train_network.py).
 const LORA_METADATA = ["ss_network_module", "ss_network_dim", "ss_network_alpha", "ss_output_name", "ss_steps"];
 
-export interface LoraExpectation {
+interface LoraExpectation {
   path: string;
   sha256: string;
   networkDim: number;

@@ -4,7 +4,7 @@ import { statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { OPTIONAL_FILES, REQUIRED_FILES, TOKENIZERS, tokenizerProblems, type TokenizerSpec } from "./layout.ts";
 
-export interface Imported {
+interface Imported {
   id: string;
   from: string;
   to: string;

@@ -26,7 +26,7 @@ export const OPTIONAL_FILES = ["special_tokens_map.json", "added_tokens.json", "
 const MODEL_MAX_LENGTH = 77;
 const SPECIAL_TOKENS = ["<|startoftext|>", "<|endoftext|>"];
 
-export const DEFAULT_TOKENIZER_FOLDER = "tokenizers";
+const DEFAULT_TOKENIZER_FOLDER = "tokenizers";
 
 export function tokenizerDir(config: Config): string {
   return config.trainer.tokenizer_dir ?? join(config.state_dir, DEFAULT_TOKENIZER_FOLDER);
@@ -77,7 +77,7 @@ function readJson(path: string): unknown {
   }
 }
 
-export interface TokenizerReadiness {
+interface TokenizerReadiness {
   dir: string;
   ready: boolean;
   problems: string[];
