@@ -2,7 +2,8 @@
 // scanlines, each led by filter byte 0, and IEND. Every chunk is length, type, data, then the CRC-32 of type + data.
 import { deflateSync } from "node:zlib";
 
-const SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
+/** Every PNG file's first eight bytes. */
+export const PNG_SIGNATURE = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a);
 const RGB = 2;
 const BIT_DEPTH = 8;
 
@@ -32,7 +33,7 @@ function pngOf(width: number, height: number, raw: Uint8Array): Uint8Array {
   view.setUint32(4, height);
   header.set([BIT_DEPTH, RGB, 0, 0, 0], 8);
   return concat([
-    Uint8Array.from(SIGNATURE),
+    PNG_SIGNATURE,
     chunk("IHDR", header),
     chunk("IDAT", deflateSync(raw)),
     chunk("IEND", new Uint8Array(0)),

@@ -1,3 +1,4 @@
+import { PNG_SIGNATURE } from "../png.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
 
 // What a LoRA of sd-scripts' networks.lora says of itself in its safetensors metadata (train_network.py).
@@ -25,7 +26,6 @@ export async function loraProblem(want: LoraExpectation): Promise<string | null>
   return null;
 }
 
-const PNG_SIGNATURE = [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a];
 const IHDR_END = 8 + 8 + 13;
 
 /** The size of a PNG whose signature, leading IHDR and closing IEND are in place; else what is wrong. */

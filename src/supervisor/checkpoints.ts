@@ -12,6 +12,7 @@ import { open, readdir, rm, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { readJsonOrNull, statOrNull } from "../fs.ts";
 import type { Logger } from "../logger.ts";
+import { PNG_SIGNATURE } from "../png.ts";
 import { checkLayout, readHeaderFile } from "../safetensors/header.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
 import type { Checkpoint, ResumePoint } from "../store/job-store.ts";
@@ -205,7 +206,6 @@ export interface Sample {
   bytes: number;
 }
 
-const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 // A PNG ends with an empty IEND chunk: length 0, the type, its CRC.
 const IEND_CHUNK = Buffer.from([0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82]);
 
@@ -236,7 +236,7 @@ async function wholePng(path: string, size: number): Promise<boolean> {
     const tail = Buffer.alloc(IEND_CHUNK.length);
     await file.read(head, 0, head.length, 0);
     await file.read(tail, 0, tail.length, size - tail.length);
-    return head.equals(PNG_SIGNATURE) && tail.equals(IEND_CHUNK);
+    return head.equals(Buffer.from(PNG_SIGNATURE)) && tail.equals(IEND_CHUNK);
   } finally {
     await file.close();
   }
