@@ -92,24 +92,25 @@ function applyStepsBar(p: Progress, bar: TqdmBar): Progress {
   };
 }
 
-// tqdm redraws a step more than once (on update, then on set_postfix), so a nan only extends the
-// streak when it is the first nan reading of its step.
-function applyLoss(p: Progress, step: number, raw: string | undefined): Partial<Progress> {
+// tqdm redraws a step more than once (on update, then on set_postfix), so a nan only extends the streak when it
+// is the first nan reading of its step; `newStep` says whether the redraw is of a step the streak has not seen.
+function readLoss(p: Progress, raw: string | undefined, newStep: boolean): Partial<Progress> {
   if (raw === undefined) return {};
   const value = Number.parseFloat(raw);
   if (Number.isFinite(value)) return { loss: value, last_loss_nan: false, nan_streak: 0 };
-  const extendsStreak = step > p.step || !p.last_loss_nan;
+  const extendsStreak = newStep || !p.last_loss_nan;
   return { last_loss_nan: true, nan_streak: p.nan_streak + (extendsStreak ? 1 : 0) };
+}
+
+function applyLoss(p: Progress, step: number, raw: string | undefined): Partial<Progress> {
+  return readLoss(p, raw, step > p.step);
 }
 
 // NaN is NaN whatever the bar's total: a contradicting bar's losses are no progress, but a nan among them counts
 // towards the streak that stops the run (once a step of that bar's own), and a finite one ends the streak.
 function contradictingLoss(p: Progress, bar: TqdmBar): Partial<Progress> {
-  const raw = bar.postfix.avr_loss;
-  if (raw === undefined) return { contradicting_n: bar.n };
-  if (Number.isFinite(Number.parseFloat(raw))) return { last_loss_nan: false, nan_streak: 0, contradicting_n: bar.n };
-  const extendsStreak = bar.n > (p.contradicting_n ?? -1) || !p.last_loss_nan;
-  return { last_loss_nan: true, nan_streak: p.nan_streak + (extendsStreak ? 1 : 0), contradicting_n: bar.n };
+  const { loss: _, ...streak } = readLoss(p, bar.postfix.avr_loss, bar.n > (p.contradicting_n ?? -1));
+  return { ...streak, contradicting_n: bar.n };
 }
 
 function applyMessage(p: Progress, text: string): Progress {
