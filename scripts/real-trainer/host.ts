@@ -6,6 +6,14 @@ import { writeSmokeDataset } from "../../src/smoke/dataset.ts";
 
 const REPO = join(import.meta.dir, "../..");
 
+/** A port that was free a moment ago: the config names it before the worker binds it. */
+export function freePort(): number {
+  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() });
+  const port = server.port!;
+  server.stop(true);
+  return port;
+}
+
 export interface Host {
   dir: string;
   state: string;

@@ -6,13 +6,6 @@ import type { Host } from "./host.ts";
 
 const PNG_HEAD_BYTES = 33; // signature and the IHDR chunk
 
-export function freePort(): number {
-  const server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() });
-  const port = server.port!;
-  server.stop(true);
-  return port;
-}
-
 /** The job's train.log and record, and what its output dir holds, under `name` in `recordings`. */
 export function recordJob(host: Host, view: any, recordings: string, name: string): void {
   const log = join(host.state, "jobs", view.worker_job_id, "train.log");

@@ -4,8 +4,8 @@
 // print and write is kept under $REAL_TRAINER_DIR/recordings (test/fixtures/real/SOURCES.md says which became fixtures).
 import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { freePort, recordJob, recordSmoke } from "./record.ts";
-import { layOutHost, startWorker, writeDataset, type Host, type Worker } from "./host.ts";
+import { recordJob, recordSmoke } from "./record.ts";
+import { freePort, layOutHost, startWorker, writeDataset, type Host, type Worker } from "./host.ts";
 import { checkpointPath, ensureCheckpoint, ensureVenv, placeAdapter, writeTokenizerSource } from "./setup.ts";
 import { CheckFailed, createChecks, mustRun, runLogged, tail } from "./steps.ts";
 import { markedProcessesOf } from "../../src/os/proc.ts";

@@ -11,7 +11,7 @@ import { openJobStore, StoreUnusable } from "../store/job-store.ts";
 import { ownMemoryEvents } from "../os/proc.ts";
 import { createRetention } from "../supervisor/retention.ts";
 import { createSupervisor } from "../supervisor/supervisor.ts";
-import { tokenizerDir, watchTokenizers } from "../tokenizers/layout.ts";
+import { tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { EXIT_CONFIG, loadConfigOrExit, refuseToStart, selfCommand, trainerCommand } from "./plan.ts";
@@ -148,8 +148,9 @@ function authOrExit(config: Config, log: Logger, refusals: LogFormat): AuthGate 
 // Every real run would fail before its first step (tokenizer_missing): said at start-up, not at the first job.
 function warnIfNoTokenizers(config: Config, log: Logger): void {
   if (config.trainer.mode !== "real") return;
-  const { dir, ready, problems } = watchTokenizers(tokenizerDir(config))();
-  if (ready) return;
+  const dir = tokenizerDir(config);
+  const problems = tokenizersProblems(dir);
+  if (problems.length === 0) return;
   const fix = "lora-worker tokenizers import PATH, then lora-worker doctor";
   const what = `the CLIP tokenizers are not ready in ${dir}: every real run will fail (tokenizer_missing)`;
   log.warn(what, { problems, fix });
