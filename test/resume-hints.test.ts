@@ -28,21 +28,23 @@ function served(tree: HostTree, simulate: Record<string, unknown>) {
   };
 }
 
+// `lora-worker submit --follow` of one request, under a simulator that fails as `fail` says.
+async function submitFollowed(fail: string) {
+  using tree = makeHostTree();
+  await using a = served(tree, { seconds_per_step: 0, fail });
+  await Bun.write(`${tree.root}/request.json`, JSON.stringify(tree.validRequest()));
+  return await cli(a.url, tree, "submit", "request.json", "--follow");
+}
+
 describe("the CLI says how to go on from a saved state", () => {
   test("submit --follow of a run that fails after its first state ends with the resume command", async () => {
-    using tree = makeHostTree();
-    await using a = served(tree, { seconds_per_step: 0, fail: "oom@50" });
-    await Bun.write(`${tree.root}/request.json`, JSON.stringify(tree.validRequest()));
-    const { code, lines } = await cli(a.url, tree, "submit", "request.json", "--follow");
+    const { code, lines } = await submitFollowed("oom@50");
     expect(code).toBe(1);
     expect(lines.at(-1)).toMatch(/^resume with: lora-worker resume [0-9a-f-]{36}$/);
   }, TIMEOUT_MS);
 
   test("contrast: a run that fails before any state says nothing of a resume", async () => {
-    using tree = makeHostTree();
-    await using a = served(tree, { seconds_per_step: 0, fail: "oom@3" });
-    await Bun.write(`${tree.root}/request.json`, JSON.stringify(tree.validRequest()));
-    const { code, lines } = await cli(a.url, tree, "submit", "request.json", "--follow");
+    const { code, lines } = await submitFollowed("oom@3");
     expect(code).toBe(1);
     expect(lines.join("\n")).not.toContain("resume with:");
   }, TIMEOUT_MS);
