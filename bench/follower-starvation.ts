@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LineSplitter } from "../src/progress/tracker.ts";
 import { applyLine, initialProgress } from "../src/progress/progress.ts";
-import { followLog, type LogFollower } from "../src/supervisor/job-log.ts";
+import { followLog } from "../src/supervisor/job-log.ts";
 import { WATCHED_TICK_MS } from "../src/supervisor/supervise.ts";
 import { trackPid, trackScratch } from "./lib/cleanup.ts";
 import { followToEof } from "./lib/eof-follower.ts";
@@ -25,7 +25,7 @@ const WARMUP_MS = 300;
 const ROUNDS = 2;
 const TARGET_P99_MS = 50;
 
-type Follow = (path: string, onText: (text: string) => void) => Pick<LogFollower, "drain" | "stop">;
+type Follow = (path: string, onText: (text: string) => void) => { drain(): void; stop(): unknown };
 
 interface Round {
   load: LoadResult;
@@ -68,7 +68,7 @@ async function floodRound(dir: string, url: string, follow: Follow): Promise<Rou
   } finally {
     writer.kill("SIGKILL");
     untrack();
-    follower.stop();
+    await follower.stop();
     rmSync(path, { force: true });
   }
 }

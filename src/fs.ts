@@ -1,4 +1,7 @@
-import { accessSync, lstatSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats } from "node:fs";
+import {
+  accessSync, constants, lstatSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats,
+} from "node:fs";
+import { open } from "node:fs/promises";
 
 // A path that cannot be stat'ed (missing, unreadable, a loop) is simply absent to the callers here.
 export function statOrNull(path: string): Stats | null {
@@ -46,5 +49,26 @@ export function readJsonOrNull<T>(path: string): T | null {
     return JSON.parse(readFileSync(path, "utf8")) as T;
   } catch {
     return null;
+  }
+}
+
+const DIGEST_CHUNK_BYTES = 1024 * 1024;
+
+/** The sha256 of a regular file, read without following a link; null when there is none to read. */
+export async function digestOf(path: string): Promise<string | null> {
+  const file = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW).catch(() => null);
+  if (file === null) return null;
+  try {
+    if (!(await file.stat()).isFile()) return null;
+    const hasher = new Bun.CryptoHasher("sha256");
+    const buffer = Buffer.alloc(DIGEST_CHUNK_BYTES);
+    for (;;) {
+      const { bytesRead } = await file.read(buffer, 0, DIGEST_CHUNK_BYTES, null);
+      if (bytesRead === 0) break;
+      hasher.update(buffer.subarray(0, bytesRead));
+    }
+    return hasher.digest("hex");
+  } finally {
+    await file.close();
   }
 }

@@ -31,7 +31,7 @@ export type Phase = z.infer<typeof Phase>;
 export const ErrorCode = z.enum([
   "cuda_oom", "host_oom_killed", "nan_loss", "dataset_empty", "base_model_invalid", "stalled", "timeout",
   "output_missing", "output_invalid", "disk_full", "worker_restarted", "host_rebooted", "node_failed",
-  "spawn_failed", "tokenizer_missing", "trainer_crashed",
+  "spawn_failed", "tokenizer_missing", "trainer_crashed", "publish_failed",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;
 

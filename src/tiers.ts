@@ -65,13 +65,13 @@ export function loraBytes(tier: Tier): number {
   return LORA_PARAMS_PER_RANK * tier.networkDim * LORA_BYTES_PER_PARAM;
 }
 
-export function stateBytes(tier: Tier): number {
+function stateBytes(tier: Tier): number {
   return LORA_PARAMS_PER_RANK * tier.networkDim * STATE_BYTES_PER_PARAM + STATE_SMALL_FILES_BYTES;
 }
 
-// What a run writes to its output filesystem at its peak: while a checkpoint is saved, the previous state and
+// What a run writes to its run directory at its peak: while a checkpoint is saved, the previous state and
 // intermediate LoRA are still there (sd-scripts removes them after), and at the end the last state, the newest
 // intermediate and step state and the final LoRA are all present.
-export function outputPeakBytes(tier: Tier): number {
+export function runPeakBytes(tier: Tier): number {
   return 2 * (stateBytes(tier) + loraBytes(tier));
 }

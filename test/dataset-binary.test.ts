@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { verifySafetensors } from "../src/safetensors/verify.ts";
 import { ensureBinary } from "./support/binary.ts";
+import { AS_ROOT, STAND_IN } from "./support/install-root.ts";
 import { makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
 import { snapshotFiles, spawnEvidence } from "./support/leftovers.ts";
 import { waitFor } from "./support/wait.ts";
@@ -92,5 +93,31 @@ describe("the compiled worker trains on a private copy", () => {
     expect(job.status).toBe("succeeded");
     const verdict = await verifySafetensors(job.lora_path);
     expect(verdict.ok && JSON.parse(verdict.value.metadata.ss_tag_frequency!)).toEqual({ "10_ohwx person": { ohwx: 1, "red hat": 1 } });
+  });
+});
+
+// As root every file is readable; the service account is what meets a file arbo's side left unreadable.
+describe.skipIf(!AS_ROOT)("the compiled worker as an unprivileged account", () => {
+  test("a dataset file the worker may not read is a 422 naming it before anything is copied; made readable, the run starts", async () => {
+    using own = makeHostTree();
+    const config = own.writeConfig(SIMULATE_TABLES(0.001));
+    Bun.spawnSync(["chown", "-R", `${STAND_IN.uid}:${STAND_IN.gid}`, own.root]);
+    const locked = join(own.dataset, "img1.png");
+    chownSync(locked, 0, 0);
+    chmodSync(locked, 0o600);
+    const asAccount = ["setpriv", `--reuid=${STAND_IN.uid}`, `--regid=${STAND_IN.gid}`, "--clear-groups", ensureBinary()];
+    await using account = await startWorker(config, { command: asAccount });
+    const refused = await account.postTrain(own.validRequest());
+    expect(refused.status).toBe(422);
+    expect(refused.body.detail).toEqual([{ loc: ["body", "dataset_dir"], msg: expect.stringContaining("img1.png cannot be read by the worker (EACCES)"), type: "dataset_file_unreadable" }]);
+    expect(existsSync(join(own.state, "jobs")) ? readdirSync(join(own.state, "jobs")) : []).toEqual([]);
+    // Contrast: the same file, readable by the account, trains.
+    chmodSync(locked, 0o644);
+    const posted = await account.postTrain(own.validRequest());
+    expect(posted.status).toBe(200);
+    await waitFor(async () => {
+      const { body } = await account.json(`/train/${posted.body.worker_job_id}`);
+      return ["starting", "training"].includes(body.status) ? null : body;
+    }, "the run to end", 30_000);
   });
 });

@@ -1,6 +1,6 @@
 import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ownMemoryEvents, readOomKills } from "../src/os/proc.ts";
 import { liveGroupMembers } from "../src/os/terminate.ts";
@@ -51,7 +51,11 @@ describe("the compiled binary, simulated trainer", () => {
 
     const log = await (await worker.request(`/train/${id}/log?lines=3`)).text();
     // sd-scripts never closes its bar: the last redraw lands after "model saved." (see sdscripts-success-1.log).
-    expect(log.trimEnd().split("\n")).toEqual([`saving checkpoint: ${final.lora_path}`, "model saved.", expect.stringMatching(/^steps: 100%.* 400\/400 /)]);
+    // The trainer wrote into the job's private run directory; the output dir received the verified LoRA alone.
+    const runFile = join(tree.state, "jobs", id, "run", "mylora.safetensors");
+    expect(log.trimEnd().split("\n")).toEqual([`saving checkpoint: ${runFile}`, "model saved.", expect.stringMatching(/^steps: 100%.* 400\/400 /)]);
+    expect(readdirSync(join(tree.handoff, "job1", "out"))).toEqual(["mylora.safetensors"]);
+    expect(readFileSync(runFile).equals(readFileSync(final.lora_path))).toBe(true);
   });
 
   test("cancel stops a running simulated train: cancelled, no LoRA, no process left", async () => {

@@ -31,7 +31,7 @@ describe("idempotent dispatch", () => {
   test("contrast: a different body while a job runs is refused as busy", async () => {
     await using h = harness();
     const first = await h.dispatcher.dispatch(h.tree.validRequest());
-    const other = await h.dispatcher.dispatch(h.tree.validRequest({ seed: 7 }));
+    const other = await h.dispatcher.dispatch(h.tree.validRequest({ seed: 7, output_name: "other" }));
     expect(other).toEqual({ ok: false, error: { kind: "busy", activeId: first.ok ? first.value.id : "", unsupervised: false } });
   });
 

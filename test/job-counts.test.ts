@@ -53,10 +53,10 @@ describe("rows read from memory", () => {
       () => store.markTraining(id),
       () => store.saveProgressUnsynced(id, { phase: "training", step: 7, total_steps: 400, loss: 0.1, eta_s: 30 }, [[7, 0.1]]),
       () => store.requestPause(id, new Date(1000).toISOString()),
-      () => store.saveResumePoint(id, { step: 40, state: "/out/state", checkpoints: [], gone: null }),
+      () => store.saveResumePoint(id, { step: 40, state: "/out/state", digest: null, checkpoints: [], gone: null }),
       () => store.requestStop(id, "cancel", new Date(2000).toISOString()),
       () => store.finish(id, failedOutcome("cuda_oom", "x"), new Date(3000).toISOString()),
-      () => store.markPruned([id], new Date(4000).toISOString()),
+      () => store.markPruned([{ id, dir: "/state/jobs/x" }], new Date(4000).toISOString()),
     ];
     for (const write of writes) {
       const before = store.get(id);

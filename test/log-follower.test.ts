@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { appendFileSync, mkdtempSync, readdirSync, readlinkSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { followLog, SLICE_BYTES } from "../src/supervisor/job-log.ts";
@@ -65,23 +65,32 @@ describe("followLog", () => {
     expect(atAnswer).toBeLessThan(flood.length / 2);
     await waitFor(() => log.chars() === flood.length, "the whole backlog");
     expect(log.text() === flood).toBe(true);
-    log.follower.stop();
+    await log.follower.stop();
   });
 
-  test("contrast: reading the same backlog to EOF in one go answers the request only after the last byte", async () => {
-    const log = collect(logFile("unpaced.log", flood));
-    const atAnswer = await charsWhenAnswered(log.chars, log.follower.stop);
-    expect(atAnswer).toBe(flood.length);
+  test("stop() at a run's end with a 48 MiB backlog nobody read: a request is answered while it reads, and it ends with every byte", async () => {
+    const log = collect(logFile("final.log", flood));
+    let stopped: Promise<void> = Promise.resolve();
+    const atAnswer = await charsWhenAnswered(log.chars, () => (stopped = log.follower.stop()));
+    expect(atAnswer).toBeLessThan(flood.length / 2);
+    await stopped;
     expect(log.text() === flood).toBe(true);
   });
 
-  test("stop() hands on everything written up to it in the same turn, where drain() hands on one slice", () => {
+  test("contrast: reading the same backlog to EOF in one go answers the request only after the last byte", async () => {
+    const path = logFile("unpaced.log", flood);
+    let chars = 0;
+    const atAnswer = await charsWhenAnswered(() => chars, () => (chars = readFileSync(path, "utf8").length));
+    expect(atAnswer).toBe(flood.length);
+  });
+
+  test("stop() hands on everything written up to it before it resolves, where drain() hands on one slice", async () => {
     const text = redraws(4 * MiB);
     const log = collect(logFile("stop.log", ""));
     appendFileSync(join(dir, "stop.log"), text);
     log.follower.drain();
     const afterDrain = log.text();
-    log.follower.stop();
+    await log.follower.stop();
     expect(Buffer.byteLength(afterDrain)).toBeLessThanOrEqual(SLICE_BYTES);
     expect(afterDrain.length).toBeLessThan(text.length);
     expect(log.text() === text).toBe(true);
@@ -96,7 +105,7 @@ describe("followLog", () => {
     log.follower.drain();
     appendFileSync(path, "after\n");
     await waitFor(() => log.text().endsWith("after\n"), "the line written after the cut");
-    log.follower.stop();
+    await log.follower.stop();
     expect(log.text()).toBe("before the cut\nafter\n");
     // Contrast: a reader that kept its old offset would find nothing there.
     expect(await Bun.file(path).slice("before the cut\n".length).text()).toBe("");
@@ -121,16 +130,16 @@ describe("followLog", () => {
     expect(log.text().endsWith("not yet\n")).toBe(false);
     log.follower.drain();
     expect(log.text().endsWith("not yet\n")).toBe(true);
-    log.follower.stop();
+    await log.follower.stop();
   });
 
-  test("stop() closes the log even when the text handler throws on the last words", () => {
+  test("stop() closes the log even when the text handler throws on the last words", async () => {
     const path = logFile("throwing.log", "last words\n");
     const follower = followLog(path, () => {
       throw new Error("the database is full");
     }, () => TICK_MS);
     expect(fdsOn(path)).toBe(1);
-    expect(() => follower.stop()).toThrow("the database is full");
+    await expect(follower.stop()).rejects.toThrow("the database is full");
     expect(fdsOn(path)).toBe(0);
   });
 });

@@ -10,7 +10,7 @@ import { SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tre
 import { waitFor } from "./support/wait.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
 import { mountTmpfs, tmpfsUnavailable } from "./support/small-tmpfs.ts";
-import { outputPeakBytes, TIERS } from "../src/tiers.ts";
+import { loraBytes, runPeakBytes, TIERS } from "../src/tiers.ts";
 
 // Issue 16 through the compiled binary and its simulated trainer, which saves states and resumes as sd-scripts
 // does: a fast run (400 steps) saves a state every 40 steps. The default tree's dataset is 3 images x 2 repeats,
@@ -32,6 +32,8 @@ beforeAll(() => {
 
 const sha256 = (path: string) => new Bun.CryptoHasher("sha256").update(readFileSync(path)).digest("hex");
 const outDir = (tree: HostTree) => join(tree.handoff, "job1", "out");
+// Where the trainer writes: the job's private run directory.
+const runDir = (tree: HostTree, id: string) => join(tree.state, "jobs", id, "run");
 const post = (worker: WorkerProcess, path: string) => worker.json(path, { method: "POST" });
 
 async function untilEnded(worker: WorkerProcess, id: string, seen: number[] = []) {
@@ -62,14 +64,23 @@ describe("checkpoints, pause and resume (compiled binary, simulated trainer)", (
       const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
       failed = await untilEnded(worker, id);
     }
-    const state = join(outDir(tree), "mylora-step00000040-state");
-    const intermediate = join(outDir(tree), "mylora-step00000040.safetensors");
+    const state = join(runDir(tree, failed.worker_job_id), "mylora-step00000040-state");
+    const intermediate = join(runDir(tree, failed.worker_job_id), "mylora-step00000040.safetensors");
     expect(failed).toMatchObject({ status: "failed", error_code: "cuda_oom", resume_step: 40, resumable: true, paused: false });
-    expect(failed.checkpoints).toEqual([{ step: 40, path: intermediate, sha256: sha256(intermediate), bytes: readFileSync(intermediate).length }]);
+    const url = `/train/${failed.worker_job_id}/checkpoints/40`;
+    expect(failed.checkpoints).toEqual([{ step: 40, sha256: sha256(intermediate), bytes: readFileSync(intermediate).length, url }]);
     expect(await incompleteState(state, 40)).toBeNull();
+    // Nothing but the final LoRA ever lands in the output dir, which the failed run never reached.
+    expect(existsSync(outDir(tree))).toBe(false);
 
     // The same worker without the failure plan: the GPU's co-tenant has gone.
     await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.002)), { command: [binary] });
+    // The intermediate LoRA is served from the run directory, as verified; a step not listed is a 404.
+    const served = await worker.request(url);
+    expect(served.status).toBe(200);
+    expect(served.headers.get("x-lora-sha256")).toBe(failed.checkpoints[0].sha256);
+    expect(new Bun.CryptoHasher("sha256").update(await served.arrayBuffer()).digest("hex")).toBe(failed.checkpoints[0].sha256);
+    expect((await worker.request(`/train/${failed.worker_job_id}/checkpoints/80`)).status).toBe(404);
     const resumed = await post(worker, `/train/${failed.worker_job_id}/resume`);
     expect(resumed).toEqual({ status: 200, body: { worker_job_id: expect.any(String), status: "starting", resumed_from: failed.worker_job_id, resume_step: 40 } });
     const id = resumed.body.worker_job_id;
@@ -94,8 +105,10 @@ describe("checkpoints, pause and resume (compiled binary, simulated trainer)", (
     expect(readdirSync(outDir(tree))).toEqual(["mylora.safetensors"]);
     expect(final).toMatchObject({ resume_step: null, resumable: false, checkpoints: [] });
     expect(final.resume_gone).toContain("removed");
+    // The state it resumed from went once the resumed run verified a newer one of its own.
     const predecessor = (await worker.json(`/train/${failed.worker_job_id}`)).body;
-    expect(predecessor).toMatchObject({ resumed_by: id, resumable: false });
+    expect(predecessor).toMatchObject({ resumed_by: id, resumable: false, resume_step: null, resume_gone: `replaced by job ${id}'s newer state at step 80` });
+    expect(existsSync(state)).toBe(false);
     const again = await post(worker, `/train/${failed.worker_job_id}/resume`);
     expect(again).toMatchObject({ status: 409, body: { reason: "not_resumable", detail: expect.stringContaining(`already resumed by job ${id}`) } });
   });
@@ -111,7 +124,7 @@ describe("checkpoints, pause and resume (compiled binary, simulated trainer)", (
     // Stopped at the state boundary: the run got no further than the state's step and a redraw.
     expect(paused.body.step).toBeGreaterThanOrEqual(40);
     expect(paused.body.step).toBeLessThan(80);
-    expect(await incompleteState(join(outDir(tree), "mylora-step00000040-state"), 40)).toBeNull();
+    expect(await incompleteState(join(runDir(tree, id), "mylora-step00000040-state"), 40)).toBeNull();
     expect(liveGroupMembers(trainerPid(tree, id))).toEqual([]);
     // Pausing an ended job changes nothing.
     expect((await post(worker, `/train/${id}/pause`)).body).toEqual(paused.body);
@@ -179,10 +192,10 @@ describe("checkpoints, pause and resume (compiled binary, simulated trainer)", (
     expect(final).toMatchObject({ status: "succeeded", step: 400, total_steps: 400, resumed_from: predecessor });
     expect(Math.min(...seen)).toBeGreaterThanOrEqual(40);
     expect(final.lora_sha256).toBe(sha256(final.lora_path));
-    expect(existsSync(join(outDir(tree), "mylora-step00000040-state"))).toBe(false);
+    expect(existsSync(join(runDir(tree, predecessor), "mylora-step00000040-state"))).toBe(false);
   });
 
-  test.skipIf(noTmpfs !== null)("an output filesystem that cannot hold the run's states is 409 insufficient_disk; nothing is created", async () => {
+  test.skipIf(noTmpfs !== null)("an output filesystem that cannot hold the final LoRA is 409 insufficient_disk; nothing is created", async () => {
     using tree = makeHostTree();
     const small = join(tree.handoff, "small");
     mkdirSync(small);
@@ -192,8 +205,8 @@ describe("checkpoints, pause and resume (compiled binary, simulated trainer)", (
     expect(refused).toEqual({
       status: 409,
       body: {
-        reason: "insufficient_disk", output_dir: join(small, "out"), free_bytes: SMALL_FS_BYTES, needed_bytes: outputPeakBytes(TIERS.fast),
-        detail: `the filesystem of ${join(small, "out")} has 0.06 GiB free; this run needs 0.64 GiB for its final LoRA, the newest saved state and intermediate LoRA and the next ones while they are saved`,
+        reason: "insufficient_disk", filesystem: "output_dir", output_dir: join(small, "out"), free_bytes: SMALL_FS_BYTES, needed_bytes: loraBytes(TIERS.fast),
+        detail: `the filesystem of ${join(small, "out")} has 0.06 GiB free; this run needs 0.08 GiB for its final LoRA`,
       },
     });
     expect(jobCount(tree)).toBe(0);
@@ -203,15 +216,38 @@ describe("checkpoints, pause and resume (compiled binary, simulated trainer)", (
     expect((await worker.postTrain(tree.validRequest())).status).toBe(200);
   });
 
-  test("a new run of the same output supersedes a resumable job: its state is removed and the record says why", async () => {
+  test.skipIf(noTmpfs !== null)("a state dir that cannot hold the dataset copy and the run directory is 409 insufficient_disk before a byte is copied", async () => {
     using tree = makeHostTree();
-    await using worker = await startWorker(tree.writeConfig(FAILING(0.002, "oom@50")), { command: [binary] });
-    const first = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
-    expect(await untilEnded(worker, first)).toMatchObject({ resumable: true, resume_step: 40 });
-    const second = (await worker.postTrain(tree.validRequest({ seed: 7 }))).body.worker_job_id;
-    const superseded = (await worker.json(`/train/${first}`)).body;
-    expect(superseded).toMatchObject({ resumable: false, resume_step: null, resume_gone: `superseded by job ${second}, a new run of the same output` });
-    await untilEnded(worker, second);
-    expect((await post(worker, `/train/${first}/resume`)).body).toMatchObject({ reason: "not_resumable", detail: expect.stringContaining("superseded") });
+    await using _fs = await mountTmpfs(tree.state, SMALL_FS_BYTES);
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.05)), { command: [binary] });
+    const refused = await worker.postTrain(tree.validRequest());
+    const datasetBytes = readdirSync(tree.dataset, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).reduce((sum, e) => sum + readFileSync(join(e.parentPath, e.name)).length, 0);
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ reason: "insufficient_disk", filesystem: "state_dir", needed_bytes: datasetBytes + runPeakBytes(TIERS.fast) });
+    expect(refused.body.detail).toStartWith("the worker's state dir has 0.06 GiB free; this run needs 0.64 GiB for its dataset copy");
+    expect(refused.body.detail).not.toContain(tree.state);
+    expect(jobCount(tree)).toBe(0);
+    expect(existsSync(join(tree.state, "jobs")) ? readdirSync(join(tree.state, "jobs")) : []).toEqual([]);
+  });
+
+  test("a new run of the same output leaves a resumable job alone; while it runs the resume is 409 output_in_use, once it published 409 output_exists", async () => {
+    using tree = makeHostTree();
+    let first: string;
+    {
+      await using worker = await startWorker(tree.writeConfig(FAILING(0.002, "oom@50")), { command: [binary] });
+      first = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+      expect(await untilEnded(worker, first)).toMatchObject({ resumable: true, resume_step: 40 });
+    }
+    const state = join(runDir(tree, first), "mylora-step00000040-state");
+    await using slow = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.01)), { command: [binary] });
+    const second = (await slow.postTrain(tree.validRequest({ seed: 7 }))).body.worker_job_id;
+    expect((await slow.json(`/train/${first}`)).body).toMatchObject({ resumable: true, resume_step: 40 });
+    expect(await incompleteState(state, 40)).toBeNull();
+    const inUse = await post(slow, `/train/${first}/resume`);
+    expect(inUse).toEqual({ status: 409, body: { reason: "output_in_use", active_job_id: second, detail: `job ${second} is active and will publish mylora.safetensors into the same output_dir; one output, one run` } });
+    expect(await untilEnded(slow, second)).toMatchObject({ status: "succeeded" });
+    expect((await post(slow, `/train/${first}/resume`)).body).toMatchObject({ reason: "output_exists" });
+    // Its state is still there, whole: nothing of a later run touched it.
+    expect(await incompleteState(state, 40)).toBeNull();
   });
 });

@@ -58,26 +58,47 @@ describe("retention", () => {
     store.close();
   });
 
-  test("a pruned job's saved state goes with it, unless a resume took it over; the record says why", async () => {
+  test("a pruned job's state goes with its directory; a directory holding the state a successor resumes from stays", async () => {
     using tree = makeHostTree();
-    const { store, ids } = history(tree, [90, 80, 1]);
-    const states = ids.map((_, i) => join(tree.handoff, "out", `lora${i}-step00000040-state`));
-    for (const [i, id] of ids.entries()) {
-      mkdirSync(states[i]!, { recursive: true });
-      writeFileSync(join(states[i]!, "model.safetensors"), "z".repeat(100));
-      store.saveResumePoint(id, { step: 40, state: states[i]!, checkpoints: [], gone: null });
+    // 0: its own state; 1: resumed by 2, which saved none of its own yet; 2: young; 3: a state an older version
+    // saved into the output dir; 4: the newest.
+    const { store, ids } = history(tree, [90, 80, 5, 60, 1]);
+    const own = (i: number) => join(jobPaths(tree.state, ids[i]!).run, `lora${i}-step00000040-state`);
+    const legacy = join(tree.handoff, "out", "lora3-step00000040-state");
+    const states = [own(0), own(1), own(1), legacy];
+    for (const [i, state] of states.entries()) {
+      mkdirSync(state, { recursive: true });
+      writeFileSync(join(state, "model.safetensors"), "z".repeat(100));
+      store.saveResumePoint(ids[i]!, { step: 40, state, digest: "d", checkpoints: [], gone: null });
     }
-    // The second job was resumed by the third: the state is the third's to keep or remove now.
-    store.dropResume(ids[2]!, "test");
     const db = new Database(join(tree.state, "jobs.db"));
     db.run("UPDATE jobs SET resumed_by=? WHERE id=?", [ids[2]!, ids[1]!]);
     db.close();
     const retention = createRetention({ store, stateDir: tree.state, keepDays: 30, keepLast: 1, now: () => new Date(NOW), log: silentLogger });
 
-    expect(await retention.prune()).toEqual({ jobs: ids.slice(0, 2), bytes: 2 * 1500 + 100 });
-    expect(states.map((s) => existsSync(s))).toEqual([false, true, true]);
+    // The directories weigh 1500 bytes and 100 for a state in them; the output dir's state 100.
+    expect(await retention.prune()).toEqual({ jobs: [ids[0]!, ids[3]!], bytes: 1600 + 1500 + 100 });
+    expect([own(0), own(1), legacy].map((s) => existsSync(s))).toEqual([false, true, false]);
     expect(store.get(ids[0]!)).toMatchObject({ resume_step: null, resume_state: null, resume_gone: "its saved state was pruned by retention with its job directory" });
-    expect(store.get(ids[1]!)).toMatchObject({ resume_step: 40, resume_state: states[1]! });
+    expect(store.get(ids[2]!)).toMatchObject({ resume_step: 40, resume_state: own(1), pruned_at: null });
+    expect(store.get(ids[1]!)?.pruned_at).toBeNull();
+    // Contrast: once the successor no longer offers that state, the old directory goes at the next round.
+    store.dropResume(ids[2]!, "test");
+    expect((await retention.prune()).jobs).toEqual([ids[1]!]);
+    store.close();
+  });
+
+  test("a job marked by a round that was killed before it removed the directory: the next round removes it", async () => {
+    using tree = makeHostTree();
+    const { store, ids } = history(tree, [90, 1]);
+    const dir = jobPaths(tree.state, ids[0]!).dir;
+    expect(store.markPruned([{ id: ids[0]!, dir }], new Date(NOW).toISOString())).toEqual([ids[0]!]);
+    expect(existsSync(dir)).toBe(true);
+    const retention = createRetention({ store, stateDir: tree.state, keepDays: 30, keepLast: 0, now: () => new Date(NOW), log: silentLogger });
+    expect(await retention.prune()).toEqual({ jobs: [], bytes: 1500 });
+    expect(existsSync(dir)).toBe(false);
+    // Contrast: the unmarked young job's directory stays.
+    expect(existsSync(jobPaths(tree.state, ids[1]!).dir)).toBe(true);
     store.close();
   });
 });

@@ -73,7 +73,7 @@ describe("preview samples (compiled binary, simulated trainer)", () => {
       expect(res.headers.get("content-type")).toBe("image/png");
       const bytes = new Uint8Array(await res.arrayBuffer());
       expect(bytes.length).toBe(sample.bytes);
-      expect(bytes).toEqual(new Uint8Array(readFileSync(join(tree.handoff, "job1", "out", "sample", sample.name))));
+      expect(bytes).toEqual(new Uint8Array(readFileSync(join(tree.state, "jobs", id, "run", "sample", sample.name))));
       const png = decodePng(bytes);
       expect([png.width, png.height]).toEqual([768, 768]);
       if (sample.index === 0) pixelsAt.set(sample.step, png.pixels);
@@ -103,7 +103,7 @@ describe("preview samples (compiled binary, simulated trainer)", () => {
     expect(a.some((arg) => arg.startsWith("--sample"))).toBe(false);
     expect(b.map((arg) => arg.replaceAll(zero, plain).replace("--output_name=other", "--output_name=mylora"))).toEqual(a);
     expect(readdirSync(join(tree.state, "jobs", plain))).not.toContain("sample-prompts.json");
-    expect(readdirSync(join(tree.handoff, "job1", "out"))).not.toContain("sample");
+    expect(readdirSync(join(tree.state, "jobs", plain, "run"))).not.toContain("sample");
   });
 
   test("samples out of range are a 422 naming the field, and nothing starts", async () => {
@@ -122,7 +122,7 @@ describe("preview samples (compiled binary, simulated trainer)", () => {
     await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.002)), { command: [binary] });
     const id = (await worker.postTrain(tree.validRequest({ samples: 1 }))).body.worker_job_id;
     const final = await untilEnded(worker, id);
-    const sampleDir = join(tree.handoff, "job1", "out", "sample");
+    const sampleDir = join(tree.state, "jobs", id, "run", "sample");
     const listed = final.samples[0].name;
     // A whole PNG beside the listed ones that the record does not list, and the LoRA one level up.
     copyFileSync(join(sampleDir, listed), join(sampleDir, "mylora_000040_03_20260101000000_1.png"));

@@ -50,7 +50,7 @@ beforeAll(async () => {
   const first = await ended((await post("/smoke", { device_index: 0 })).body.worker_job_id);
   expect(first).toMatchObject({ paused: true, resume_step: 2 });
   // The state the pause kept, before the resume's saves supersede it.
-  const state = join(first.request.output_dir, "smoke-step00000002-state");
+  const state = join(tree.state, "jobs", first.worker_job_id, "run", "smoke-step00000002-state");
   simulated.stateFiles = readdirSync(state).sort();
   simulated.trainState = await Bun.file(join(state, "train_state.json")).text();
   const second = await ended((await post(`/train/${first.worker_job_id}/resume`, {})).body.worker_job_id);
@@ -58,7 +58,7 @@ beforeAll(async () => {
   const log = (id: string) => Bun.file(join(tree.state, "jobs", id, "train.log")).text();
   simulated.paused = await log(first.worker_job_id);
   simulated.resumed = await log(second.worker_job_id);
-  const out = second.request.output_dir;
+  const out = join(tree.state, "jobs", second.worker_job_id, "run");
   simulated.lora = await rawHeader(second.lora_path);
   simulated.png = await pngHead(join(out, "sample", readdirSync(join(out, "sample"))[0]!));
 }, TIMEOUT_MS);

@@ -6,6 +6,7 @@ import { ensureBinary } from "./support/binary.ts";
 import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
 import { killJobAtEnd } from "./support/job-processes.ts";
 import { parseExposition } from "./support/prometheus-format.ts";
+import { runPeakBytes, TIERS } from "../src/tiers.ts";
 import { fillUntilFull, mountTmpfs, tmpfsUnavailable } from "./support/small-tmpfs.ts";
 import { waitFor } from "./support/wait.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
@@ -14,7 +15,8 @@ import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
 // worker instead of ending it. Real compiled binary, real simulated trainer, real SQLite in WAL mode.
 setDefaultTimeout(120_000);
 
-const TMPFS_BYTES = 16 * 1024 * 1024;
+// The run's admission needs room for its run directory at its peak; 16 MiB beyond that is what the test fills.
+const TMPFS_BYTES = runPeakBytes(TIERS.fast) + 16 * 1024 * 1024;
 const unavailable = tmpfsUnavailable();
 if (unavailable !== null) console.warn(`state-dir-full tests skipped: ${unavailable}`);
 

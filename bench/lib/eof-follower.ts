@@ -1,9 +1,8 @@
 // The log follower as it was before issue 11 item 6, kept as the contrast for bench/follower-starvation.ts: on each
 // inotify wake-up (batched 25 ms) it reads to EOF in one synchronous loop, whatever the backlog.
 import { closeSync, fstatSync, openSync, readSync, watch } from "node:fs";
-import type { LogFollower } from "../../src/supervisor/job-log.ts";
 
-export function followToEof(path: string, onText: (text: string) => void): Pick<LogFollower, "drain" | "stop"> {
+export function followToEof(path: string, onText: (text: string) => void): { drain(): void; stop(): void } {
   const fd = openSync(path, "r");
   const decoder = new TextDecoder("utf-8");
   const buf = Buffer.alloc(64 * 1024);

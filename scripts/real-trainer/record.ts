@@ -1,4 +1,4 @@
-// What the real runs printed and wrote, kept as data: each job's log and record, its output dir's listing, the JSON
+// What the real runs printed and wrote, kept as data: each job's log and record, its run dir's listing, the JSON
 // header of each LoRA (metadata and tensor layout, not the weights) and the head of each preview PNG.
 import { copyFileSync, existsSync, openSync, readdirSync, readSync, closeSync, statSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
@@ -6,13 +6,13 @@ import type { Host } from "./host.ts";
 
 const PNG_HEAD_BYTES = 33; // signature and the IHDR chunk
 
-/** The job's train.log and record, and what its output dir holds, under `name` in `recordings`. */
+/** The job's train.log and record, and what the trainer wrote (its run directory), under `name` in `recordings`. */
 export function recordJob(host: Host, view: any, recordings: string, name: string): void {
-  const log = join(host.state, "jobs", view.worker_job_id, "train.log");
+  const dir = join(host.state, "jobs", view.worker_job_id);
+  const log = join(dir, "train.log");
   if (existsSync(log)) copyFileSync(log, join(recordings, `${name}.log`));
   writeFileSync(join(recordings, `${name}.json`), `${JSON.stringify(view, null, 2)}\n`);
-  const out = view.request?.output_dir;
-  if (typeof out === "string" && existsSync(out)) recordOutput(out, recordings, name);
+  if (existsSync(join(dir, "run"))) recordOutput(join(dir, "run"), recordings, name);
 }
 
 /** The smoke CLI's own lines and the logs of the jobs they name (its folder is gone once it passed). */

@@ -27,6 +27,11 @@ export function refusalError(result: DispatchRefusal): ApiError {
       });
     case "output_exists":
       return new ApiError(409, { detail: result.detail, reason: "output_exists" });
+    case "output_in_use": {
+      const detail = `job ${result.jobId} is active and will publish ${result.outputName}.safetensors into the ` +
+        "same output_dir; one output, one run";
+      return new ApiError(409, { detail, reason: "output_in_use", active_job_id: result.jobId });
+    }
     case "refused": {
       const { refusal } = result;
       if (refusal.reason === "gpu_probe_failed") {
@@ -57,6 +62,8 @@ export function refusalError(result: DispatchRefusal): ApiError {
       return new ApiError(409, { reason: "insufficient_disk", ...result.shortfall });
     case "not_resumable":
       return new ApiError(409, { detail: result.detail, reason: "not_resumable" });
+    case "base_model_changed":
+      return new ApiError(409, { detail: result.detail, reason: "base_model_changed", field: "base_model_path" });
     case "no_such_job":
       return noSuchJob();
     case "slurm_refused":

@@ -66,6 +66,13 @@ const text = (description: string, type: string) => ({
 });
 const problem = (description: string) => answer(description, "Problem");
 const jobId = { name: "id", in: "path", required: true, schema: { type: "string", format: "uuid" } };
+const checkpointStep = {
+  name: "step",
+  in: "path",
+  required: true,
+  description: "a `step` of the job's `checkpoints`",
+  schema: { type: "integer", minimum: 1 },
+};
 const sampleName = {
   name: "name",
   in: "path",
@@ -191,7 +198,25 @@ export function openApiDocument(version: string) {
           responses: {
             200: { description: "the PNG", content: { "image/png": { schema: { type: "string", format: "binary" } } } },
             401: unauthorized,
-            404: problem("no such job, a name the job does not list, or a sample no longer in the output dir"),
+            404: problem("no such job, a name the job does not list, or a sample no longer in the run directory"),
+          },
+        },
+      },
+      "/train/{id}/checkpoints/{step}": {
+        get: {
+          operationId: "getJobCheckpoint",
+          summary: "One intermediate LoRA the job's `checkpoints` list",
+          description:
+            "The run's intermediate LoRAs live in the worker's private run directory, not in output_dir; only a " +
+            "step the record lists is served, as verified (`x-lora-sha256` is its digest).",
+          parameters: [jobId, checkpointStep],
+          responses: {
+            200: {
+              description: "the intermediate LoRA (safetensors)",
+              content: { "application/octet-stream": { schema: { type: "string", format: "binary" } } },
+            },
+            401: unauthorized,
+            404: problem("no such job, a step the job does not list, or a checkpoint no longer on disk"),
           },
         },
       },

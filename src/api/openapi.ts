@@ -10,9 +10,9 @@ export { JobStatus as Status } from "../job.ts";
 /** A verified intermediate LoRA a run saved beside its state. */
 export const Checkpoint = z.strictObject({
   step: z.int().min(1),
-  path: z.string(),
   sha256: z.string().regex(/^[0-9a-f]{64}$/),
   bytes: z.int().min(0),
+  url: z.string().describe("serves the intermediate LoRA (behind the same token)"),
 });
 
 /** A preview PNG the run drew at a checkpoint; `url` serves it (behind the same token). */
@@ -102,16 +102,20 @@ export const Conflict = z.looseObject({
   reason: z.enum([
     "busy",
     "output_exists",
+    "output_in_use",
     "insufficient_vram",
     "cotenant_active",
     "insufficient_disk",
     "not_resumable",
+    "base_model_changed",
     "smoke_unavailable",
   ]),
   active_job_id: z.uuid().optional(),
   free_mib: z.int().optional(),
   needed_mib: z.int().optional(),
   output_dir: z.string().optional(),
+  filesystem: z.enum(["output_dir", "state_dir"]).optional(),
+  field: z.string().optional().describe("base_model_changed: the request field whose file changed"),
   free_bytes: z.int().optional(),
   needed_bytes: z.int().optional(),
 });
@@ -199,9 +203,9 @@ export const JOB_VIEW_EXAMPLE = {
   checkpoints: [
     {
       step: 600,
-      path: "/worktank/arbo/train/t-123/out/ohwx_person-step00000600.safetensors",
       sha256: "9b2f0d6c4e1a8b7c3d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4",
       bytes: 170_241_424,
+      url: `/train/${EXAMPLE_JOB_ID}/checkpoints/600`,
     },
   ],
   paused: false,

@@ -1,3 +1,5 @@
+import { closeSync, constants, createReadStream, fstatSync, openSync } from "node:fs";
+import { Readable } from "node:stream";
 import { Hono } from "hono";
 import type { Dispatcher } from "../dispatch/dispatch.ts";
 import type { JobRow, JobStore } from "../store/job-store.ts";
@@ -16,7 +18,8 @@ import {
   readJsonBody,
   readOptionalJsonBody,
 } from "./input.ts";
-import { jobView, lossCurve, samplesOf } from "./views.ts";
+import { checkpointsOf, jobView, lossCurve, samplesOf } from "./views.ts";
+import { JobRequest } from "../request/schema.ts";
 
 const JSON_TYPE = { "content-type": "application/json" };
 
@@ -89,17 +92,36 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       keepOpen?.(c.req.raw); // a stream lives as long as its job; heartbeats keep it from looking idle
       return jobEvents(c, feeds, row.id);
     })
-    // Only a file the record lists, by its exact name: nothing of the URL reaches a path.
+    // Only a file the record lists, by its exact name: nothing of the URL reaches a path. Opened without following
+    // a link, and served only while it is the size that was verified.
     .get("/:id/samples/:name", (c) => {
       const row = find(c.req.param("id"));
       const sample = samplesOf(row).find((s) => s.name === c.req.param("name"));
       if (!sample) throw new ApiError(404, { detail: "no such sample" });
-      const file = Bun.file(sample.path);
-      if (file.size !== sample.bytes) throw new ApiError(404, { detail: "the sample is no longer in the output dir" });
-      return new Response(file, {
+      const body = openVerified(sample.path, sample.bytes);
+      if (body === null) throw new ApiError(404, { detail: "the sample is no longer in the job's run directory" });
+      return new Response(body, {
         headers: {
           "content-type": "image/png",
           "x-content-type-options": "nosniff",
+          "cache-control": "private, max-age=86400, immutable",
+        },
+      });
+    })
+    // An intermediate LoRA the record lists, by its step: they live in the job's run directory, out of arbo's reach.
+    .get("/:id/checkpoints/:step", (c) => {
+      const row = find(c.req.param("id"));
+      const step = c.req.param("step");
+      const checkpoint = checkpointsOf(row).find((k) => String(k.step) === step);
+      if (!checkpoint) throw new ApiError(404, { detail: `job ${row.id} lists no checkpoint at step ${step}` });
+      const body = openVerified(checkpoint.path, checkpoint.bytes);
+      if (body === null) throw new ApiError(404, { detail: "the checkpoint is no longer in the job's run directory" });
+      const name = `${JobRequest.parse(JSON.parse(row.request)).output_name}-step${step}.safetensors`;
+      return new Response(body, {
+        headers: {
+          "content-type": "application/octet-stream",
+          "content-disposition": `attachment; filename="${name}"`,
+          "x-lora-sha256": checkpoint.sha256,
           "cache-control": "private, max-age=86400, immutable",
         },
       });
@@ -135,4 +157,20 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       const final = await supervisor.cancel(row.id);
       return c.json(jobView(final ?? row, null));
     });
+}
+
+// A stream of the regular file at `path` (a link is not followed) while it holds `bytes`; null when it does not.
+function openVerified(path: string, bytes: number): ReadableStream | null {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  } catch {
+    return null;
+  }
+  const info = fstatSync(fd);
+  if (!info.isFile() || info.size !== bytes) {
+    closeSync(fd);
+    return null;
+  }
+  return Readable.toWeb(createReadStream("", { fd, autoClose: true })) as ReadableStream;
 }

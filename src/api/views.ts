@@ -57,13 +57,21 @@ export function samplesOf(row: JobRow): Sample[] {
   return row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]);
 }
 
+// The verified intermediate LoRAs on record; only these are ever served.
+export function checkpointsOf(row: JobRow): Checkpoint[] {
+  return row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]);
+}
+
 // What can be resumed, and how this job relates to the runs before and after it.
 function resumeView(row: JobRow) {
   return {
     resume_step: row.resume_step,
     resumable:
       (row.status === "failed" || row.status === "cancelled") && row.resume_state !== null && row.resumed_by === null,
-    checkpoints: row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]),
+    checkpoints: checkpointsOf(row).map(({ path: _path, ...checkpoint }) => ({
+      ...checkpoint,
+      url: `/train/${row.id}/checkpoints/${checkpoint.step}`,
+    })),
     paused: row.stop_reason === "pause" && row.status === "cancelled",
     ...optional({
       pause_requested_at: row.pause_requested_at,

@@ -27,7 +27,9 @@ import {
   DatasetChanged, diskShortfall, type DiskShortfall, linkSnapshot, readCopy, type Snapshot, snapshotDataset,
 } from "./snapshot.ts";
 import { isActive } from "../job.ts";
-import { unusableState } from "../supervisor/checkpoints.ts";
+import { stateDigest, unusableState } from "../supervisor/checkpoints.ts";
+import { baseModelChange, type BaseModelPrint, baseModelPrint } from "../request/base-model.ts";
+import { isStrictlyInside, realOrNull } from "../request/contained-path.ts";
 
 export interface DispatcherDeps {
   store: JobStore;
@@ -45,10 +47,12 @@ export type DispatchRefusal =
   | { kind: "idempotency_mismatch"; detail: string }
   | { kind: "refused"; refusal: Refusal }
   | { kind: "output_exists"; detail: string }
+  | { kind: "output_in_use"; jobId: string; outputName: string }
   | { kind: "busy"; activeId: string; unsupervised: boolean; limit?: number }
   | { kind: "state_unwritable"; detail: string }
   | { kind: "insufficient_disk"; shortfall: DiskShortfall }
   | { kind: "not_resumable"; detail: string }
+  | { kind: "base_model_changed"; detail: string }
   | { kind: "no_such_job" }
   | { kind: "slurm_refused"; detail: string }
   | { kind: "smoke_unavailable"; detail: string }
@@ -64,8 +68,10 @@ interface Origin {
   dataset: Snapshot;
   // A resume's predecessor's preview images (JSON), which the run's strip goes on from.
   samples: string | null;
-  resumes: { id: string; step: number; state: string } | null;
+  resumes: { id: string; step: number; state: string; digest: string | null } | null;
   resume: ResumeFrom | null;
+  // The base model as it was when the chain's first run started (JSON of BaseModelPrint).
+  baseModelPrint: string | null;
 }
 
 export type Dispatcher = ReturnType<typeof createDispatcher>;
@@ -131,18 +137,15 @@ export function createDispatcher(deps: DispatcherDeps) {
         outputFile: train.outputFile,
         resumes: origin.resumes,
         samples: origin.samples,
+        baseModelPrint: origin.baseModelPrint,
         maxActive,
       });
       if (!claimed.ok) {
         const refusal = claimed.error;
         if ("resumedBy" in refusal) return alreadyResumed(origin.resumes?.id ?? "", refusal.resumedBy);
+        if ("outputUser" in refusal) return outputInUse(refusal.outputUser, train);
         const limit = maxActive > 1 ? { limit: maxActive } : {};
         return fail({ kind: "busy", activeId: refusal.activeId, unsupervised: false, ...limit });
-      }
-      // This run's saves would land on the same names: a state another job could resume from is gone from now.
-      for (const state of claimed.value.superseded) {
-        rmSync(state, { recursive: true, force: true });
-        log.info("removed a superseded saved state", { job_id: id, state });
       }
     } catch (err) {
       if (err instanceof StoreWriteFailed) return fail({ kind: "state_unwritable", detail: err.message });
@@ -153,8 +156,6 @@ export function createDispatcher(deps: DispatcherDeps) {
 
   // Before the claim, so a dataset that changed since the check is a 422 and any refusal leaves nothing behind.
   const copyDataset = async (id: string, train: CheckedTrain): Promise<Result<Snapshot, DispatchRefusal>> => {
-    const full = supervisor.stateFull();
-    if (full !== null) return fail({ kind: "state_unwritable", detail: full.error });
     try {
       return ok(await snapshotDataset(train.dataset, jobPaths(config.state_dir, id).dataset));
     } catch (err) {
@@ -169,15 +170,52 @@ export function createDispatcher(deps: DispatcherDeps) {
   };
   const freshCopy = async (id: string, train: CheckedTrain): Promise<Result<Origin, DispatchRefusal>> => {
     const copied = await copyDataset(id, train);
-    return copied.ok ? ok({ dataset: copied.value, samples: null, resumes: null, resume: null }) : copied;
+    if (!copied.ok) return copied;
+    const print = await baseModelPrint(train.baseModel);
+    const origin = { samples: null, resumes: null, resume: null, baseModelPrint: print && JSON.stringify(print) };
+    return ok({ dataset: copied.value, ...origin });
   };
   const removeJobDir = (id: string) => rmSync(jobPaths(config.state_dir, id).dir, { recursive: true, force: true });
 
-  const alreadyResumed = (id: string, by: string): Refused => {
-    const successor = store.get(by);
-    const detail =
-      `job ${id} was already resumed by job ${by} (${successor?.status ?? "unknown"}); resume that job instead`;
+  const outputInUse = (jobId: string, train: CheckedTrain): Refused =>
+    fail({ kind: "output_in_use", jobId, outputName: train.request.output_name });
+
+  // What refuses a run whatever its dataset: decided before a byte of it is copied (the claim decides again).
+  const refusedBeforeCopy = (train: CheckedTrain, datasetBytes: number): Refused | null => {
+    const full = supervisor.stateFull();
+    if (full !== null) return fail({ kind: "state_unwritable", detail: full.error });
+    const stray = supervisor.unsupervisedJob();
+    if (stray !== null) return fail({ kind: "busy", activeId: stray, unsupervised: true });
+    const user = store.outputUser(train.outputFile);
+    if (user !== null) return outputInUse(user, train);
+    const active = store.activeJobs();
+    if (active.length >= maxActive) {
+      const limit = maxActive > 1 ? { limit: maxActive } : {};
+      return fail({ kind: "busy", activeId: active[0]!.id, unsupervised: false, ...limit });
+    }
+    const tier = TIERS[train.request.tier];
+    const shortfall = diskShortfall(config.state_dir, train.outputDir, tier, datasetBytes);
+    return shortfall === null ? null : fail({ kind: "insufficient_disk", shortfall });
+  };
+
+  // A resumed job is continued by the newest job of its chain: the answer names that one and what can be done with it.
+  const alreadyResumed = (id: string, by: string | null): Refused => {
+    if (by === null) {
+      const detail = `job ${id} cannot be resumed: retention is removing its job directory`;
+      return fail({ kind: "not_resumable", detail });
+    }
+    let newest = store.get(by);
+    while (newest?.resumed_by) newest = store.get(newest.resumed_by);
+    const via = newest !== null && newest.id !== by ? `, continued by job ${newest.id}` : "";
+    const detail = `job ${id} was already resumed by job ${by}${via}; ${nextFor(newest)}`;
     return fail({ kind: "not_resumable", detail });
+  };
+  const nextFor = (job: JobRow | null): string => {
+    if (job === null) return "that job is not on record";
+    if (isActive(job.status)) return `job ${job.id} is still ${job.status}`;
+    if (job.status === "succeeded") return `job ${job.id} succeeded; there is nothing left to train`;
+    if (job.resume_state !== null && job.pruned_at === null) return `resume job ${job.id} instead`;
+    return `job ${job.id} ${job.status} and cannot be resumed either (${job.resume_gone ?? "it holds no saved state"})`;
   };
 
   const launch = async (row: JobRow, train: CheckedTrain, resume: ResumeFrom | null): Promise<DispatchResult> => {
@@ -187,7 +225,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       mkdirSync(join(paths.dir, "tmp"), { recursive: true, mode: 0o750 });
       writeFileSync(paths.datasetConfig, plan.dataset_toml, { mode: 0o640 });
       if (plan.sample_prompts !== undefined) writeFileSync(paths.samplePrompts, plan.sample_prompts, { mode: 0o640 });
-      mkdirSync(train.outputDir, { recursive: true, mode: 0o770 });
+      mkdirSync(paths.run, { mode: 0o750 });
       const launchFile = {
         argv: plan.argv,
         env: plan.env,
@@ -223,12 +261,12 @@ export function createDispatcher(deps: DispatcherDeps) {
     if (!checked.ok) return checked;
     const train = checked.value;
     const hash = requestHash(train.request);
-    const admission = await admit(train);
-    if (!admission.ok) return fail({ kind: "refused", refusal: admission.error });
     const again = replay(hash);
     if (again) return again;
-    const shortfall = diskShortfall(train.outputDir, TIERS[train.request.tier], train.resumed);
-    if (shortfall !== null) return fail({ kind: "insufficient_disk", shortfall });
+    const early = refusedBeforeCopy(train, train.resumed ? 0 : train.dataset.bytes);
+    if (early !== null) return early;
+    const admission = await admit(train);
+    if (!admission.ok) return fail({ kind: "refused", refusal: admission.error });
     const refused = await supervisor.placementRefusal(train.request, train.device);
     if (refused !== null) return fail({ kind: "slurm_refused", detail: `Slurm would not take the run: ${refused}` });
     const id = randomUUID();
@@ -241,6 +279,30 @@ export function createDispatcher(deps: DispatcherDeps) {
       return claimed;
     }
     return launch(claimed.value, train, prepared.value.resume);
+  };
+
+  // A state in the worker's own tree, where it was verified; an older version saved states into output_dir.
+  const ownedState = (state: string): boolean => {
+    const [jobs, real] = [realOrNull(join(config.state_dir, "jobs")), realOrNull(state)];
+    return jobs !== null && real !== null && isStrictlyInside(jobs, real);
+  };
+  // Right before the claim: the state's files are the ones that were verified, byte for byte.
+  const stateChanged = async (job: JobRow, from: ResumeFrom): Promise<Refused | null> => {
+    if ((await stateDigest(from.state)) === job.resume_digest) return null;
+    const detail = `job ${job.id} cannot be resumed: its saved state at step ${from.step} changed after the worker ` +
+      "verified it";
+    return fail({ kind: "not_resumable", detail });
+  };
+  // The run goes on from weights trained on the base model recorded at the chain's start: a file replaced since
+  // would resume onto another model.
+  const baseModelReplaced = async (job: JobRow, train: CheckedTrain): Promise<Refused | null> => {
+    if (job.base_model_print === null) return null;
+    const then = JSON.parse(job.base_model_print) as BaseModelPrint;
+    const change = baseModelChange(then, await baseModelPrint(train.baseModel));
+    if (change === null) return null;
+    const detail = `job ${job.id} cannot be resumed: base_model_path ${train.request.base_model_path} is not the ` +
+      `file the run started on (${change}); dispatch a new run instead`;
+    return fail({ kind: "base_model_changed", detail });
   };
 
   // A resume continues a failed or cancelled job from its newest verified state, on its dataset copy.
@@ -257,10 +319,12 @@ export function createDispatcher(deps: DispatcherDeps) {
       const why = `it saved no state before it ended (a ${tier} run saves one every ${every} steps)`;
       return refuse(job.resume_gone ?? why);
     }
-    const why = await unusableState(job.resume_state, job.resume_step);
-    if (why !== null) {
-      return refuse(`its saved state at step ${job.resume_step} (${job.resume_state}) can no longer be used: ${why}`);
+    const at = `its saved state at step ${job.resume_step}`;
+    if (!ownedState(job.resume_state) || job.resume_digest === null) {
+      return refuse(`${at} lies outside the worker's run directories (an older version saved it into output_dir)`);
     }
+    const why = await unusableState(job.resume_state, job.resume_step);
+    if (why !== null) return refuse(`${at} can no longer be used: ${why}`);
     return ok({ state: job.resume_state, step: job.resume_step, repeatsScale: 1 });
   };
 
@@ -319,6 +383,8 @@ export function createDispatcher(deps: DispatcherDeps) {
       const request = asked.data.samples === undefined ? stored : { ...stored, samples: asked.data.samples };
       const checked = await checkResume(request, copy, config);
       return start(checked, retried, idempotencyKey, async (id, train) => {
+        const refused = (await baseModelReplaced(job, train)) ?? (await stateChanged(job, from.value));
+        if (refused !== null) return refused;
         const batch = BATCH_SIZE[train.device.class];
         const scale = resumeRepeatsScale(copy.images, request.repeats, batch, TIERS[request.tier].maxTrainSteps);
         try {
@@ -332,8 +398,9 @@ export function createDispatcher(deps: DispatcherDeps) {
         return ok({
           dataset: { files: job.dataset_files ?? 0, bytes: job.dataset_bytes ?? 0, sha256: job.dataset_sha256 ?? "" },
           samples: job.samples,
-          resumes: { id: job.id, step: from.value.step, state: from.value.state },
+          resumes: { id: job.id, step: from.value.step, state: from.value.state, digest: job.resume_digest },
           resume: { ...from.value, repeatsScale: scale },
+          baseModelPrint: job.base_model_print,
         });
       });
     },

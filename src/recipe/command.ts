@@ -85,7 +85,8 @@ function scriptFlags(train: CheckedTrain, paths: JobPaths, config: Config): stri
     // Offline (HF_HUB_OFFLINE) the CLIP tokenizers load only from here.
     ["tokenizer_cache_dir", tokenizerDir(config)],
     ["dataset_config", paths.datasetConfig],
-    ["output_dir", train.outputDir],
+    // The job's private run directory: the worker publishes the verified LoRA into arbo's output_dir.
+    ["output_dir", paths.run],
     ["output_name", request.output_name],
     ["save_model_as", "safetensors"],
     ["save_precision", SAVE_PRECISION],

@@ -1,3 +1,4 @@
+import { statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { checkLayout, readHeaderFile } from "../safetensors/header.ts";
 import type { Problem } from "./schema.ts";
@@ -104,4 +105,36 @@ export async function checkBaseModelHeader(sent: string, real: string, size: num
 
 function incomplete(sent: string, detail: string): { ok: false; error: Problem } {
   return fail({ msg: `${sent} is not a complete safetensors file: ${detail}`, type: "safetensors_invalid" });
+}
+
+/** What the base model was when a run started: a resume refuses a file replaced since. */
+export interface BaseModelPrint {
+  size: number;
+  mtime_ms: number;
+  // sha256 of the length prefix and the header: which tensors, of which shapes, at which offsets.
+  header_sha256: string;
+}
+
+const HEADER_LENGTH_BYTES = 8;
+// A replaced file's prefix may claim any length: at most this much of it is read.
+const MAX_PRINTED_HEADER_BYTES = 100 * 1024 * 1024;
+
+export async function baseModelPrint(path: string): Promise<BaseModelPrint | null> {
+  const info = statOrNull(path);
+  if (info === null || info.size < HEADER_LENGTH_BYTES) return null;
+  const file = Bun.file(path);
+  const length = new DataView(await file.slice(0, HEADER_LENGTH_BYTES).arrayBuffer()).getBigUint64(0, true);
+  const end = Math.min(info.size, HEADER_LENGTH_BYTES + Math.min(Number(length), MAX_PRINTED_HEADER_BYTES));
+  const header = new Uint8Array(await file.slice(0, end).arrayBuffer());
+  const digest = new Bun.CryptoHasher("sha256").update(header).digest("hex");
+  return { size: info.size, mtime_ms: info.mtimeMs, header_sha256: digest };
+}
+
+// Null when `now` is the file `then` was; else what differs, in words.
+export function baseModelChange(then: BaseModelPrint, now: BaseModelPrint | null): string | null {
+  if (now === null) return "it is gone";
+  if (now.size !== then.size) return `its size changed from ${then.size} to ${now.size} bytes`;
+  if (now.header_sha256 !== then.header_sha256) return "its header (the tensors it holds) changed";
+  if (now.mtime_ms !== then.mtime_ms) return "it was modified (its mtime changed)";
+  return null;
 }

@@ -51,7 +51,7 @@ function resolveReal(path: string, allowMissing: boolean): Result<string, Proble
   return parentReal.ok ? ok(join(parentReal.value, basename(path))) : parentReal;
 }
 
-function realOrNull(path: string): string | null {
+export function realOrNull(path: string): string | null {
   try {
     return realpathSync(path);
   } catch {

@@ -1,4 +1,4 @@
-import { realpathSync, statSync, type Stats } from "node:fs";
+import { accessSync, constants, realpathSync, statSync, type Stats } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { fail, ok, type Result } from "../result.ts";
@@ -129,6 +129,13 @@ function checkFile(
       msg: `${rel} is ${st.size} bytes; dataset.max_file_bytes allows ${bounds.max_file_bytes}`,
       type: "dataset_file_too_large",
     });
+  }
+  // Stat answers for a file whose permissions keep the worker from reading it; the copy would fail on it later.
+  try {
+    accessSync(real, constants.R_OK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? "error";
+    return fail({ msg: `${rel} cannot be read by the worker (${code})`, type: "dataset_file_unreadable" });
   }
   return ok({ rel, real, dev: st.dev, ino: st.ino, size: st.size, ctimeMs: st.ctimeMs });
 }

@@ -45,7 +45,8 @@ export interface JobRow {
   /** The newest complete saved state a resume would start from (its step and directory), or null. */
   resume_step: number | null;
   resume_state: string | null;
-  /** Why a state this job once had is gone (removed after success, pruned, superseded). */
+  resume_digest: string | null;
+  /** Why a state this job once had is gone (removed after success, pruned, replaced by a successor's). */
   resume_gone: string | null;
   /** JSON array of Checkpoint: the verified intermediate LoRAs still on disk. */
   checkpoints: string | null;
@@ -56,6 +57,8 @@ export interface JobRow {
   pause_requested_at: string | null;
   /** JSON array of Sample: the preview images of the run (and of the runs it resumed), as found on disk. */
   samples: string | null;
+  /** What the base model was at dispatch (JSON: size, mtime, header digest). */
+  base_model_print: string | null;
   /** The run's Slurm batch job, on the Slurm backend. */
   slurm_job_id: string | null;
   log_path: string;
@@ -73,6 +76,8 @@ export interface Checkpoint {
 export interface ResumePoint {
   step: number | null;
   state: string | null;
+  /** The digest of the state's files when it was verified: a resume checks them again against it. */
+  digest: string | null;
   checkpoints: Checkpoint[];
   gone: string | null;
 }
@@ -92,15 +97,17 @@ export interface NewJob {
   dataset: { files: number; bytes: number; sha256: string } | null;
   outputFile?: string | null;
   /** A resume: the job it continues and the state it starts from (its step is where progress starts). */
-  resumes?: { id: string; step: number; state: string } | null;
+  resumes?: { id: string; step: number; state: string; digest: string | null } | null;
+  /** What the base model was at dispatch (size, mtime, header digest; JSON): a resume refuses a replaced one. */
+  baseModelPrint?: string | null;
   /** The preview images the job starts with (a resume's predecessor's), as a JSON array. */
   samples?: string | null;
   /** How many jobs may be active at once: 1 on this host, slurm.max_active_jobs on the Slurm backend. */
   maxActive?: number;
 }
 
-/** The slot, with the saved states the claim superseded; or who holds it (or resumed the same state first). */
-export type Claim = Result<{ superseded: string[] }, { activeId: string } | { resumedBy: string }>;
+/** The slot; or who holds it, who runs for the same output, or who resumed the same state first. */
+export type Claim = Result<void, { activeId: string } | { outputUser: string } | { resumedBy: string | null }>;
 
 export type LossPoint = [step: number, loss: number | null];
 
@@ -168,11 +175,13 @@ const ADDED_COLUMNS: Array<[name: string, type: string]> = [
   ["output_file", "TEXT"],
   ["resume_step", "INTEGER"],
   ["resume_state", "TEXT"],
+  ["resume_digest", "TEXT"],
   ["resume_gone", "TEXT"],
   ["checkpoints", "TEXT"],
   ["resumed_from", "TEXT"],
   ["resumed_from_step", "INTEGER"],
   ["resumed_by", "TEXT"],
+  ["base_model_print", "TEXT"],
   ["pause_requested_at", "TEXT"],
   ["samples", "TEXT"],
   ["slurm_job_id", "TEXT"],
@@ -183,6 +192,8 @@ function migrate(db: Database): void {
   const have = new Set(db.query<{ name: string }, []>("PRAGMA table_info(jobs)").all().map((c) => c.name));
   if (have.size === 0) return;
   for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) db.run(`ALTER TABLE jobs ADD COLUMN ${name} ${type}`);
+  // Runs of one output shared their states' folder once, and a new run superseded the old states by this index.
+  db.run("DROP INDEX IF EXISTS jobs_resumable");
 }
 
 // The filters that are no single status, as the job view decides them (api/views.ts resumeView).
@@ -233,28 +244,31 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
   const insert = db.prepare(
     `INSERT INTO jobs (id, status, phase, step, total_steps, created_at, request, request_hash, idempotency_key,
        admission_warning, simulated, log_path, dataset_files, dataset_bytes, dataset_sha256, output_file, resumed_from,
-       resumed_from_step, resume_step, resume_state, samples)
+       resumed_from_step, resume_step, resume_state, resume_digest, samples, base_model_print)
      SELECT $id, 'starting', 'loading', $step, $total_steps, $now, $request, $request_hash, $idempotency_key,
        $admission_warning, $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256, $output_file,
-       $resumed_from, $resume_step, $resume_step, $resume_state, $samples
+       $resumed_from, $resume_step, $resume_step, $resume_state, $resume_digest, $samples, $base_model_print
      WHERE (SELECT count(*) FROM jobs WHERE ${ACTIVE_SQL}) < $max_active`,
   );
   // A resume takes its predecessor once: the first to link wins.
-  const linkResume = db.prepare("UPDATE jobs SET resumed_by=? WHERE id=? AND resumed_by IS NULL");
+  // A predecessor retention has marked is being removed: it cannot be resumed.
+  const linkResume = db.prepare("UPDATE jobs SET resumed_by=? WHERE id=? AND resumed_by IS NULL AND pruned_at IS NULL");
   const resumedBy = db.prepare<{ resumed_by: string | null }, [string]>("SELECT resumed_by FROM jobs WHERE id = ?");
-  // Another job's state for the same output would be overwritten by this run's saves: it is no longer resumable.
-  const holdersOf = db.prepare<{ id: string; resume_state: string }, [string, string]>(
-    "SELECT id, resume_state FROM jobs WHERE output_file = ? AND resume_state IS NOT NULL AND id != ?",
+  // One output, one run: an active job that will publish to the same file.
+  const outputUser = db.prepare<{ id: string }, [string]>(
+    `SELECT id FROM jobs WHERE output_file = ? AND ${ACTIVE_SQL} LIMIT 1`,
   );
   const dropResume = db.prepare("UPDATE jobs SET resume_step=NULL, resume_state=NULL, resume_gone=? WHERE id=?");
   const activeQuery = db.prepare<{ id: string }, []>(`SELECT id FROM jobs WHERE ${ACTIVE_SQL} LIMIT 1`);
   const byId = db.prepare<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?");
   const insertPoint = db.prepare("INSERT OR REPLACE INTO loss_points (job_id, step, loss) VALUES (?, ?, ?)");
-  // Exactly one caller wins; the others learn who holds the slot (or, for a resume, who resumed it first). The
-  // claim also supersedes other saved states of the same output: their directories are returned for removal.
+  // Exactly one caller wins; the others learn who holds the slot or the output (or, for a resume, who resumed it
+  // first).
   const insertIdle = (job: NewJob): Claim => {
     const resumes = job.resumes ?? null;
     const tx = db.transaction((): Claim => {
+      const user = job.outputFile == null ? null : outputUser.get(job.outputFile);
+      if (user) return fail({ outputUser: user.id });
       const res = insert.run({
         id: job.id, now: job.now, total_steps: job.totalSteps, request: JSON.stringify(job.request),
         request_hash: job.requestHash,
@@ -263,19 +277,16 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0,
         log_path: job.logPath,
         step: resumes?.step ?? 0, output_file: job.outputFile ?? null, resumed_from: resumes?.id ?? null,
-        resume_step: resumes?.step ?? null, resume_state: resumes?.state ?? null, samples: job.samples ?? null,
+        resume_step: resumes?.step ?? null, resume_state: resumes?.state ?? null,
+        resume_digest: resumes?.digest ?? null, samples: job.samples ?? null,
+        base_model_print: job.baseModelPrint ?? null,
         max_active: job.maxActive ?? 1,
       });
       if (res.changes !== 1) return fail({ activeId: activeQuery.get()?.id ?? "unknown" });
       if (resumes && linkResume.run(job.id, resumes.id).changes !== 1) {
-        throw new ResumeTaken(resumedBy.get(resumes.id)?.resumed_by ?? "unknown");
+        throw new ResumeTaken(resumedBy.get(resumes.id)?.resumed_by ?? null);
       }
-      const superseded = job.outputFile == null
-        ? []
-        : holdersOf.all(job.outputFile, job.id).filter((h) => h.id !== resumes?.id);
-      const why = `superseded by job ${job.id}, a new run of the same output`;
-      for (const holder of superseded) dropResume.run(why, holder.id);
-      return ok({ superseded: superseded.map((h) => h.resume_state) });
+      return ok(undefined);
     });
     try {
       const claim = tx.immediate();
@@ -286,10 +297,24 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       throw err;
     }
   };
-  const markPrunedOne = db.prepare(`UPDATE jobs SET pruned_at=? WHERE id=? AND NOT (${ACTIVE_SQL})`);
-  const markPrunedTx = db.transaction((ids: readonly string[], now: string) => {
-    for (const id of ids) markPrunedOne.run(now, id);
+  // The mark comes before the removal (a kill in between leaves a marked job, never a half-removed resumable one),
+  // and never lands on a directory holding the state another job's record would resume from.
+  const markPrunedOne = db.prepare(
+    `UPDATE jobs SET pruned_at=$now, checkpoints=NULL,
+       resume_gone=CASE WHEN resume_state IS NULL THEN resume_gone ELSE $why END, resume_step=NULL, resume_state=NULL,
+       resume_digest=NULL
+     WHERE id=$id AND pruned_at IS NULL AND NOT (${ACTIVE_SQL})
+       AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.id != $id AND o.resume_state LIKE $dir || '/%')`,
+  );
+  const markPrunedTx = db.transaction((jobs: ReadonlyArray<{ id: string; dir: string }>, now: string) => {
+    const why = "its saved state was pruned by retention with its job directory";
+    return jobs.filter(({ id, dir }) => markPrunedOne.run({ now, why, id, dir }).changes === 1).map((j) => j.id);
   });
+  // A successor's own newer state replaces the predecessor's it started from.
+  const releaseState = db.prepare(
+    `UPDATE jobs SET resume_step=NULL, resume_state=NULL, resume_digest=NULL, resume_gone=?
+     WHERE resume_state=? AND id!=?`,
+  );
   const appendPoints = db.transaction((id: string, points: LossPoint[]) => {
     for (const [step, loss] of points) insertPoint.run(id, step, loss);
   });
@@ -324,9 +349,10 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     // What a run's saved states allow now; written at each verified checkpoint and at the end.
     saveResumePoint(id: string, point: ResumePoint): boolean {
       return write(() => changed(
-        db.run("UPDATE jobs SET resume_step=?, resume_state=?, checkpoints=?, resume_gone=? WHERE id=?", [
-          point.step, point.state, JSON.stringify(point.checkpoints), point.gone, id,
-        ]),
+        db.run(
+          "UPDATE jobs SET resume_step=?, resume_state=?, resume_digest=?, checkpoints=?, resume_gone=? WHERE id=?",
+          [point.step, point.state, point.digest, JSON.stringify(point.checkpoints), point.gone, id],
+        ),
       ));
     },
     /** The state is gone (pruned, removed): the job is no longer resumable, and the record says why. */
@@ -389,9 +415,22 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         )
         .all(endedBefore, keepLast);
     },
-    // One commit for a whole batch: a backlog of thousands is not thousands of fsyncs.
-    markPruned(ids: readonly string[], now: string): void {
-      if (ids.length > 0) write(() => markPrunedTx.immediate(ids, now));
+    // One commit for a whole batch: a backlog of thousands is not thousands of fsyncs. Returns the jobs marked:
+    // their directories may go now.
+    markPruned(jobs: ReadonlyArray<{ id: string; dir: string }>, now: string): string[] {
+      return jobs.length > 0 ? write(() => markPrunedTx.immediate(jobs, now)) : [];
+    },
+    /** Whether retention marked the job: its directory goes (or went). */
+    isPruned(id: string): boolean {
+      return (byId.get(id)?.pruned_at ?? null) !== null;
+    },
+    /** `state` is replaced by `by`'s newer one: the jobs it came from no longer offer it. */
+    releaseState(state: string, by: string, why: string): boolean {
+      return write(() => releaseState.run(why, state, by).changes > 0);
+    },
+    /** An active job that publishes to `outputFile`, if one does. */
+    outputUser(outputFile: string): string | null {
+      return outputUser.get(outputFile)?.id ?? null;
     },
     activeJobs(): JobRow[] {
       return db.query<JobRow, []>(`SELECT * FROM jobs WHERE ${ACTIVE_SQL}`).all();
@@ -481,9 +520,10 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
   };
 }
 
+// Null: nobody resumed it, retention marked it meanwhile.
 class ResumeTaken extends Error {
-  constructor(readonly by: string) {
-    super(`already resumed by ${by}`);
+  constructor(readonly by: string | null) {
+    super(by === null ? "pruned by retention" : `already resumed by ${by}`);
   }
 }
 

@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   output_file TEXT,
   resume_step INTEGER,
   resume_state TEXT,
+  resume_digest TEXT,
   resume_gone TEXT,
   checkpoints TEXT,
   resumed_from TEXT,
@@ -48,14 +49,13 @@ CREATE TABLE IF NOT EXISTS jobs (
   resumed_by TEXT,
   pause_requested_at TEXT,
   samples TEXT,
+  base_model_print TEXT,
   slurm_job_id TEXT,
   log_path TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);
 -- The active job and a status-filtered page are found without walking the history.
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, created_at, id);
--- The few jobs that hold a saved state, by the output they would finish: a new run of that output supersedes them.
-CREATE INDEX IF NOT EXISTS jobs_resumable ON jobs (output_file) WHERE resume_state IS NOT NULL;
 -- One point per training step: bounded by the tier's max_train_steps. A nan loss is NULL.
 CREATE TABLE IF NOT EXISTS loss_points (
   job_id TEXT NOT NULL,

@@ -10,7 +10,7 @@
 // is (a complete safetensors file with finite weights).
 import { open, readdir, rm, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { readJsonOrNull, statOrNull } from "../fs.ts";
+import { digestOf, readJsonOrNull, statOrNull } from "../fs.ts";
 import type { Logger } from "../logger.ts";
 import { PNG_SIGNATURE } from "../png.ts";
 import { checkLayout, readHeaderFile } from "../safetensors/header.ts";
@@ -67,6 +67,17 @@ async function endsWithEocd(path: string): Promise<boolean> {
     await file.close();
   }
   return tail.readUInt32LE(0) === EOCD_SIGNATURE && tail.readUInt16LE(EOCD_BYTES - 2) === 0;
+}
+
+// One digest over a state's files, kept when it is verified and compared right before a resume launches from it.
+export async function stateDigest(dir: string): Promise<string | null> {
+  const summary = new Bun.CryptoHasher("sha256");
+  for (const file of STATE_FILES) {
+    const digest = await digestOf(join(dir, file));
+    if (digest === null) return null;
+    summary.update(`${file}\0${digest}\n`);
+  }
+  return summary.digest("hex");
 }
 
 // A whole state whose network weights are finite, or why it cannot be resumed from.
@@ -127,8 +138,8 @@ export interface FollowerDeps {
   totalSteps: number | null;
   log: Logger;
   jobId: string;
-  // A state was verified: the record may offer it.
-  saved: (step: number, checkpoint: Checkpoint | null) => void;
+  // A state was verified (its files' digest kept): the record may offer it.
+  saved: (step: number, checkpoint: Checkpoint | null, digest: string) => void;
 }
 
 // Follows the state sd-scripts says it is saving until it is whole and verified. Only the newest announcement
@@ -147,7 +158,11 @@ export function followStates(deps: FollowerDeps) {
     pending = null;
     const why = await unfitWeights(stateDir(deps.out, step));
     if (why !== null) return deps.log.warn("a saved state cannot be resumed from", { job_id: deps.jobId, step, why });
-    deps.saved(step, await verifyIntermediate(deps.out, step));
+    const digest = await stateDigest(stateDir(deps.out, step));
+    if (digest === null) {
+      return deps.log.warn("a saved state vanished while it was verified", { job_id: deps.jobId, step });
+    }
+    deps.saved(step, await verifyIntermediate(deps.out, step), digest);
   };
   const look = (step: number) => {
     void check(step).catch((err: Error) => {
@@ -179,16 +194,18 @@ export async function settleStates(
     await removeStates(out, null);
     await removeIntermediates(out);
     const gone = "the states and intermediate LoRAs were removed once the final LoRA was verified";
-    return { step: null, state: null, checkpoints: [], gone };
+    return { step: null, state: null, digest: null, checkpoints: [], gone };
   }
   const step = totalSteps === null ? null : await newestUsableState(out, totalSteps);
   await removeStates(out, step);
   const checkpoints = stillThere(known);
   // A run that ended while its newest state was still being checked has that state's LoRA unverified.
   const newest = step === null || checkpoints.some((c) => c.step === step) ? null : await verifyIntermediate(out, step);
+  const state = step === null ? null : stateDir(out, step);
   return {
     step,
-    state: step === null ? null : stateDir(out, step),
+    state,
+    digest: state === null ? null : await stateDigest(state),
     checkpoints: newest ? [...checkpoints, newest] : checkpoints,
     gone: null,
   };

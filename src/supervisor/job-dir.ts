@@ -7,6 +7,8 @@ import type { ProcessIdentity } from "../os/proc.ts";
 //   train.log     the trainer's stdout and stderr (appended by the trainer, cut to a cap by the shim)
 //   dataset/      the copy of the checked dataset files the trainer reads (and caches latents beside)
 //   dataset.toml  the generated dataset config the trainer reads, pointing into dataset/
+//   run/          the trainer's --output_dir: its states, intermediate LoRAs, samples and final LoRA, out of arbo's
+//                 reach; the worker publishes the verified final LoRA into arbo's output_dir
 //   sample-prompts.json  the preview prompts the trainer reads, for a run that takes samples
 //   tmp/          the trainer's TMPDIR
 //   job.json      the record's origin: request and bookkeeping (written by the worker before the shim starts)
@@ -20,6 +22,8 @@ export interface JobPaths {
   dir: string;
   /** The private copy of the dataset the trainer reads. */
   dataset: string;
+  /** The trainer's output directory: nothing in it is reachable by arbo's side. */
+  run: string;
   log: string;
   datasetConfig: string;
   samplePrompts: string;
@@ -30,8 +34,9 @@ export interface JobPaths {
 export function jobPaths(stateDir: string, id: string): JobPaths {
   const dir = join(stateDir, "jobs", id);
   return {
-    id, dir, dataset: join(dir, "dataset"), log: join(dir, "train.log"), datasetConfig: join(dir, "dataset.toml"),
-    samplePrompts: join(dir, "sample-prompts.json"), hfHome: join(stateDir, "hf-home"),
+    id, dir, dataset: join(dir, "dataset"), run: join(dir, "run"), log: join(dir, "train.log"),
+    datasetConfig: join(dir, "dataset.toml"), samplePrompts: join(dir, "sample-prompts.json"),
+    hfHome: join(stateDir, "hf-home"),
   };
 }
 

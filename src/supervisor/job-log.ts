@@ -12,8 +12,8 @@ export interface LogFollower {
   drain(): void;
   /** Milliseconds since the last read began. */
   sinceRead(): number;
-  /** Reads synchronously to EOF, so the caller has every byte written before the stop, then closes. */
-  stop(): void;
+  /** Reads to EOF, a slice a turn, so the caller has every byte written before the stop, then closes. */
+  stop(): Promise<void>;
 }
 
 // Follows a file the trainer appends to; the trainer never writes into a pipe of ours. One look per tick, whatever
@@ -69,18 +69,19 @@ export function followLog(path: string, onText: (text: string) => void, interval
   return {
     drain,
     sinceRead: () => performance.now() - readAt,
-    stop() {
+    async stop() {
       if (stopped) return;
+      stopped = true;
       if (tick) clearTimeout(tick);
       if (slicing) clearImmediate(slicing);
       try {
-        // The trainer has exited: its last words decide the outcome, so read them all now.
-        read(Number.POSITIVE_INFINITY);
+        // The trainer has exited: its last words decide the outcome, so read them all, yielding between slices
+        // as a live read does (a backlog nobody read may be megabytes of redraws).
+        while (!read(SLICE_BYTES)) await new Promise((resolve) => setImmediate(resolve));
         const rest = decoder.decode();
         if (rest !== "") onText(rest);
       } finally {
         // A throwing onText must not leak the fd.
-        stopped = true;
         closeSync(fd);
       }
     },

@@ -1,3 +1,4 @@
+import { basename } from "node:path";
 import { type ErrorCode, isCancel, type Outcome, type Phase, type StopReason } from "../job.ts";
 import type { SafetensorsVerdict } from "../safetensors/verify.ts";
 import type { ExitWatch, SchedulerVerdict } from "./job-dir.ts";
@@ -76,7 +77,8 @@ function classify(facts: ExitFacts, exitCode: number | null, signal: string | nu
   if (found) return { code: found.code, what: found.what, line };
   if (facts.lastLossNan) return { code: "nan_loss", what: "the trainer stopped while its loss was nan" };
   if (signal === "SIGKILL" || (exitCode !== 0 && (facts.oomKills ?? 0) > 0)) return killedFromOutside(facts);
-  if (exitCode === 0) return unusableOutput(verdict, facts.outputFile);
+  // Named by its file name: the trainer wrote it in the job's run directory, and errors quote no resolved path.
+  if (exitCode === 0) return unusableOutput(verdict, basename(facts.outputFile));
   if ("lost" in ended) {
     return {
       code: "worker_restarted",

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
@@ -74,6 +74,29 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
     }
     deps.log.warn("stopping processes of a job whose record is final or missing", { job_id: id, pids });
     void sweepStrays(id);
+  }
+  removeUnrecorded(deps, marked);
+}
+
+// A dispatch killed while it copied the dataset leaves a job directory that no record names, with no job.json
+// and nothing running in it: removed before any request can start a new one. (A directory with a job.json is a
+// job a lost database forgot: left for the operator.)
+function removeUnrecorded(deps: ReconcileDeps, marked: Map<string, number[]>): void {
+  const jobs = join(deps.stateDir, "jobs");
+  let names: string[];
+  try {
+    names = readdirSync(jobs);
+  } catch {
+    return;
+  }
+  for (const id of names) {
+    if (marked.has(id) || deps.store.get(id) !== null || readJobFile(join(jobs, id)) !== null) continue;
+    try {
+      rmSync(join(jobs, id), { recursive: true, force: true });
+      deps.log.warn("removed a job directory no record names (a dispatch cut short)", { job_id: id });
+    } catch (err) {
+      deps.log.error("could not remove a job directory no record names", { job_id: id, error: (err as Error).message });
+    }
   }
 }
 

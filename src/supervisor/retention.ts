@@ -2,6 +2,7 @@ import { lstat, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Logger } from "../logger.ts";
 import type { JobStore } from "../store/job-store.ts";
+import { isStrictlyInside } from "../request/contained-path.ts";
 import { jobPaths } from "./job-dir.ts";
 
 // How often retention runs after the one at start-up.
@@ -24,40 +25,45 @@ export interface Pruned {
   bytes: number;
 }
 
-// The state dir does not grow forever: an ended job's directory (its log, its dataset copy and latent caches) goes
-// once the job is older than keep_days and not among the newest keep_last; its record stays, marked pruned. Its
-// saved state in the output dir goes with it, unless a resume took the state over.
+// The state dir does not grow forever: an ended job's directory (its log, its dataset copy and latent caches, its
+// run directory with states, intermediate LoRAs and samples) goes once the job is older than keep_days and not
+// among the newest keep_last; its record stays, marked pruned. A directory holding the state another job's record
+// resumes from (a resumed run that saved none of its own yet) stays until that state is replaced.
+// The record is marked first, then the directory removed: a kill in between leaves a marked job, which cannot be
+// resumed, and its directory goes at the next round.
 // Every removal and every look at the disk is asynchronous (the thread pool's), so the worker answers while it
 // prunes a backlog of a thousand job directories.
 export function createRetention(deps: RetentionDeps) {
   let stateBytes: number | null = null;
+  const jobsDir = join(deps.stateDir, "jobs");
   const prune = async (): Promise<Pruned> => {
     const cutoff = new Date(deps.now().getTime() - deps.keepDays * DAY_MS).toISOString();
     const pruned: Pruned = { jobs: [], bytes: 0 };
-    let batch: string[] = [];
-    const record = () => {
-      deps.store.markPruned(batch, deps.now().toISOString());
-      pruned.jobs.push(...batch);
-      batch = [];
-    };
-    for (const { id, resume_state: state, resumed_by: successor } of deps.store.prunable(cutoff, deps.keepLast)) {
+    const remove = async (id: string) => {
       const dir = jobPaths(deps.stateDir, id).dir;
-      const bytes = await sizeOf(dir);
-      // A state a resume already took over is not removed, so not measured.
-      const stateSize = state === null || successor !== null ? 0 : await sizeOf(state);
+      pruned.bytes += await sizeOf(dir);
       await rm(dir, { recursive: true, force: true });
-      // Asked again in the same turn as the removal starts: a resume may have taken the state over meanwhile.
-      if (state !== null && deps.store.get(id)?.resumed_by === null) {
-        const removal = rm(state, { recursive: true, force: true });
-        pruned.bytes += stateSize;
-        await removal;
-        deps.store.dropResume(id, "its saved state was pruned by retention with its job directory");
-      }
-      batch.push(id);
-      pruned.bytes += bytes;
-      if (batch.length === PRUNE_BATCH) record();
+    };
+    // Marked by an earlier round that was cut short.
+    for (const id of await readdir(jobsDir).catch(() => [] as string[])) {
+      if (deps.store.isPruned(id)) await remove(id);
     }
-    record();
+    const candidates = deps.store.prunable(cutoff, deps.keepLast);
+    for (let at = 0; at < candidates.length; at += PRUNE_BATCH) {
+      const batch = candidates.slice(at, at + PRUNE_BATCH);
+      const dirs = batch.map(({ id }) => ({ id, dir: jobPaths(deps.stateDir, id).dir }));
+      const marked = new Set(deps.store.markPruned(dirs, deps.now().toISOString()));
+      for (const { id, resume_state: state, resumed_by: successor } of batch) {
+        if (!marked.has(id)) continue;
+        await remove(id);
+        // An older version saved states into the output dir, beside the LoRA: one nobody took over goes too.
+        if (state !== null && successor === null && !isStrictlyInside(jobsDir, state)) {
+          pruned.bytes += await sizeOf(state);
+          await rm(state, { recursive: true, force: true });
+        }
+        pruned.jobs.push(id);
+      }
+    }
     stateBytes = await sizeOf(deps.stateDir);
     if (pruned.jobs.length > 0) {
       const { jobs, bytes } = pruned;

@@ -24,6 +24,8 @@ export interface RunContext {
   id: string;
   dir: string;
   logPath: string;
+  // Where the trainer writes its final LoRA (the job's run directory), and where the worker publishes it.
+  runFile: string;
   outputFile: string;
   store: JobStore;
   now: () => Date;
@@ -36,6 +38,8 @@ export interface RunContext {
   expectedTotal: number | null;
   // The step of the state a resumed run started from; 0 for a fresh run.
   resumedAt: number;
+  // The predecessor's state a resumed run started from, while the record still offers it (no own state yet).
+  inherited: { step: number; state: string; digest: string | null } | null;
   // The verified intermediate LoRAs on record (an adopted run's, or a resumed run's inherited ones).
   checkpoints: Checkpoint[];
   // A pause asked for before this worker took the run over.

@@ -1,12 +1,14 @@
-import type { StopReason } from "../job.ts";
+import type { Outcome, StopReason } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import { createTracker } from "../progress/tracker.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
+import { rm } from "node:fs/promises";
 import type { ResumePoint } from "../store/job-store.ts";
 import { findSamples, followStates, runOutput, settleStates, stateDir, stillThere } from "./checkpoints.ts";
 import type { ExitWatch } from "./job-dir.ts";
 import { followLog, tailLines } from "./job-log.ts";
 import { decideOutcome } from "./outcome.ts";
+import { publishLora } from "./publish.ts";
 import { readOomKills } from "../os/proc.ts";
 import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
 
@@ -34,8 +36,19 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     nanUpdates: ctx.nanUpdates,
     persistEveryMs: PERSIST_INTERVAL_MS,
   });
-  const out = runOutput(ctx.outputFile);
+  const out = runOutput(ctx.runFile);
   let checkpoints = ctx.checkpoints;
+  // A resumed run offers its predecessor's state until it has verified one of its own; then that state goes.
+  let inherited = ctx.inherited;
+  const release = async (by: string) => {
+    if (inherited === null) return;
+    const { state } = inherited;
+    inherited = null;
+    guard("released state", () => ctx.store.releaseState(state, ctx.id, by));
+    await rm(state, { recursive: true, force: true }).catch((err: Error) => {
+      ctx.log.error("could not remove a replaced saved state", { job_id: ctx.id, error: err.message });
+    });
+  };
   let pausing = ctx.pauseRequested;
   let samples = ctx.samples?.known ?? [];
   // sd-scripts samples just before it saves a checkpoint, so a verified state means its samples are whole too.
@@ -80,10 +93,12 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
   // A verified state is offered at once; a pause waits for exactly this moment.
   const states = followStates({
     out, log: ctx.log, jobId: ctx.id, totalSteps: ctx.expectedTotal,
-    saved: (step, checkpoint) => {
+    saved: (step, checkpoint, digest) => {
       checkpoints = [...stillThere(checkpoints).filter((c) => c.step !== step), ...(checkpoint ? [checkpoint] : [])];
-      const point: ResumePoint = { step, state: stateDir(out, step), checkpoints, gone: null };
-      guard("resume point", () => ctx.store.saveResumePoint(ctx.id, point));
+      const point: ResumePoint = { step, state: stateDir(out, step), digest, checkpoints, gone: null };
+      if (guard("resume point", () => ctx.store.saveResumePoint(ctx.id, point))) {
+        void release(`replaced by job ${ctx.id}'s newer state at step ${step}`);
+      }
       ctx.log.info("state saved", { job_id: ctx.id, step, pausing });
       if (pausing) void stop("pause");
       void recordSamples().finally(ctx.changed);
@@ -137,15 +152,15 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       },
     );
     forcedKill ||= forced;
-    follower.stop();
+    await follower.stop();
     tracker.flush();
     persist();
-    const outcome = decideOutcome({
+    const decided = decideOutcome({
       ended,
       stopReason: stopReason ?? ctx.store.get(ctx.id)?.stop_reason ?? null,
       forcedKill,
       lastLossNan: tracker.progress().last_loss_nan,
-      verdict: await verifySafetensors(ctx.outputFile),
+      verdict: await verifySafetensors(ctx.runFile),
       outputFile: ctx.outputFile,
       logTail: tailLines(ctx.logPath, LOG_LINES_FOR_OUTCOME),
       oomKills: oomKillsAtStart === null
@@ -153,6 +168,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
         : (readOomKills(ctx.memoryEvents) ?? oomKillsAtStart) - oomKillsAtStart,
       phase: tracker.progress().phase,
     });
+    const outcome = decided.status === "succeeded" ? await publish(decided) : decided;
     const point = await settle(outcome.status === "succeeded");
     await recordSamples();
     await writeUntilDone(guard, "final record", () => {
@@ -170,11 +186,26 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       signal: outcome.signal,
     });
   };
-  // What the output filesystem holds after the run decides what can be resumed; one that cannot be read leaves the
+  // The verified LoRA goes into arbo's output_dir; until it is there the job has not succeeded. The run directory
+  // keeps its copy, so a publish a crash cut short is done again when the run is adopted.
+  const publish = async (decided: Outcome): Promise<Outcome> => {
+    if (ctx.runFile === ctx.outputFile || decided.lora_sha256 === null) return decided;
+    const published = await publishLora(ctx.runFile, ctx.outputFile, decided.lora_sha256, ctx.id);
+    if (published.ok) return decided;
+    const { code, detail } = published.error;
+    ctx.log.error("could not publish the LoRA", { job_id: ctx.id, error_code: code, error: detail });
+    return { ...decided, status: "failed", error_code: code, error: detail, lora_path: null, lora_sha256: null,
+      lora_bytes: null };
+  };
+  // What the run directory holds after the run decides what can be resumed; one that cannot be read leaves the
   // record as the run left it.
   const settle = async (succeeded: boolean): Promise<ResumePoint | null> => {
     try {
-      return await settleStates(out, ctx.expectedTotal, succeeded, checkpoints);
+      const point = await settleStates(out, ctx.expectedTotal, succeeded, checkpoints);
+      if (succeeded) await release(`job ${ctx.id}, which continued from it, succeeded`);
+      // A run that ended before its first own state still offers the one it started from.
+      if (point.step !== null || inherited === null) return point;
+      return { ...point, ...inherited };
     } catch (err) {
       ctx.log.error("could not settle the run's saved states", { job_id: ctx.id, error: (err as Error).message });
       return null;

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
@@ -10,6 +10,7 @@ import { createStateHealth } from "../store/state-health.ts";
 import { jobPaths, type LaunchFile } from "./job-dir.ts";
 import type { Sample } from "./checkpoints.ts";
 import { markedProcesses } from "../os/proc.ts";
+import { isStrictlyInside } from "../request/contained-path.ts";
 import { reconcileOnStart } from "./reconcile.ts";
 import { createWriteGuard, FRESH_MS, writeUntilDone } from "./supervise.ts";
 import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";
@@ -67,8 +68,10 @@ export function createSupervisor(deps: SupervisorDeps) {
     const bound = config.watchdog.tier_timeout_seconds[TIERS[request.tier].budget] * 1000;
     const deadline = onSlurm ? Number.POSITIVE_INFINITY : startedAt + bound;
     const knownSamples = row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]);
+    // A run launched before run directories existed writes its LoRA straight into the output dir.
+    const runFile = existsSync(paths.run) ? join(paths.run, basename(outputFile)) : outputFile;
     return {
-      id: row.id, dir: paths.dir, logPath: paths.log, outputFile, store, now, log,
+      id: row.id, dir: paths.dir, logPath: paths.log, runFile, outputFile, store, now, log,
       graceMs: config.trainer.cancel_grace_seconds * 1000,
       stallMs: config.watchdog.stall_seconds * 1000,
       deadline,
@@ -76,6 +79,9 @@ export function createSupervisor(deps: SupervisorDeps) {
       expectedTotal: row.total_steps,
       resumedAt: row.resumed_from_step ?? 0,
       checkpoints: row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]),
+      inherited: row.resume_state === null || row.resume_step === null || isStrictlyInside(paths.run, row.resume_state)
+        ? null
+        : { step: row.resume_step, state: row.resume_state, digest: row.resume_digest },
       pauseRequested: row.pause_requested_at !== null,
       samples: (request.samples ?? 0) > 0 ? { known: knownSamples, sinceMs: Date.parse(row.created_at) } : null,
       memoryEvents: deps.memoryEvents ?? null,

@@ -84,7 +84,7 @@ export function statusLines(view: JobView, baseUrl: string): string[] {
     ["created", view.created_at],
     ...(view.started_at ? [["started", view.started_at] as [string, string]] : []),
     ...(view.ended_at ? [["ended", view.ended_at] as [string, string]] : []),
-    ...resumeRows(view),
+    ...resumeRows(view, baseUrl),
     ...sampleRows(view, baseUrl),
   ];
   const hint = resumeHint(view);
@@ -92,7 +92,7 @@ export function statusLines(view: JobView, baseUrl: string): string[] {
 }
 
 // The runs before and after this one, its newest saved state and the intermediate LoRAs beside it.
-function resumeRows(view: JobView): [string, string][] {
+function resumeRows(view: JobView, baseUrl: string): [string, string][] {
   const rows: [string, string][] = [];
   if (view.resumed_from) {
     rows.push(["resumed", `from job ${view.resumed_from} at step ${view.resumed_from_step ?? "?"}`]);
@@ -102,7 +102,7 @@ function resumeRows(view: JobView): [string, string][] {
   else if (view.resume_gone && view.status !== "succeeded") {
     rows.push(["resume", `no saved state: ${view.resume_gone}`]);
   }
-  view.checkpoints.forEach((c, i) => rows.push([i === 0 ? "saved" : "", `step ${c.step}: ${c.path}`]));
+  view.checkpoints.forEach((c, i) => rows.push([i === 0 ? "saved" : "", `step ${c.step}: ${baseUrl}${c.url}`]));
   if (view.resumed_by) rows.push(["resumed", `by job ${view.resumed_by}`]);
   return rows;
 }
