@@ -91,6 +91,36 @@ describe.skipIf(unavailable !== null)("a state dir that fills up", () => {
     expect(worker.proc.exitCode).toBeNull();
   });
 
+  test("a trainer that ends while the state dir is full: its outcome is answered at once, marked unrecorded, and recorded once there is room", async () => {
+    using tree = makeHostTree();
+    await using _tmpfs = await mountTmpfs(tree.state, TMPFS_BYTES);
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.01)), { command: [binary] });
+    const id: string = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    using _job = killJobAtEnd(() => id);
+    await waitFor(async () => (await worker.json(`/train/${id}`)).body.step >= 5, "the training to be under way", 60_000);
+    using filler = fillUntilFull(tree.state);
+    // The shim records the end into the blocks reserved at launch, full disk or not.
+    await waitFor(() => existsSync(join(tree.state, "jobs", id, "exit.json")), "the shim to record the trainer's end", 60_000);
+    const known = await waitFor(async () => {
+      const { body } = await worker.json(`/train/${id}`);
+      return body.recorded === false ? body : null;
+    }, "the outcome to be answered from memory", 30_000);
+    expect(["succeeded", "failed"]).toContain(known.status);
+    expect(known.ended_at).toEqual(expect.any(String));
+    expect((await worker.json("/healthz")).body.unrecorded_job_ids).toEqual([id]);
+    // Contrast: the database still holds the run as active.
+    using db = new Database(join(tree.state, "jobs.db"), { readonly: true });
+    expect(db.query<{ status: string }, [string]>("SELECT status FROM jobs WHERE id = ?").get(id)!.status).toBe("training");
+
+    filler.remove();
+    const final = await waitFor(async () => {
+      const { body } = await worker.json(`/train/${id}`);
+      return body.recorded === undefined ? body : null;
+    }, "the record to land", 30_000);
+    expect(final).toMatchObject({ status: known.status, error_code: known.error_code, ended_at: known.ended_at });
+    expect((await worker.json("/healthz")).body.unrecorded_job_ids).toEqual([]);
+  });
+
   test("POST /train on a full state dir is refused 503 state_unwritable and leaves no row and no job dir", async () => {
     using tree = makeHostTree();
     await using _tmpfs = await mountTmpfs(tree.state, TMPFS_BYTES);

@@ -72,6 +72,10 @@ export const JobView = z.strictObject({
     .array(Sample)
     .describe("the preview images drawn so far, by step then index; a resumed job's start with its predecessor's"),
   forced_kill: z.boolean(),
+  recorded: z
+    .literal(false)
+    .optional()
+    .describe("the outcome is known but the state dir has not taken the record yet (it is full, say)"),
   // As dispatched; tier "smoke" marks the worker's own smoke run (POST /smoke).
   request: JobRequest,
 });
@@ -159,6 +163,9 @@ export const Health = z.looseObject({
   status: z.literal("ok"),
   version: z.string(),
   active_job_id: z.uuid().nullable(),
+  unrecorded_job_ids: z
+    .array(z.uuid())
+    .describe("jobs whose outcome is known but waits for the state dir to take its record (answered, marked)"),
   trainer_mode: z.enum(["real", "simulate"]),
   simulated: z.boolean(),
   auth_mode: z.string(),

@@ -67,6 +67,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
         status: "ok",
         version: deps.version,
         ...activeJobs(supervisor.activeJobIds()),
+        unrecorded_job_ids: supervisor.unrecordedJobIds(),
         backend: config.trainer.backend,
         ...(config.trainer.backend === "slurm" ? { max_active_jobs: config.slurm.max_active_jobs } : {}),
         trainer_mode: config.trainer.mode,

@@ -8,8 +8,16 @@ import type { Checkpoint, JobRow, LossPoint } from "../store/job-store.ts";
 import { SAMPLE_TEMPLATES } from "../recipe/samples.ts";
 import type { Sample } from "../supervisor/checkpoints.ts";
 
-// The wire shape of SPEC §3; optional fields appear only when they carry a value.
-export function jobView(row: JobRow, live: LiveProgress | null) {
+// The wire shape of SPEC §3; optional fields appear only when they carry a value. A run whose outcome the state dir
+// has not taken yet is answered with that outcome, marked `recorded: false`.
+export function jobView(recorded: JobRow, live: LiveProgress | null) {
+  const ended = live?.unrecorded ?? null;
+  const row: JobRow = ended === null ? recorded : {
+    ...recorded,
+    ...ended.outcome,
+    forced_kill: ended.outcome.forced_kill ? 1 : 0,
+    ended_at: ended.ended_at,
+  };
   const progress = live ?? {
     phase: row.phase,
     step: row.step,
@@ -48,6 +56,7 @@ export function jobView(row: JobRow, live: LiveProgress | null) {
       url: `/train/${row.id}/samples/${encodeURIComponent(sample.name)}`,
     })),
     forced_kill: row.forced_kill === 1,
+    ...(ended === null ? {} : { recorded: false }),
     request: JSON.parse(row.request) as unknown,
   };
 }

@@ -1,3 +1,4 @@
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { readJsonOrNull } from "../fs.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
@@ -15,7 +16,8 @@ import type { ProcessIdentity } from "../os/proc.ts";
 //   launch.json   what to run (written by the worker before the shim starts)
 //   shim.json     the shim's identity (written by the shim before it starts the trainer)
 //   trainer.json  the trainer's identity (written by the shim once it runs)
-//   exit.json     how the trainer ended, or why it never started (written by the shim last)
+//   exit.json     how the trainer ended, or why it never started (written by the shim last, into exit.reserved:
+//                 blocks the worker allocated at launch, so a full state dir cannot keep the record out)
 //   slurm.sh      on the Slurm backend, the batch script that runs the shim (written before sbatch)
 export interface JobPaths {
   id: string;
@@ -72,6 +74,14 @@ export const shimPath = (dir: string) => join(dir, "shim.json");
 export const trainerPath = (dir: string) => join(dir, "trainer.json");
 export const exitPath = (dir: string) => join(dir, "exit.json");
 export const slurmScriptPath = (dir: string) => join(dir, "slurm.sh");
+export const exitReservePath = (dir: string) => join(dir, "exit.reserved");
+// Far more than an exit record takes (a spawn error's message included).
+export const EXIT_RESERVE_BYTES = 4096;
+
+// Written with real bytes (not a hole), so the filesystem has given the blocks already.
+export function reserveExit(dir: string): void {
+  writeFileSync(exitReservePath(dir), Buffer.alloc(EXIT_RESERVE_BYTES, 0x20), { mode: 0o640 });
+}
 
 export const readJobFile = (dir: string) => readJsonOrNull<JobFile>(jobFilePath(dir));
 export const readShim = (dir: string) => readJsonOrNull<ProcessIdentity>(shimPath(dir));

@@ -1,7 +1,7 @@
 import { closeSync, openSync } from "node:fs";
 import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
-import type { StopReason } from "../job.ts";
+import type { Outcome, StopReason } from "../job.ts";
 import type { Checkpoint, JobStore } from "../store/job-store.ts";
 import type { Sample } from "./checkpoints.ts";
 import {
@@ -11,6 +11,7 @@ import {
   type LaunchFile,
   launchPath,
   readTrainer,
+  reserveExit,
   watchExit,
 } from "./job-dir.ts";
 import { writeJsonAtomic } from "../fs.ts";
@@ -54,8 +55,16 @@ export interface RunContext {
   watched: () => boolean;
 }
 
+/** A run's outcome, decided, that the state dir has not taken yet (it is full, say). */
+export interface Unrecorded {
+  outcome: Outcome;
+  ended_at: string;
+}
+
 export interface Run {
   readonly id: string;
+  // The outcome while its record waits for the state dir; null until then.
+  unrecorded(): Unrecorded | null;
   pgid(): number | null;
   // Why the scheduler still holds the run (Slurm's pending reason), or null once it runs or on this host.
   queued(): string | null;
@@ -101,6 +110,7 @@ export class LaunchFailed extends Error {}
 export async function startRun(ctx: RunContext, launch: LaunchFile, job: JobFile, shimCommand: string[]): Promise<Run> {
   writeJsonAtomic(jobFilePath(ctx.dir), job);
   writeJsonAtomic(launchPath(ctx.dir), launch);
+  reserveExit(ctx.dir);
   closeSync(openSync(ctx.logPath, "a", 0o640));
   const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", [JOB_MARKER_ENV]: ctx.id };
   const shim = Bun.spawn([...shimCommand, "shim", ctx.dir], {

@@ -1,7 +1,9 @@
-import { closeSync, existsSync, openSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, ftruncateSync, openSync, renameSync, writeSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import { readJsonOrNull, writeJsonAtomic } from "../fs.ts";
-import { exitPath, launchPath, shimPath, trainerPath, type LaunchFile } from "./job-dir.ts";
+import {
+  type ExitFile, exitPath, exitReservePath, launchPath, shimPath, trainerPath, type LaunchFile,
+} from "./job-dir.ts";
 import { identify } from "../os/proc.ts";
 import { signalGroup } from "../os/terminate.ts";
 import { capLog } from "./job-log.ts";
@@ -24,7 +26,7 @@ export async function runShim(jobDir: string): Promise<number> {
   }
   const proc = spawnTrainer(launch);
   if ("spawn_error" in proc) {
-    await writeWhenPossible(exitPath(jobDir), { ...proc, ended_at: new Date().toISOString() });
+    await recordExit(jobDir, { ...proc, ended_at: new Date().toISOString() });
     return 1;
   }
   await writeWhenPossible(trainerPath(jobDir), identify(proc.pid));
@@ -38,10 +40,29 @@ export async function runShim(jobDir: string): Promise<number> {
   clearInterval(cap);
   cut(launch);
   const signal = proc.signalCode === null ? null : String(proc.signalCode);
-  const recorded = await writeWhenPossible(exitPath(jobDir), {
-    exit_code: proc.exitCode, signal, ended_at: new Date().toISOString(),
-  });
+  const recorded = await recordExit(jobDir, { exit_code: proc.exitCode, signal, ended_at: new Date().toISOString() });
   return recorded ? 0 : 1;
+}
+
+// Into the blocks the worker reserved at launch: written in place, cut to its length and renamed, none of which
+// needs a free block, so a full state dir does not keep the trainer's end unknown. Without a reservation (a run
+// launched by an older worker), a write that waits for room.
+async function recordExit(jobDir: string, exit: ExitFile): Promise<boolean> {
+  const bytes = Buffer.from(JSON.stringify(exit));
+  try {
+    const fd = openSync(exitReservePath(jobDir), "r+");
+    try {
+      writeSync(fd, bytes, 0, bytes.length, 0);
+      ftruncateSync(fd, bytes.length);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(exitReservePath(jobDir), exitPath(jobDir));
+    return true;
+  } catch {
+    return writeWhenPossible(exitPath(jobDir), exit);
+  }
 }
 
 // What the shim records exists nowhere else: a state dir that cannot take it now (full, say) is waited out. A job

@@ -8,7 +8,7 @@ import { writeJsonAtomic } from "../fs.ts";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
 import { isLive, type JobState, type SlurmClient } from "../os/slurm.ts";
 import {
-  type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit, slurmScriptPath,
+  type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit, reserveExit, slurmScriptPath,
 } from "./job-dir.ts";
 import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
 import { supervise } from "./supervise.ts";
@@ -45,6 +45,7 @@ export async function startSlurmRun(
 ): Promise<Run> {
   writeJsonAtomic(jobFilePath(ctx.dir), job);
   writeJsonAtomic(launchPath(ctx.dir), launch);
+  reserveExit(ctx.dir);
   closeSync(openSync(ctx.logPath, "a", 0o640));
   const script = slurmScriptPath(ctx.dir);
   writeFileSync(script, batchScript(ctx, shimCommand), { mode: 0o750 });

@@ -10,7 +10,7 @@ import { followLog, tailLines } from "./job-log.ts";
 import { decideOutcome } from "./outcome.ts";
 import { publishLora } from "./publish.ts";
 import { readOomKills } from "../os/proc.ts";
-import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
+import type { PendingStop, Placement, Run, RunContext, Unrecorded } from "./run.ts";
 
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
 const PERSIST_INTERVAL_MS = 1000;
@@ -65,6 +65,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     }
   };
   let statusRecorded = false;
+  let unrecorded: Unrecorded | null = null;
   let stopping: Promise<unknown> = Promise.resolve();
   let stopReason: StopReason | null = null;
   let forcedKill = false;
@@ -171,11 +172,17 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     const outcome = decided.status === "succeeded" ? await publish(decided) : decided;
     const point = await settle(outcome.status === "succeeded");
     await recordSamples();
-    await writeUntilDone(guard, "final record", () => {
+    const endedAt = ctx.now().toISOString();
+    const record = () => {
       if (point !== null) ctx.store.saveResumePoint(ctx.id, point);
       ctx.store.saveProgress(ctx.id, tracker.progress());
       ctx.store.appendLoss(ctx.id, tracker.pendingLoss());
-      ctx.store.finish(ctx.id, outcome, ctx.now().toISOString());
+      ctx.store.finish(ctx.id, outcome, endedAt);
+    };
+    // The outcome is known: while the state dir cannot take it, it is answered from memory, marked so.
+    await writeUntilDone(guard, "final record", record, () => {
+      unrecorded = { outcome, ended_at: endedAt };
+      ctx.changed();
     });
     ctx.changed();
     ctx.log[outcome.status === "failed" ? "warn" : "info"]("job ended", {
@@ -228,6 +235,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     pgid: placement.pgid,
     queued: placement.queued,
     progress: () => tracker.progress(),
+    unrecorded: () => unrecorded,
     refresh(maxAgeMs) {
       if (follower.sinceRead() >= maxAgeMs) follower.drain();
     },
@@ -318,7 +326,15 @@ export function createWriteGuard(log: Logger, jobId: string): WriteGuard {
   };
 }
 
-// The final record must land: it is retried until the state dir takes it.
-export async function writeUntilDone(guard: WriteGuard, what: string, write: () => unknown): Promise<void> {
-  while (!guard(what, write)) await Bun.sleep(WRITE_RETRY_MS);
+// The final record must land: it is retried until the state dir takes it. `waiting` hears the first refusal.
+export async function writeUntilDone(
+  guard: WriteGuard,
+  what: string,
+  write: () => unknown,
+  waiting?: () => void,
+): Promise<void> {
+  for (let first = true; !guard(what, write); first = false) {
+    if (first) waiting?.();
+    await Bun.sleep(WRITE_RETRY_MS);
+  }
 }

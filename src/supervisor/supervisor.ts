@@ -13,7 +13,7 @@ import { markedProcesses } from "../os/proc.ts";
 import { isStrictlyInside } from "../request/contained-path.ts";
 import { reconcileOnStart } from "./reconcile.ts";
 import { createWriteGuard, FRESH_MS, writeUntilDone } from "./supervise.ts";
-import { adoptRun, startRun, type Run, type RunContext } from "./run.ts";
+import { adoptRun, startRun, type Run, type RunContext, type Unrecorded } from "./run.ts";
 import { adoptSlurmRun, type SlurmPlan, slurmRefusal, startSlurmRun } from "./slurm-run.ts";
 import { createSlurmClient } from "../os/slurm.ts";
 import { TIERS } from "../tiers.ts";
@@ -32,8 +32,9 @@ export interface SupervisorDeps {
 
 export type Supervisor = ReturnType<typeof createSupervisor>;
 
-/** A running job's progress, and why a scheduler still holds it (null once it runs). */
-export type LiveProgress = Progress & { queue_reason: string | null };
+/** A running job's progress, why a scheduler still holds it (null once it runs), and its outcome while that waits
+ * for the state dir to take it. */
+export type LiveProgress = Progress & { queue_reason: string | null; unrecorded: Unrecorded | null };
 
 // The runs of this worker: started, adopted after a restart, watched, cancelled, settled.
 export function createSupervisor(deps: SupervisorDeps) {
@@ -199,12 +200,13 @@ export function createSupervisor(deps: SupervisorDeps) {
     progress(id: string): LiveProgress | null {
       const run = runs.get(id);
       if (!run) return null;
-      const [progress, reason] = [run.progress(), run.queued()];
+      const [progress, reason, unrecorded] = [run.progress(), run.queued(), run.unrecorded()];
       const last = lives.get(run);
-      if (last?.progress === progress && last.live.queue_reason === reason) return last.live;
+      const same = last?.progress === progress && last.live.queue_reason === reason;
+      if (same && last.live.unrecorded === unrecorded) return last.live;
       const live: LiveProgress = reason === null
-        ? { ...progress, queue_reason: null }
-        : { ...progress, phase: "queued", queue_reason: reason };
+        ? { ...progress, queue_reason: null, unrecorded }
+        : { ...progress, phase: "queued", queue_reason: reason, unrecorded };
       lives.set(run, { progress, live });
       return live;
     },
@@ -216,6 +218,11 @@ export function createSupervisor(deps: SupervisorDeps) {
 
     activeJobId(): string | null {
       return store.activeJobs()[0]?.id ?? null;
+    },
+
+    /** The runs that ended but whose record waits for the state dir. */
+    unrecordedJobIds(): string[] {
+      return [...runs.values()].filter((r) => r.unrecorded() !== null).map((r) => r.id);
     },
 
     activeJobIds(): string[] {
