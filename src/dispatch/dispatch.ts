@@ -27,7 +27,7 @@ import {
   DatasetChanged, diskShortfall, type DiskShortfall, linkSnapshot, readCopy, type Snapshot, snapshotDataset,
 } from "./snapshot.ts";
 import { isActive } from "../job.ts";
-import { stateDigest, unusableState } from "../supervisor/checkpoints.ts";
+import { usableState } from "../supervisor/checkpoints.ts";
 import { baseModelChange, type BaseModelPrint, baseModelPrint } from "../request/base-model.ts";
 import { isStrictlyInside, realOrNull } from "../request/contained-path.ts";
 
@@ -144,8 +144,7 @@ export function createDispatcher(deps: DispatcherDeps) {
         const refusal = claimed.error;
         if ("resumedBy" in refusal) return alreadyResumed(origin.resumes?.id ?? "", refusal.resumedBy);
         if ("outputUser" in refusal) return outputInUse(refusal.outputUser, train);
-        const limit = maxActive > 1 ? { limit: maxActive } : {};
-        return fail({ kind: "busy", activeId: refusal.activeId, unsupervised: false, ...limit });
+        return busy(refusal.activeId);
       }
     } catch (err) {
       if (err instanceof StoreWriteFailed) return fail({ kind: "state_unwritable", detail: err.message });
@@ -177,6 +176,13 @@ export function createDispatcher(deps: DispatcherDeps) {
   };
   const removeJobDir = (id: string) => rmSync(jobPaths(config.state_dir, id).dir, { recursive: true, force: true });
 
+  // Every slot taken: the first active job, for the answer to name.
+  const busyWith = (): string | null => {
+    const active = store.activeJobs();
+    return active.length >= maxActive ? active[0]!.id : null;
+  };
+  const busy = (activeId: string): Refused =>
+    fail({ kind: "busy", activeId, unsupervised: false, ...(maxActive > 1 ? { limit: maxActive } : {}) });
   const outputInUse = (jobId: string, train: CheckedTrain): Refused =>
     fail({ kind: "output_in_use", jobId, outputName: train.request.output_name });
 
@@ -188,11 +194,8 @@ export function createDispatcher(deps: DispatcherDeps) {
     if (stray !== null) return fail({ kind: "busy", activeId: stray, unsupervised: true });
     const user = store.outputUser(train.outputFile);
     if (user !== null) return outputInUse(user, train);
-    const active = store.activeJobs();
-    if (active.length >= maxActive) {
-      const limit = maxActive > 1 ? { limit: maxActive } : {};
-      return fail({ kind: "busy", activeId: active[0]!.id, unsupervised: false, ...limit });
-    }
+    const holder = busyWith();
+    if (holder !== null) return busy(holder);
     const tier = TIERS[train.request.tier];
     const shortfall = diskShortfall(config.state_dir, train.outputDir, tier, datasetBytes);
     return shortfall === null ? null : fail({ kind: "insufficient_disk", shortfall });
@@ -286,13 +289,6 @@ export function createDispatcher(deps: DispatcherDeps) {
     const [jobs, real] = [realOrNull(join(config.state_dir, "jobs")), realOrNull(state)];
     return jobs !== null && real !== null && isStrictlyInside(jobs, real);
   };
-  // Right before the claim: the state's files are the ones that were verified, byte for byte.
-  const stateChanged = async (job: JobRow, from: ResumeFrom): Promise<Refused | null> => {
-    if ((await stateDigest(from.state)) === job.resume_digest) return null;
-    const detail = `job ${job.id} cannot be resumed: its saved state at step ${from.step} changed after the worker ` +
-      "verified it";
-    return fail({ kind: "not_resumable", detail });
-  };
   // The run goes on from weights trained on the base model recorded at the chain's start: a file replaced since
   // would resume onto another model.
   const baseModelReplaced = async (job: JobRow, train: CheckedTrain): Promise<Refused | null> => {
@@ -323,8 +319,10 @@ export function createDispatcher(deps: DispatcherDeps) {
     if (!ownedState(job.resume_state) || job.resume_digest === null) {
       return refuse(`${at} lies outside the worker's run directories (an older version saved it into output_dir)`);
     }
-    const why = await unusableState(job.resume_state, job.resume_step);
-    if (why !== null) return refuse(`${at} can no longer be used: ${why}`);
+    // Whole and finite again, and byte for byte the files that were verified.
+    const usable = await usableState(job.resume_state, job.resume_step);
+    if (!usable.ok) return refuse(`${at} can no longer be used: ${usable.error}`);
+    if (usable.value !== job.resume_digest) return refuse(`${at} changed after the worker verified it`);
     return ok({ state: job.resume_state, step: job.resume_step, repeatsScale: 1 });
   };
 
@@ -344,10 +342,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     },
 
     /** Whether a run could be claimed now, so a caller can refuse before it writes anything. */
-    busyWith(): string | null {
-      const active = store.activeJobs();
-      return active.length >= maxActive ? active[0]!.id : null;
-    },
+    busyWith,
 
     // POST /train/{id}/resume: a retry (the same Idempotency-Key, or while the successor runs) is the same job.
     // `body` may ask for other previews than the predecessor's; nothing else of its request changes.
@@ -383,7 +378,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       const request = asked.data.samples === undefined ? stored : { ...stored, samples: asked.data.samples };
       const checked = await checkResume(request, copy, config);
       return start(checked, retried, idempotencyKey, async (id, train) => {
-        const refused = (await baseModelReplaced(job, train)) ?? (await stateChanged(job, from.value));
+        const refused = await baseModelReplaced(job, train);
         if (refused !== null) return refused;
         const batch = BATCH_SIZE[train.device.class];
         const scale = resumeRepeatsScale(copy.images, request.repeats, batch, TIERS[request.tier].maxTrainSteps);

@@ -1,6 +1,6 @@
 import { statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
-import { checkLayout, readHeaderFile } from "../safetensors/header.ts";
+import { checkLayout, LENGTH_PREFIX_BYTES, MAX_HEADER_BYTES, readHeaderFile } from "../safetensors/header.ts";
 import type { Problem } from "./schema.ts";
 
 // What sd-scripts' SDXL trainer can load, told apart by tensor names alone. Confirmed in kohya-ss/sd-scripts
@@ -115,16 +115,13 @@ export interface BaseModelPrint {
   header_sha256: string;
 }
 
-const HEADER_LENGTH_BYTES = 8;
-// A replaced file's prefix may claim any length: at most this much of it is read.
-const MAX_PRINTED_HEADER_BYTES = 100 * 1024 * 1024;
-
 export async function baseModelPrint(path: string): Promise<BaseModelPrint | null> {
   const info = statOrNull(path);
-  if (info === null || info.size < HEADER_LENGTH_BYTES) return null;
+  if (info === null || info.size < LENGTH_PREFIX_BYTES) return null;
   const file = Bun.file(path);
-  const length = new DataView(await file.slice(0, HEADER_LENGTH_BYTES).arrayBuffer()).getBigUint64(0, true);
-  const end = Math.min(info.size, HEADER_LENGTH_BYTES + Math.min(Number(length), MAX_PRINTED_HEADER_BYTES));
+  const length = new DataView(await file.slice(0, LENGTH_PREFIX_BYTES).arrayBuffer()).getBigUint64(0, true);
+  // A replaced file's prefix may claim any length: no more is read than a header may hold.
+  const end = Math.min(info.size, LENGTH_PREFIX_BYTES + Math.min(Number(length), MAX_HEADER_BYTES));
   const header = new Uint8Array(await file.slice(0, end).arrayBuffer());
   const digest = new Bun.CryptoHasher("sha256").update(header).digest("hex");
   return { size: info.size, mtime_ms: info.mtimeMs, header_sha256: digest };

@@ -24,7 +24,7 @@ export interface HeaderFile {
 
 export const LENGTH_PREFIX_BYTES = 8;
 // sd-scripts headers are a few hundred KiB at most; a bigger claim means a corrupt prefix.
-const MAX_HEADER_BYTES = 100 * 1024 * 1024;
+export const MAX_HEADER_BYTES = 100 * 1024 * 1024;
 const METADATA_KEY = "__metadata__";
 
 const DTYPE_BYTES: Readonly<Record<string, number>> = {

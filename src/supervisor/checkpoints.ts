@@ -13,6 +13,7 @@ import { basename, dirname, join } from "node:path";
 import { digestOf, readJsonOrNull, statOrNull } from "../fs.ts";
 import type { Logger } from "../logger.ts";
 import { PNG_SIGNATURE } from "../png.ts";
+import { fail, ok, type Result } from "../result.ts";
 import { checkLayout, readHeaderFile } from "../safetensors/header.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
 import type { Checkpoint, ResumePoint } from "../store/job-store.ts";
@@ -69,27 +70,26 @@ async function endsWithEocd(path: string): Promise<boolean> {
   return tail.readUInt32LE(0) === EOCD_SIGNATURE && tail.readUInt16LE(EOCD_BYTES - 2) === 0;
 }
 
-// One digest over a state's files, kept when it is verified and compared right before a resume launches from it.
-export async function stateDigest(dir: string): Promise<string | null> {
+// A whole state whose network weights are finite: the digest of its files (kept when it is verified, compared
+// when a resume starts from it), or why it cannot be resumed from.
+export async function usableState(dir: string, step: number): Promise<Result<string, string>> {
+  const incomplete = await incompleteState(dir, step);
+  return incomplete === null ? fitWeights(dir) : fail(incomplete);
+}
+
+// A whole state's network weights, readable to the end and finite; then one digest over all its files, the weights'
+// taken from that same read.
+async function fitWeights(dir: string): Promise<Result<string, string>> {
+  const verdict = await verifySafetensors(join(dir, "model.safetensors"));
+  if (!verdict.ok) return fail(`model.safetensors: ${verdict.error.detail}`);
+  if (verdict.value.nonFinite.tensors > 0) return fail("its network weights hold NaN or Inf");
   const summary = new Bun.CryptoHasher("sha256");
   for (const file of STATE_FILES) {
-    const digest = await digestOf(join(dir, file));
-    if (digest === null) return null;
+    const digest = file === "model.safetensors" ? verdict.value.sha256 : await digestOf(join(dir, file));
+    if (digest === null) return fail(`${file} is missing`);
     summary.update(`${file}\0${digest}\n`);
   }
-  return summary.digest("hex");
-}
-
-// A whole state whose network weights are finite, or why it cannot be resumed from.
-export async function unusableState(dir: string, step: number): Promise<string | null> {
-  return (await incompleteState(dir, step)) ?? (await unfitWeights(dir));
-}
-
-// A whole state's network weights: readable to the end, and finite.
-async function unfitWeights(dir: string): Promise<string | null> {
-  const verdict = await verifySafetensors(join(dir, "model.safetensors"));
-  if (!verdict.ok) return `model.safetensors: ${verdict.error.detail}`;
-  return verdict.value.nonFinite.tensors > 0 ? "its network weights hold NaN or Inf" : null;
+  return ok(summary.digest("hex"));
 }
 
 export async function verifyIntermediate(out: RunOutput, step: number): Promise<Checkpoint | null> {
@@ -107,11 +107,13 @@ async function savedSteps(out: RunOutput, suffix: string): Promise<number[]> {
 }
 const stateSteps = (out: RunOutput) => savedSteps(out, "-state");
 
-// The newest state a resume can start from: whole, finite, and before the last step (sd-scripts refuses to resume
-// a run whose state is at max_train_steps).
-export async function newestUsableState(out: RunOutput, totalSteps: number): Promise<number | null> {
+// The newest state a resume can start from, with its digest: whole, finite, and before the last step (sd-scripts
+// refuses to resume a run whose state is at max_train_steps).
+async function newestUsableState(out: RunOutput, totalSteps: number): Promise<{ step: number; digest: string } | null> {
   for (const step of await stateSteps(out)) {
-    if (step < totalSteps && (await unusableState(stateDir(out, step), step)) === null) return step;
+    if (step >= totalSteps) continue;
+    const usable = await usableState(stateDir(out, step), step);
+    if (usable.ok) return { step, digest: usable.value };
   }
   return null;
 }
@@ -156,13 +158,11 @@ export function followStates(deps: FollowerDeps) {
       return;
     }
     pending = null;
-    const why = await unfitWeights(stateDir(deps.out, step));
-    if (why !== null) return deps.log.warn("a saved state cannot be resumed from", { job_id: deps.jobId, step, why });
-    const digest = await stateDigest(stateDir(deps.out, step));
-    if (digest === null) {
-      return deps.log.warn("a saved state vanished while it was verified", { job_id: deps.jobId, step });
+    const fit = await fitWeights(stateDir(deps.out, step));
+    if (!fit.ok) {
+      return deps.log.warn("a saved state cannot be resumed from", { job_id: deps.jobId, step, why: fit.error });
     }
-    deps.saved(step, await verifyIntermediate(deps.out, step), digest);
+    deps.saved(step, await verifyIntermediate(deps.out, step), fit.value);
   };
   const look = (step: number) => {
     void check(step).catch((err: Error) => {
@@ -196,16 +196,16 @@ export async function settleStates(
     const gone = "the states and intermediate LoRAs were removed once the final LoRA was verified";
     return { step: null, state: null, digest: null, checkpoints: [], gone };
   }
-  const step = totalSteps === null ? null : await newestUsableState(out, totalSteps);
+  const usable = totalSteps === null ? null : await newestUsableState(out, totalSteps);
+  const step = usable?.step ?? null;
   await removeStates(out, step);
   const checkpoints = stillThere(known);
   // A run that ended while its newest state was still being checked has that state's LoRA unverified.
   const newest = step === null || checkpoints.some((c) => c.step === step) ? null : await verifyIntermediate(out, step);
-  const state = step === null ? null : stateDir(out, step);
   return {
     step,
-    state,
-    digest: state === null ? null : await stateDigest(state),
+    state: step === null ? null : stateDir(out, step),
+    digest: usable?.digest ?? null,
     checkpoints: newest ? [...checkpoints, newest] : checkpoints,
     gone: null,
   };
