@@ -19,6 +19,7 @@ const SCRIPTS = [
   "history-size.ts",
   "sse-fanout.ts",
   "retention.ts",
+  "healthz-under-flood.ts",
 ];
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");

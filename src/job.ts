@@ -24,14 +24,15 @@ export function isActive(status: JobStatus): boolean {
 
 // In the order a run goes through them; a phase never moves backwards, but for `sampling`, a pause of
 // `training` at a checkpoint while preview images are generated.
+// `preparing` while the worker copies the dataset into the job directory, before any trainer exists;
 // `queued` only on the Slurm backend, while Slurm holds the run pending.
-export const Phase = z.enum(["queued", "loading", "caching", "training", "sampling", "saving", "done"]);
+export const Phase = z.enum(["preparing", "queued", "loading", "caching", "training", "sampling", "saving", "done"]);
 export type Phase = z.infer<typeof Phase>;
 
 export const ErrorCode = z.enum([
   "cuda_oom", "host_oom_killed", "nan_loss", "dataset_empty", "base_model_invalid", "stalled", "timeout",
   "output_missing", "output_invalid", "disk_full", "worker_restarted", "host_rebooted", "node_failed",
-  "spawn_failed", "tokenizer_missing", "trainer_crashed", "publish_failed",
+  "spawn_failed", "tokenizer_missing", "trainer_crashed", "publish_failed", "dataset_changed", "dataset_copy_failed",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;
 

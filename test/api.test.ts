@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../src/api/input.ts";
 import { TOKENIZERS } from "../src/tokenizers/layout.ts";
@@ -150,7 +150,8 @@ describe("HTTP surface", () => {
       const trainer = join(TRAINERS, "holds-last-bar.sh");
       await using a = inProcessApp(tree, realModeConfig(tree, trainer), [trainer]);
       const id = (await (await a.post(JSON.stringify(tree.validRequest()))).json() as any).worker_job_id as string;
-      await waitFor(() => readFileSync(a.store.get(id)!.log_path, "utf8").includes("3/400"), "the trainer's third step");
+      const log = a.store.get(id)!.log_path;
+      await waitFor(() => existsSync(log) && readFileSync(log, "utf8").includes("3/400"), "the trainer's third step");
       // Contrast: what the worker knew before the answer asked.
       expect(a.supervisor.progress(id)!.step).toBe(0);
       expect(await ask(a, id)).toBe(3);

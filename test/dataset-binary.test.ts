@@ -62,12 +62,13 @@ describe("the compiled worker checks every file the trainer would read", () => {
 });
 
 describe("the compiled worker trains on a private copy", () => {
-  test("a caption swapped for an outside link after the 200 does not reach the trainer, and arbo's folder is left as it was", async () => {
+  test("a caption swapped for an outside link after the copy does not reach the trainer, and arbo's folder is left as it was", async () => {
     const { dir, request } = dataset({ "img0.txt": "ohwx, blue shirt", "img1.txt": "ohwx, smiling" });
     const secret = join(tree.root, "secret.txt");
     writeFileSync(secret, "SECRET-TOKEN");
     const posted = await worker.postTrain(request);
     expect(posted.status).toBe(200);
+    await waitFor(async () => (await worker.json(`/train/${posted.body.worker_job_id}`)).body.dataset, "the dataset copy");
     rmSync(join(dir, "img0.txt"));
     symlinkSync(secret, join(dir, "img0.txt"));
     const before = snapshotFiles(tree);

@@ -30,7 +30,7 @@ async function refusal(tree: HostTree, dataset: Record<string, number> = {}) {
 }
 
 async function trained(s: ReturnType<typeof harness>, tree: HostTree, overrides: Record<string, unknown> = {}) {
-  const job = await dispatchOk(s.dispatcher, tree.validRequest(overrides));
+  const job = await dispatchOk(s, tree.validRequest(overrides));
   await s.supervisor.settle();
   return s.store.get(job.id)!;
 }
@@ -72,13 +72,13 @@ describe("every file the trainer would read is checked at dispatch", () => {
 });
 
 describe("the trainer reads a private copy", () => {
-  test("a caption swapped for an outside link after the 200 does not reach the trainer", async () => {
+  test("a caption swapped for an outside link after the copy does not reach the trainer", async () => {
     using tree = makeHostTree();
     captioned(tree);
     const secret = join(tree.root, "secret.txt");
     writeFileSync(secret, "SECRET-TOKEN");
     await using s = harness(tree);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     rmSync(join(tree.dataset, "img0.txt"));
     symlinkSync(secret, join(tree.dataset, "img0.txt"));
     await s.supervisor.settle();

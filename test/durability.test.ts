@@ -4,6 +4,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { liveGroupMembers } from "../src/os/terminate.ts";
 import { ensureBinary } from "./support/binary.ts";
+import { processesMarkedWith } from "./support/job-processes.ts";
 import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
 import { waitFor } from "./support/wait.ts";
 import { startWorker } from "./support/worker-process.ts";
@@ -52,9 +53,10 @@ describe("one instance, one truth", () => {
 
 describe("kill -9 at any moment", () => {
   // Each round kills the worker at a different point of a job's life; the next start must settle it.
-  const moments: Array<[string, (get: () => Promise<any>) => Promise<unknown>]> = [
-    ["right after the dispatch answer", async () => true],
-    ["while the trainer is silent", async (get) => (await get()).status === "starting" || (await get()).status === "training"],
+  // (A kill while the dataset is copied, before any process exists, is test/preparing.test.ts's.)
+  const moments: Array<[string, (get: () => Promise<any>, id: string) => Promise<unknown>]> = [
+    ["right after the launch", async (_, id) => processesMarkedWith(id).length > 0],
+    ["while the trainer is silent", async (get, id) => processesMarkedWith(id).length > 0 && ["starting", "training"].includes((await get()).status)],
     ["mid-training", async (get) => (await get()).step >= 20],
     ["near the end", async (get) => (await get()).step >= 180],
     ["after the end", async (get) => !["starting", "training"].includes((await get()).status)],
@@ -71,7 +73,7 @@ describe("kill -9 at any moment", () => {
       expect(posted.status).toBe(200);
       const id = posted.body.worker_job_id;
       ids.push(id);
-      await waitFor(() => moment(async () => (await worker.json(`/train/${id}`)).body), `moment ${i}`, 60_000);
+      await waitFor(() => moment(async () => (await worker.json(`/train/${id}`)).body, id), `moment ${i}`, 60_000);
     }
     await using last = await startWorker(config, { command: [binary] });
     await waitFor(async () => (await last.json("/healthz")).body.active_job_id === null, "the last job to settle", 60_000);

@@ -10,7 +10,7 @@ import { dispatchOk, realModeConfig, REAL_LOGS, replayTrainer, supervisorFor } f
 // prints it and exits as the real run did, under the real supervisor.
 async function outcomeOf(tree: HostTree, trainer: string, memoryEvents: string | null = null) {
   await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer], { memoryEvents });
-  const job = await dispatchOk(s.dispatcher, tree.validRequest());
+  const job = await dispatchOk(s, tree.validRequest());
   await s.supervisor.settle();
   return s.store.get(job.id)!;
 }
@@ -148,7 +148,7 @@ describe("a nan loss stops the run whatever its bar's total", () => {
     chmodSync(trainer, 0o755);
     const config = realModeConfig(tree, trainer, { watchdog: { nan_updates: 3 } });
     await using s = supervisorFor(tree, config, [trainer]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     // Read as an answer about the job reads it, until the run has ended.
     const row = await waitFor(() => {
       s.supervisor.refresh(job.id);
@@ -198,7 +198,7 @@ describe("total_steps", () => {
     writeFileSync(trainer, "#!/bin/sh\nsleep 30\n");
     chmodSync(trainer, 0o755);
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest({ tier: "balanced" }));
+    const job = await dispatchOk(s, tree.validRequest({ tier: "balanced" }));
     expect(job.total_steps).toBe(1500);
     expect(s.supervisor.progress(job.id)?.total_steps).toBe(1500);
   });

@@ -16,7 +16,7 @@ describe("per-status counts kept in memory", () => {
     using tree = makeHostTree();
     const path = join(tree.state, "jobs.db");
     const store = openJobStore(path);
-    const job = (i: number) => ({ id: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`, request: {}, requestHash: `h${i}`, idempotencyKey: null, admissionWarning: null, simulated: true, logPath: `/x/${i}`, now: new Date(i * 1000).toISOString(), totalSteps: 400, dataset: null });
+    const job = (i: number) => ({ id: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`, request: {}, requestHash: `h${i}`, idempotencyKey: null, admissionWarning: null, simulated: true, logPath: `/x/${i}`, now: new Date(i * 1000).toISOString(), totalSteps: 400, dataset: null, phase: "preparing" as const });
     for (let i = 0; i < 3; i++) {
       store.insertIfIdle(job(i));
       // Contrast: a second claim while one is active changes nothing, in memory as on disk.
@@ -48,7 +48,7 @@ describe("rows read from memory", () => {
     const path = join(tree.state, "jobs.db");
     const store = openJobStore(path);
     const id = "00000000-0000-4000-8000-000000000001";
-    store.insertIfIdle({ id, request: {}, requestHash: "h", idempotencyKey: null, admissionWarning: null, simulated: true, logPath: "/x", now: new Date(0).toISOString(), totalSteps: 400, dataset: null });
+    store.insertIfIdle({ id, request: {}, requestHash: "h", idempotencyKey: null, admissionWarning: null, simulated: true, logPath: "/x", now: new Date(0).toISOString(), totalSteps: 400, dataset: null, phase: "preparing" });
     const writes: Array<() => unknown> = [
       () => store.markTraining(id),
       () => store.saveProgressUnsynced(id, { phase: "training", step: 7, total_steps: 400, loss: 0.1, eta_s: 30 }, [[7, 0.1]]),

@@ -15,7 +15,7 @@ describe("what the trainer prints cannot grow the database without bound", () =>
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "counts-past-total.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     await s.supervisor.settle();
 
     const row = s.store.get(job.id)!;

@@ -151,7 +151,7 @@ describe("the OpenAPI document and the tools that consume it", () => {
     expect(schemas.Conflict.properties.reason.enum).toEqual(["busy", "output_exists", "output_in_use", "insufficient_vram", "cotenant_active", "insufficient_disk", "not_resumable", "base_model_changed", "smoke_unavailable"]);
     expect(Object.keys(doc.paths["/train/{id}/checkpoints/{step}"].get.responses[200].content)).toEqual(["application/octet-stream"]);
     expect(schemas.Checkpoint.required).toEqual(["step", "sha256", "bytes", "url"]);
-    expect(schemas.Unavailable.properties.reason.enum).toEqual(["gpu_probe_failed", "state_unwritable", "spawn_failed", "slurm_refused"]);
+    expect(schemas.Unavailable.properties.reason.enum).toEqual(["gpu_probe_failed", "state_unwritable", "slurm_refused"]);
     expect(doc.paths["/train/{id}"].get.responses[200].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/JobView" });
   });
 

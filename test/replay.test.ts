@@ -32,7 +32,7 @@ async function supervisedReplay(log: string) {
   using tree = makeHostTree();
   const config = simulateModeConfig(tree, { replay_log: log, replay_speed: 20_000 });
   await using s = supervisorFor(tree, config, SIMULATOR);
-  const job = await dispatchOk(s.dispatcher, tree.validRequest());
+  const job = await dispatchOk(s, tree.validRequest());
   await s.supervisor.settle();
   return { row: s.store.get(job.id)!, history: s.store.lossHistory(job.id) };
 }
@@ -66,7 +66,7 @@ describe("misbehaving simulated trainers", () => {
     test(`cancel leaves nothing of a "${fail}" tree in /proc`, async () => {
       using tree = makeHostTree();
       await using s = supervisorFor(tree, simulateModeConfig(tree, { seconds_per_step: 0.05, fail }), SIMULATOR);
-      const job = await dispatchOk(s.dispatcher, tree.validRequest());
+      const job = await dispatchOk(s, tree.validRequest());
       const id = job.id;
       await waitFor(() => (s.supervisor.progress(id)?.step ?? 0) >= 3, "the orphan to be spawned at step 2");
       const pgid = s.store.get(id)!.pid!;
@@ -83,7 +83,7 @@ describe("misbehaving simulated trainers", () => {
   test("an out-of-memory at step 3 fails as cuda_oom with exit code 1", async () => {
     using tree = makeHostTree();
     await using s = supervisorFor(tree, simulateModeConfig(tree, { seconds_per_step: 0, fail: "oom@3" }), SIMULATOR);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     await s.supervisor.settle();
     expect(s.store.get(job.id)).toMatchObject({ status: "failed", error_code: "cuda_oom", exit_code: 1, step: 2 });
   });

@@ -22,7 +22,7 @@ function history(tree: HostTree, ended: Array<number | null>) {
     mkdirSync(join(paths.dataset, "images"), { recursive: true });
     writeFileSync(paths.log, "x".repeat(1000));
     writeFileSync(join(paths.dataset, "images", "img0.png"), "y".repeat(500));
-    const inserted = store.insertIfIdle({ id, request: {}, requestHash: id, idempotencyKey: null, admissionWarning: null, simulated: true, logPath: paths.log, now: daysAgo(age ?? 0), totalSteps: 400, dataset: null });
+    const inserted = store.insertIfIdle({ id, request: {}, requestHash: id, idempotencyKey: null, admissionWarning: null, simulated: true, logPath: paths.log, now: daysAgo(age ?? 0), totalSteps: 400, dataset: null, phase: "preparing" });
     if (!inserted.ok) throw new Error("a job is still active");
     if (age !== null) store.finish(id, failedOutcome("trainer_crashed", "test"), daysAgo(age));
     return id;

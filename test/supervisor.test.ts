@@ -16,7 +16,7 @@ async function runToEnd(trainer: string) {
   using tree = makeHostTree();
   const config = realModeConfig(tree, trainer);
   await using s = supervisorFor(tree, config, [trainer]);
-  const job = await dispatchOk(s.dispatcher, tree.validRequest());
+  const job = await dispatchOk(s, tree.validRequest());
   await s.supervisor.settle();
   return s.store.get(job.id)!;
 }
@@ -43,7 +43,7 @@ describe("supervisor outcomes", () => {
       using tree = makeHostTree();
       const trainer = replayTrainer(tree, log, code);
       await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-      const job = await dispatchOk(s.dispatcher, tree.validRequest());
+      const job = await dispatchOk(s, tree.validRequest());
       await s.supervisor.settle();
       const row = s.store.get(job.id)!;
       expect(row).toMatchObject({ status: "failed", error_code: errorCode, exit_code: code });
@@ -55,7 +55,7 @@ describe("supervisor outcomes", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "five-steps.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     await s.supervisor.settle();
     expect(s.store.lossHistory(job.id)).toEqual([[1, 0.5], [2, 0.4], [3, 0.3], [4, null], [5, 0.2]]);
     expect(s.store.get(job.id)).toMatchObject({ step: 5, total_steps: 400, loss: 0.2 });
@@ -65,7 +65,7 @@ describe("supervisor outcomes", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "holds-last-bar.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     const progress = await waitFor(() => {
       const p = s.supervisor.progress(job.id);
       return p && p.step === 3 ? p : null;
@@ -77,8 +77,9 @@ describe("supervisor outcomes", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "holds-last-bar.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
-    await waitFor(() => readFileSync(s.store.get(job.id)!.log_path, "utf8").includes("3/400"), "the trainer's third step");
+    const job = await dispatchOk(s, tree.validRequest());
+    const log = s.store.get(job.id)!.log_path;
+    await waitFor(() => existsSync(log) && readFileSync(log, "utf8").includes("3/400"), "the trainer's third step");
     // Contrast: nobody follows the job, so until an answer asks, its output waits for the next tick (seconds away).
     expect(s.supervisor.progress(job.id)!.step).toBe(0);
     s.supervisor.refresh(job.id);
@@ -89,7 +90,7 @@ describe("supervisor outcomes", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "step-a-tenth.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     const seen = new Set<number>();
     const unwatch = s.supervisor.watch(job.id, () => seen.add(s.supervisor.progress(job.id)?.step ?? 0));
     await waitFor(() => seen.has(20), "step 20 through the watcher");
@@ -103,7 +104,7 @@ describe("supervisor outcomes", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "step-a-tenth.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     const seen = new Set<number>();
     await waitFor(() => seen.add(s.supervisor.progress(job.id)?.step ?? 0).has(20), "step 20 at a tick");
     expect(seen.size).toBeLessThanOrEqual(3);
@@ -120,7 +121,7 @@ describe("supervisor outcomes", () => {
     const missing = join(tree.root, "no-such-accelerate");
     const config = realModeConfig(tree, join(TRAINERS, "exit-zero-without-file.sh"));
     await using s = supervisorFor(tree, config, [missing]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     await s.supervisor.settle();
     expect(s.store.get(job.id)).toMatchObject({ status: "failed", error_code: "spawn_failed", pid: null });
     expect(s.store.get(job.id)!.error).toContain("no-such-accelerate");
@@ -133,7 +134,7 @@ describe("cancel", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "stubborn-tree.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     const pgid = await waitFor(() => s.store.get(job.id)!.pid, "the shim to start the trainer");
     await waitFor(() => liveGroupMembers(pgid).length >= 3, "leader, child and grandchild to run");
     const members = liveGroupMembers(pgid);
@@ -162,7 +163,7 @@ describe("cancel", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "exit-zero-without-file.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     await s.supervisor.settle();
     const before = s.store.get(job.id);
     expect(await s.supervisor.cancel(job.id)).toEqual(before);

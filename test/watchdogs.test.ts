@@ -13,7 +13,7 @@ async function runWith(script: string, overrides: ConfigOverrides) {
   using tree = makeHostTree();
   const trainer = join(TRAINERS, script);
   await using s = supervisorFor(tree, realModeConfig(tree, trainer, overrides), [trainer]);
-  const job = await dispatchOk(s.dispatcher, tree.validRequest());
+  const job = await dispatchOk(s, tree.validRequest());
   await s.supervisor.settle();
   const row = s.store.get(job.id)!;
   return { row, log: readFileSync(row.log_path, "utf8"), logBytes: statSync(row.log_path).size };
@@ -40,7 +40,7 @@ describe("watchdogs", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "nan-forever.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer, { watchdog: { stall_seconds: 0.5, nan_updates: 100_000 } }), [trainer]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     // 200 steps at 10 ms each is well past the 0.5 s stall limit, measured by the trainer's own output.
     await waitFor(() => (s.supervisor.progress(job.id)?.step ?? 0) >= 200, "200 steps");
     expect(s.store.get(job.id)).toMatchObject({ status: "training", stop_reason: null });
@@ -62,7 +62,7 @@ describe("leftovers outside the process group", () => {
     using tree = makeHostTree();
     const trainer = join(TRAINERS, "escaping-grandchild.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
-    const job = await dispatchOk(s.dispatcher, tree.validRequest());
+    const job = await dispatchOk(s, tree.validRequest());
     const id = job.id;
     const escapee = await waitFor(() => Number(/escapee (\d+)/.exec(readFileSync(s.store.get(id)!.log_path, "utf8"))?.[1] ?? 0), "the escapee to start");
     expect(readProcStat(escapee)!.pgrp).not.toBe(s.store.get(id)!.pid);

@@ -73,11 +73,5 @@ export function refusalError(result: DispatchRefusal): ApiError {
       });
     case "smoke_unavailable":
       return new ApiError(409, { detail: result.detail, reason: "smoke_unavailable" });
-    case "launch_failed":
-      return new ApiError(503, {
-        detail: result.job.error ?? "the trainer could not be started",
-        reason: "spawn_failed",
-        worker_job_id: result.job.id,
-      });
   }
 }

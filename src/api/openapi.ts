@@ -125,8 +125,7 @@ export const Conflict = z.looseObject({
 });
 export const Unavailable = z.strictObject({
   detail: z.string(),
-  reason: z.enum(["gpu_probe_failed", "state_unwritable", "spawn_failed", "slurm_refused"]),
-  worker_job_id: z.uuid().optional(),
+  reason: z.enum(["gpu_probe_failed", "state_unwritable", "slurm_refused"]),
 });
 export const Problem = z.strictObject({ detail: z.string() });
 

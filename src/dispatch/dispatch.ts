@@ -15,18 +15,18 @@ import {
 import {
   type DetailItem,
   detailFromIssues,
-  fieldError,
   JobRequest,
   ResumeRequest,
   TrainRequest,
 } from "../request/schema.ts";
 import { type JobRow, type JobStore, StoreWriteFailed } from "../store/job-store.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
-import type { Supervisor } from "../supervisor/supervisor.ts";
+import { PreparationCancelled, type Supervisor } from "../supervisor/supervisor.ts";
 import {
-  DatasetChanged, diskShortfall, type DiskShortfall, linkSnapshot, readCopy, type Snapshot, snapshotDataset,
+  type Copy, DatasetChanged, diskShortfall, type DiskShortfall, linkSnapshot, readCopy, type Snapshot,
+  snapshotDataset,
 } from "./snapshot.ts";
-import { isActive } from "../job.ts";
+import { failedOutcome, isActive, type Outcome } from "../job.ts";
 import { usableState } from "../supervisor/checkpoints.ts";
 import { baseModelChange, type BaseModelPrint, baseModelPrint } from "../request/base-model.ts";
 import { isStrictlyInside, realOrNull } from "../request/contained-path.ts";
@@ -55,17 +55,29 @@ export type DispatchRefusal =
   | { kind: "base_model_changed"; detail: string }
   | { kind: "no_such_job" }
   | { kind: "slurm_refused"; detail: string }
-  | { kind: "smoke_unavailable"; detail: string }
-  | { kind: "launch_failed"; job: JobRow };
+  | { kind: "smoke_unavailable"; detail: string };
 
 export type DispatchResult = Result<JobRow, DispatchRefusal>;
 
 type Refused = { ok: false; error: DispatchRefusal };
 type Resuming = Promise<DispatchResult>;
 
+// How a job's first phase ended: what its dataset copy holds (null when it was known before: a resume's), or how
+// the job ended before a trainer was started.
+type Filled = Result<Snapshot | null, Outcome>;
+
+// A cancel while the job prepared: no process of it ever existed.
+const CANCELLED: Outcome = {
+  status: "cancelled", exit_code: null, signal: null, forced_kill: false, error: null, error_code: null,
+  lora_path: null, lora_sha256: null, lora_bytes: null,
+};
+
 // What a claim starts from: a fresh copy of arbo's dataset, or a resume of a predecessor's state on its copy.
 interface Origin {
-  dataset: Snapshot;
+  // Known at the claim for a resume (its predecessor's copy); a fresh job's is recorded once `fill` copied it.
+  dataset: Snapshot | null;
+  // Fills the job directory's dataset, after the answer.
+  fill: (id: string, signal: AbortSignal) => Promise<Filled>;
   // A resume's predecessor's preview images (JSON), which the run's strip goes on from.
   samples: string | null;
   resumes: { id: string; step: number; state: string; digest: string | null } | null;
@@ -133,6 +145,7 @@ export function createDispatcher(deps: DispatcherDeps) {
         logPath: jobPaths(config.state_dir, id).log,
         now: now().toISOString(),
         totalSteps: expectedTotal(train.request),
+        phase: "preparing",
         dataset: origin.dataset,
         outputFile: train.outputFile,
         resumes: origin.resumes,
@@ -153,28 +166,37 @@ export function createDispatcher(deps: DispatcherDeps) {
     return ok(store.get(id)!);
   };
 
-  // Before the claim, so a dataset that changed since the check is a 422 and any refusal leaves nothing behind.
-  const copyDataset = async (id: string, train: CheckedTrain): Promise<Result<Snapshot, DispatchRefusal>> => {
+  // The first phase of a fresh job, after its answer: the checked files copied into its job directory. A file
+  // rewritten or swapped since the check, a cancel and a failing disk each end the job before any trainer starts.
+  const copyDataset = async (id: string, train: CheckedTrain, signal: AbortSignal): Promise<Filled> => {
     try {
-      return ok(await snapshotDataset(train.dataset, jobPaths(config.state_dir, id).dataset));
+      return ok(await snapshotDataset(train.dataset, jobPaths(config.state_dir, id).dataset, signal));
     } catch (err) {
-      removeJobDir(id);
-      if (err instanceof DatasetChanged) {
-        const msg = `${train.request.dataset_dir}: ${err.message}; send the request again`;
-        return fail({ kind: "invalid", detail: [fieldError("dataset_dir", msg, "path_changed")] });
-      }
-      const detail = `the dataset could not be copied into the job directory: ${(err as Error).message}`;
-      return fail({ kind: "state_unwritable", detail });
+      if (err instanceof PreparationCancelled) return fail(CANCELLED);
+      const at = `${train.request.dataset_dir}: `;
+      if (err instanceof DatasetChanged) return fail(failedOutcome("dataset_changed", `${at}${err.message}`));
+      const cause = err as NodeJS.ErrnoException;
+      const error = `the dataset could not be copied into the job directory: ${cause.message}`;
+      return fail(failedOutcome(cause.code === "ENOSPC" ? "disk_full" : "dataset_copy_failed", error));
     }
   };
-  const freshCopy = async (id: string, train: CheckedTrain): Promise<Result<Origin, DispatchRefusal>> => {
-    const copied = await copyDataset(id, train);
-    if (!copied.ok) return copied;
+  const freshOrigin = async (train: CheckedTrain): Promise<Result<Origin, DispatchRefusal>> => {
     const print = await baseModelPrint(train.baseModel);
-    const origin = { samples: null, resumes: null, resume: null, baseModelPrint: print && JSON.stringify(print) };
-    return ok({ dataset: copied.value, ...origin });
+    return ok({
+      dataset: null, samples: null, resumes: null, resume: null, baseModelPrint: print && JSON.stringify(print),
+      fill: (id, signal) => copyDataset(id, train, signal),
+    });
   };
-  const removeJobDir = (id: string) => rmSync(jobPaths(config.state_dir, id).dir, { recursive: true, force: true });
+  // A resume reads its predecessor's copy through hard links: no byte is copied.
+  const linkCopy = async (copy: Copy, id: string): Promise<Filled> => {
+    try {
+      await linkSnapshot(copy.datasetDir, jobPaths(config.state_dir, id).dataset);
+      return ok(null);
+    } catch (err) {
+      const why = (err as Error).message;
+      return fail(failedOutcome("dataset_copy_failed", `the predecessor's dataset copy could not be linked: ${why}`));
+    }
+  };
 
   // Every slot taken: the first active job, for the answer to name.
   const busyWith = (): string | null => {
@@ -221,7 +243,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     return `job ${job.id} ${job.status} and cannot be resumed either (${job.resume_gone ?? "it holds no saved state"})`;
   };
 
-  const launch = async (row: JobRow, train: CheckedTrain, resume: ResumeFrom | null): Promise<DispatchResult> => {
+  const launch = async (row: JobRow, train: CheckedTrain, resume: ResumeFrom | null): Promise<void> => {
     const paths = jobPaths(config.state_dir, row.id);
     try {
       const plan = buildLaunch(train, config, paths, deps.trainerCommand, resume);
@@ -238,7 +260,7 @@ export function createDispatcher(deps: DispatcherDeps) {
         inheritEnv: plan.inheritEnv,
         forwardSignals: config.trainer.backend === "slurm",
       };
-      await supervisor.start(row, train.outputFile, launchFile, train.device);
+      await supervisor.start(store.get(row.id) ?? row, train.outputFile, launchFile, train.device);
       log.info("job started", {
         job_id: row.id,
         tier: train.request.tier,
@@ -246,20 +268,35 @@ export function createDispatcher(deps: DispatcherDeps) {
         simulated: config.trainer.mode === "simulate",
         ...(resume === null ? {} : { resumed_from: row.resumed_from, resume_step: resume.step }),
       });
-      return ok(store.get(row.id)!);
     } catch (err) {
       await supervisor.recordSpawnFailure(row.id, `the trainer could not be started: ${(err as Error).message}`);
-      return fail({ kind: "launch_failed", job: store.get(row.id) ?? row });
     }
   };
 
-  // The same steps for a new train and a resume, from the checked request on: admission (GPU, then the output's
-  // disk), the job directory's dataset, the claim, the launch. `replay` finds a retry that claimed meanwhile.
+  // After the answer: the job directory filled (the dataset copied, or a predecessor's copy linked), then the
+  // launch. The job ends here, before any trainer exists, when the fill fails or a cancel came first.
+  const prepareAndLaunch = async (row: JobRow, train: CheckedTrain, origin: Origin, signal: AbortSignal) => {
+    const filled = await origin.fill(row.id, signal);
+    const cancelled = store.get(row.id)?.stop_reason != null;
+    if (!filled.ok || cancelled) {
+      rmSync(jobPaths(config.state_dir, row.id).dataset, { recursive: true, force: true });
+      return filled.ok ? CANCELLED : filled.error;
+    }
+    // A record no longer active has nothing left to launch.
+    if (!store.markPrepared(row.id, filled.value)) return null;
+    await launch(row, train, origin.resume);
+    return null;
+  };
+
+  // The same steps for a new train and a resume, from the checked request on: everything that can refuse (a retry
+  // of a claimed job, the slot, the output, disk room, the GPU, Slurm, what the origin needs), then the claim, and
+  // the answer. The job directory is filled and the run launched after it (supervisor.prepare).
+  // `replay` finds a retry that claimed meanwhile.
   const start = async (
     checked: CheckResult,
     replay: (hash: string) => DispatchResult | null,
     key: string | null,
-    prepare: (id: string, train: CheckedTrain) => Promise<Result<Origin, DispatchRefusal>>,
+    originOf: (train: CheckedTrain) => Promise<Result<Origin, DispatchRefusal>>,
   ): Promise<DispatchResult> => {
     if (!checked.ok) return checked;
     const train = checked.value;
@@ -272,16 +309,14 @@ export function createDispatcher(deps: DispatcherDeps) {
     if (!admission.ok) return fail({ kind: "refused", refusal: admission.error });
     const refused = await supervisor.placementRefusal(train.request, train.device);
     if (refused !== null) return fail({ kind: "slurm_refused", detail: `Slurm would not take the run: ${refused}` });
+    const origin = await originOf(train);
+    if (!origin.ok) return origin;
     const id = randomUUID();
-    const prepared = await prepare(id, train);
-    if (!prepared.ok) return prepared;
-    // A retry may have claimed while this one prepared: asked again in the same tick as the claim.
-    const claimed = replay(hash) ?? claim(id, train, hash, key, admission.value, prepared.value);
-    if (!claimed.ok || claimed.value.id !== id) {
-      removeJobDir(id);
-      return claimed;
-    }
-    return launch(claimed.value, train, prepared.value.resume);
+    // A retry may have claimed meanwhile: asked again in the same tick as the claim.
+    const claimed = replay(hash) ?? claim(id, train, hash, key, admission.value, origin.value);
+    if (!claimed.ok || claimed.value.id !== id) return claimed;
+    supervisor.prepare(id, (signal) => prepareAndLaunch(claimed.value, train, origin.value, signal));
+    return claimed;
   };
 
   // A state in the worker's own tree, where it was verified; an older version saved states into output_dir.
@@ -333,12 +368,12 @@ export function createDispatcher(deps: DispatcherDeps) {
       const earlier = parsed.success ? replayOf(requestHash(parsed.data), idempotencyKey) : null;
       if (earlier) return earlier;
       const checked = await checkTrain(body, config);
-      return start(checked, (hash) => replayOf(hash, idempotencyKey), idempotencyKey, freshCopy);
+      return start(checked, (hash) => replayOf(hash, idempotencyKey), idempotencyKey, freshOrigin);
     },
 
     // A request the worker composed itself (a smoke run), through every step one from arbo takes.
     async dispatchComposed(request: JobRequest): Promise<DispatchResult> {
-      return start(await checkRequest(request, config), (hash) => replayOf(hash, null), null, freshCopy);
+      return start(await checkRequest(request, config), (hash) => replayOf(hash, null), null, freshOrigin);
     },
 
     /** Whether a run could be claimed now, so a caller can refuse before it writes anything. */
@@ -377,25 +412,18 @@ export function createDispatcher(deps: DispatcherDeps) {
       const stored = JobRequest.parse(JSON.parse(job.request));
       const request = asked.data.samples === undefined ? stored : { ...stored, samples: asked.data.samples };
       const checked = await checkResume(request, copy, config);
-      return start(checked, retried, idempotencyKey, async (id, train) => {
+      return start(checked, retried, idempotencyKey, async (train) => {
         const refused = await baseModelReplaced(job, train);
         if (refused !== null) return refused;
         const batch = BATCH_SIZE[train.device.class];
         const scale = resumeRepeatsScale(copy.images, request.repeats, batch, TIERS[request.tier].maxTrainSteps);
-        try {
-          await linkSnapshot(copy.datasetDir, jobPaths(config.state_dir, id).dataset);
-        } catch (err) {
-          removeJobDir(id);
-          const detail =
-            `the predecessor's dataset copy could not be linked into the job directory: ${(err as Error).message}`;
-          return fail({ kind: "state_unwritable", detail });
-        }
         return ok({
           dataset: { files: job.dataset_files ?? 0, bytes: job.dataset_bytes ?? 0, sha256: job.dataset_sha256 ?? "" },
           samples: job.samples,
           resumes: { id: job.id, step: from.value.step, state: from.value.state, digest: job.resume_digest },
           resume: { ...from.value, repeatsScale: scale },
           baseModelPrint: job.base_model_print,
+          fill: (id) => linkCopy(copy, id),
         });
       });
     },

@@ -24,16 +24,17 @@ export class DatasetChanged extends Error {
   }
 }
 
-export async function snapshotDataset(dataset: Dataset, dest: string): Promise<Snapshot> {
+// `signal` stops the copy between two chunks (a cancel while the job prepares): it throws the signal's reason.
+export async function snapshotDataset(dataset: Dataset, dest: string, signal?: AbortSignal): Promise<Snapshot> {
   const summary = new Bun.CryptoHasher("sha256");
   for (const file of dataset.files) {
-    const digest = await copyChecked(file, join(dest, dataset.folder === null ? "images" : "", file.rel));
+    const digest = await copyChecked(file, join(dest, dataset.folder === null ? "images" : "", file.rel), signal);
     summary.update(`${file.rel}\0${file.size}\0${digest}\n`);
   }
   return { files: dataset.files.length, bytes: dataset.bytes, sha256: summary.digest("hex") };
 }
 
-async function copyChecked(file: DatasetFile, to: string): Promise<string> {
+async function copyChecked(file: DatasetFile, to: string, signal?: AbortSignal): Promise<string> {
   const from = await open(file.real, constants.O_RDONLY | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => {
     throw err.code === "ELOOP" || err.code === "ENOENT" ? new DatasetChanged(file.rel) : err;
   });
@@ -44,7 +45,7 @@ async function copyChecked(file: DatasetFile, to: string): Promise<string> {
     await mkdir(dirname(to), { recursive: true, mode: 0o750 });
     const out = await open(to, "wx", 0o640);
     try {
-      return await pump(from, out, file);
+      return await pump(from, out, file, signal);
     } finally {
       await out.close();
     }
@@ -53,11 +54,12 @@ async function copyChecked(file: DatasetFile, to: string): Promise<string> {
   }
 }
 
-async function pump(from: FileHandle, out: FileHandle, file: DatasetFile): Promise<string> {
+async function pump(from: FileHandle, out: FileHandle, file: DatasetFile, signal?: AbortSignal): Promise<string> {
   const hash = new Bun.CryptoHasher("sha256");
   const buf = Buffer.alloc(CHUNK);
   let copied = 0;
   for (;;) {
+    signal?.throwIfAborted();
     const n = (await from.read(buf, 0, CHUNK, copied)).bytesRead;
     if (n === 0) break;
     hash.update(buf.subarray(0, n));

@@ -1,5 +1,7 @@
 import { Database } from "bun:sqlite";
-import { ACTIVE_STATUSES, type JobFilter, type JobStatus, type Outcome, type StopReason } from "../job.ts";
+import {
+  ACTIVE_STATUSES, type JobFilter, type JobStatus, type Outcome, type Phase, type StopReason,
+} from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { SCHEMA } from "./schema.sql.ts";
@@ -91,9 +93,12 @@ export interface NewJob {
   simulated: boolean;
   logPath: string;
   now: string;
+  /** `preparing` for a claim (its dataset is copied next), the phase its files show for a job recorded again. */
+  phase: Phase;
   /** The run's step count, known before the trainer says it (the tier's); null for a replayed recording. */
   totalSteps: number | null;
-  /** What the job directory's copy of the dataset holds; null for a job recorded again after its database was lost. */
+  /** What the job directory's copy of the dataset holds: null until the copy is done, and for a job recorded again
+   * after its database was lost. */
   dataset: { files: number; bytes: number; sha256: string } | null;
   outputFile?: string | null;
   /** A resume: the job it continues and the state it starts from (its step is where progress starts). */
@@ -245,7 +250,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     `INSERT INTO jobs (id, status, phase, step, total_steps, created_at, request, request_hash, idempotency_key,
        admission_warning, simulated, log_path, dataset_files, dataset_bytes, dataset_sha256, output_file, resumed_from,
        resumed_from_step, resume_step, resume_state, resume_digest, samples, base_model_print)
-     SELECT $id, 'starting', 'loading', $step, $total_steps, $now, $request, $request_hash, $idempotency_key,
+     SELECT $id, 'starting', $phase, $step, $total_steps, $now, $request, $request_hash, $idempotency_key,
        $admission_warning, $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256, $output_file,
        $resumed_from, $resume_step, $resume_step, $resume_state, $resume_digest, $samples, $base_model_print
      WHERE (SELECT count(*) FROM jobs WHERE ${ACTIVE_SQL}) < $max_active`,
@@ -270,7 +275,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       const user = job.outputFile == null ? null : outputUser.get(job.outputFile);
       if (user) return fail({ outputUser: user.id });
       const res = insert.run({
-        id: job.id, now: job.now, total_steps: job.totalSteps, request: JSON.stringify(job.request),
+        id: job.id, now: job.now, phase: job.phase, total_steps: job.totalSteps, request: JSON.stringify(job.request),
         request_hash: job.requestHash,
         dataset_files: job.dataset?.files ?? null, dataset_bytes: job.dataset?.bytes ?? null,
         dataset_sha256: job.dataset?.sha256 ?? null,
@@ -358,6 +363,15 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     /** The state is gone (pruned, removed): the job is no longer resumable, and the record says why. */
     dropResume(id: string, why: string): boolean {
       return write(() => changed(dropResume.run(why, id)));
+    },
+    // The job directory is filled: what its dataset copy holds goes on record (a resume's was known at its claim),
+    // and the job moves on to its launch.
+    markPrepared(id: string, dataset: { files: number; bytes: number; sha256: string } | null): boolean {
+      const sql = `UPDATE jobs SET phase='loading', dataset_files=COALESCE(?, dataset_files),
+          dataset_bytes=COALESCE(?, dataset_bytes), dataset_sha256=COALESCE(?, dataset_sha256)
+        WHERE id=? AND ${ACTIVE_SQL}`;
+      const values = [dataset?.files ?? null, dataset?.bytes ?? null, dataset?.sha256 ?? null, id];
+      return write(() => changed(db.run(sql, values)));
     },
     saveSamples(id: string, samples: unknown[]): boolean {
       return write(() => changed(db.run("UPDATE jobs SET samples=? WHERE id=?", [JSON.stringify(samples), id])));

@@ -51,6 +51,9 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
     }
     const error = verdict === "host_rebooted"
       ? "the host rebooted while this job ran; its trainer is gone"
+      : job.phase === "preparing"
+      ? "the worker restarted while it copied this job's dataset, before any trainer was started; " +
+        "nothing was trained: send the request again"
       : "the worker restarted while this job ran and its trainer was no longer running; " +
         "its exit status was not recorded";
     try {
@@ -118,8 +121,8 @@ function recover(deps: ReconcileDeps, id: string, dir: string, marked: number[])
   if (file === null || deps.store.get(id) !== null) return null;
   const inserted = deps.store.insertRecovered({
     id, request: file.request, requestHash: file.request_hash, idempotencyKey: file.idempotency_key,
-    admissionWarning: file.admission_warning,
-    simulated: file.simulated, now: file.created_at, logPath: join(dir, "train.log"), totalSteps: null, dataset: null,
+    admissionWarning: file.admission_warning, simulated: file.simulated, now: file.created_at, phase: "loading",
+    logPath: join(dir, "train.log"), totalSteps: null, dataset: null,
   });
   if (!inserted) return null;
   const row = deps.store.get(id)!;

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { basename, join } from "node:path";
 import type { Config } from "../config/schema.ts";
-import { failedOutcome } from "../job.ts";
+import { failedOutcome, type Outcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import type { JobRequest } from "../request/schema.ts";
@@ -32,6 +32,13 @@ export interface SupervisorDeps {
 
 export type Supervisor = ReturnType<typeof createSupervisor>;
 
+/** Why a job's preparation stopped: a cancel, not a failure of the copy. */
+export class PreparationCancelled extends Error {
+  constructor() {
+    super("cancelled while the job was being prepared");
+  }
+}
+
 /** A running job's progress, why a scheduler still holds it (null once it runs), and its outcome while that waits
  * for the state dir to take it. */
 export type LiveProgress = Progress & { queue_reason: string | null; unrecorded: Unrecorded | null };
@@ -41,6 +48,8 @@ export function createSupervisor(deps: SupervisorDeps) {
   const { store, config, now, log } = deps;
   const runs = new Map<string, Run>();
   const launches = new Set<string>();
+  // Jobs in their first phase, `preparing`: no process of theirs exists yet. A cancel aborts the work.
+  const preparations = new Map<string, { abort: AbortController; done: Promise<void> }>();
   const stateHealth = createStateHealth(store, config.state_dir, now);
   const watchers = new Map<string, Set<() => void>>();
   const lives = new WeakMap<Run, { progress: Progress; live: LiveProgress }>();
@@ -94,13 +103,34 @@ export function createSupervisor(deps: SupervisorDeps) {
     runs.set(run.id, run);
     void run.finished.finally(() => runs.delete(run.id));
   };
-  // A cancel that arrives while its job is being launched waits for the run (or the launch's failure).
+  // A cancel that arrives while its job is being prepared or launched waits for the run (or the job's end).
   const launching = async (id: string): Promise<Run | undefined> => {
+    await preparations.get(id)?.done;
     while (launches.has(id) && !runs.has(id)) await Bun.sleep(5);
     return runs.get(id);
   };
+  const record = async (id: string, what: string, outcome: Outcome) => {
+    const guard = createWriteGuard(log, id);
+    await writeUntilDone(guard, what, () => store.finish(id, outcome, now().toISOString()));
+  };
 
   return {
+    // The claimed job's first phase: `work` copies its dataset and launches it, or says how it ended before any
+    // trainer existed (a copy that failed or was cancelled), which goes on record. Watchers hear of its end.
+    prepare(id: string, work: (signal: AbortSignal) => Promise<Outcome | null>): void {
+      const abort = new AbortController();
+      const done = work(abort.signal)
+        .catch((err: Error) => failedOutcome("spawn_failed", `the job could not be prepared: ${err.message}`))
+        .then(async (ended) => {
+          if (ended !== null) await record(id, "end before the launch", ended);
+        })
+        .finally(() => {
+          preparations.delete(id);
+          notify(id);
+        });
+      preparations.set(id, { abort, done });
+    },
+
     // Starts a claimed job's shim and follows it; throws (having stopped whatever it started) when it cannot.
     async start(row: JobRow, outputFile: string, launch: LaunchFile, device: Device): Promise<void> {
       launches.add(row.id);
@@ -127,9 +157,7 @@ export function createSupervisor(deps: SupervisorDeps) {
     // The slot stays claimed until the failure is on record; a state dir that cannot take it is retried.
     async recordSpawnFailure(id: string, error: string): Promise<void> {
       log.error("spawn failed", { job_id: id, error });
-      const outcome = failedOutcome("spawn_failed", error);
-      const guard = createWriteGuard(log, id);
-      await writeUntilDone(guard, "spawn failure", () => store.finish(id, outcome, now().toISOString()));
+      await record(id, "spawn failure", failedOutcome("spawn_failed", error));
     },
 
     // A process of a job of this state dir that no run of ours follows: it may hold the GPU, so nothing starts.
@@ -140,10 +168,16 @@ export function createSupervisor(deps: SupervisorDeps) {
       return null;
     },
 
-    // Answers once no process of the job is left, with the final record.
+    // Answers once no process of the job is left, with the final record. A job still preparing stops there:
+    // its intent is recorded first, so a copy that ends at the same moment launches nothing.
     async cancel(id: string): Promise<JobRow | null> {
       const row = store.get(id);
       if (!row) return null;
+      const preparing = preparations.get(id);
+      if (preparing) {
+        store.requestStop(id, "cancel", now().toISOString());
+        preparing.abort.abort(new PreparationCancelled());
+      }
       const run = runs.get(id) ?? (await launching(id));
       if (!run) return store.get(id);
       await run.stop("cancel");
@@ -253,6 +287,7 @@ export function createSupervisor(deps: SupervisorDeps) {
 
     // Lets running jobs finish their bookkeeping; used by tests and orderly shutdown.
     async settle(): Promise<void> {
+      await Promise.all([...preparations.values()].map((p) => p.done));
       await Promise.all([...runs.values()].map((r) => r.finished));
     },
   };

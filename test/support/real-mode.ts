@@ -3,11 +3,13 @@ import { join } from "node:path";
 import { ConfigSchema, type Config } from "../../src/config/schema.ts";
 import type { Logger } from "../../src/logger.ts";
 import { openJobStore } from "../../src/store/job-store.ts";
-import type { JobRow } from "../../src/store/job-store.ts";
+import type { JobRow, JobStore } from "../../src/store/job-store.ts";
+import { isActive } from "../../src/job.ts";
 import { createDispatcher, type Dispatcher } from "../../src/dispatch/dispatch.ts";
-import { createSupervisor, type SupervisorDeps } from "../../src/supervisor/supervisor.ts";
+import { createSupervisor, type Supervisor, type SupervisorDeps } from "../../src/supervisor/supervisor.ts";
 import { createGpuProbe } from "../../src/gpu/probe.ts";
 import { FAKE_NVIDIA_SMI, MAIN, type HostTree } from "./host-tree.ts";
+import { waitFor } from "./wait.ts";
 
 export const TRAINERS = join(import.meta.dir, "../fixtures/trainers");
 export const REAL_LOGS = join(import.meta.dir, "../fixtures/real");
@@ -37,10 +39,18 @@ export function realModeConfig(tree: HostTree, accelerate: string, overrides: Co
 }
 
 // Dispatches a request the test expects to be accepted; anything else fails the test with the answer.
-export async function dispatchOk(dispatcher: Dispatcher, body: unknown): Promise<JobRow> {
-  const result = await dispatcher.dispatch(body);
+// A dispatch that was accepted and has left its `preparing` phase: its trainer launched, or the job already ended.
+export async function dispatchOk(
+  s: { dispatcher: Dispatcher; supervisor: Supervisor; store: JobStore },
+  body: unknown,
+): Promise<JobRow> {
+  const result = await s.dispatcher.dispatch(body);
   if (!result.ok) throw new Error(`dispatch refused: ${JSON.stringify(result)}`);
-  return result.value;
+  const { id } = result.value;
+  return waitFor(() => {
+    const row = s.store.get(id)!;
+    return s.supervisor.isRunning(id) || !isActive(row.status) ? row : null;
+  }, `job ${id} to be launched`);
 }
 
 // Simulate mode as the worker runs it: the simulator is this program started from source.
