@@ -91,6 +91,30 @@ describe("the CLI on narrow terminals", () => {
     expect(wide.lines.at(-1)).toBe("co-tenants: python3 /opt/tts/server.py (pid 48213, 3000 MiB) on GPU 0 — tts_on_3090: training on the 24 GB card competes with it");
   }, 60_000);
 
+  test("status of an active job on a terminal prints one snapshot and how to follow it; --follow draws it live", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.01).replace("[simulate]\n", '[simulate]\nfail = "hang@5"\n')), { command: [binary] });
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id as string;
+    await waitFor(async () => (await worker.json(`/train/${id}`)).body.step >= 4, "the job's steps before its hang");
+    const snapshot = onTerminal(worker, 100, ["status", id]);
+    expect(snapshot.exitCode).toBe(0);
+    expect(snapshot.lines[0]).toBe(`job      ${id}`);
+    expect(snapshot.lines.at(-1)).toBe(`follow with: lora-worker status ${id} --follow`);
+    expect(snapshot.lines.join("\n")).not.toMatch(REDRAW);
+
+    // Contrast: with --follow it keeps drawing until the job ends (here, a cancel from outside).
+    const follower = Bun.spawn(["script", "-qefc", ptyCommand(100, ["status", id, "--follow"]), "/dev/null"], { env: env(worker), stdout: "pipe" });
+    let screen = "";
+    const reading = (async () => {
+      for await (const chunk of follower.stdout) screen += new TextDecoder().decode(chunk);
+    })();
+    await waitFor(() => redraws(screen).some((r) => /^training /.test(r)), "the live bar");
+    await worker.json(`/train/${id}/cancel`, { method: "POST" });
+    expect(await follower.exited).toBe(3);
+    await reading;
+    expect(screen).toContain("cancelled");
+  }, 60_000);
+
   test("submit --follow draws its bar within 60 and 80 columns", async () => {
     using tree = makeHostTree();
     await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.01)), { command: [binary] });

@@ -1,4 +1,6 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { chromiumForTests, PHONE } from "./support/chromium.ts";
 import { runCli } from "./support/cli-process.ts";
 import { MAIN, SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
@@ -94,15 +96,22 @@ describe("lora-worker pause and resume against a worker running simulated jobs",
     expect(again.stderr).toContain(`job ${id} was already resumed by job ${next}`);
   });
 
-  test("pause of a running job waits for its next saved state and prints where it stopped and how to go on", async () => {
+  test("pause of a running job waits for its next saved state and prints where it stopped and how to go on; its follower exits 7", async () => {
     using tree = makeHostTree();
     await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.01)));
-    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id as string;
+    const request = join(tree.root, "request.json");
+    writeFileSync(request, JSON.stringify(tree.validRequest()));
+    const following = cli(worker, "submit", request, "--follow");
+    const id = await waitFor(async () => (await worker.json("/healthz")).body.active_job_id as string | null, "the submitted job");
     await waitFor(async () => (await worker.json(`/train/${id}`)).body.step > 0, "the first step");
     const pause = await cli(worker, "pause", id);
     expect(pause).toEqual({ exitCode: 0, stdout: `job ${id} paused at step 40 (resumable: lora-worker resume ${id})\n`, stderr: "" });
+    // Paused is not cancelled: the follower's exit code says the job can go on (a cancel's is 3, in cli.test.ts).
+    const followed = await following;
+    expect(followed.exitCode).toBe(7);
+    expect(followed.stdout).toMatch(new RegExp(`\npaused after \\d+s at step 40\nresume with: lora-worker resume ${id}\n$`));
     const status = await cli(worker, "status", id);
-    expect(status.exitCode).toBe(3);
+    expect(status.exitCode).toBe(7);
     expect(status.stdout).toContain("\nstatus   cancelled (paused), phase ");
     expect(status.stdout).toMatch(/\npaused after \d+s at step 40\nresume with: /);
   });
@@ -127,6 +136,8 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     await page.until(`${text("job-status")} === "cancelled" && ${shown("job-paused")} && ${shown("job-resume")}`, "the paused job with a Resume button", 30_000);
     expect(await page.evaluate(`[${shown("job-pause")}, ${text("job-meta")}.includes("saved state: step 40")]`)).toEqual([false, true]);
     await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')?.textContent.includes("paused at step 40")`, "the list to say where it paused");
+    expect(await page.evaluate(`[...document.querySelectorAll('#jobs tr[data-id="${id}"] .badge')].map((b) => b.textContent)`)).toEqual(["paused", "resumable"]);
+    expect(await page.evaluate(`[${shown("job-resumable")}, ${shown("job-resume-plain")}]`)).toEqual([true, false]);
     await saveScreenshot(page, "paused-job");
     const phone = await openStatusPage(browser, worker, PHONE);
     await phone.until(shown("job-resume"), "the Resume button on a phone");
@@ -145,5 +156,39 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${text("job-meta")}.includes("resumed by ${next.slice(0, 8)}")`, "the paused job, linked to its successor");
     expect(await page.evaluate(shown("job-resume"))).toBe(false);
     expect(page.errors).toEqual([]);
+  });
+
+  test("a run that failed drawing its previews offers Resume without previews, which continues it with none", async () => {
+    using tree = makeHostTree();
+    // Step 40's previews were drawn and its state saved; the GPU runs out of memory drawing step 80's.
+    await using worker = await startWorker(tree.writeConfig(withFailure("sample-oom@80")));
+    const failed = await untilEnded(worker, (await worker.postTrain(tree.validRequest({ samples: 2 }))).body.worker_job_id);
+    expect(failed).toMatchObject({ status: "failed", error_code: "cuda_oom", phase: "sampling", resumable: true });
+    const id = failed.worker_job_id as string;
+    const page = await openStatusPage(browser, worker);
+    await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')`, "the failed job in the list");
+    expect(await page.evaluate(`[...document.querySelectorAll('#jobs tr[data-id="${id}"] .badge')].map((b) => b.textContent)`)).toEqual(["failed", "resumable"]);
+    await page.evaluate(`document.querySelector('#jobs tr[data-id="${id}"]').click()`);
+    await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-resume-plain")}`, "the failed job with Resume without previews");
+    expect(await page.evaluate(`[${shown("job-resume")}, ${shown("job-resumable")}]`)).toEqual([true, true]);
+    await saveScreenshot(page, "failed-while-sampling");
+
+    await page.evaluate(`document.getElementById("job-resume-plain").click()`);
+    const next = await page.until<string>(`${text("job-id")} !== ${JSON.stringify(id)} && ${text("job-id")}`, "the page to show the new job");
+    const resumed = await untilEnded(worker, next);
+    // No previews this time: the run goes on past step 80 to the end.
+    expect(resumed).toMatchObject({ status: "succeeded", resumed_from: id, request: { samples: 0 } });
+    expect(page.errors).toEqual([]);
+  });
+
+  test("contrast: a run that drew no previews has only Resume", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(withFailure("oom@50")));
+    const id = (await endedJob(worker, tree)).worker_job_id as string;
+    const page = await openStatusPage(browser, worker);
+    await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')`, "the failed job in the list");
+    await page.evaluate(`document.querySelector('#jobs tr[data-id="${id}"]').click()`);
+    await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-resume")}`, "the failed job with Resume");
+    expect(await page.evaluate(`[${shown("job-resume-plain")}, ${shown("job-resumable")}]`)).toEqual([false, true]);
   });
 });

@@ -69,6 +69,33 @@ describe("failures by error_code", () => {
   });
 });
 
+describe("paused and resumable jobs", () => {
+  test("a paused job counts as paused and resumable, a plain cancel as neither; its resume leaves it paused, not resumable", async () => {
+    using tree = makeHostTree();
+    await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0.005 }), SIMULATOR);
+    const gauges = async () => {
+      const { samples } = parseExposition(await (await a.app.request("/metrics")).text());
+      const value = (name: string) => samples.find((s) => s.name === name)?.value;
+      return { paused: value("lora_worker_jobs_paused"), resumable: value("lora_worker_jobs_resumable"), cancelled: samples.find((s) => s.name === "lora_worker_jobs" && s.labels.status === "cancelled")?.value };
+    };
+    const post = async (name: string) => (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest({ output_name: name })) })).body.worker_job_id as string;
+    expect(await gauges()).toEqual({ paused: 0, resumable: 0, cancelled: 0 });
+
+    // Contrast: a cancel before any state is cancelled, and neither paused nor resumable.
+    await a.supervisor.cancel(await post("cancelled"));
+    expect(await gauges()).toEqual({ paused: 0, resumable: 0, cancelled: 1 });
+
+    const paused = await post("paused");
+    await waitFor(async () => (await a.json(`/train/${paused}`)).body.step > 0, "a first step");
+    expect((await a.json(`/train/${paused}/pause`, { method: "POST" })).body).toMatchObject({ paused: true, resumable: true });
+    expect(await gauges()).toEqual({ paused: 1, resumable: 1, cancelled: 2 });
+
+    const resumed = (await a.json(`/train/${paused}/resume`, { method: "POST" })).body.worker_job_id as string;
+    expect(await gauges()).toEqual({ paused: 1, resumable: 0, cancelled: 2 });
+    await a.supervisor.cancel(resumed);
+  });
+});
+
 describe("the format checker", () => {
   const broken: Array<[string, string]> = [
     ["a sample before its TYPE", "lora_x 1\n# HELP lora_x x\n# TYPE lora_x gauge\n"],

@@ -133,6 +133,7 @@ interface WorkerMetricsDeps {
 export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
   const counts = deps.store.countByStatus();
   const failures = deps.store.countFailuresByCode();
+  const saved = deps.store.countSaved();
   // One sample per active job, labelled by it: one on this host, up to slurm.max_active_jobs on Slurm.
   const live = deps.supervisor.activeJobIds().flatMap((id) => {
     const progress = deps.supervisor.progress(id);
@@ -171,6 +172,18 @@ export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
       help: "Jobs in the database, by status.",
       kind: "gauge",
       samples: JobStatus.options.map((status) => ({ labels: { status }, value: counts[status] ?? 0 })),
+    },
+    {
+      name: "lora_worker_jobs_paused",
+      help: "Jobs paused at a saved state (counted among the cancelled in lora_worker_jobs).",
+      kind: "gauge",
+      samples: [{ value: saved.paused }],
+    },
+    {
+      name: "lora_worker_jobs_resumable",
+      help: "Failed or cancelled jobs with a saved state that no resume has taken yet (paused ones included).",
+      kind: "gauge",
+      samples: [{ value: saved.resumable }],
     },
     {
       name: "lora_worker_jobs_failed_total",

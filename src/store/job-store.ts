@@ -416,6 +416,13 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     countFailuresByCode(): Record<string, number> {
       return Object.fromEntries(failures);
     },
+    /** The ended jobs a person looks for: paused ones, and those a resume can still continue. */
+    countSaved(): { paused: number; resumable: number } {
+      const sql = `SELECT count(*) FILTER (WHERE ${FILTER_SQL.paused}) AS paused,
+          count(*) FILTER (WHERE ${FILTER_SQL.resumable}) AS resumable
+        FROM jobs WHERE status IN ('failed', 'cancelled')`;
+      return db.query<{ paused: number; resumable: number }, []>(sql).get()!;
+    },
     byIdempotencyKey(key: string): JobRow | null {
       return db.query<JobRow, [string]>("SELECT * FROM jobs WHERE idempotency_key = ?").get(key);
     },

@@ -2,6 +2,7 @@ import { EXIT, isTerminal, type ExitCode, type JobView } from "./worker-client.t
 
 export function exitCodeOf(view: JobView): ExitCode {
   if (view.status === "failed") return EXIT.jobFailed;
+  if (view.paused) return EXIT.jobPaused;
   if (view.status === "cancelled") return EXIT.jobCancelled;
   return EXIT.ok;
 }

@@ -26,6 +26,7 @@ export const EXIT = {
   unreachable: 4,
   refused: 5,
   noSuchJob: 6,
+  jobPaused: 7,
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -38,6 +39,7 @@ export const EXIT_CODES_HELP = `Exit codes:
   4  cannot reach the worker (connection refused, timed out, dropped)
   5  the worker refused the request (4xx other than 404, or 5xx); its detail is printed
   6  no such job (404)
+  7  the job was paused at a saved state (lora-worker resume ID continues it)
 `;
 
 export type ClientErrorKind = "unreachable" | "refused" | "no_such_job";

@@ -6,11 +6,11 @@ import { EXIT, isTerminal } from "../worker-client.ts";
 
 export const status: ClientCommand = {
   usage: "status [ID] [--json] [--follow]",
-  help: `Shows job ID, or without ID the active job (or says that none is active; with --json, prints null).
-On a terminal an active job is drawn live until it ends; --follow does that anywhere (plain lines when not a
-terminal, one JSON record per line with --json). Otherwise one snapshot: labelled lines (with the URL of each
-preview sample, which needs the same token), or the record with --json.
-Exit: by the job's status: 0 succeeded, still running, or no active job; 1 failed; 3 cancelled.`,
+  help: `Shows job ID, or without ID the active job (or says that none is active; with --json, prints null):
+one snapshot, as labelled lines (with the URL of each preview sample, which needs the same token) or the
+record with --json. --follow draws an active job live until it ends (plain lines when not a terminal, one
+JSON record per line with --json).
+Exit: by the job's status: 0 succeeded, still running, or no active job; 1 failed; 3 cancelled; 7 paused.`,
   values: [],
   flags: ["json", "follow"],
   async run({ client, out, options }) {
@@ -22,9 +22,10 @@ Exit: by the job's status: 0 succeeded, still running, or no active job; 1 faile
       return EXIT.ok;
     }
     const view = await client.job(id);
-    const live = !isTerminal(view.status) && (options.flags.has("follow") || (out.isTTY && !json));
-    if (!live) {
+    if (isTerminal(view.status) || !options.flags.has("follow")) {
       out.write(json ? `${jsonText(view)}\n` : statusLines(view, client.url).map((l) => `${l}\n`).join(""));
+      // A person at a terminal is told how to watch it; a script gets the snapshot alone.
+      if (!isTerminal(view.status) && !json && out.isTTY) out.write(`follow with: lora-worker status ${id} --follow\n`);
       return exitCodeOf(view);
     }
     if (!json) out.write(statusLines(view, client.url).slice(0, 2).map((l) => `${l}\n`).join(""));
