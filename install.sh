@@ -198,27 +198,8 @@ create_token() { # 32 random bytes as hex, one token per line; never readable by
   mv -f "$TOKEN.new.$$" "$TOKEN"
 }
 
-write_default_config() {
-  cat >"$CONFIG.new.$$" <<'EOF'
-# lora-worker configuration (written once by install.sh; never overwritten).
-# Every key, its default and its meaning: README, "Configuration". A key left out takes the default of the
-# reference host and is listed in /healthz as config_defaults_in_use. After an edit: systemctl restart lora-worker
-#
-# listen = "0.0.0.0:8203"
-# handoff_root = "/worktank/arbo/train"      # also in the unit's ReadWritePaths=
-# model_roots = ["/worktank/models"]
-# state_dir = "/var/lib/lora-worker"         # the unit's StateDirectory=
-#
-# [trainer]
-# mode = "real"
-# accelerate = "/opt/fluxgym/.venv/bin/accelerate"
-# sd_scripts_dir = "/opt/fluxgym/sd-scripts"
-# tokenizer_dir = "/var/lib/lora-worker/tokenizers"   # the CLIP tokenizers: lora-worker tokenizers import PATH
-#
-# [auth]
-# mode = "token"
-# token_file = "/etc/lora-worker/token"
-EOF
+write_default_config() { # every key commented out at its default, under its meaning: the binary's own list
+  "$BINARY" config template >"$CONFIG.new.$$" || die "$BINARY config template failed; nothing written to $CONFIG"
   chmod 0644 "$CONFIG.new.$$"
   mv -f "$CONFIG.new.$$" "$CONFIG"
 }

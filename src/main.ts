@@ -18,13 +18,14 @@ Usage:
                                                copy the two CLIP tokenizers the trainer loads offline into
                                                trainer.tokenizer_dir, from a Hugging Face cache or cache-dir folders
   lora-worker tokenizers check [--config FILE] whether trainer.tokenizer_dir holds both, usable
+  lora-worker config template                  every config key, commented out at its default, under its meaning
   lora-worker shim JOB_DIR                     internal: the per-job shim that starts the trainer and records its exit
   lora-worker --version | --help
 
 Talking to a running worker (--url URL, --token TOKEN or --config FILE; COMMAND --help for options and exit codes):
   lora-worker submit REQUEST.json [--follow] [--json] [--idempotency-key KEY]
                                                dispatch a train; --follow draws it until it ends
-  lora-worker status [ID] [--json] [--follow]  one job, or the active one (a live bar on a terminal)
+  lora-worker status [ID] [--json] [--follow]  one job, or the active one; --follow draws it live until it ends
   lora-worker jobs [--status S] [--limit N] [--json]
                                                recent jobs, one line each, newest first
   lora-worker logs ID [-f|--follow] [--lines N]
@@ -40,7 +41,7 @@ Talking to a running worker (--url URL, --token TOKEN or --config FILE; COMMAND 
 Exit codes: 0 ok, 1 request refused (plan), a FAIL (doctor) or tokenizers not usable, 2 usage error,
 73 state dir in use or damaged, 78 invalid configuration.
 Client commands: 0 succeeded or done, 1 job failed, 2 usage error, 3 job cancelled, 4 cannot reach the worker,
-5 the worker refused the request, 6 no such job.
+5 the worker refused the request, 6 no such job, 7 job paused.
 `;
 
 // Commands load only their own modules: the shim and the simulator start without the HTTP stack.
@@ -58,6 +59,8 @@ async function main(argv: string[]): Promise<number | undefined> {
       return (await import("./cli/doctor.ts")).doctorCommand(rest);
     case "tokenizers":
       return (await import("./cli/tokenizers.ts")).tokenizersCommand(rest);
+    case "config":
+      return (await import("./cli/config.ts")).configCommand(rest);
     case "submit":
     case "status":
     case "jobs":

@@ -3,6 +3,13 @@ import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSy
 import { join } from "node:path";
 import { AS_ROOT, makeScratchRoot, runInstall, sourceBinary, STAND_IN } from "./support/install-root.ts";
 import { treeFingerprint } from "./support/scratch-files.ts";
+import { CONFIG_KEYS } from "../src/config/keys.ts";
+import { ConfigSchema } from "../src/config/schema.ts";
+
+// A parsed config's keys as the docs name them: a section's keys as "section.key", a top-level key as it is.
+const flatten = (toml: Record<string, unknown>) =>
+  Object.fromEntries(Object.entries(toml).flatMap(([name, value]) =>
+    CONFIG_KEYS.some((k) => k.key === name) ? [[name, value]] : Object.entries(value as object).map(([key, v]) => [`${name}.${key}`, v])));
 
 // install.sh spawns a few dozen short processes; a loaded CI box makes that seconds, not milliseconds.
 const TIMEOUT_MS = 60_000;
@@ -51,8 +58,18 @@ describe("install.sh into a scratch root", () => {
     const unit = readFileSync(at("etc/systemd/system/lora-worker.service"), "utf8");
     expect(unit).toContain(`\nUser=${STAND_IN.user}\n`);
     expect(unit).toContain(`\nGroup=${STAND_IN.group}\n`);
-    // The default config is all comments: every key at its default, each reported as such by the worker.
-    expect(Bun.TOML.parse(readFileSync(at("etc/lora-worker/config.toml"), "utf8"))).toEqual({});
+    // The default config is every key commented out at its default, under its meaning: read as it is, it sets
+    // nothing (each default is reported as in use); with every line that has a value uncommented, it sets
+    // every key to exactly its default.
+    const written = readFileSync(at("etc/lora-worker/config.toml"), "utf8");
+    const sections = Bun.TOML.parse(written) as Record<string, unknown>;
+    expect(Object.values(sections).every((table) => JSON.stringify(table) === "{}")).toBe(true);
+    const uncommented = written.replace(/^# (\w+ = (?!\(unset).*)$/gm, "$1");
+    const keys = CONFIG_KEYS.filter((k) => k.toml !== null).map((k) => k.key);
+    expect(keys).toContain("retention.keep_days");
+    expect(Object.keys(flatten(Bun.TOML.parse(uncommented) as Record<string, unknown>)).sort()).toEqual([...keys].sort());
+    expect(ConfigSchema.parse(Bun.TOML.parse(uncommented))).toEqual(ConfigSchema.parse({}));
+    for (const key of CONFIG_KEYS) expect(written).toContain(key.key.includes(".") ? `# ${key.key.split(".")[1]} = ` : `# ${key.key} = `);
   }, TIMEOUT_MS);
 
   test("an operator's config and token survive a re-install; a loosened token mode is put back", async () => {

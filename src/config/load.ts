@@ -4,9 +4,9 @@ import type { z } from "zod";
 import { TIER_NAMES, TIERS } from "../tiers.ts";
 import { mayAccess, statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
+import { CONFIG_KEYS, type ConfigKey, ENV_PREFIX } from "./keys.ts";
 import { ConfigSchema, DEFAULTS, type Config } from "./schema.ts";
 
-const ENV_PREFIX = "LORA_WORKER_";
 export const DEFAULT_CONFIG_PATH = "/etc/lora-worker/config.toml";
 export const CONFIG_PATH_ENV = `${ENV_PREFIX}CONFIG`;
 // Read by the operator CLI (which worker to talk to), not configuration of this worker.
@@ -184,64 +184,6 @@ function executableError(key: string, path: string): string | null {
   if (missing) return missing;
   return mayAccess(path, constants.X_OK) ? null : `${key}: ${path} is not executable`;
 }
-
-// The overridable leaf keys: one table drives environment overrides and "default in use" reporting.
-export type KeyKind = "string" | "number" | "boolean" | "list" | "table";
-
-export interface ConfigKey {
-  key: string;
-  env: string | null; // null: too structured for one environment variable
-  kind: KeyKind;
-}
-
-const LEAVES: Array<[string, KeyKind]> = [
-  ["listen", "string"],
-  ["state_dir", "string"],
-  ["handoff_root", "string"],
-  ["model_roots", "list"],
-  ["trainer.mode", "string"],
-  ["trainer.backend", "string"],
-  ["trainer.accelerate", "string"],
-  ["trainer.sd_scripts_dir", "string"],
-  ["trainer.tokenizer_dir", "string"],
-  ["trainer.cancel_grace_seconds", "number"],
-  ["trainer.log_max_bytes", "number"],
-  ["dataset.max_files", "number"],
-  ["dataset.max_bytes", "number"],
-  ["dataset.max_file_bytes", "number"],
-  ["smoke.base_model", "string"],
-  ["slurm.max_active_jobs", "number"],
-  ["slurm.bin_dir", "string"],
-  ["slurm.partition", "string"],
-  ["slurm.account", "string"],
-  ["slurm.mem", "string"],
-  ["slurm.poll_seconds", "number"],
-  ["retention.keep_days", "number"],
-  ["retention.keep_last", "number"],
-  ["watchdog.stall_seconds", "number"],
-  ["watchdog.nan_updates", "number"],
-  ["watchdog.tier_timeout_seconds", "table"],
-  ["auth.mode", "string"],
-  ["auth.token_file", "string"],
-  ["auth.metrics_public", "boolean"],
-  ["simulate.seconds_per_step", "number"],
-  ["simulate.fail", "string"],
-  ["simulate.replay_log", "string"],
-  ["simulate.replay_speed", "number"],
-  ["gpu.nvidia_smi", "string"],
-  ["gpu.probe_timeout_ms", "number"],
-  ["gpu.cache_ttl_ms", "number"],
-  ["gpu.admission", "string"],
-  ["gpu.cotenant_patterns", "table"],
-  ["gpu.vram_need_mib", "table"],
-  ["devices", "table"],
-];
-
-const CONFIG_KEYS: ConfigKey[] = LEAVES.map(([key, kind]) => ({
-  key,
-  kind,
-  env: kind === "table" ? null : ENV_PREFIX + key.replaceAll(".", "_").toUpperCase(),
-}));
 
 function getPath(obj: Record<string, unknown>, key: string): unknown {
   let cur: unknown = obj;

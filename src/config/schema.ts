@@ -47,82 +47,152 @@ const DEFAULT_DEVICES: Device[] = [
   { index: 1, name: "RTX A6000", class: "48gb" },
 ];
 
+// Each key carries its meaning (and, where the parsed value is not what one writes, how its default reads):
+// config/keys.ts reads them off this schema for the environment overrides, the docs' table and the installed
+// config, so a key cannot be added without saying what it does.
+const doc = (description: string, extra: { toml?: string; unset?: string; env?: false } = {}) => ({
+  description,
+  ...extra,
+});
+
 export const ConfigSchema = z.strictObject({
   listen: z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, {
     message: 'must be "host:port" (IPv6 as "[::1]:8203")',
-  }).transform(parseListen).prefault(DEFAULTS.listen),
-  state_dir: absolutePath.default(DEFAULTS.state_dir),
-  handoff_root: absolutePath.default(DEFAULTS.handoff_root),
-  model_roots: z.array(absolutePath).min(1).default([...DEFAULTS.model_roots]),
+  }).transform(parseListen).prefault(DEFAULTS.listen).meta(doc(
+    "`host:port` to bind (`[::1]:8203` for IPv6; port 0 picks a free port). The API is plain HTTP: to serve " +
+      "containers on this host only, bind the Docker bridge's address (`172.17.0.1:8203`) or loopback, not `0.0.0.0`",
+    { toml: JSON.stringify(DEFAULTS.listen) },
+  )),
+  state_dir: absolutePath.default(DEFAULTS.state_dir).meta(doc(
+    "SQLite job records (`jobs.db`) and per-job directories (`jobs/<id>/`: `train.log`, `dataset.toml`, the " +
+      "dataset copy in `dataset/` with its latent caches, the trainer's private `run/`). Size it for the datasets " +
+      "and runs too: each job keeps them until retention removes its directory. The unit's `StateDirectory=`",
+  )),
+  handoff_root: absolutePath.default(DEFAULTS.handoff_root).meta(doc(
+    "`dataset_dir` and `output_dir` must resolve (symlinks followed) strictly inside it; must exist. Also in the " +
+      "unit's `ReadWritePaths=`",
+  )),
+  model_roots: z.array(absolutePath).min(1).default([...DEFAULTS.model_roots]).meta(doc(
+    "`base_model_path` must resolve inside one of these; each must exist",
+  )),
   trainer: z
     .strictObject({
-      mode: z.enum(["real", "simulate"]).default("real"),
-      // local: runs on this host, one at a time; slurm: each run is a batch job on a Slurm cluster (see [slurm]).
-      backend: z.enum(["local", "slurm"]).default("local"),
-      accelerate: absolutePath.default(DEFAULTS.accelerate),
-      sd_scripts_dir: absolutePath.default(DEFAULTS.sd_scripts_dir),
-      // The CLIP tokenizers, passed as --tokenizer_cache_dir (tokenizers/layout.ts); default <state_dir>/tokenizers.
-      tokenizer_dir: absolutePath.optional(),
-      cancel_grace_seconds: z.number().positive().max(600).default(10),
-      log_max_bytes: z.int().min(1024 * 1024).max(2 ** 40).default(256 * 1024 * 1024),
+      mode: z.enum(["real", "simulate"]).default("real").meta(doc(
+        '`"real"` runs `accelerate`; `"simulate"` runs this binary\'s simulated sd-scripts',
+      )),
+      backend: z.enum(["local", "slurm"]).default("local").meta(doc(
+        '`"local"` runs trainings on this host, one at a time; `"slurm"` submits each as a Slurm batch job ' +
+          "(see [slurm])",
+      )),
+      accelerate: absolutePath.default(DEFAULTS.accelerate).meta(doc(
+        "must be executable in real mode; its directory leads the child's `PATH`",
+      )),
+      sd_scripts_dir: absolutePath.default(DEFAULTS.sd_scripts_dir).meta(doc(
+        "must hold `sdxl_train_network.py` in real mode; the trainer's cwd",
+      )),
+      tokenizer_dir: absolutePath.optional().meta(doc(
+        "the CLIP tokenizers, given to sd-scripts as `--tokenizer_cache_dir` (one folder per tokenizer, named by " +
+          "its id with `/` as `_`); `lora-worker tokenizers import PATH` fills it. `/healthz` (`tokenizers`) and " +
+          "the startup log say when they are missing",
+        { unset: "`<state_dir>/tokenizers`" },
+      )),
+      cancel_grace_seconds: z.number().positive().max(600).default(10).meta(doc(
+        "after SIGTERM to the trainer's process group, how long before SIGKILL",
+      )),
+      log_max_bytes: z.int().min(1024 * 1024).max(2 ** 40).default(256 * 1024 * 1024).meta(doc(
+        "cap of a job's log; past it the first and last quarter are kept with a marker between",
+      )),
     })
     .prefault({}),
   // What a dataset may hold before it is copied into the job directory: tens to hundreds of images, a few MB each.
   dataset: z
     .strictObject({
-      max_files: z.int().min(1).max(1_000_000).default(2000),
-      max_bytes: z.int().min(1024 * 1024).max(2 ** 40).default(4 * 1024 ** 3),
-      max_file_bytes: z.int().min(1024).max(2 ** 40).default(100 * 1024 * 1024),
+      max_files: z.int().min(1).max(1_000_000).default(2000).meta(doc(
+        "images and captions a dataset may hold; more is a `422` that says the bound",
+      )),
+      max_bytes: z.int().min(1024 * 1024).max(2 ** 40).default(4 * 1024 ** 3).meta(doc(
+        "their total size; more is a `422`",
+      )),
+      max_file_bytes: z.int().min(1024).max(2 ** 40).default(100 * 1024 * 1024).meta(doc(
+        "one file's size; a larger one is a `422` naming it",
+      )),
     })
     .prefault({}),
-  // The Slurm backend: how many runs the worker admits at once (each a batch job that waits in Slurm's queue for its
-  // GPU), where the commands are, and where jobs go (partition and account as the cluster's policy requires).
   slurm: z
     .strictObject({
-      max_active_jobs: z.int().min(1).max(1000).default(1),
-      bin_dir: absolutePath.default("/usr/bin"),
-      partition: z.string().regex(/^[A-Za-z0-9_.-]*$/).default(""),
-      account: z.string().regex(/^[A-Za-z0-9_.-]*$/).default(""),
-      // sbatch --mem: the host memory a run may use on its node. Where memory is a consumable resource, a job
-      // without it gets the partition's default, often far below SDXL training's (or the whole node).
-      mem: z.string().regex(/^(?:[1-9]\d*[KMGT]?)?$/, "must be a Slurm memory size like 48G, or empty").default(""),
-      // How often a run's state is asked of Slurm (scontrol): the delay before a start, an end or a queue reason shows.
-      poll_seconds: z.number().min(0.1).max(60).default(1),
+      max_active_jobs: z.int().min(1).max(1000).default(1).meta(doc(
+        "on the Slurm backend, how many runs may be active at once (each waits in Slurm's queue for a GPU); " +
+          "one more is `409 busy`",
+      )),
+      bin_dir: absolutePath.default("/usr/bin").meta(doc("where `sbatch`, `scancel` and `scontrol` are")),
+      partition: z.string().regex(/^[A-Za-z0-9_.-]*$/).default("").meta(doc(
+        "`sbatch --partition` when set, as the cluster's policy requires",
+      )),
+      account: z.string().regex(/^[A-Za-z0-9_.-]*$/).default("").meta(doc(
+        "`sbatch --account` when set, as the cluster's policy requires",
+      )),
+      mem: z.string().regex(/^(?:[1-9]\d*[KMGT]?)?$/, "must be a Slurm memory size like 48G, or empty").default("")
+        .meta(doc(
+          '`sbatch --mem` when set (e.g. `"48G"`): the host memory a run may use on its node. Where memory is a ' +
+            "consumable resource a job without it gets the partition's default, often far below what SDXL " +
+            "training needs; a run Slurm kills for memory fails `host_oom_killed`",
+        )),
+      poll_seconds: z.number().min(0.1).max(60).default(1).meta(doc(
+        "how often a run's state is asked of Slurm: the delay before a start, an end or a queue reason shows",
+      )),
     })
     .prefault({}),
-  // `lora-worker smoke`: the base model its short run trains on (a .safetensors inside a model root, checked as a
-  // request's base_model_path is). Unset, the smoke route refuses and says to set it.
-  smoke: z.strictObject({ base_model: absolutePath.optional() }).prefault({}),
-  // Job directories (logs, dataset copies) of ended jobs older than this are removed; the records stay.
+  smoke: z.strictObject({
+    base_model: absolutePath.optional().meta(doc(
+      "the SDXL `.safetensors` (inside a model root, checked as a request's `base_model_path`) a smoke run trains " +
+        "on; without it `POST /smoke` is `409 smoke_unavailable`",
+    )),
+  }).prefault({}),
   retention: z
     .strictObject({
-      keep_days: z.number().positive().max(36_500).default(30),
-      keep_last: z.int().min(0).max(1_000_000).default(20),
+      keep_days: z.number().positive().max(36_500).default(30).meta(doc(
+        "the job directory (log, dataset copy, run directory with its states and samples) of a job that ended " +
+          "more than this many days ago is removed, at start-up and hourly; its record stays, no longer resumable",
+      )),
+      keep_last: z.int().min(0).max(1_000_000).default(20).meta(doc(
+        "the directories of the newest this many jobs are kept whatever their age",
+      )),
     })
     .prefault({}),
   watchdog: z
     .strictObject({
-      stall_seconds: z.number().positive().max(86_400).default(900),
-      nan_updates: z.int().min(1).max(100_000).default(20),
+      stall_seconds: z.number().positive().max(86_400).default(900).meta(doc(
+        "a trainer silent this long is stopped and failed `stalled`",
+      )),
+      nan_updates: z.int().min(1).max(100_000).default(20).meta(doc(
+        "this many consecutive steps with `avr_loss=nan` stop the run as `nan_loss`",
+      )),
       tier_timeout_seconds: z
         .strictObject({
           fast: z.number().positive().default(2 * 3600),
           balanced: z.number().positive().default(6 * 3600),
           quality: z.number().positive().default(12 * 3600),
         })
-        .prefault({}),
+        .prefault({})
+        .meta(doc("wall-clock bound per tier; past it the run is stopped as `timeout`")),
     })
     .prefault({}),
   auth: z
     .strictObject({
-      mode: z.enum(["token", "none"]).default("token"),
-      token_file: absolutePath.default(DEFAULTS.token_file),
-      metrics_public: z.boolean().default(false),
+      mode: z.enum(["token", "none"]).default("token").meta(doc(
+        '`"token"`: every route but `/healthz` and `/` needs `Authorization: Bearer <token>` (without a token ' +
+          'source the worker runs open on a loopback `listen` only, and refuses to start elsewhere); `"none"`: ' +
+          "open on purpose (see Auth)",
+      )),
+      token_file: absolutePath.default(DEFAULTS.token_file).meta(doc(
+        "the tokens, one a line (the systemd credential `token` is read first); every listed token is valid",
+      )),
+      metrics_public: z.boolean().default(false).meta(doc("`true` serves `GET /metrics` without a token")),
     })
     .prefault({}),
   simulate: z
     .strictObject({
-      seconds_per_step: z.number().min(0).max(60).default(0.5),
+      seconds_per_step: z.number().min(0).max(60).default(0.5).meta(doc("pace of the simulated trainer")),
       // The simulator's own parser: the config refuses exactly what the simulated trainer would.
       fail: z
         .string()
@@ -131,12 +201,20 @@ export const ConfigSchema = z.strictObject({
           if (plan.ok) return;
           ctx.addIssue({ code: "custom", message: `must be "" or a comma-separated list of failures: ${plan.error}` });
         })
-        .default(""),
+        .default("")
+        .meta(doc(
+          "make the simulator misbehave, comma-separated: `oom@N`, `nan@N`, `hang@N`, `exit@N:CODE`, " +
+            "`ignore-sigterm`, `orphan@N`, `setsid-orphan@N`, `sample-oom@N` (the GPU runs out of memory while " +
+            "sampling at step N)",
+        )),
       replay_log: z
         .string()
         .refine((p) => p === "" || p.startsWith("/"), "must be empty or an absolute path")
-        .default(""),
-      replay_speed: z.number().positive().max(1e6).default(1),
+        .default("")
+        .meta(doc("replay a recorded real sd-scripts log instead of simulating (absolute path)")),
+      replay_speed: z.number().positive().max(1e6).default(1).meta(doc(
+        "replay pace relative to the log's own tqdm clock",
+      )),
     })
     .superRefine((sim, ctx) => {
       const plan = parseFailurePlan(sim.fail);
@@ -149,20 +227,35 @@ export const ConfigSchema = z.strictObject({
     .prefault({}),
   gpu: z
     .strictObject({
-      nvidia_smi: z.string().min(1).default(DEFAULTS.nvidia_smi),
-      probe_timeout_ms: z.int().min(100).max(60_000).default(5000),
-      cache_ttl_ms: z.int().min(0).max(60_000).default(2000),
-      admission: z.enum(["enforce", "warn", "off"]).default("enforce"),
+      nvidia_smi: z.string().min(1).default(DEFAULTS.nvidia_smi).meta(doc(
+        "the `nvidia-smi` to run (point it at `scripts/fake-nvidia-smi` without a GPU)",
+      )),
+      probe_timeout_ms: z.int().min(100).max(60_000).default(5000).meta(doc(
+        "hard timeout of one `nvidia-smi` run (a wedged driver hangs it)",
+      )),
+      cache_ttl_ms: z.int().min(0).max(60_000).default(2000).meta(doc(
+        "how long a probe answer is reused; concurrent callers share one run",
+      )),
+      admission: z.enum(["enforce", "warn", "off"]).default("enforce").meta(doc(
+        "VRAM admission on `POST /train`: `enforce` refuses (409), `warn` runs and notes it in the record, `off` " +
+          "skips the probe",
+      )),
+      // Regular expressions may hold ":", the separator of a list in an environment variable.
       cotenant_patterns: z
         .array(z.string().min(1).refine(isRegExp, "must be a valid regular expression"))
-        .default(["tts"]),
+        .default(["tts"])
+        .meta(doc(
+          "case-insensitive regular expressions; a GPU process whose name matches is a co-tenant",
+          { env: false },
+        )),
       vram_need_mib: z
         .strictObject({
           fast: VramNeed.prefault({ "24gb": 14_000, "48gb": 16_000 }),
           balanced: VramNeed.prefault({ "24gb": 18_000, "48gb": 22_000 }),
           quality: VramNeed.prefault({ "48gb": 36_000 }),
         })
-        .prefault({}),
+        .prefault({})
+        .meta(doc("MiB a tier needs free on a device of each class")),
     })
     .prefault({}),
   devices: z
@@ -171,7 +264,11 @@ export const ConfigSchema = z.strictObject({
     .refine((ds) => new Set(ds.map((d) => d.index)).size === ds.length, {
       message: "device indexes must be unique",
     })
-    .default(DEFAULT_DEVICES),
+    .default(DEFAULT_DEVICES)
+    .meta(doc(
+      '`[[devices]]` tables with `index`, `name`, `class` (`"24gb"` or `"48gb"`) and, on the Slurm backend, ' +
+        "`gres`; a request's `device_index` must name one",
+    )),
 }).superRefine((config, ctx) => {
   if (config.trainer.backend !== "slurm") return;
   for (const [i, device] of config.devices.entries()) {
