@@ -131,6 +131,21 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
     expect(lines.find((l) => checkName(l) === "port")).toStartWith(`OK   port: 127.0.0.1:${host.port} is held by this worker (lora-worker `);
   }, TIMEOUT_MS);
 
+  test("a port held by another worker (another state dir) is a FAIL naming that worker's state dir and config", async () => {
+    using host = makeDoctorHost();
+    const config = host.writeConfig({ mode: "simulate" });
+    const otherState = join(host.dir, "other-state");
+    mkdirSync(otherState, { mode: 0o700 });
+    const otherConfig = join(host.dir, "other.toml");
+    writeFileSync(otherConfig, readFileSync(config, "utf8").replace(`state_dir = "${host.state}"`, `state_dir = "${otherState}"`));
+    await using other = await startWorker(otherConfig);
+    expect(other.url).toBe(`http://127.0.0.1:${host.port}`);
+    const { code, lines } = await host.doctor();
+    expect(lines.find((l) => checkName(l) === "port")).toStartWith(`FAIL port: 127.0.0.1:${host.port} is held by another worker (lora-worker `);
+    expect(lines.find((l) => checkName(l) === "port")).toContain(`with state dir ${otherState}, config ${otherConfig}), not the one this config describes — fix: stop that worker`);
+    expect(code).toBe(1);
+  }, TIMEOUT_MS);
+
   test("a config that is not TOML stops after the config line: the other checks need it", async () => {
     using host = makeDoctorHost();
     writeFileSync(join(host.dir, "config.toml"), "listen = \n");

@@ -92,4 +92,19 @@ describe("lora-worker.service as install.sh installs it", () => {
       expect(lines.filter((l) => l.startsWith(forbidden))).toEqual([]);
     }
   });
+
+  test("offers the shared host's resource controls, none of which can kill a training", () => {
+    const lines = directives(readFileSync(join(unitDir(), UNIT), "utf8"));
+    expect(lines).toEqual(expect.arrayContaining(["CPUWeight=100", "IOWeight=100", "MemoryHigh=infinity"]));
+    // A hard memory bound OOM-kills the training past it; a CPU quota would stall it without a word.
+    for (const killing of ["MemoryMax=", "MemoryLimit=", "CPUQuota=", "TasksMax="]) {
+      expect(lines.filter((l) => l.startsWith(killing))).toEqual([]);
+    }
+    // The knobs at an operator's values make a valid unit (contrast: a value systemd cannot read is named).
+    const dropIn = join(unitDir(), "lw-shared.service");
+    writeFileSync(dropIn, readFileSync(join(unitDir(), UNIT), "utf8").replace("MemoryHigh=infinity", "MemoryHigh=48G\nCPUWeight=50"));
+    expect(analyze(["verify", `--root=${root}`, "lw-shared.service"])).toEqual({ code: 0, output: "" });
+    writeFileSync(dropIn, readFileSync(join(unitDir(), UNIT), "utf8").replace("MemoryHigh=infinity", "MemoryHigh=lots"));
+    expect(analyze(["verify", `--root=${root}`, "lw-shared.service"]).output).toContain("Invalid memory limit 'lots'");
+  });
 });

@@ -113,9 +113,16 @@ export async function checkPort(config: Config): Promise<CheckResult> {
   }
   const healthz = `${url}/healthz`;
   const worker = await workerOnPort(healthz);
-  if (worker) {
+  // One worker per state dir: one with another state dir is another worker, whatever its version.
+  if (worker && worker.state_dir === config.state_dir) {
     const ours = `lora-worker ${worker.version}, trainer mode ${worker.trainer_mode}`;
     return ok(name, `${text} is held by this worker (${ours})`);
+  }
+  if (worker) {
+    const file = worker.config_file ?? "none";
+    const which = `lora-worker ${worker.version} with state dir ${worker.state_dir}, config ${file}`;
+    const fix = `stop that worker (find it with: ss -ltnp 'sport = :${port}'), or give one of them another listen`;
+    return fail(name, `${text} is held by another worker (${which}), not the one this config describes`, fix);
   }
   const fix = `find it with: ss -ltnp 'sport = :${port}'; stop it or change listen`;
   return fail(name, `${text} is held by another program (${healthz} is not lora-worker's)`, fix);
@@ -132,14 +139,25 @@ function tryBind(hostname: string, port: number): BindOutcome {
   }
 }
 
+interface WorkerOnPort {
+  version: string;
+  trainer_mode: string;
+  state_dir: string;
+  config_file: string | null;
+}
+
 // Our /healthz shape (SPEC §3): anything else holding the port is another program.
-async function workerOnPort(url: string): Promise<{ version: string; trainer_mode: string } | null> {
+async function workerOnPort(url: string): Promise<WorkerOnPort | null> {
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(HEALTHZ_TIMEOUT_MS) });
     const body = (await res.json()) as Record<string, unknown>;
+    const state = body.state_dir as { path?: unknown } | undefined;
     const ours = res.ok && body.status === "ok" && typeof body.version === "string" &&
-      typeof body.trainer_mode === "string" && "auth_mode" in body;
-    return ours ? { version: body.version as string, trainer_mode: body.trainer_mode as string } : null;
+      typeof body.trainer_mode === "string" && "auth_mode" in body && typeof state?.path === "string";
+    if (!ours) return null;
+    const config = typeof body.config_file === "string" ? body.config_file : null;
+    const [version, mode] = [body.version as string, body.trainer_mode as string];
+    return { version, trainer_mode: mode, state_dir: state.path as string, config_file: config };
   } catch {
     return null;
   }
