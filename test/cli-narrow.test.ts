@@ -56,11 +56,17 @@ describe("the CLI on narrow terminals", () => {
     expect([narrow.exitCode, medium.exitCode, wide.exitCode]).toEqual([0, 0, 0]);
     expect(widest(narrow.lines)).toBeLessThanOrEqual(60);
     expect(widest(medium.lines)).toBeLessThanOrEqual(80);
-    expect(narrow.lines).toEqual([expect.stringMatching(new RegExp(`^${succeeded}  succeeded +400/400$`)), expect.stringMatching(new RegExp(`^${failed}  failed +\\d+/400$`))]);
-    expect(medium.lines).toEqual([
-      expect.stringMatching(new RegExp(`^${succeeded}  succeeded +400/400  a_rather_long_out\\S*…$`)),
-      expect.stringMatching(new RegExp(`^${failed}  failed +\\d+/400  (short  )?trainer_crashed$`)),
+    // The output name and the error code stay; the id is shortened to what every command still takes.
+    expect(narrow.lines).toEqual([
+      expect.stringMatching(new RegExp(`^${succeeded.slice(0, 8)}  succeeded +400/400  a_rather_long_output_name_f\\S*…$`)),
+      expect.stringMatching(new RegExp(`^${failed.slice(0, 8)}  failed +\\d+/400  short  trainer_crashed$`)),
     ]);
+    expect(medium.lines).toEqual([
+      expect.stringMatching(new RegExp(`^${succeeded.slice(0, 8)}  succeeded +400/400  a_rather_long_output_name_for_a_narrow_terminal$`)),
+      expect.stringMatching(new RegExp(`^${failed.slice(0, 8)}  failed +\\d+/400  short  trainer_crashed$`)),
+    ]);
+    const byShortId = onTerminal(worker, 60, ["status", failed.slice(0, 8)]);
+    expect(byShortId.lines[0]).toBe(`job      ${failed}`);
 
     // The contrast: wide enough, the whole rows, as a pipe gets them.
     expect(wide.lines).toEqual([

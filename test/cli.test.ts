@@ -7,6 +7,7 @@ import { deadUrl, runCli, spawnCli } from "./support/cli-process.ts";
 import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
 import { FAKE_NVIDIA_SMI, makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { openJobStore } from "../src/store/job-store.ts";
 
 const binary = ensureBinary();
 const UNKNOWN_JOB = "3f1c2a4e-0000-4000-8000-000000000000";
@@ -126,6 +127,30 @@ describe("the operator CLI against a worker running simulated jobs", () => {
     await using idle = await startWorker(idleTree.writeConfig(SIMULATE_TABLES(0.01)), { command: [binary] });
     expect((await cli(idle, "gpu")).stdout).toEndWith("co-tenants: none\n");
   }, 60_000);
+
+  test("a job is named by the start of its id when exactly one id starts so; more than one is a usage error, none is 6", async () => {
+    using tree = makeHostTree();
+    // Two ended jobs whose ids share their first 35 characters, recorded as a worker would.
+    const store = openJobStore(join(tree.state, "jobs.db"));
+    for (const last of ["1", "2"]) {
+      const id = `abcdef01-0000-4000-8000-00000000000${last}`;
+      store.insertIfIdle({ id, request: tree.validRequest({ output_name: `twin${last}` }), requestHash: id, idempotencyKey: null, admissionWarning: null, simulated: true, logPath: join(tree.state, "jobs", id, "train.log"), now: new Date().toISOString(), phase: "preparing", totalSteps: 400, dataset: null });
+      store.finish(id, { status: "cancelled", exit_code: null, signal: null, forced_kill: false, error: null, error_code: null, lora_path: null, lora_sha256: null, lora_bytes: null }, new Date().toISOString());
+    }
+    store.close();
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.01)), { command: [binary] });
+    const [ambiguous, longer, unknown, whole] = await Promise.all([
+      cli(worker, "status", "abcdef01"),
+      cli(worker, "status", "abcdef01-0000-4000-8000-000000000002", "--json"),
+      cli(worker, "cancel", "abcdef02"),
+      cli(worker, "status", "abcdef01-0000-4000-8000-000000000001", "--json"),
+    ]);
+    expect(ambiguous).toMatchObject({ exitCode: 2, stdout: "" });
+    expect(ambiguous.stderr).toStartWith("lora-worker status: more than one job id starts with abcdef01 (abcdef01-0000-4000-8000-000000000002, abcdef01-0000-4000-8000-000000000001, …): give more of it\n");
+    expect(JSON.parse(longer.stdout)).toMatchObject({ worker_job_id: "abcdef01-0000-4000-8000-000000000002", request: { output_name: "twin2" } });
+    expect(unknown).toEqual({ exitCode: 6, stdout: "", stderr: "lora-worker cancel: no such job: no job id starts with abcdef02\n" });
+    expect(JSON.parse(whole.stdout)).toMatchObject({ worker_job_id: "abcdef01-0000-4000-8000-000000000001" });
+  });
 
   test("exit codes: 5 with the worker's 422 detail, 6 for an unknown job, 4 when nothing listens, 2 for a usage error", async () => {
     using tree = makeHostTree();

@@ -1,22 +1,24 @@
 import { loss, meter, steps } from "./format.ts";
+import { SHORT_ID } from "./job-id.ts";
 import { printable } from "./terminal.ts";
 import type { GpuDeviceView, GpuProcessView, GpuStatus, JobView } from "./worker-client.ts";
 
 // Tables fitted to a terminal's width. A layout is one way to show a row, and a table lists them widest
 // first: the first layout in which every row fits is used for all rows, so its cells line up. After the
-// cells a row may have a tail: text cut with "…" (or dropped) to leave room for an optional suffix. Into a
-// pipe the width is unbounded and the first layout is always the one used.
+// cells a row may have a tail: text cut with "…" to leave room for a suffix; a tail marked `droppable` may go
+// when even its cut form does not fit, else the row does not fit that layout. Into a pipe the width is
+// unbounded and the first layout is always the one used.
 
 interface RowCells {
   cells: string[];
-  tail?: { text: string; suffix?: string };
+  tail?: { text: string; suffix?: string; droppable?: boolean };
 }
 
 type Layout<Row> = (row: Row) => RowCells;
 
 const GAP = "  ";
 const ELLIPSIS = "…";
-// A tail cut shorter than this says too little: it is dropped instead.
+// A tail cut shorter than this says too little: it is dropped instead (or the row does not fit).
 const MIN_TAIL = 8;
 
 // What `text` takes on a terminal, where control characters are shown in caret notation.
@@ -31,7 +33,7 @@ function fitTable<Row>(rows: readonly Row[], layouts: readonly Layout<Row>[], co
   return rows.map((row) => cut(joined(narrowest(row)), columns));
 }
 
-// The row whole, else with its tail cut or dropped; null when the cells and suffix alone are too wide.
+// The row whole, else with its tail cut (or dropped, when droppable); null when it does not fit so.
 function fitRow(row: RowCells, columns: number): string | null {
   const whole = joined(row);
   if (widthOf(whole) <= columns) return whole;
@@ -40,6 +42,7 @@ function fitRow(row: RowCells, columns: number): string | null {
   const suffix = row.tail.suffix ? `${GAP}${row.tail.suffix}` : "";
   const room = columns - widthOf(head) - GAP.length - widthOf(suffix);
   if (room >= MIN_TAIL) return `${head}${GAP}${cut(row.tail.text, room)}${suffix}`;
+  if (!row.tail.droppable) return null;
   const without = `${head}${suffix}`;
   return widthOf(without) <= columns ? without : null;
 }
@@ -79,8 +82,9 @@ function wrapWords(text: string, columns: number, indent = "  "): string[] {
 
 // `jobs`: one line a job. Whole (into a pipe, or on a wide terminal): id, status, steps, loss, tier@device,
 // created, output name, error_code. Narrower, in this order: the date loses its year, seconds and zone,
-// then tier@device, loss and the date go; the output name is cut, then dropped; the id (what the other
-// commands take), status and steps stay.
+// then tier@device, loss and the date go, the output name is cut, then the id is shortened to its first
+// SHORT_ID characters (which every command that takes an ID accepts); only then does the name go. Status,
+// steps and the error code stay.
 
 interface JobCells {
   id: string;
@@ -112,13 +116,16 @@ const shortDate = (iso: string) => iso.slice(5, 16).replace("T", " ");
 
 const nameTail = (c: JobCells) => ({ text: c.name, suffix: c.error });
 
+const shortId = (c: JobCells) => c.id.slice(0, SHORT_ID);
+
 const LAYOUTS: Layout<JobCells>[] = [
   (c) => ({ cells: [c.id, c.status, c.steps, c.loss, c.tier, c.created], tail: nameTail(c) }),
   (c) => ({ cells: [c.id, c.status, c.steps, c.loss, c.tier, shortDate(c.created)], tail: nameTail(c) }),
   (c) => ({ cells: [c.id, c.status, c.steps, c.loss, shortDate(c.created)], tail: nameTail(c) }),
   (c) => ({ cells: [c.id, c.status, c.steps, shortDate(c.created)], tail: nameTail(c) }),
   (c) => ({ cells: [c.id, c.status, c.steps], tail: nameTail(c) }),
-  (c) => ({ cells: [c.id, c.status, c.steps] }),
+  (c) => ({ cells: [shortId(c), c.status, c.steps], tail: nameTail(c) }),
+  (c) => ({ cells: [shortId(c), c.status, c.steps], tail: { ...nameTail(c), droppable: true } }),
 ];
 
 export function jobTable(views: readonly JobView[], columns: number): string[] {
@@ -201,7 +208,7 @@ function processRow(narrow: boolean): Layout<GpuProcessView> {
     cells: narrow
       ? [`  pid ${String(p.pid).padEnd(7)}`, `${mib(p.used_mib, 0)} MiB`.padStart(9)]
       : [`       pid ${String(p.pid).padEnd(8)} ${`${mib(p.used_mib, 0)} MiB`.padStart(10)}`],
-    tail: { text: p.name, suffix: label[p.role] || undefined },
+    tail: { text: p.name, suffix: label[p.role] || undefined, droppable: true },
   });
 }
 

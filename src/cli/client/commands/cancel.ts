@@ -1,6 +1,7 @@
 import { UsageError } from "../../args.ts";
 import { jsonText, outcomeLines, resumeHint } from "../format.ts";
 import type { ClientCommand } from "../run.ts";
+import { resolveJobId } from "../job-id.ts";
 import { EXIT } from "../worker-client.ts";
 
 export const cancel: ClientCommand = {
@@ -13,7 +14,7 @@ Exit: 0 once the worker answered (whatever the job's status).`,
   flags: ["json"],
   async run({ client, out, options }) {
     if (options.positional.length !== 1) throw new UsageError("cancel takes exactly one job ID");
-    const view = await client.cancel(options.positional[0]!);
+    const view = await client.cancel(await resolveJobId(client, options.positional[0]!));
     if (options.flags.has("json")) out.write(`${jsonText(view)}\n`);
     else {
       const already = view.status === "cancelled" ? "" : "had already ended, ";

@@ -3,6 +3,7 @@ import { eventsOf } from "../events.ts";
 import { exitCodeOf } from "../format.ts";
 import type { ClientCommand } from "../run.ts";
 import type { Terminal } from "../terminal.ts";
+import { resolveJobId } from "../job-id.ts";
 import { ClientError, EXIT } from "../worker-client.ts";
 
 const DEFAULT_LINES = 200; // the worker's own default for /log
@@ -20,7 +21,7 @@ Exit: 0; with -f, by how the job ended: 0 succeeded, 1 failed, 3 cancelled.`,
   short: { f: "follow" },
   async run({ client, out, options }) {
     if (options.positional.length !== 1) throw new UsageError("logs takes exactly one job ID");
-    const id = options.positional[0]!;
+    const id = await resolveJobId(client, options.positional[0]!);
     const lines = positiveInt(options, "lines");
     if (!options.flags.has("follow")) {
       out.write(await client.log(id, lines));

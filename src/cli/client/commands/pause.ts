@@ -2,6 +2,7 @@ import { TIERS } from "../../../tiers.ts";
 import { UsageError } from "../../args.ts";
 import { exitCodeOf, jsonText, outcomeLines, resumeHint } from "../format.ts";
 import type { ClientCommand } from "../run.ts";
+import { resolveJobId } from "../job-id.ts";
 import { EXIT, type JobView } from "../worker-client.ts";
 
 const [fast, balanced, quality] = [TIERS.fast, TIERS.balanced, TIERS.quality].map((t) => t.checkpointEvery);
@@ -18,7 +19,7 @@ Exit: 0 paused; otherwise by how the job ended: 0 succeeded, 1 failed, 3 cancell
   flags: ["json"],
   async run({ client, out, options }) {
     if (options.positional.length !== 1) throw new UsageError("pause takes exactly one job ID");
-    const view = await client.pause(options.positional[0]!);
+    const view = await client.pause(await resolveJobId(client, options.positional[0]!));
     out.write(options.flags.has("json") ? `${jsonText(view)}\n` : pauseLines(view).map((l) => `${l}\n`).join(""));
     return view.paused ? EXIT.ok : exitCodeOf(view);
   },

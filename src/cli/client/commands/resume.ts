@@ -2,6 +2,7 @@ import { UsageError } from "../../args.ts";
 import { followJob, followRenderer } from "../events.ts";
 import { exitCodeOf, jsonText } from "../format.ts";
 import type { ClientCommand } from "../run.ts";
+import { resolveJobId } from "../job-id.ts";
 import { EXIT } from "../worker-client.ts";
 
 export const resume: ClientCommand = {
@@ -17,7 +18,8 @@ refuses (409 not_resumable and why, busy, VRAM, disk or output exists; 422; 503)
   async run({ client, out, options }) {
     if (options.positional.length !== 1) throw new UsageError("resume takes exactly one job ID");
     const json = options.flags.has("json");
-    const resumed = await client.resume(options.positional[0]!, samplesOption(options.values.samples));
+    const id = await resolveJobId(client, options.positional[0]!);
+    const resumed = await client.resume(id, samplesOption(options.values.samples));
     const line = `job ${resumed.worker_job_id} resumed from ${resumed.resumed_from} at step ${resumed.resume_step}`;
     out.write(json ? `${jsonText(resumed)}\n` : `${line}\n`);
     if (!options.flags.has("follow")) return EXIT.ok;

@@ -2,6 +2,7 @@ import { UsageError } from "../../args.ts";
 import { followJob, followRenderer } from "../events.ts";
 import { exitCodeOf, jsonText, statusLines } from "../format.ts";
 import type { ClientCommand } from "../run.ts";
+import { resolveJobId } from "../job-id.ts";
 import { EXIT, isTerminal } from "../worker-client.ts";
 
 export const status: ClientCommand = {
@@ -16,7 +17,8 @@ Exit: by the job's status: 0 succeeded, still running, or no active job; 1 faile
   async run({ client, out, options }) {
     if (options.positional.length > 1) throw new UsageError("status takes at most one job ID");
     const json = options.flags.has("json");
-    const id = options.positional[0] ?? (await client.health()).active_job_id;
+    const named = options.positional[0];
+    const id = named === undefined ? (await client.health()).active_job_id : await resolveJobId(client, named);
     if (!id) {
       out.write(json ? "null\n" : "no job is active\n");
       return EXIT.ok;
