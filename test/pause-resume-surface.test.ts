@@ -138,6 +138,9 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')?.textContent.includes("paused at step 40")`, "the list to say where it paused");
     expect(await page.evaluate(`[...document.querySelectorAll('#jobs tr[data-id="${id}"] .badge')].map((b) => b.textContent)`)).toEqual(["paused", "resumable"]);
     expect(await page.evaluate(`[${shown("job-resumable")}, ${shown("job-resume-plain")}]`)).toEqual([true, false]);
+    // The saved state is marked on the curve's step axis.
+    await page.until(`document.querySelectorAll("#loss-curve .checkpoint").length === 1`, "a mark at the saved state");
+    expect(await page.evaluate(`document.querySelector("#loss-curve .checkpoint title").textContent`)).toBe("saved state at step 40");
     await saveScreenshot(page, "paused-job");
     const phone = await openStatusPage(browser, worker, PHONE);
     await phone.until(shown("job-resume"), "the Resume button on a phone");
@@ -148,6 +151,10 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     const next = await page.until<string>(`${text("job-id")} !== ${JSON.stringify(id)} && ${text("job-id")}`, "the page to show the new job");
     expect((await worker.json(`/train/${id}`)).body).toMatchObject({ resumed_by: next, resumable: false });
     await page.until(`${text("job-meta")}.includes("resumed from ${id.slice(0, 8)} at step 40")`, "the link to the paused job");
+    // Its curve starts with the paused job's, drawn up to step 40.
+    const before = Number(await page.until<string>(`document.getElementById("loss-curve").dataset.before !== "0" && document.getElementById("loss-curve").dataset.before`, "the chain's earlier points"));
+    const earlier = (await worker.json(`/train/${id}/metrics?max_points=500`)).body.points.filter(([step]: [number]) => step <= 40);
+    expect(before).toBe(earlier.length);
     expect(await page.evaluate(`[${shown("job-resume")}, ${shown("job-action-problem")}]`)).toEqual([false, false]);
     await saveScreenshot(page, "resumed-job");
 
@@ -155,6 +162,33 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     await page.evaluate(`document.querySelector("#job-meta button.link").click()`);
     await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${text("job-meta")}.includes("resumed by ${next.slice(0, 8)}")`, "the paused job, linked to its successor");
     expect(await page.evaluate(shown("job-resume"))).toBe(false);
+    expect(page.errors).toEqual([]);
+  });
+
+  test("Cancel asks first: kept, the job runs on; confirmed, it is cancelled. The log's tail opens below", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.05)));
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id as string;
+    const page = await openStatusPage(browser, worker);
+    await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-cancel")}`, "the running job with a Cancel button");
+
+    await page.evaluate(`document.getElementById("job-log").open = true`);
+    await page.until(`${text("job-log-text")}.includes("steps:")`, "the trainer's bar in the log's tail");
+
+    await page.evaluate(`document.getElementById("job-cancel").click()`);
+    await page.until(`document.getElementById("cancel-dialog").open`, "the question");
+    expect(await page.evaluate(text("cancel-text"))).toMatch(new RegExp(`^Job ${id} stops now, at step \\d+\\. It has no saved state yet`));
+    await page.evaluate(`document.getElementById("cancel-keep").click()`);
+    await page.until(`!document.getElementById("cancel-dialog").open`, "the dialog to close");
+    // Contrast: kept, nothing was asked of the worker.
+    const kept = (await worker.json(`/train/${id}`)).body;
+    expect(["starting", "training"]).toContain(kept.status);
+
+    await page.evaluate(`document.getElementById("job-cancel").click()`);
+    await page.until(`document.getElementById("cancel-dialog").open`, "the question again");
+    await page.evaluate(`document.getElementById("cancel-confirm").click()`);
+    await page.until(`${text("job-status")} === "cancelled" && !${shown("job-cancel")}`, "the cancelled job");
+    expect((await worker.json(`/train/${id}`)).body).toMatchObject({ status: "cancelled", paused: false });
     expect(page.errors).toEqual([]);
   });
 
