@@ -328,7 +328,7 @@ install_host() {
   ensure_parent "${HANDOFF%/*}"
   ensure_dir "$HANDOFF" 2770 root "$SVC_GROUP"
   ensure_dir "$STATE" 0700 "$SVC_USER" "$SVC_GROUP"
-  # trainer.tokenizer_dir's default: `lora-worker tokenizers import` fills it (README, "Prove a deployment").
+  # trainer.tokenizer_dir's default: `lora-worker tokenizers import` fills it (docs/operating.md, "Prove a deployment").
   ensure_dir "$STATE/tokenizers" 0755 "$SVC_USER" "$SVC_GROUP"
   before=$CHANGES
   ensure_parent "${UNIT%/*}"

@@ -3,9 +3,9 @@ import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { CONFIG_KEYS, keysOf } from "../src/config/keys.ts";
 import { ConfigSchema } from "../src/config/schema.ts";
-import { README, withTable } from "../scripts/config-docs.ts";
+import { PAGE, withTable } from "../scripts/config-docs.ts";
 
-// The config's keys are read off its schema: every key says what it does, and the README's table and the
+// The config's keys are read off its schema: every key says what it does, and the docs' table and the
 // installed config (install.test.ts) are written from that list, so neither can miss a key or drift.
 describe("the config's keys", () => {
   test("every key of the parsed defaults is listed once, with a meaning, retention's included", () => {
@@ -30,11 +30,11 @@ describe("the config's keys", () => {
     expect(keysOf(told)).toEqual([{ key: "section.quiet", kind: "number", env: "LORA_WORKER_SECTION_QUIET", meaning: "how quiet", toml: "1", unset: null }]);
   });
 
-  test("README's key table is the one bun run docs:config writes; contrast: a row taken out is put back", () => {
-    const readme = readFileSync(README, "utf8");
-    expect(withTable(readme)).toBe(readme);
-    const missing = readme.replace(/^\| `retention\.keep_days` .*\n/m, "");
-    expect(missing).not.toBe(readme);
-    expect(withTable(missing)).toBe(readme);
+  test("docs/configuration.md's key table is the one bun run docs:config writes; contrast: a row taken out is put back", () => {
+    const page = readFileSync(PAGE, "utf8");
+    expect(withTable(page)).toBe(page);
+    const missing = page.replace(/^\| `retention\.keep_days` .*\n/m, "");
+    expect(missing).not.toBe(page);
+    expect(withTable(missing)).toBe(page);
   });
 });

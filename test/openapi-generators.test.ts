@@ -34,7 +34,7 @@ async function run(argv: string[], cwd: string): Promise<{ exitCode: number; std
   return { exitCode, stdout, stderr };
 }
 
-// `redocly lint` with the repository's redocly.yaml (recommended rules, two off: README § API says why).
+// `redocly lint` with the repository's redocly.yaml (recommended rules, two off: docs/api.md says why).
 async function lint(doc: unknown, dir: string): Promise<{ exitCode: number; problems: string[] }> {
   const file = join(dir, "openapi.json");
   writeFileSync(file, JSON.stringify(doc, null, 2));

@@ -20,7 +20,7 @@ const POLL_MS = 2000;
 
 const sdScripts = process.env.SD_SCRIPTS_DIR ?? "";
 if (!existsSync(join(sdScripts, "sdxl_train_network.py"))) {
-  console.log("real-trainer: skipped: SD_SCRIPTS_DIR does not name an sd-scripts checkout (see README, \"Against the real trainer\")");
+  console.log("real-trainer: skipped: SD_SCRIPTS_DIR does not name an sd-scripts checkout (see docs/development.md, \"Against the real trainer\")");
   process.exit(0);
 }
 const work = process.env.REAL_TRAINER_DIR ?? "/var/tmp/lora-worker-real";

@@ -70,7 +70,7 @@ export async function loadDoctorConfig(source: ConfigSource): Promise<DoctorConf
     const detail = `${where} (trainer mode ${config.trainer.mode}, ${defaultsInUse.length} keys at their default)`;
     return { result: ok("config", detail), config };
   }
-  const fix = `edit ${file} (every key is in the README's "Configuration")`;
+  const fix = `edit ${file} (every key is in docs/configuration.md, and in lora-worker config template)`;
   return {
     result: fail("config", `serve refuses to start: ${loaded.error.join("; ")}`, fix),
     config: await schemaOnly(file, explicit !== undefined),

@@ -6,7 +6,7 @@ import { parseJson, REPORT_MARK, SIMULATE_SKIP, whyStopped } from "./trainer-che
 
 const NAME = "tokenizers";
 const FIX = "lora-worker tokenizers import PATH, from a Hugging Face cache that holds both " +
-  "(see the README's \"Prove a deployment\")";
+  "(see docs/operating.md, \"Prove a deployment\")";
 // Importing transformers cold takes seconds; a minute is a hang.
 const LOAD_DEADLINE_MS = 60_000;
 const CONTEXT_IDS = 77;
