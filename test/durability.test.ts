@@ -8,6 +8,7 @@ import { processesMarkedWith } from "./support/job-processes.ts";
 import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
 import { waitFor } from "./support/wait.ts";
 import { startWorker } from "./support/worker-process.ts";
+import { ENDED_STATUSES } from "./support/jobs.ts";
 
 setDefaultTimeout(120_000);
 
@@ -83,7 +84,7 @@ describe("kill -9 at any moment", () => {
     const rows = db.query<{ id: string; status: string; ended_at: string | null; lora_path: string | null; lora_sha256: string | null; pid: number | null }, []>("SELECT id, status, ended_at, lora_path, lora_sha256, pid FROM jobs ORDER BY created_at").all();
     expect(rows.map((r) => r.id)).toEqual(ids);
     for (const row of rows) {
-      expect(["succeeded", "failed", "cancelled"]).toContain(row.status);
+      expect(ENDED_STATUSES).toContain(row.status);
       expect(row.ended_at).not.toBeNull();
       if (row.pid !== null) expect(liveGroupMembers(row.pid)).toEqual([]);
       if (row.status === "succeeded") {

@@ -8,6 +8,7 @@ import { ensureBinary } from "./support/binary.ts";
 import { SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { waitFor } from "./support/wait.ts";
 import { startWorker } from "./support/worker-process.ts";
+import { ENDED_STATUSES } from "./support/jobs.ts";
 
 // Real processes on a shared 2-core machine: generous bounds, conditions waited on, never slept.
 setDefaultTimeout(60_000);
@@ -37,7 +38,7 @@ describe("the compiled binary, simulated trainer", () => {
     const final = await waitFor(async () => {
       const { body } = await worker.json(`/train/${id}`);
       seen.push({ status: body.status, step: body.step });
-      return ["succeeded", "failed", "cancelled"].includes(body.status) ? body : null;
+      return ENDED_STATUSES.includes(body.status) ? body : null;
     }, "the job to end", 30_000);
 
     expect(final).toMatchObject({ status: "succeeded", phase: "done", step: 400, total_steps: 400, simulated: true, exit_code: 0 });

@@ -2,11 +2,10 @@ import { describe, expect, test } from "bun:test";
 import { inProcessApp } from "./support/app-harness.ts";
 import { MAIN, makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
-import { waitFor } from "./support/wait.ts";
+import { untilEnded } from "./support/jobs.ts";
 
 // GET /train?status=paused|resumable and `lora-worker jobs --status`: what a person looks for among ended jobs.
 const TIMEOUT_MS = 60_000;
-const ENDED = ["succeeded", "failed", "cancelled"];
 
 type App = ReturnType<typeof inProcessApp>;
 
@@ -17,11 +16,7 @@ async function dispatch(a: App, tree: HostTree, name: string): Promise<string> {
   return answer.body.worker_job_id;
 }
 
-const ended = (a: App, id: string) =>
-  waitFor(async () => {
-    const { body } = await a.json(`/train/${id}`);
-    return ENDED.includes(body.status) ? body : null;
-  }, `job ${id} to end`);
+const ended = (a: App, id: string) => untilEnded(a, id, 15_000);
 
 // One history with each kind of ended job, under a worker of each failure plan in turn (the database stays).
 async function history(tree: HostTree) {

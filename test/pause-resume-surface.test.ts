@@ -7,6 +7,7 @@ import { MAIN, SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/ho
 import { OVERFLOWS, openStatusPage, saveScreenshot } from "./support/status-page.ts";
 import { waitFor } from "./support/wait.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { untilEnded as ended } from "./support/jobs.ts";
 
 // Pause and resume as a person meets them: the client commands (run from source against a real worker from
 // source) and the status page in headless Chromium. The simulated fast run saves a state every 40 steps.
@@ -14,7 +15,6 @@ import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
 setDefaultTimeout(60_000);
 
 const UNKNOWN_JOB = "3f1c2a4e-0000-4000-8000-000000000000";
-const TERMINAL = ["succeeded", "failed", "cancelled"];
 
 const cli = (worker: WorkerProcess, ...args: string[]) => runCli(process.execPath, [MAIN, ...args], { LORA_WORKER_URL: worker.url });
 const withFailure = (plan: string) => SIMULATE_TABLES(0.002).replace("[simulate]\n", `[simulate]\nfail = ${JSON.stringify(plan)}\n`);
@@ -25,12 +25,7 @@ async function endedJob(worker: WorkerProcess, tree: HostTree): Promise<any> {
   return untilEnded(worker, posted.body.worker_job_id);
 }
 
-function untilEnded(worker: WorkerProcess, id: string): Promise<any> {
-  return waitFor(async () => {
-    const { body } = await worker.json(`/train/${id}`);
-    return TERMINAL.includes(body.status) ? body : null;
-  }, `job ${id} to end`, 30_000);
-}
+const untilEnded = (worker: WorkerProcess, id: string) => ended(worker, id, 30_000);
 
 describe("lora-worker pause and resume against a worker running simulated jobs", () => {
   test("pause of a job that already ended prints how it ended and exits by its status; resume of one without a saved state prints why with the refusal code", async () => {

@@ -11,6 +11,7 @@ import { waitFor } from "./support/wait.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
 import { mountTmpfs, tmpfsUnavailable } from "./support/small-tmpfs.ts";
 import { loraBytes, runPeakBytes, TIERS } from "../src/tiers.ts";
+import { ENDED_STATUSES } from "./support/jobs.ts";
 
 // Issue 16 through the compiled binary and its simulated trainer, which saves states and resumes as sd-scripts
 // does: a fast run (400 steps) saves a state every 40 steps. The default tree's dataset is 3 images x 2 repeats,
@@ -20,7 +21,7 @@ setDefaultTimeout(90_000);
 // The simulator's failure plan lives in its [simulate] table, beside seconds_per_step.
 const FAILING = (secondsPerStep: number, plan: string) =>
   SIMULATE_TABLES(secondsPerStep).replace("[gpu]", `fail = ${JSON.stringify(plan)}\n[gpu]`);
-const TERMINAL = ["succeeded", "failed", "cancelled"];
+const TERMINAL = ENDED_STATUSES;
 
 const noTmpfs = tmpfsUnavailable();
 const SMALL_FS_BYTES = 64 * 1024 * 1024;

@@ -7,13 +7,13 @@ import { processesMarkedWith } from "./support/job-processes.ts";
 import { slowReads } from "./support/slow-reads.ts";
 import { waitFor } from "./support/wait.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { untilEnded } from "./support/jobs.ts";
 
 // Issue 26, §4, through the compiled binary: POST /train answers once the job is claimed; the dataset copy is the
 // job's first phase, `preparing`, seen in its record and its event stream, cancellable, and a worker killed in the
 // middle of it leaves the job on record. The copy is held in the middle by strace delaying each read of one image.
 setDefaultTimeout(90_000);
 
-const TERMINAL = ["succeeded", "failed", "cancelled"];
 const READ_DELAY_MS = 400;
 // Four 1 MiB reads of the big image, each held READ_DELAY_MS: the copy takes about 2 s.
 const BIG_IMAGE_BYTES = 4 * 1024 * 1024;
@@ -25,11 +25,6 @@ beforeAll(() => {
 
 const bigImage = (tree: HostTree) => join(tree.dataset, "img0.png");
 const jobDir = (tree: HostTree, id: string) => join(tree.state, "jobs", id);
-const untilEnded = (worker: WorkerProcess, id: string) =>
-  waitFor(async () => {
-    const { body } = await worker.json(`/train/${id}`);
-    return TERMINAL.includes(body.status) ? body : null;
-  }, `job ${id} to end`, 60_000);
 
 // The copy has begun on the big image (its first read is being held).
 const untilCopying = (tree: HostTree, id: string) =>

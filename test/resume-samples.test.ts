@@ -3,23 +3,18 @@ import { join } from "node:path";
 import { inProcessApp } from "./support/app-harness.ts";
 import { MAIN, makeHostTree, type HostTree } from "./support/host-tree.ts";
 import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
-import { waitFor } from "./support/wait.ts";
+import { untilEnded } from "./support/jobs.ts";
 
 // POST /train/{id}/resume with {"samples": N}: after a run ran out of memory taking its previews, a resume that
 // takes none goes on past that checkpoint; one that takes them again fails there again.
 const TIMEOUT_MS = 60_000;
-const ENDED = ["succeeded", "failed", "cancelled"];
 
 function appFor(tree: HostTree) {
   // The GPU runs out of memory drawing the previews of step 80; step 40's were drawn and its state saved.
   const a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0, fail: "sample-oom@80" }), SIMULATOR);
   const post = (path: string, body?: string, type = "application/json") =>
     a.json(path, { method: "POST", ...(body === undefined ? {} : { body, headers: { "content-type": type } }) });
-  const ended = (id: string) =>
-    waitFor(async () => {
-      const { body } = await a.json(`/train/${id}`);
-      return ENDED.includes(body.status) ? body : null;
-    }, `job ${id} to end`);
+  const ended = (id: string) => untilEnded(a, id, 15_000);
   const failedWhileSampling = async (name: string) => {
     const { body } = await post("/train", JSON.stringify(tree.validRequest({ output_name: name, samples: 2 })));
     const failed = await ended(body.worker_job_id);

@@ -6,6 +6,7 @@ import { ensureBinary } from "./support/binary.ts";
 import { makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
 import { waitFor } from "./support/wait.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { untilEnded } from "./support/jobs.ts";
 
 // Issue 26, §1 and §2, through the compiled binary and its simulated trainer: the trainer writes into the job's
 // private run directory, the worker publishes the verified LoRA into arbo's output_dir, and a resume goes on only
@@ -14,7 +15,6 @@ setDefaultTimeout(90_000);
 
 const FAILING = (secondsPerStep: number, plan: string) =>
   SIMULATE_TABLES(secondsPerStep).replace("[gpu]", `fail = ${JSON.stringify(plan)}\n[gpu]`);
-const TERMINAL = ["succeeded", "failed", "cancelled"];
 
 let binary: string;
 beforeAll(() => {
@@ -25,11 +25,6 @@ const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(byte
 const outDir = (tree: HostTree) => join(tree.handoff, "job1", "out");
 const runDir = (tree: HostTree, id: string) => join(tree.state, "jobs", id, "run");
 const post = (worker: WorkerProcess, path: string) => worker.json(path, { method: "POST" });
-const untilEnded = (worker: WorkerProcess, id: string) =>
-  waitFor(async () => {
-    const { body } = await worker.json(`/train/${id}`);
-    return TERMINAL.includes(body.status) ? body : null;
-  }, `job ${id} to end`, 60_000);
 
 // A job that failed at step 50 with its state at step 40, in a worker that is gone again.
 async function failedAt40(tree: HostTree): Promise<string> {

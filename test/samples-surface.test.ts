@@ -6,14 +6,13 @@ import { chromiumForTests, PHONE, type Page } from "./support/chromium.ts";
 import { runCli } from "./support/cli-process.ts";
 import { MAIN, SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
 import { OVERFLOWS, openStatusPage, saveScreenshot } from "./support/status-page.ts";
-import { waitFor } from "./support/wait.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { untilEnded as ended } from "./support/jobs.ts";
 
 // Preview samples (issue 19) as a person meets them: the status page's strip in headless Chromium, behind a
 // token, and `lora-worker status`. The simulated fast run checkpoints every 40 steps and writes real 768 px PNGs.
 setDefaultTimeout(90_000);
 
-const TERMINAL = ["succeeded", "failed", "cancelled"];
 const ALL_STEPS = Array.from({ length: 10 }, (_, i) => 400 - 40 * i);
 
 // Expressions evaluated in the page.
@@ -24,11 +23,7 @@ const STRIP = `[...document.querySelectorAll("#samples-strip .sample-row")].map(
 type Strip = Array<{ step: string; images: Array<{ label: string; width: number }> }>;
 const SAMPLE_FETCHES = `performance.getEntriesByType("resource").map((e) => new URL(e.name).pathname).filter((p) => p.includes("/samples/"))`;
 const DECODED = `[...document.querySelectorAll("#samples-strip img")].filter((img) => img.naturalWidth > 0).length`;
-const untilEnded = (worker: WorkerProcess, id: string, init?: RequestInit) =>
-  waitFor(async () => {
-    const { body } = await worker.json(`/train/${id}`, init);
-    return TERMINAL.includes(body.status) ? body : null;
-  }, `job ${id} to end`, 60_000);
+const untilEnded = (worker: WorkerProcess, id: string, init?: RequestInit) => ended(worker, id, 60_000, init);
 
 let binary: string;
 beforeAll(() => {

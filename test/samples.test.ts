@@ -4,14 +4,13 @@ import { join } from "node:path";
 import { inflateSync } from "node:zlib";
 import { ensureBinary } from "./support/binary.ts";
 import { SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { startWorker } from "./support/worker-process.ts";
+import { untilEnded } from "./support/jobs.ts";
 
 // Issue 19 through the compiled binary and its simulated trainer, which takes sd-scripts' samples as real PNGs.
 // A fast run checkpoints every 40 steps: with samples it draws them at 40, 80, ... 400, at 768 px.
 setDefaultTimeout(90_000);
 
-const TERMINAL = ["succeeded", "failed", "cancelled"];
 const FAILING = (secondsPerStep: number, plan: string) =>
   SIMULATE_TABLES(secondsPerStep).replace("[gpu]", `fail = ${JSON.stringify(plan)}\n[gpu]`);
 
@@ -19,13 +18,6 @@ let binary: string;
 beforeAll(() => {
   binary = ensureBinary();
 }, 120_000);
-
-async function untilEnded(worker: WorkerProcess, id: string) {
-  return waitFor(async () => {
-    const { body } = await worker.json(`/train/${id}`);
-    return TERMINAL.includes(body.status) ? body : null;
-  }, `job ${id} to end`, 60_000);
-}
 
 // A PNG decoded as far as its pixels: every chunk's CRC, IHDR's size, and inflated data of one filter byte and
 // width x 3 bytes a row.

@@ -6,6 +6,7 @@ import { makeHostTree } from "./support/host-tree.ts";
 import { classify, kindSequence, shapesByKind } from "./support/log-kinds.ts";
 import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
 import { waitFor } from "./support/wait.ts";
+import { ENDED_STATUSES } from "./support/jobs.ts";
 
 // Real sd-scripts under the worker on the CPU (`bun run real-trainer`, test/fixtures/real/SOURCES.md) wrote these
 // two logs: a smoke run paused at its first state, and its resume to the end. The simulator runs the same smoke
@@ -45,7 +46,7 @@ beforeAll(async () => {
   const ended = (id: string) =>
     waitFor(async () => {
       const { body } = await a.json(`/train/${id}`);
-      return ["succeeded", "failed", "cancelled"].includes(body.status) ? body : null;
+      return ENDED_STATUSES.includes(body.status) ? body : null;
     }, `job ${id} to end`);
   const first = await ended((await post("/smoke", { device_index: 0 })).body.worker_job_id);
   expect(first).toMatchObject({ paused: true, resume_step: 2 });

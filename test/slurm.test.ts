@@ -11,13 +11,13 @@ import { waitFor } from "./support/wait.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
 import { chromiumForTests } from "./support/chromium.ts";
 import { openStatusPage, saveScreenshot } from "./support/status-page.ts";
+import { untilEnded as ended } from "./support/jobs.ts";
 
 // Issue 17: the compiled worker with trainer.backend = "slurm" against a real single-node Slurm cluster with two
 // fake GPUs, started once for this file. The simulated trainer runs inside the batch jobs, through the shim.
 setDefaultTimeout(120_000);
 
 const unavailable = slurmUnavailable();
-const TERMINAL = ["succeeded", "failed", "cancelled"];
 
 let binary: string;
 let cluster: SlurmCluster;
@@ -55,12 +55,7 @@ function slurmConfig(tree: HostTree, opts: SlurmConfigOptions): string {
   return tree.writeConfig(`${tables}${slurm}${devices}`);
 }
 
-async function untilEnded(worker: WorkerProcess, id: string) {
-  return waitFor(async () => {
-    const { body } = await worker.json(`/train/${id}`);
-    return TERMINAL.includes(body.status) ? body : null;
-  }, `job ${id} to end`, 90_000);
-}
+const untilEnded = (worker: WorkerProcess, id: string) => ended(worker, id, 90_000);
 
 // The GPUs Slurm gave the run, as its trainer sees them (the node is this host).
 function trainerGpus(tree: HostTree, id: string): string | undefined {

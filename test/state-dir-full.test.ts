@@ -10,6 +10,7 @@ import { runPeakBytes, TIERS } from "../src/tiers.ts";
 import { fillUntilFull, mountTmpfs, tmpfsUnavailable } from "./support/small-tmpfs.ts";
 import { waitFor } from "./support/wait.ts";
 import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { ENDED_STATUSES } from "./support/jobs.ts";
 
 // Item 5 of issue 11: a state dir that cannot take writes (a real tmpfs, filled to the last page) degrades the
 // worker instead of ending it. Real compiled binary, real simulated trainer, real SQLite in WAL mode.
@@ -78,7 +79,7 @@ describe.skipIf(unavailable !== null)("a state dir that fills up", () => {
     filler.remove();
     const final = await waitFor(async () => {
       const job = (await worker.json(`/train/${id}`)).body;
-      return ["succeeded", "failed", "cancelled"].includes(job.status) ? job : null;
+      return ENDED_STATUSES.includes(job.status) ? job : null;
     }, "the job's final record", 90_000);
     expect(final.ended_at).toEqual(expect.any(String));
     // The progress the worker kept in memory while nothing could be written reaches the final record.
