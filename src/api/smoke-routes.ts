@@ -14,7 +14,8 @@ export interface SmokeRouteDeps {
 }
 
 // POST /smoke: the operator's proof that this deployment trains (`lora-worker smoke` drives the rest). The run is
-// paused from its start, so it stops at its first saved state however fast it trains: a resume takes it on.
+// paused from its start (the pause is on record before its launch), so it stops at the first saved state the
+// worker reads: a resume takes it on.
 export function smokeRoutes({ loaded, dispatcher, supervisor, bodyDeadlineMs }: SmokeRouteDeps) {
   return new Hono().post("/", async (c) => {
     const result = await dispatchSmoke(await readJsonBody(c.req.raw, bodyDeadlineMs), loaded.config, dispatcher);

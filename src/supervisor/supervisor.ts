@@ -185,10 +185,12 @@ export function createSupervisor(deps: SupervisorDeps) {
       return store.get(id);
     },
 
-    // Answers once the run has ended (paused at its next state, or finished first), with the final record.
+    // Answers once the run has ended (paused at its next state, or finished first), with the final record. A job
+    // still preparing has the pause on record before its launch, so its run is paused from its first step.
     async pause(id: string): Promise<JobRow | null> {
       const row = store.get(id);
       if (!row) return null;
+      if (preparations.has(id)) store.requestPause(id, now().toISOString());
       const run = runs.get(id) ?? (await launching(id));
       if (!run) return store.get(id);
       run.pause();
