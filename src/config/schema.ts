@@ -42,6 +42,11 @@ function isRegExp(source: string): boolean {
   }
 }
 
+// Named for /healthz, which reports them as configured.
+export const TrainerMode = z.enum(["real", "simulate"]);
+export const TrainerBackend = z.enum(["local", "slurm"]);
+export const GpuAdmission = z.enum(["enforce", "warn", "off"]);
+
 const DEFAULT_DEVICES: Device[] = [
   { index: 0, name: "RTX 3090", class: "24gb" },
   { index: 1, name: "RTX A6000", class: "48gb" },
@@ -56,9 +61,9 @@ export const ConfigSchema = z.strictObject({
   model_roots: z.array(absolutePath).min(1).default([...DEFAULTS.model_roots]),
   trainer: z
     .strictObject({
-      mode: z.enum(["real", "simulate"]).default("real"),
+      mode: TrainerMode.default("real"),
       // local: runs on this host, one at a time; slurm: each run is a batch job on a Slurm cluster (see [slurm]).
-      backend: z.enum(["local", "slurm"]).default("local"),
+      backend: TrainerBackend.default("local"),
       accelerate: absolutePath.default(DEFAULTS.accelerate),
       sd_scripts_dir: absolutePath.default(DEFAULTS.sd_scripts_dir),
       // The CLIP tokenizers, passed as --tokenizer_cache_dir (tokenizers/layout.ts); default <state_dir>/tokenizers.
@@ -152,7 +157,7 @@ export const ConfigSchema = z.strictObject({
       nvidia_smi: z.string().min(1).default(DEFAULTS.nvidia_smi),
       probe_timeout_ms: z.int().min(100).max(60_000).default(5000),
       cache_ttl_ms: z.int().min(0).max(60_000).default(2000),
-      admission: z.enum(["enforce", "warn", "off"]).default("enforce"),
+      admission: GpuAdmission.default("enforce"),
       cotenant_patterns: z
         .array(z.string().min(1).refine(isRegExp, "must be a valid regular expression"))
         .default(["tts"]),
