@@ -1,53 +1,18 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import openapiTS, { astToString } from "openapi-typescript";
 import { Phase } from "../src/job.ts";
 import { inProcessApp } from "./support/app-harness.ts";
-import { REPO, makeHostTree } from "./support/host-tree.ts";
+import { makeHostTree } from "./support/host-tree.ts";
+import { compile, generateTypes, lint, scratchDir } from "./support/openapi-tools.ts";
 import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
 
 setDefaultTimeout(60_000);
-
-// The tools a client developer runs, from the locked devDependencies, under this Bun (no Node.js needed).
-const REDOCLY = join(REPO, "node_modules/@redocly/cli/bin/cli.js");
-const TSC = join(REPO, "node_modules/typescript/bin/tsc");
-const QUIET = { ...process.env, REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true", NO_COLOR: "1" };
 
 async function servedDocument(): Promise<any> {
   using tree = makeHostTree();
   await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
   return (await a.json("/openapi.json")).body;
-}
-
-function scratchDir(): { dir: string } & Disposable {
-  const dir = mkdtempSync(join(tmpdir(), "lora-worker-openapi-"));
-  // The compiled call imports openapi-fetch the way a client project would: from its node_modules.
-  symlinkSync(join(REPO, "node_modules"), join(dir, "node_modules"));
-  return { dir, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
-}
-
-async function run(argv: string[], cwd: string): Promise<{ exitCode: number; stdout: string; stderr: string }> {
-  const proc = Bun.spawn(argv, { cwd, env: QUIET, stdout: "pipe", stderr: "pipe" });
-  const [stdout, stderr, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-  return { exitCode, stdout, stderr };
-}
-
-// `redocly lint` with the repository's redocly.yaml (recommended rules, two off: docs/api.md says why).
-async function lint(doc: unknown, dir: string): Promise<{ exitCode: number; problems: string[] }> {
-  const file = join(dir, "openapi.json");
-  writeFileSync(file, JSON.stringify(doc, null, 2));
-  const { exitCode, stdout } = await run([process.execPath, REDOCLY, "lint", file, "--config", join(REPO, "redocly.yaml"), "--format=json"], dir);
-  const report = JSON.parse(stdout) as { problems: Array<{ ruleId: string; severity: string; location: Array<{ pointer: string }> }> };
-  return { exitCode, problems: report.problems.map((p) => `${p.severity} ${p.ruleId} at ${p.location[0]?.pointer}`) };
-}
-
-async function compile(dir: string, file: string): Promise<{ exitCode: number; output: string }> {
-  const options = { strict: true, noEmit: true, target: "es2022", module: "esnext", moduleResolution: "bundler", lib: ["es2022", "dom"], types: [], skipLibCheck: true };
-  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({ compilerOptions: options, files: [file] }));
-  const { exitCode, stdout, stderr } = await run([process.execPath, TSC, "-p", dir], dir);
-  return { exitCode, output: stdout + stderr };
 }
 
 const operations = (doc: any) =>
@@ -158,8 +123,7 @@ describe("the OpenAPI document and the tools that consume it", () => {
   test("openapi-typescript generates a named type for each component, and a typed call against it compiles", async () => {
     using scratch = scratchDir();
     const doc = await servedDocument();
-    const generated = astToString(await openapiTS(doc));
-    writeFileSync(join(scratch.dir, "api.d.ts"), generated);
+    const generated = await generateTypes(doc, scratch.dir);
     expect(generated).toContain('request: components["schemas"]["JobRequest"];');
     expect(generated).toContain('JobStatus: "starting" | "training" | "succeeded" | "failed" | "cancelled";');
     expect(generated).toContain('"application/json": components["schemas"]["JobView"];');
@@ -169,7 +133,7 @@ describe("the OpenAPI document and the tools that consume it", () => {
 
   test("contrast: a call with a wrong path parameter, status or tier does not compile", async () => {
     using scratch = scratchDir();
-    writeFileSync(join(scratch.dir, "api.d.ts"), astToString(await openapiTS(await servedDocument())));
+    await generateTypes(await servedDocument(), scratch.dir);
     writeFileSync(join(scratch.dir, "wrong.ts"), WRONG_CALL);
     const { exitCode, output } = await compile(scratch.dir, "wrong.ts");
     expect(exitCode).toBe(2);

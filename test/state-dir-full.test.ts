@@ -147,6 +147,8 @@ describe.skipIf(unavailable !== null)("a state dir that fills up", () => {
     expect(posted.status).toBe(200);
     accepted = posted.body.worker_job_id;
     expect(jobRows(tree.state)).toBe(1);
+    // The job directory is made as the dataset is copied, right after the answer.
+    await waitFor(() => jobDirs(tree.state).length > 0, "the job directory");
     expect(jobDirs(tree.state)).toEqual([accepted!]);
     expect(await stateDir(worker)).toEqual({ path: tree.state, writable: true });
     expect(await stateWritable(worker)).toBe(1);

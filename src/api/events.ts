@@ -10,7 +10,7 @@ import type { Supervisor } from "../supervisor/supervisor.ts";
 const EVENT_MIN_INTERVAL_MS = 250;
 const HEARTBEAT_MS = 15_000;
 // Snapshots count up; the end alone has this id, so a reconnect naming it has seen the whole job.
-const END_EVENT_ID = "end";
+export const END_EVENT_ID = "end";
 const HEARTBEAT = ": heartbeat\n\n";
 const HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" };
 

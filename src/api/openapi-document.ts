@@ -4,8 +4,8 @@ import { SmokeBody } from "../dispatch/smoke.ts";
 import { JobRequest, ResumeRequest, TrainRequest } from "../request/schema.ts";
 import { CurveQuery, ListQuery, LogQuery } from "./input.ts";
 import {
-  Checkpoint, Conflict, DetailItem, Dispatched, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve,
-  Problem, Resumed, Sample, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError,
+  Checkpoint, ClusterGpuStatus, Conflict, DetailItem, Dispatched, GpuStatus, Health, HostGpuStatus, JOB_VIEW_EXAMPLE,
+  JobEvent, JobList, JobView, LossCurve, Problem, Resumed, Sample, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError,
 } from "./openapi.ts";
 
 // Named components: a generated client gets one type for each, and every use of one is a $ref to it.
@@ -30,20 +30,28 @@ const COMPONENTS = {
   Unavailable,
   Problem,
   GpuStatus,
+  HostGpuStatus,
+  ClusterGpuStatus,
   Health,
 };
 type Component = keyof typeof COMPONENTS;
 
 // zod stamps each component with $schema and an $id of its own ref; inside an OpenAPI document both are noise.
-function componentSchemas() {
+// JobEvent is drawn with them, so its records are $refs to JobView, but stands in the event stream's x-event-schema:
+// OpenAPI 3.1 has no place for the events of a text/event-stream, and a component no Schema Object references is
+// one a linter reports unused.
+function schemas() {
   const registry = z.registry<{ id: string }>();
-  for (const [id, s] of Object.entries(COMPONENTS)) registry.add(s, { id });
+  for (const [id, s] of Object.entries({ ...COMPONENTS, JobEvent })) registry.add(s, { id });
   const { schemas } = z.toJSONSchema(registry, {
     io: "input",
     unrepresentable: "any",
     uri: (id) => `#/components/schemas/${id}`,
   });
-  return Object.fromEntries(Object.entries(schemas).map(([id, { $schema: _, $id: __, ...rest }]) => [id, rest]));
+  const { JobEvent: event, ...components } = Object.fromEntries(
+    Object.entries(schemas).map(([id, { $schema: _, $id: __, ...rest }]) => [id, rest]),
+  );
+  return { components, event };
 }
 
 const schema = (s: z.ZodType) => {
@@ -88,21 +96,23 @@ const queryParameters = (query: z.ZodObject) =>
   });
 const idempotencyKey = { name: "Idempotency-Key", in: "header", schema: { type: "string", maxLength: 255 } };
 const notFound = problem("no such job");
+const late = problem("the body did not arrive in time");
 const unauthorized = problem("missing or wrong bearer token");
 const unavailable = answer(
-  "nvidia-smi could not be read, the state dir cannot take writes, or the trainer could not be started " +
-    "(the failed job is named)",
+  "nvidia-smi could not be read, the state dir cannot take writes, the trainer could not be started " +
+    "(the failed job is named), or Slurm would not take the run (Slurm backend)",
   "Unavailable",
 );
 
 // OpenAPI 3.1 uses JSON Schema 2020-12, which is what zod 4 emits. The server "/" is the worker that served the
 // document.
 export function openApiDocument(version: string) {
+  const { components, event } = schemas();
   return {
     openapi: "3.1.0",
     info: { title: "lora-worker", version, description: "SDXL LoRA training (kohya-ss sd-scripts) on demand." },
     servers: [{ url: "/", description: "the worker that served this document" }],
-    components: { schemas: componentSchemas(), securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
+    components: { schemas: components, securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
     security: [{ bearer: [] }],
     paths: {
       "/train": {
@@ -125,7 +135,7 @@ export function openApiDocument(version: string) {
             200: answer("dispatched (or the same job again for a retried request)", "Dispatched"),
             400: problem("malformed JSON or a body that is not UTF-8"),
             401: unauthorized,
-            408: problem("the body did not arrive in time"),
+            408: late,
             409: answer(
               "busy, output exists, refused by VRAM admission, or too little disk for the run's states and LoRAs",
               "Conflict",
@@ -165,7 +175,10 @@ export function openApiDocument(version: string) {
             "Server-Sent Events: `event: job` snapshots on change, then `event: end`; resumable with Last-Event-ID",
           parameters: [jobId, { name: "Last-Event-ID", in: "header", schema: { type: "string" } }],
           responses: {
-            200: text("an event stream", "text/event-stream"),
+            200: {
+              description: "an event stream; each event, its `data:` line parsed as JSON, is as x-event-schema says",
+              content: { "text/event-stream": { schema: { type: "string" }, "x-event-schema": event } },
+            },
             204: {
               description:
                 "Last-Event-ID is `end`, the end event's id, and the job is finished: nothing more will come, " +
@@ -255,6 +268,7 @@ export function openApiDocument(version: string) {
               "Conflict",
             ),
             400: problem("malformed JSON or a body that is not UTF-8"),
+            408: late,
             413: problem("body too large or nested too deep"),
             415: problem("a body that is not application/json"),
             422: answer(
@@ -279,9 +293,9 @@ export function openApiDocument(version: string) {
           operationId: "getGpuStatus",
           summary: "Devices, VRAM and processes",
           responses: {
-            200: answer("per device", "GpuStatus"),
+            200: answer("this host's devices, or on the Slurm backend the cluster's nodes", "GpuStatus"),
             401: unauthorized,
-            503: answer("nvidia-smi failed", "Unavailable"),
+            503: answer("nvidia-smi failed (on the Slurm backend, scontrol show node)", "Unavailable"),
           },
         },
       },
@@ -294,6 +308,7 @@ export function openApiDocument(version: string) {
             200: answer("dispatched: a job of tier smoke", "Dispatched"),
             400: problem("malformed JSON or a body that is not UTF-8"),
             401: unauthorized,
+            408: late,
             409: answer("busy, refused by VRAM admission, or no smoke.base_model configured", "Conflict"),
             413: problem("body too large or nested too deep"),
             415: problem("not application/json"),

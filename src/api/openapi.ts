@@ -1,7 +1,10 @@
 import { z } from "zod";
+import { AuthMode } from "../auth/setup.ts";
+import { GpuAdmission, TrainerBackend, TrainerMode } from "../config/schema.ts";
 import { ErrorCode, JobStatus as Status, Phase } from "../job.ts";
 import { SAMPLE_TEMPLATES } from "../recipe/samples.ts";
 import { JobRequest, MAX_SAMPLES } from "../request/schema.ts";
+import { END_EVENT_ID } from "./events.ts";
 
 // Response shapes, in zod so the OpenAPI document (openapi-document.ts), the client and the tests that check real
 // answers share them.
@@ -49,6 +52,15 @@ export const JobView = z.strictObject({
   exit_code: z.int().optional(),
   signal: z.string().optional(),
   admission_warning: z.string().optional(),
+  queue_reason: z
+    .string()
+    .optional()
+    .describe("Slurm backend: why Slurm holds the run pending (Resources, Priority, …), while its phase is queued"),
+  slurm_job_id: z
+    .string()
+    .regex(/^\d+$/)
+    .optional()
+    .describe("Slurm backend: the run's batch job, once submitted; a run Slurm holds keeps it after a switch to local"),
   /** The private copy of the dataset the trainer read: two runs with the same sha256 trained on the same files. */
   dataset: z
     .strictObject({ files: z.int().min(1), bytes: z.int().min(0), sha256: z.string().regex(/^[0-9a-f]{64}$/) })
@@ -101,7 +113,13 @@ export const DetailItem = z.strictObject({
   type: z.string(),
 });
 export const ValidationError = z.strictObject({ detail: z.array(DetailItem) });
-export const Conflict = z.looseObject({
+const Cotenant = z.strictObject({
+  device_index: z.int(),
+  pid: z.int(),
+  name: z.string(),
+  used_mib: z.int().nullable(),
+});
+export const Conflict = z.strictObject({
   detail: z.string(),
   reason: z.enum([
     "busy",
@@ -114,9 +132,11 @@ export const Conflict = z.looseObject({
     "base_model_changed",
     "smoke_unavailable",
   ]),
-  active_job_id: z.uuid().optional(),
+  active_job_id: z.uuid().optional().describe("busy, output_in_use: the job in the way"),
+  device_index: z.int().optional().describe("insufficient_vram, cotenant_active: the device asked for"),
   free_mib: z.int().optional(),
   needed_mib: z.int().optional(),
+  cotenants: z.array(Cotenant).optional().describe("insufficient_vram, cotenant_active: who holds the device's VRAM"),
   output_dir: z.string().optional(),
   filesystem: z.enum(["output_dir", "state_dir"]).optional(),
   field: z.string().optional().describe("base_model_changed: the request field whose file changed"),
@@ -135,13 +155,7 @@ const GpuProcess = z.strictObject({
   used_mib: z.int().nullable(),
   role: z.enum(["training", "cotenant", "other"]),
 });
-const Cotenant = z.strictObject({
-  device_index: z.int(),
-  pid: z.int(),
-  name: z.string(),
-  used_mib: z.int().nullable(),
-});
-export const GpuStatus = z.strictObject({
+export const HostGpuStatus = z.strictObject({
   devices: z.array(
     z.strictObject({
       index: z.int(),
@@ -157,20 +171,74 @@ export const GpuStatus = z.strictObject({
   cotenants: z.array(Cotenant),
   tts_on_3090: z.boolean(),
 });
+export const ClusterGpuStatus = z.strictObject({
+  backend: z.literal("slurm"),
+  nodes: z.array(
+    z.strictObject({
+      name: z.string(),
+      state: z.string().describe("Slurm's State: IDLE, MIXED, ALLOCATED, DOWN+DRAIN, …"),
+      gpus: z.array(
+        z.strictObject({
+          type: z.string().nullable().describe("the gres type, null for an untyped gpu gres"),
+          total: z.int().min(0),
+          allocated: z.int().min(0),
+        }),
+      ),
+      gres: z.string().describe("Slurm's own words: Gres as scontrol prints it"),
+      gres_used: z.string().describe("GresUsed as scontrol prints it"),
+    }),
+  ),
+});
+export const GpuStatus = z
+  .xor([HostGpuStatus, ClusterGpuStatus])
+  .describe("this host's devices as nvidia-smi sees them (local backend), or the cluster's nodes (Slurm backend)");
 
-export const Health = z.looseObject({
+// What the last nvidia-smi run said, however old: /healthz never waits for a probe.
+const probedAt = z.iso.datetime();
+const GpuProbeFact = z.xor([
+  z.strictObject({ probed: z.literal(false) }),
+  z.strictObject({ probed: z.literal(true), ok: z.literal(true), devices: z.int().min(0), probed_at: probedAt }),
+  z.strictObject({ probed: z.literal(true), ok: z.literal(false), detail: z.string(), probed_at: probedAt }),
+]);
+// A state dir that cannot take writes degrades the worker: runs go on from memory, new trains are refused.
+const StateDirFact = z.xor([
+  z.strictObject({ path: z.string(), writable: z.literal(true) }),
+  z.strictObject({ path: z.string(), writable: z.literal(false), error: z.string(), since: z.iso.datetime() }),
+]);
+
+export const Health = z.strictObject({
   status: z.literal("ok"),
   version: z.string(),
-  active_job_id: z.uuid().nullable(),
+  active_job_id: z.uuid().nullable().describe("the first active job, kept for arbo's client"),
+  active_job_ids: z.array(z.uuid()).describe("every active job: more than one only on the Slurm backend"),
   unrecorded_job_ids: z
     .array(z.uuid())
     .describe("jobs whose outcome is known but waits for the state dir to take its record (answered, marked)"),
-  trainer_mode: z.enum(["real", "simulate"]),
+  backend: TrainerBackend,
+  max_active_jobs: z.int().min(1).optional().describe("Slurm backend: slurm.max_active_jobs"),
+  trainer_mode: TrainerMode,
   simulated: z.boolean(),
-  auth_mode: z.string(),
+  auth_mode: AuthMode,
+  gpu: GpuProbeFact,
+  state_dir: StateDirFact,
   // Whether trainer.tokenizer_dir holds the two CLIP tokenizers a real run loads offline.
   tokenizers: z.strictObject({ dir: z.string(), ready: z.boolean(), problems: z.array(z.string()) }),
+  gpu_admission: GpuAdmission,
+  listen: z.string().describe("as configured"),
+  config_file: z.string().nullable().describe("the config file read; null when none was found"),
+  config_defaults_in_use: z.array(z.string()).describe("the config keys left at their defaults"),
+  uptime_s: z.int().min(0),
 });
+
+/** One event of GET /train/{id}/events, its `data:` line parsed as JSON. */
+export const JobEvent = z.xor([
+  z.strictObject({
+    event: z.literal("job"),
+    id: z.string().regex(/^[1-9]\d*$/).describe("counts up, on from the Last-Event-ID a stream resumed with"),
+    data: JobView,
+  }),
+  z.strictObject({ event: z.literal("end"), id: z.literal(END_EVENT_ID), data: JobView }),
+]);
 
 export const TRAIN_REQUEST_EXAMPLE = {
   dataset_dir: "/worktank/arbo/train/t-123/dataset",

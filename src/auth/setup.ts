@@ -1,10 +1,12 @@
+import { z } from "zod";
 import type { Config, Listen } from "../config/schema.ts";
 import type { Logger } from "../logger.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { locateTokenSource, readTokenSource, reloadingTokens, type TokenSet, type TokenSource } from "./tokens.ts";
 
 // "none-loopback": auth.mode is "token" but no token exists and the bind is loopback, so the worker runs open.
-export type AuthMode = "token" | "none" | "none-loopback";
+export const AuthMode = z.enum(["token", "none", "none-loopback"]);
+export type AuthMode = z.infer<typeof AuthMode>;
 
 export interface AuthGate {
   mode: AuthMode;

@@ -42,6 +42,11 @@ function isRegExp(source: string): boolean {
   }
 }
 
+// Named for /healthz, which reports them as configured.
+export const TrainerMode = z.enum(["real", "simulate"]);
+export const TrainerBackend = z.enum(["local", "slurm"]);
+export const GpuAdmission = z.enum(["enforce", "warn", "off"]);
+
 const DEFAULT_DEVICES: Device[] = [
   { index: 0, name: "RTX 3090", class: "24gb" },
   { index: 1, name: "RTX A6000", class: "48gb" },
@@ -77,10 +82,10 @@ export const ConfigSchema = z.strictObject({
   )),
   trainer: z
     .strictObject({
-      mode: z.enum(["real", "simulate"]).default("real").meta(doc(
+      mode: TrainerMode.default("real").meta(doc(
         '`"real"` runs `accelerate`; `"simulate"` runs this binary\'s simulated sd-scripts',
       )),
-      backend: z.enum(["local", "slurm"]).default("local").meta(doc(
+      backend: TrainerBackend.default("local").meta(doc(
         '`"local"` runs trainings on this host, one at a time; `"slurm"` submits each as a Slurm batch job ' +
           "(see [slurm])",
       )),
@@ -236,7 +241,7 @@ export const ConfigSchema = z.strictObject({
       cache_ttl_ms: z.int().min(0).max(60_000).default(2000).meta(doc(
         "how long a probe answer is reused; concurrent callers share one run",
       )),
-      admission: z.enum(["enforce", "warn", "off"]).default("enforce").meta(doc(
+      admission: GpuAdmission.default("enforce").meta(doc(
         "VRAM admission on `POST /train`: `enforce` refuses (409), `warn` runs and notes it in the record, `off` " +
           "skips the probe",
       )),

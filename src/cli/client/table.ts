@@ -1,7 +1,7 @@
 import { loss, meter, steps } from "./format.ts";
 import { SHORT_ID } from "./job-id.ts";
 import { printable } from "./terminal.ts";
-import type { GpuDeviceView, GpuProcessView, GpuStatus, JobView } from "./worker-client.ts";
+import type { ClusterGpuStatus, GpuDeviceView, GpuProcessView, HostGpuStatus, JobView } from "./worker-client.ts";
 
 // Tables fitted to a terminal's width. A layout is one way to show a row, and a table lists them widest
 // first: the first layout in which every row fits is used for all rows, so its cells line up. After the
@@ -156,7 +156,7 @@ type RoleLabels = Record<GpuProcessView["role"], string>;
 const ROLE_LABEL: RoleLabels = { cotenant: "[co-tenant]", training: "[training: this worker's job]", other: "" };
 const SHORT_ROLE_LABEL: RoleLabels = { cotenant: "[co-tenant]", training: "[training]", other: "" };
 
-export function gpuTable(status: GpuStatus, columns: number): string[] {
+export function gpuTable(status: HostGpuStatus, columns: number): string[] {
   const deviceLayouts = SHAPES.map((shape) => deviceLayout(status.devices, shape));
   const devices = fitTable([null, ...status.devices], deviceLayouts, columns);
   const processRows = status.devices.flatMap((d) => d.processes);
@@ -212,13 +212,22 @@ function processRow(narrow: boolean): Layout<GpuProcessView> {
   });
 }
 
-function cotenantLine(status: GpuStatus): string {
+function cotenantLine(status: HostGpuStatus): string {
   if (status.cotenants.length === 0) return "co-tenants: none";
   const list = status.cotenants
     .map((c) => `${c.name} (pid ${c.pid}, ${mib(c.used_mib, 0)} MiB) on GPU ${c.device_index}`)
     .join("; ");
   const tts = status.tts_on_3090 ? " — tts_on_3090: training on the 24 GB card competes with it" : "";
   return `co-tenants: ${list}${tts}`;
+}
+
+// On the Slurm backend the GPUs are the cluster's: one line a node, its GPUs by type as the status page shows them.
+export function clusterLines(status: ClusterGpuStatus, columns: number): string[] {
+  if (status.nodes.length === 0) return ["no nodes"];
+  return status.nodes.flatMap((node) => {
+    const gpus = node.gpus.map((g) => `${g.type ?? "gpu"}: ${g.allocated} of ${g.total} allocated`);
+    return wrapWords(`${node.name} (${node.state}): ${gpus.length === 0 ? "no GPUs" : gpus.join(", ")}`, columns);
+  });
 }
 
 function mib(value: number | null, width: number): string {

@@ -9,7 +9,9 @@ export type JobPage = z.infer<typeof S.JobList>;
 export type Dispatched = z.infer<typeof S.Dispatched>;
 export type Resumed = z.infer<typeof S.Resumed>;
 export type GpuStatus = z.infer<typeof S.GpuStatus>;
-export type GpuDeviceView = GpuStatus["devices"][number];
+export type HostGpuStatus = z.infer<typeof S.HostGpuStatus>;
+export type ClusterGpuStatus = z.infer<typeof S.ClusterGpuStatus>;
+export type GpuDeviceView = HostGpuStatus["devices"][number];
 export type GpuProcessView = GpuDeviceView["processes"][number];
 export type Health = z.infer<typeof S.Health>;
 
