@@ -120,14 +120,19 @@ describe("the status page's pause and resume, in headless Chromium", () => {
 
   test("a running job has Pause and no Resume; paused, it has Resume, which starts and shows the job that continues it", async () => {
     using tree = makeHostTree();
-    // 0.05 s a step: the page sees the job run before its first state at step 40.
-    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.05)));
+    // 0.1 s a step: the page sees the job run, and the pause asked, well before its first state at step 40.
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.1)));
     const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id as string;
     const page = await openStatusPage(browser, worker);
 
     await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-pause")}`, "the running job with a Pause button");
     expect(await page.evaluate(`[${shown("job-resume")}, ${shown("job-paused")}]`)).toEqual([false, false]);
+    expect((await worker.json(`/train/${id}`)).body.step).toBeLessThan(25);
     await page.evaluate(`document.getElementById("job-pause").click()`);
+    // While it goes on to its state, the page says where it will stop instead of counting down to the end.
+    await page.until(`${text("job-eta")} === "pausing at step 40"`, "where the pause stops the run");
+    const pausing = (await worker.json(`/train/${id}`)).body;
+    if (pausing.status !== "cancelled") expect(pausing).toMatchObject({ pause_step: 40, status: "training" });
     await page.until(`${text("job-status")} === "cancelled" && ${shown("job-paused")} && ${shown("job-resume")}`, "the paused job with a Resume button", 30_000);
     expect(await page.evaluate(`[${shown("job-pause")}, ${text("job-meta")}.includes("saved state: step 40")]`)).toEqual([false, true]);
     await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')?.textContent.includes("paused at step 40")`, "the list to say where it paused");

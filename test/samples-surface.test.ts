@@ -71,6 +71,23 @@ describe("preview samples on the status page and in the client", () => {
     const fetched = await page.evaluate<string[]>(SAMPLE_FETCHES);
     expect(fetched.toSorted()).toEqual(final.samples.map((s: { url: string }) => s.url).toSorted());
 
+    // Shown by prompt: a row a prompt, with its text, its images from the first checkpoint to the last, the same
+    // tiles (already fetched) labelled by their step.
+    await page.evaluate(`(() => { const g = document.getElementById("samples-group"); g.value = "prompt"; g.dispatchEvent(new Event("change")); })()`);
+    const byPrompt = await page.evaluate<Array<{ label: string; prompt: string; steps: string[] }>>(`[...document.querySelectorAll("#samples-strip .sample-row")].map((row) => ({
+      label: row.querySelector(".sample-step").firstChild.textContent, prompt: row.querySelector(".sample-prompt").textContent,
+      steps: [...row.querySelectorAll(".sample-label")].map((l) => l.textContent) }))`);
+    expect(byPrompt).toEqual([
+      { label: "portrait", prompt: "portrait photo of ohwx person, head and shoulders, looking at the camera, soft light", steps: ALL_STEPS.toReversed().map((step) => `step ${step}`) },
+      { label: "full body", prompt: "full body photo of ohwx person, standing, outdoors, natural light", steps: ALL_STEPS.toReversed().map((step) => `step ${step}`) },
+    ]);
+    expect(await page.evaluate(`${DECODED}`)).toBe(20);
+    expect(final.samples.map((s: { prompt: string }) => s.prompt).slice(0, 2)).toEqual(byPrompt.map((row) => row.prompt));
+    await saveScreenshot(page, "samples-by-prompt");
+    // Contrast: back to each checkpoint, a row a step again.
+    await page.evaluate(`(() => { const g = document.getElementById("samples-group"); g.value = "step"; g.dispatchEvent(new Event("change")); })()`);
+    expect((await page.evaluate<Strip>(STRIP)).map((row) => row.step)).toEqual(ALL_STEPS.map((step) => `step ${step}`));
+
     // A click opens the full image.
     await page.evaluate(`document.querySelector('#samples-strip .sample-row[data-step="400"] .sample').click()`);
     await page.until(`document.getElementById("sample-dialog").open && document.getElementById("sample-full").naturalWidth > 0`, "the full image");

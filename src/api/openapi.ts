@@ -2,7 +2,7 @@ import { z } from "zod";
 import { AuthMode } from "../auth/setup.ts";
 import { GpuAdmission, TrainerBackend, TrainerMode } from "../config/schema.ts";
 import { ErrorCode, JobStatus as Status, Phase } from "../job.ts";
-import { SAMPLE_TEMPLATES } from "../recipe/samples.ts";
+import { SAMPLE_TEMPLATES, samplePrompt } from "../recipe/samples.ts";
 import { JobRequest, MAX_SAMPLES } from "../request/schema.ts";
 import { END_EVENT_ID } from "./events.ts";
 
@@ -27,7 +27,8 @@ export const Sample = z.strictObject({
     .max(MAX_SAMPLES - 1)
     .describe("which of the request's samples: the recipe's template of that index"),
   template: z.enum(SAMPLE_TEMPLATES.map((t) => t.name)).nullable().describe("the prompt template it was drawn from"),
-  name: z.string().describe("the file's name in <output_dir>/sample/"),
+  prompt: z.string().nullable().describe("the prompt it was drawn from: the template with the trigger and class"),
+  name: z.string().describe("the file's name in the job's run directory (sample/)"),
   bytes: z.int().min(0),
   url: z.string().describe("GET /train/{id}/samples/{name}, relative to the worker"),
 });
@@ -76,6 +77,12 @@ export const JobView = z.strictObject({
   checkpoints: z.array(Checkpoint).describe("the verified intermediate LoRAs still on disk"),
   paused: z.boolean().describe("cancelled by a pause: stopped right after its newest saved state"),
   pause_requested_at: z.iso.datetime().optional(),
+  pause_step: z
+    .int()
+    .min(1)
+    .optional()
+    .describe("while a pause is asked of a running job: the step of the saved state it will stop at (absent when " +
+      "the run reaches its end first)"),
   resumed_from: z.uuid().optional().describe("the job this one continues"),
   resumed_from_step: z.int().min(0).optional().describe("the step of the state this job started from"),
   resumed_by: z.uuid().optional().describe("the job that continues this one"),
@@ -258,7 +265,8 @@ const EXAMPLE_JOB_ID = "3f1c2a4e-5b6d-4e7f-8a9b-0c1d2e3f4a5b";
 function exampleSample(index: number, bytes: number) {
   const name = `ohwx_person_000600_0${index}_20261130102712_${1234 + index}.png`;
   const url = `/train/${EXAMPLE_JOB_ID}/samples/${name}`;
-  return { step: 600, index, template: SAMPLE_TEMPLATES[index]!.name, name, bytes, url };
+  const prompt = samplePrompt(TRAIN_REQUEST_EXAMPLE, index);
+  return { step: 600, index, template: SAMPLE_TEMPLATES[index]!.name, prompt, name, bytes, url };
 }
 
 export const JOB_VIEW_EXAMPLE = {

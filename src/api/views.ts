@@ -5,7 +5,9 @@ import { isActive } from "../job.ts";
 import { readProcStat } from "../os/proc.ts";
 import type { LiveProgress } from "../supervisor/supervisor.ts";
 import type { Checkpoint, JobRow, LossPoint } from "../store/job-store.ts";
-import { SAMPLE_TEMPLATES } from "../recipe/samples.ts";
+import { SAMPLE_TEMPLATES, samplePrompt } from "../recipe/samples.ts";
+import type { JobRequest } from "../request/schema.ts";
+import { TIERS } from "../tiers.ts";
 import type { Sample } from "../supervisor/checkpoints.ts";
 
 // The wire shape of SPEC §3; optional fields appear only when they carry a value. A run whose outcome the state dir
@@ -26,6 +28,7 @@ export function jobView(recorded: JobRow, live: LiveProgress | null) {
     eta_s: row.eta_s,
   };
   const terminal = !isActive(row.status);
+  const request = JSON.parse(row.request) as JobRequest;
   return {
     worker_job_id: row.id,
     status: row.status,
@@ -50,15 +53,26 @@ export function jobView(recorded: JobRow, live: LiveProgress | null) {
       ? {}
       : { dataset: { files: row.dataset_files, bytes: row.dataset_bytes, sha256: row.dataset_sha256 } }),
     ...resumeView(row),
+    ...(terminal ? {} : optional({ pause_step: pauseStep(row, request, progress.step, progress.total_steps) })),
     samples: samplesOf(row).map(({ path: _path, ...sample }) => ({
       ...sample,
       template: SAMPLE_TEMPLATES[sample.index]?.name ?? null,
+      prompt: samplePrompt(request, sample.index),
       url: `/train/${row.id}/samples/${encodeURIComponent(sample.name)}`,
     })),
     forced_kill: row.forced_kill === 1,
     ...(ended === null ? {} : { recorded: false }),
-    request: JSON.parse(row.request) as unknown,
+    request: request as unknown,
   };
+}
+
+// Where a pause asked of a running job will stop it: the next state its tier saves (every checkpointEvery steps
+// of the whole chain), or null when the run reaches its end first.
+function pauseStep(row: JobRow, request: JobRequest, step: number, total: number | null): number | null {
+  if (row.pause_requested_at === null) return null;
+  const every = TIERS[request.tier].checkpointEvery;
+  const next = (Math.floor(step / every) + 1) * every;
+  return total !== null && next >= total ? null : next;
 }
 
 // The preview images on record; only these are ever served.

@@ -16,12 +16,18 @@ const GUIDANCE_SCALE = 7;
 export const SAMPLE_SAMPLER = "euler_a";
 const SEED_SPACE = 2 ** 32;
 
+/** The prompt of the request's sample `index`: its template filled with the trigger and class. */
+export function samplePrompt(request: Pick<JobRequest, "trigger" | "subject_class">, index: number): string | null {
+  const template = SAMPLE_TEMPLATES[index];
+  const subject = `${request.trigger} ${request.subject_class}`;
+  return template === undefined ? null : template.text.replace("{subject}", subject);
+}
+
 // The prompts file's entries: one per sample, at the tier's resolution, seeded from the request's seed.
 export function samplePrompts(request: JobRequest): object[] {
-  const subject = `${request.trigger} ${request.subject_class}`;
   const { resolution: size, sampleSteps } = TIERS[request.tier];
-  return SAMPLE_TEMPLATES.slice(0, request.samples ?? 0).map((template, index) => ({
-    prompt: template.text.replace("{subject}", subject),
+  return SAMPLE_TEMPLATES.slice(0, request.samples ?? 0).map((_, index) => ({
+    prompt: samplePrompt(request, index),
     negative_prompt: NEGATIVE_PROMPT,
     width: size,
     height: size,
