@@ -265,6 +265,11 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
   );
   const dropResume = db.prepare("UPDATE jobs SET resume_step=NULL, resume_state=NULL, resume_gone=? WHERE id=?");
   const activeQuery = db.prepare<{ id: string }, []>(`SELECT id FROM jobs WHERE ${ACTIVE_SQL} LIMIT 1`);
+  // Each answered from its partial index (schema.sql.ts), whatever the length of the history.
+  const countOf = (index: string, filter: string | undefined) =>
+    db.prepare<{ n: number }, []>(`SELECT count(*) AS n FROM jobs INDEXED BY ${index} WHERE ${filter}`);
+  const countPaused = countOf("jobs_paused", FILTER_SQL.paused);
+  const countResumable = countOf("jobs_saved", FILTER_SQL.resumable);
   const byId = db.prepare<JobRow, [string]>("SELECT * FROM jobs WHERE id = ?");
   const insertPoint = db.prepare("INSERT OR REPLACE INTO loss_points (job_id, step, loss) VALUES (?, ?, ?)");
   // Exactly one caller wins; the others learn who holds the slot or the output (or, for a resume, who resumed it
@@ -418,10 +423,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     },
     /** The ended jobs a person looks for: paused ones, and those a resume can still continue. */
     countSaved(): { paused: number; resumable: number } {
-      const sql = `SELECT count(*) FILTER (WHERE ${FILTER_SQL.paused}) AS paused,
-          count(*) FILTER (WHERE ${FILTER_SQL.resumable}) AS resumable
-        FROM jobs WHERE status IN ('failed', 'cancelled')`;
-      return db.query<{ paused: number; resumable: number }, []>(sql).get()!;
+      return { paused: countPaused.get()!.n, resumable: countResumable.get()!.n };
     },
     byIdempotencyKey(key: string): JobRow | null {
       return db.query<JobRow, [string]>("SELECT * FROM jobs WHERE idempotency_key = ?").get(key);
