@@ -1,20 +1,17 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { createApp } from "../api/app.ts";
 import { setUpAuth, type AuthGate } from "../auth/setup.ts";
 import type { Config } from "../config/schema.ts";
-import { createDispatcher } from "../dispatch/dispatch.ts";
-import { createGpuProbe } from "../gpu/probe.ts";
 import { createLogger, formatFor, type LogFormat, type Logger } from "../logger.ts";
 import { acquireInstanceLock, LockHeld } from "../store/state-health.ts";
 import { openJobStore, StoreUnusable } from "../store/job-store.ts";
 import { ownMemoryEvents } from "../os/proc.ts";
 import { createRetention } from "../supervisor/retention.ts";
-import { createSupervisor } from "../supervisor/supervisor.ts";
 import { tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { EXIT_CONFIG, loadConfigOrExit, refuseToStart, selfCommand, trainerCommand } from "./plan.ts";
+import { createWorker } from "./worker.ts";
 
 // An idle keep-alive connection, or a handler slower than this, is closed; the few answers bounded by their
 // own deadline (cancel, gpu-status) lift it. Headers must arrive whole within Bun's fixed ~10 s regardless.
@@ -38,38 +35,30 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const auth = authOrExit(config, log, refusals);
   mkdirSync(join(config.state_dir, "jobs"), { recursive: true, mode: 0o750 });
   const { lock, store } = claimStateOrExit(config.state_dir, refusals);
-  const gpu = createGpuProbe({
-    nvidiaSmi: config.gpu.nvidia_smi,
-    timeoutMs: config.gpu.probe_timeout_ms,
-    ttlMs: config.gpu.cache_ttl_ms,
-  });
   const now = () => new Date();
-  const memoryEvents = ownMemoryEvents();
-  const supervisor = createSupervisor({ store, config, selfCommand: selfCommand(), now, log, memoryEvents });
-  supervisor.reconcile();
   const { keep_days: keepDays, keep_last: keepLast } = config.retention;
   const retention = createRetention({ store, stateDir: config.state_dir, keepDays, keepLast, now, log });
-  retention.start();
-  const trainer = trainerCommand(config);
-  const dispatcher = createDispatcher({ store, gpu, config, supervisor, trainerCommand: trainer, now, log });
-  // One probe at start-up so the log and /healthz say at once whether nvidia-smi answers.
-  void gpu.read().then((r) => {
-    if (r.ok) log.info("gpu probe", { devices: r.value.length });
-    else log.warn("gpu probe failed", { detail: r.error });
-  });
   let keepOpen: (req: Request) => void = () => {};
-  const app = createApp({
+  const { app, gpu, supervisor } = createWorker({
     loaded,
-    supervisor,
-    dispatcher,
-    gpu,
     store,
     log,
     auth,
+    now,
+    trainerCommand: trainerCommand(config),
+    selfCommand: selfCommand(),
+    memoryEvents: ownMemoryEvents(),
     keepOpen: (req) => keepOpen(req),
     version: BUILD.version,
     startedAt: Date.now(),
     stateBytes: retention.stateBytes,
+  });
+  supervisor.reconcile();
+  retention.start();
+  // One probe at start-up so the log and /healthz say at once whether nvidia-smi answers.
+  void gpu.read().then((r) => {
+    if (r.ok) log.info("gpu probe", { devices: r.value.length });
+    else log.warn("gpu probe failed", { detail: r.error });
   });
   const server = Bun.serve({
     hostname: config.listen.host,

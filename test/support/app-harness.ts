@@ -1,20 +1,17 @@
 import type { Config } from "../../src/config/schema.ts";
-import { createApp } from "../../src/api/app.ts";
 import { createGpuProbe } from "../../src/gpu/probe.ts";
-import { openGate } from "./auth-setup.ts";
 import type { HostTree } from "./host-tree.ts";
-import { silentLogger, supervisorFor } from "./real-mode.ts";
+import { supervisorFor } from "./real-mode.ts";
 
 // The app in process, over a real supervisor, store, probe and trainer; requests go through app.request.
 export function inProcessApp(tree: HostTree, config: Config, trainerCommand: string[], opts: { nvidiaSmi?: string; bodyDeadlineMs?: number } = {}) {
-  const s = supervisorFor(tree, config, trainerCommand);
   const gpu = createGpuProbe({ nvidiaSmi: opts.nvidiaSmi ?? config.gpu.nvidia_smi, timeoutMs: 2000, ttlMs: 0 });
-  const loaded = { config, file: null, defaultsInUse: [], envOverrides: [] };
-  const app = createApp({ loaded, supervisor: s.supervisor, dispatcher: s.dispatcher, gpu, store: s.store, log: silentLogger, auth: openGate(), bodyDeadlineMs: opts.bodyDeadlineMs, version: "test", startedAt: Date.now() });
+  const s = supervisorFor(tree, config, trainerCommand, { gpu, bodyDeadlineMs: opts.bodyDeadlineMs });
+  const { app } = s;
   const post = (body: string, type = "application/json") => app.request("/train", { method: "POST", headers: { "content-type": type }, body });
   const json = async (path: string, init?: RequestInit) => {
     const res = await app.request(path, init);
     return { status: res.status, body: (await res.json()) as any };
   };
-  return { app, post, json, ...s };
+  return { ...s, post, json };
 }

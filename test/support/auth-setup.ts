@@ -1,6 +1,5 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createApp } from "../../src/api/app.ts";
 import { setUpAuth, type AuthGate } from "../../src/auth/setup.ts";
 import { ConfigSchema } from "../../src/config/schema.ts";
 import { createGpuProbe } from "../../src/gpu/probe.ts";
@@ -48,9 +47,6 @@ export function mustGate(o: GateOptions): AuthGate {
 export function appBehind(tree: HostTree, auth: AuthGate) {
   const trainer = join(TRAINERS, "exit-zero-without-file.sh");
   const config = realModeConfig(tree, trainer);
-  const s = supervisorFor(tree, config, [trainer]);
   const gpu = createGpuProbe({ nvidiaSmi: FAKE_NVIDIA_SMI, timeoutMs: 2000, ttlMs: 0 });
-  const loaded = { config, file: null, defaultsInUse: [], envOverrides: [] };
-  const app = createApp({ loaded, supervisor: s.supervisor, dispatcher: s.dispatcher, gpu, store: s.store, log: silentLogger, auth, version: "test", startedAt: Date.now() });
-  return { app, ...s };
+  return supervisorFor(tree, config, [trainer], { gpu, auth });
 }

@@ -5,9 +5,10 @@ import type { Logger } from "../../src/logger.ts";
 import { openJobStore } from "../../src/store/job-store.ts";
 import type { JobRow, JobStore } from "../../src/store/job-store.ts";
 import { isActive } from "../../src/job.ts";
-import { createDispatcher, type Dispatcher } from "../../src/dispatch/dispatch.ts";
-import { createSupervisor, type Supervisor, type SupervisorDeps } from "../../src/supervisor/supervisor.ts";
-import { createGpuProbe } from "../../src/gpu/probe.ts";
+import type { Dispatcher } from "../../src/dispatch/dispatch.ts";
+import type { Supervisor } from "../../src/supervisor/supervisor.ts";
+import { createWorker, type WorkerDeps } from "../../src/cli/worker.ts";
+import { openGate } from "./auth-setup.ts";
 import { FAKE_NVIDIA_SMI, MAIN, type HostTree } from "./host-tree.ts";
 import { waitFor } from "./wait.ts";
 
@@ -39,6 +40,8 @@ export function realModeConfig(tree: HostTree, accelerate: string, overrides: Co
 }
 
 // Dispatches a request the test expects to be accepted; anything else fails the test with the answer.
+type WorkerOptions = Partial<Pick<WorkerDeps, "memoryEvents" | "gpu" | "bodyDeadlineMs" | "auth">>;
+
 // A dispatch that was accepted and has left its `preparing` phase: its trainer launched, or the job already ended.
 export async function dispatchOk(
   s: { dispatcher: Dispatcher; supervisor: Supervisor; store: JobStore },
@@ -76,17 +79,17 @@ export function replayTrainer(tree: HostTree, log: string, exitCode: number): st
   return path;
 }
 
-export function supervisorFor(tree: HostTree, config: Config, trainerCommand: string[], deps: Pick<SupervisorDeps, "memoryEvents"> = {}) {
+// The worker in process as serve.ts makes it (createWorker), on the tree's state dir, with no token and no log.
+export function supervisorFor(tree: HostTree, config: Config, trainerCommand: string[], opts: WorkerOptions = {}) {
   const store = openJobStore(join(tree.state, "jobs.db"));
-  const gpu = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: config.gpu.cache_ttl_ms });
-  const now = () => new Date();
-  const supervisor = createSupervisor({ store, config, selfCommand: [process.execPath, MAIN], now, log: silentLogger, ...deps });
-  const dispatcher = createDispatcher({ store, gpu, config, supervisor, trainerCommand, now, log: silentLogger });
+  const loaded = { config, file: null, defaultsInUse: [], envOverrides: [] };
+  const worker = createWorker({
+    loaded, store, log: silentLogger, auth: openGate(), trainerCommand, selfCommand: [process.execPath, MAIN],
+    version: "test", startedAt: Date.now(), ...opts,
+  });
+  const { supervisor } = worker;
   return {
-    store,
-    gpu,
-    supervisor,
-    dispatcher,
+    ...worker,
     // Nothing a test started may outlive it: cancel what still runs, let it settle, then close.
     async [Symbol.asyncDispose]() {
       for (const job of store.activeJobs()) await supervisor.cancel(job.id);
