@@ -1,5 +1,5 @@
 // `bun run docs:config`: the table of config keys in docs/configuration.md, written from the schema
-// (src/config/keys.ts) between its two markers. test/config-keys.test.ts fails while the page's table differs.
+// (src/config/keys.ts) between its two markers. test/unit/config-keys.test.ts fails while the page's table differs.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { configTable } from "../src/config/keys.ts";

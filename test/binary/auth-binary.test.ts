@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { TOKEN_A, TOKEN_B, writeTokens } from "./support/auth-setup.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
-import { startWorker } from "./support/worker-process.ts";
+import { TOKEN_A, TOKEN_B, writeTokens } from "../support/auth-setup.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
+import { startWorker } from "../support/worker-process.ts";
 
 const binary = ensureBinary();
 const JOB = "3f1c2a4e-0000-4000-8000-000000000000";

@@ -1,14 +1,14 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { jsonText } from "../src/cli/client/format.ts";
-import { createTerminal } from "../src/cli/client/terminal.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { runCli } from "./support/cli-process.ts";
-import { makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
-import { RTX_3090_ROW, RTX_3090_UUID, writtenNvidiaSmi } from "./support/written-nvidia-smi.ts";
+import { jsonText } from "../../src/cli/client/format.ts";
+import { createTerminal } from "../../src/cli/client/terminal.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { runCli } from "../support/cli-process.ts";
+import { makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
+import { RTX_3090_ROW, RTX_3090_UUID, writtenNvidiaSmi } from "../support/written-nvidia-smi.ts";
 
 // What a hostile trainer or process name carries: clear screen, set the window title (OSC ended by BEL), and C1 CSI.
 const CLEAR = "\x1b[2J";

@@ -1,11 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBinary } from "./support/binary.ts";
-import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
-import { FAKE_NVIDIA_SMI, makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
+import { FAKE_NVIDIA_SMI, makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 
 const binary = ensureBinary();
 const LONG_NAME = "a_rather_long_output_name_for_a_narrow_terminal";

@@ -1,13 +1,13 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { TOKEN_A, TOKEN_B, writeTokens } from "./support/auth-setup.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { deadUrl, runCli, spawnCli } from "./support/cli-process.ts";
-import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
-import { FAKE_NVIDIA_SMI, makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
-import { openJobStore } from "../src/store/job-store.ts";
+import { TOKEN_A, TOKEN_B, writeTokens } from "../support/auth-setup.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { deadUrl, runCli, spawnCli } from "../support/cli-process.ts";
+import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
+import { FAKE_NVIDIA_SMI, makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
+import { openJobStore } from "../../src/store/job-store.ts";
 
 const binary = ensureBinary();
 const UNKNOWN_JOB = "3f1c2a4e-0000-4000-8000-000000000000";

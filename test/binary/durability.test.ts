@@ -2,13 +2,13 @@ import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { liveGroupMembers } from "../src/os/terminate.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { processesMarkedWith } from "./support/job-processes.ts";
-import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker } from "./support/worker-process.ts";
-import { ENDED_STATUSES } from "./support/jobs.ts";
+import { liveGroupMembers } from "../../src/os/terminate.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { processesMarkedWith } from "../support/job-processes.ts";
+import { SIMULATE_TABLES, makeHostTree } from "../support/host-tree.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker } from "../support/worker-process.ts";
+import { ENDED_STATUSES } from "../support/jobs.ts";
 
 setDefaultTimeout(120_000);
 
@@ -54,7 +54,7 @@ describe("one instance, one truth", () => {
 
 describe("kill -9 at any moment", () => {
   // Each round kills the worker at a different point of a job's life; the next start must settle it.
-  // (A kill while the dataset is copied, before any process exists, is test/preparing.test.ts's.)
+  // (A kill while the dataset is copied, before any process exists, is test/binary/preparing.test.ts's.)
   const moments: Array<[string, (get: () => Promise<any>, id: string) => Promise<unknown>]> = [
     ["right after the launch", async (_, id) => processesMarkedWith(id).length > 0],
     ["while the trainer is silent", async (get, id) => processesMarkedWith(id).length > 0 && ["starting", "training"].includes((await get()).status)],

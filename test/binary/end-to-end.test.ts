@@ -2,13 +2,13 @@ import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ownMemoryEvents, readOomKills } from "../src/os/proc.ts";
-import { liveGroupMembers } from "../src/os/terminate.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker } from "./support/worker-process.ts";
-import { ENDED_STATUSES } from "./support/jobs.ts";
+import { ownMemoryEvents, readOomKills } from "../../src/os/proc.ts";
+import { liveGroupMembers } from "../../src/os/terminate.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { SIMULATE_TABLES, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker } from "../support/worker-process.ts";
+import { ENDED_STATUSES } from "../support/jobs.ts";
 
 // Real processes on a shared 2-core machine: generous bounds, conditions waited on, never slept.
 setDefaultTimeout(60_000);

@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { connect } from "node:net";
-import { ensureBinary } from "./support/binary.ts";
-import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { SIMULATE_TABLES, makeHostTree } from "../support/host-tree.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 
 // Real processes on a shared 2-core machine: generous bounds, conditions waited on, never slept.
 setDefaultTimeout(60_000);

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { TOKEN_A, writeTokens } from "./support/auth-setup.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { makeHostTree, SIMULATE_TABLES } from "./support/host-tree.ts";
-import { snapshotFiles, spawnEvidence } from "./support/leftovers.ts";
-import { mutate, seededRng } from "./support/train-mutations.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { TOKEN_A, writeTokens } from "../support/auth-setup.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
+import { snapshotFiles, spawnEvidence } from "../support/leftovers.ts";
+import { mutate, seededRng } from "../support/train-mutations.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 
 const SEED = 0x10ca1;
 const RUNS = 300;

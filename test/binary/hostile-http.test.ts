@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { connect } from "node:net";
-import { HOSTILE_CATALOG } from "./fixtures/hostile/catalog.ts";
-import { TOKEN_A, writeTokens } from "./support/auth-setup.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { makeHostTree, SIMULATE_TABLES } from "./support/host-tree.ts";
-import { caseBody, caseInit } from "./support/hostile-request.ts";
-import { pathsNotSent, snapshotFiles, spawnEvidence } from "./support/leftovers.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { HOSTILE_CATALOG } from "../fixtures/hostile/catalog.ts";
+import { TOKEN_A, writeTokens } from "../support/auth-setup.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
+import { caseBody, caseInit } from "../support/hostile-request.ts";
+import { pathsNotSent, snapshotFiles, spawnEvidence } from "../support/leftovers.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 
 // One compiled worker, with auth on, takes the whole catalog; after each case nothing may have changed.
 const tree = makeHostTree();

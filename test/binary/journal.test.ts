@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { closeSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBinary } from "./support/binary.ts";
-import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { waitFor } from "./support/wait.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { waitFor } from "../support/wait.ts";
 
 // Real processes on a shared 2-core machine: generous bounds, conditions waited on, never slept.
 setDefaultTimeout(60_000);

@@ -1,20 +1,20 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { JobStatus } from "../src/job.ts";
-import { JOB_VIEW_EXAMPLE } from "../src/api/openapi.ts";
-import { inProcessApp } from "./support/app-harness.ts";
-import { TOKEN_A, writeTokens } from "./support/auth-setup.ts";
-import { runCli } from "./support/cli-process.ts";
-import { type DocumentCheck, documentCheck, eventsOf } from "./support/document-check.ts";
-import { GPU_SCENARIOS } from "./support/fake-nvidia-smi.ts";
-import { type FakeSlurm, fakeSlurm } from "./support/fake-slurm.ts";
-import { FAKE_NVIDIA_SMI, MAIN, makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
-import { compile, generateTypes, run, scratchDir } from "./support/openapi-tools.ts";
-import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
-import { writeExecutable } from "./support/scratch-files.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { JobStatus } from "../../src/job.ts";
+import { JOB_VIEW_EXAMPLE } from "../../src/api/openapi.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { TOKEN_A, writeTokens } from "../support/auth-setup.ts";
+import { runCli } from "../support/cli-process.ts";
+import { type DocumentCheck, documentCheck, eventsOf } from "../support/document-check.ts";
+import { GPU_SCENARIOS } from "../support/fake-nvidia-smi.ts";
+import { type FakeSlurm, fakeSlurm } from "../support/fake-slurm.ts";
+import { FAKE_NVIDIA_SMI, MAIN, makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
+import { compile, generateTypes, run, scratchDir } from "../support/openapi-tools.ts";
+import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
+import { writeExecutable } from "../support/scratch-files.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 
 // Issue #28: every answer of every route, on both backends, checked against the document the worker serves with a
 // JSON Schema validator (document-check.ts). The simulated fast run saves a state every 40 steps; its GPU runs out

@@ -2,16 +2,16 @@ import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { verifySafetensors } from "../src/safetensors/verify.ts";
-import { incompleteState } from "../src/supervisor/checkpoints.ts";
-import { liveGroupMembers } from "../src/os/terminate.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
-import { mountTmpfs, tmpfsUnavailable } from "./support/small-tmpfs.ts";
-import { loraBytes, runPeakBytes, TIERS } from "../src/tiers.ts";
-import { ENDED_STATUSES } from "./support/jobs.ts";
+import { verifySafetensors } from "../../src/safetensors/verify.ts";
+import { incompleteState } from "../../src/supervisor/checkpoints.ts";
+import { liveGroupMembers } from "../../src/os/terminate.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { SIMULATE_TABLES, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
+import { mountTmpfs, tmpfsUnavailable } from "../support/small-tmpfs.ts";
+import { loraBytes, runPeakBytes, TIERS } from "../../src/tiers.ts";
+import { ENDED_STATUSES } from "../support/jobs.ts";
 
 // Issue 16 through the compiled binary and its simulated trainer, which saves states and resumes as sd-scripts
 // does: a fast run (400 steps) saves a state every 40 steps. The default tree's dataset is 3 images x 2 repeats,

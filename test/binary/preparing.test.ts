@@ -1,13 +1,13 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { appendFileSync, existsSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBinary } from "./support/binary.ts";
-import { makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
-import { processesMarkedWith } from "./support/job-processes.ts";
-import { slowReads } from "./support/slow-reads.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
-import { untilEnded } from "./support/jobs.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
+import { processesMarkedWith } from "../support/job-processes.ts";
+import { slowReads } from "../support/slow-reads.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
+import { untilEnded } from "../support/jobs.ts";
 
 // Issue 26, §4, through the compiled binary: POST /train answers once the job is claimed; the dataset copy is the
 // job's first phase, `preparing`, seen in its record and its event stream, cancellable, and a worker killed in the

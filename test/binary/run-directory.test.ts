@@ -2,11 +2,11 @@ import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBinary } from "./support/binary.ts";
-import { makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
-import { untilEnded } from "./support/jobs.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
+import { untilEnded } from "../support/jobs.ts";
 
 // Issue 26, §1 and §2, through the compiled binary and its simulated trainer: the trainer writes into the job's
 // private run directory, the worker publishes the verified LoRA into arbo's output_dir, and a resume goes on only

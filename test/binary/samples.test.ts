@@ -2,10 +2,10 @@ import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { copyFileSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { inflateSync } from "node:zlib";
-import { ensureBinary } from "./support/binary.ts";
-import { SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { startWorker } from "./support/worker-process.ts";
-import { untilEnded } from "./support/jobs.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { SIMULATE_TABLES, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { startWorker } from "../support/worker-process.ts";
+import { untilEnded } from "../support/jobs.ts";
 
 // Issue 19 through the compiled binary and its simulated trainer, which takes sd-scripts' samples as real PNGs.
 // A fast run checkpoints every 40 steps: with samples it draws them at 40, 80, ... 400, at 768 px.

@@ -2,15 +2,15 @@ import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBinary } from "./support/binary.ts";
-import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
-import { killJobAtEnd } from "./support/job-processes.ts";
-import { parseExposition } from "./support/prometheus-format.ts";
-import { runPeakBytes, TIERS } from "../src/tiers.ts";
-import { fillUntilFull, mountTmpfs, tmpfsUnavailable } from "./support/small-tmpfs.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
-import { ENDED_STATUSES } from "./support/jobs.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { SIMULATE_TABLES, makeHostTree } from "../support/host-tree.ts";
+import { killJobAtEnd } from "../support/job-processes.ts";
+import { parseExposition } from "../support/prometheus-format.ts";
+import { runPeakBytes, TIERS } from "../../src/tiers.ts";
+import { fillUntilFull, mountTmpfs, tmpfsUnavailable } from "../support/small-tmpfs.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
+import { ENDED_STATUSES } from "../support/jobs.ts";
 
 // Item 5 of issue 11: a state dir that cannot take writes (a real tmpfs, filled to the last page) degrades the
 // worker instead of ending it. Real compiled binary, real simulated trainer, real SQLite in WAL mode.

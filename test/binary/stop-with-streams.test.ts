@@ -1,12 +1,12 @@
 import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
-import { ensureBinary } from "./support/binary.ts";
-import { openEventStream } from "./support/event-stream.ts";
-import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
-import { isLive, killJobAtEnd, processesMarkedWith } from "./support/job-processes.ts";
-import { waitFor, within } from "./support/wait.ts";
-import { startWorker } from "./support/worker-process.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { openEventStream } from "../support/event-stream.ts";
+import { SIMULATE_TABLES, makeHostTree } from "../support/host-tree.ts";
+import { isLive, killJobAtEnd, processesMarkedWith } from "../support/job-processes.ts";
+import { waitFor, within } from "../support/wait.ts";
+import { startWorker } from "../support/worker-process.ts";
 
 // Item 11 of issue 11: under the unit, SIGTERM that waits on open event streams runs into TimeoutStopSec and
 // ends in SIGKILL. The worker must close its streams and exit promptly; its trainings run on (KillMode=process).

@@ -1,12 +1,12 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { readProcStat } from "../src/os/proc.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { killAll, markedInTree, rewriteJob, storedJob } from "./support/crash-state.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { readProcStat } from "../../src/os/proc.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { killAll, markedInTree, rewriteJob, storedJob } from "../support/crash-state.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 
 setDefaultTimeout(120_000);
 

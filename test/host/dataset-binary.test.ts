@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { verifySafetensors } from "../src/safetensors/verify.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { AS_ROOT, STAND_IN } from "./support/install-root.ts";
-import { makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
-import { snapshotFiles, spawnEvidence } from "./support/leftovers.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { verifySafetensors } from "../../src/safetensors/verify.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { AS_ROOT, STAND_IN } from "../support/install-root.ts";
+import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
+import { snapshotFiles, spawnEvidence } from "../support/leftovers.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 
 setDefaultTimeout(60_000);
 

@@ -1,11 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { makeDoctorHost, runDoctor, type DoctorHost } from "./support/doctor-host.ts";
-import { BITSANDBYTES_REPORT, CUDA_REPORT, TORCH_REPORT, writeFakePython } from "./support/fake-python.ts";
-import { makeHostTree, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
-import { AS_ROOT, STAND_IN } from "./support/install-root.ts";
-import { startWorker } from "./support/worker-process.ts";
+import { makeDoctorHost, runDoctor, type DoctorHost } from "../support/doctor-host.ts";
+import { BITSANDBYTES_REPORT, CUDA_REPORT, TORCH_REPORT, writeFakePython } from "../support/fake-python.ts";
+import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
+import { AS_ROOT, STAND_IN } from "../support/install-root.ts";
+import { startWorker } from "../support/worker-process.ts";
 
 const TIMEOUT_MS = 30_000;
 const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "tokenizers", "handoff root", "model root", "state dir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
@@ -13,7 +13,7 @@ const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bit
 const checkName = (line: string) => /^(?:OK|WARN|FAIL) +([^:]+?)(?: \/\S+)?:/.exec(line)?.[1];
 const failLines = (lines: string[]) => lines.filter((l) => l.startsWith("FAIL"));
 // What the trainer's interpreter prints when bitsandbytes does not import (fixtures/real/SOURCES.md).
-const BITSANDBYTES_TRACEBACK = readFileSync(join(import.meta.dir, "fixtures/real/bitsandbytes-import-error-1.txt"), "utf8");
+const BITSANDBYTES_TRACEBACK = readFileSync(join(import.meta.dir, "../fixtures/real/bitsandbytes-import-error-1.txt"), "utf8");
 
 interface Missing {
   what: string;

@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
-import { fakeSystemd, type FakeSystemd } from "./support/fake-systemd.ts";
-import { AS_ROOT, brokenBinary, makeScratchRoot, runInstall, sourceBinary, STAND_IN, type ScratchRoot } from "./support/install-root.ts";
-import { freePort, makeDeviceNode } from "./support/scratch-files.ts";
+import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
+import { fakeSystemd, type FakeSystemd } from "../support/fake-systemd.ts";
+import { AS_ROOT, brokenBinary, makeScratchRoot, runInstall, sourceBinary, STAND_IN, type ScratchRoot } from "../support/install-root.ts";
+import { freePort, makeDeviceNode } from "../support/scratch-files.ts";
 
 const TIMEOUT_MS = 90_000;
 

@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { AS_ROOT, makeScratchRoot, runInstall, sourceBinary, STAND_IN } from "./support/install-root.ts";
-import { treeFingerprint } from "./support/scratch-files.ts";
-import { CONFIG_KEYS } from "../src/config/keys.ts";
-import { ConfigSchema } from "../src/config/schema.ts";
+import { AS_ROOT, makeScratchRoot, runInstall, sourceBinary, STAND_IN } from "../support/install-root.ts";
+import { treeFingerprint } from "../support/scratch-files.ts";
+import { CONFIG_KEYS } from "../../src/config/keys.ts";
+import { ConfigSchema } from "../../src/config/schema.ts";
 
 // A parsed config's keys as the docs name them: a section's keys as "section.key", a top-level key as it is.
 const flatten = (toml: Record<string, unknown>) =>

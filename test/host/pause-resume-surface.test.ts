@@ -1,13 +1,13 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { chromiumForTests, PHONE } from "./support/chromium.ts";
-import { runCli } from "./support/cli-process.ts";
-import { MAIN, SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { OVERFLOWS, openStatusPage, saveScreenshot } from "./support/status-page.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
-import { untilEnded as ended } from "./support/jobs.ts";
+import { chromiumForTests, PHONE } from "../support/chromium.ts";
+import { runCli } from "../support/cli-process.ts";
+import { MAIN, SIMULATE_TABLES, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { OVERFLOWS, openStatusPage, saveScreenshot } from "../support/status-page.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
+import { untilEnded as ended } from "../support/jobs.ts";
 
 // Pause and resume as a person meets them: the client commands (run from source against a real worker from
 // source) and the status page in headless Chromium. The simulated fast run saves a state every 40 steps.

@@ -1,13 +1,13 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
-import { TOKEN_A, writeTokens } from "./support/auth-setup.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { chromiumForTests, PHONE, type Page } from "./support/chromium.ts";
-import { runCli } from "./support/cli-process.ts";
-import { MAIN, SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
-import { OVERFLOWS, openStatusPage, saveScreenshot } from "./support/status-page.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
-import { untilEnded as ended } from "./support/jobs.ts";
+import { TOKEN_A, writeTokens } from "../support/auth-setup.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { chromiumForTests, PHONE, type Page } from "../support/chromium.ts";
+import { runCli } from "../support/cli-process.ts";
+import { MAIN, SIMULATE_TABLES, makeHostTree } from "../support/host-tree.ts";
+import { OVERFLOWS, openStatusPage, saveScreenshot } from "../support/status-page.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
+import { untilEnded as ended } from "../support/jobs.ts";
 
 // Preview samples (issue 19) as a person meets them: the status page's strip in headless Chromium, behind a
 // token, and `lora-worker status`. The simulated fast run checkpoints every 40 steps and writes real 768 px PNGs.

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type SlurmCluster, slurmUnavailable, startSlurmCluster } from "./support/slurm-cluster.ts";
-import { waitFor } from "./support/wait.ts";
+import { type SlurmCluster, slurmUnavailable, startSlurmCluster } from "../support/slurm-cluster.ts";
+import { waitFor } from "../support/wait.ts";
 
-const FIXTURES = join(import.meta.dir, "fixtures", "slurm");
-// A scancel takes slurmd's 5 s before its SIGKILL. (expireTimeLimit is proven through the worker, test/slurm.test.ts.)
+const FIXTURES = join(import.meta.dir, "../fixtures", "slurm");
+// A scancel takes slurmd's 5 s before its SIGKILL. (expireTimeLimit is proven through the worker, test/host/slurm.test.ts.)
 setDefaultTimeout(60_000);
 
 function submit(cluster: SlurmCluster, args: string[]): string {

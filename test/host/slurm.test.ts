@@ -2,16 +2,16 @@ import { Database } from "bun:sqlite";
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { readTrainer } from "../src/supervisor/job-dir.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { SIMULATE_TABLES, makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { isLive, processesMarkedWith } from "./support/job-processes.ts";
-import { type SlurmCluster, slurmUnavailable, startSlurmCluster } from "./support/slurm-cluster.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
-import { chromiumForTests } from "./support/chromium.ts";
-import { openStatusPage, saveScreenshot } from "./support/status-page.ts";
-import { untilEnded as ended } from "./support/jobs.ts";
+import { readTrainer } from "../../src/supervisor/job-dir.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { SIMULATE_TABLES, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { isLive, processesMarkedWith } from "../support/job-processes.ts";
+import { type SlurmCluster, slurmUnavailable, startSlurmCluster } from "../support/slurm-cluster.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
+import { chromiumForTests } from "../support/chromium.ts";
+import { openStatusPage, saveScreenshot } from "../support/status-page.ts";
+import { untilEnded as ended } from "../support/jobs.ts";
 
 // Issue 17: the compiled worker with trainer.backend = "slurm" against a real single-node Slurm cluster with two
 // fake GPUs, started once for this file. The simulated trainer runs inside the batch jobs, through the shim.

@@ -1,10 +1,10 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { ensureBinary } from "./support/binary.ts";
-import { chromiumForTests, PHONE, type Page } from "./support/chromium.ts";
-import { SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
-import { OVERFLOWS, gpuScenario, openStatusPage, saveScreenshot } from "./support/status-page.ts";
-import { startWorker } from "./support/worker-process.ts";
-import { waitFor } from "./support/wait.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { chromiumForTests, PHONE, type Page } from "../support/chromium.ts";
+import { SIMULATE_TABLES, makeHostTree } from "../support/host-tree.ts";
+import { OVERFLOWS, gpuScenario, openStatusPage, saveScreenshot } from "../support/status-page.ts";
+import { startWorker } from "../support/worker-process.ts";
+import { waitFor } from "../support/wait.ts";
 
 // The status page of the compiled binary at a phone's width (390 px), in a real headless Chromium.
 setDefaultTimeout(90_000);

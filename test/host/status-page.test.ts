@@ -1,12 +1,12 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { TOKEN_A, writeTokens } from "./support/auth-setup.ts";
-import { ensureBinary } from "./support/binary.ts";
-import { chromiumForTests, type Page } from "./support/chromium.ts";
-import { REPO, SIMULATE_TABLES, makeHostTree } from "./support/host-tree.ts";
-import { HOSTILE_NAME, OVERFLOWS, TTS, gpuScenario, openStatusPage as openOn, saveScreenshot } from "./support/status-page.ts";
-import { startWorker, type WorkerProcess } from "./support/worker-process.ts";
+import { TOKEN_A, writeTokens } from "../support/auth-setup.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { chromiumForTests, type Page } from "../support/chromium.ts";
+import { REPO, SIMULATE_TABLES, makeHostTree } from "../support/host-tree.ts";
+import { HOSTILE_NAME, OVERFLOWS, TTS, gpuScenario, openStatusPage as openOn, saveScreenshot } from "../support/status-page.ts";
+import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 
 // The compiled worker runs a simulated job; the page runs in a real headless Chromium. Screenshots are
 // kept (overwritten on each run) where a person can look at them.

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { makeScratchRoot, runInstall, sourceBinary, type ScratchRoot } from "./support/install-root.ts";
+import { makeScratchRoot, runInstall, sourceBinary, type ScratchRoot } from "../support/install-root.ts";
 
 const TIMEOUT_MS = 60_000;
 const MAX_EXPOSURE = 2.0;
@@ -46,7 +46,7 @@ describe("lora-worker.service as install.sh installs it", () => {
   afterAll(() => scratch[Symbol.dispose]());
 
   test("is the repository's unit, with the reference host's user and group", () => {
-    expect(readFileSync(join(unitDir(), UNIT), "utf8")).toBe(readFileSync(join(import.meta.dir, "..", UNIT), "utf8"));
+    expect(readFileSync(join(unitDir(), UNIT), "utf8")).toBe(readFileSync(join(import.meta.dir, "../..", UNIT), "utf8"));
   });
 
   test("passes systemd-analyze verify with no error and no warning", () => {

@@ -1,10 +1,10 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { SAMPLING_VRAM_MIB } from "../src/gpu/admission.ts";
-import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
-import { makeHostTree } from "./support/host-tree.ts";
-import { TRAINERS, realModeConfig, supervisorFor } from "./support/real-mode.ts";
+import { SAMPLING_VRAM_MIB } from "../../src/gpu/admission.ts";
+import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
+import { makeHostTree } from "../support/host-tree.ts";
+import { TRAINERS, realModeConfig, supervisorFor } from "../support/real-mode.ts";
 
 setDefaultTimeout(30_000);
 

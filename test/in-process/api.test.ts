@@ -2,14 +2,14 @@ import { describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../src/api/input.ts";
-import { TOKENIZERS } from "../src/tokenizers/layout.ts";
-import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
-import { inProcessApp } from "./support/app-harness.ts";
-import { TRAINERS, realModeConfig } from "./support/real-mode.ts";
-import { waitFor } from "./support/wait.ts";
-import { writeTokenizers } from "./support/tokenizers.ts";
+import { MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../../src/api/input.ts";
+import { TOKENIZERS } from "../../src/tokenizers/layout.ts";
+import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { TRAINERS, realModeConfig } from "../support/real-mode.ts";
+import { waitFor } from "../support/wait.ts";
+import { writeTokenizers } from "../support/tokenizers.ts";
 
 // The app in process over a fixture trainer whose tree ignores SIGTERM.
 function appFor(tree: HostTree, nvidiaSmi = FAKE_NVIDIA_SMI, bodyDeadlineMs?: number) {

@@ -1,12 +1,12 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { createLogger } from "../src/logger.ts";
-import { reloadingTokens, TOKEN_CHECK_MS } from "../src/auth/tokens.ts";
-import { TOKEN_A, TOKEN_B, appBehind, gateFor, mustGate, writeTokens } from "./support/auth-setup.ts";
-import { waitFor } from "./support/wait.ts";
-import { makeHostTree } from "./support/host-tree.ts";
-import { isLoopbackListen } from "./support/listen.ts";
+import { createLogger } from "../../src/logger.ts";
+import { reloadingTokens, TOKEN_CHECK_MS } from "../../src/auth/tokens.ts";
+import { TOKEN_A, TOKEN_B, appBehind, gateFor, mustGate, writeTokens } from "../support/auth-setup.ts";
+import { waitFor } from "../support/wait.ts";
+import { makeHostTree } from "../support/host-tree.ts";
+import { isLoopbackListen } from "../support/listen.ts";
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 const JOB = "3f1c2a4e-0000-4000-8000-000000000000";

@@ -1,13 +1,13 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ConfigSchema, type Config } from "../src/config/schema.ts";
-import { checkTrain } from "../src/request/check.ts";
-import { inProcessApp } from "./support/app-harness.ts";
-import { CHECKPOINT_KEYS, checkpointBytes, writeCheckpoint } from "./support/checkpoints.ts";
-import { makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { pathsNotSent, snapshotFiles, spawnEvidence } from "./support/leftovers.ts";
-import { realModeConfig, TRAINERS } from "./support/real-mode.ts";
+import { ConfigSchema, type Config } from "../../src/config/schema.ts";
+import { checkTrain } from "../../src/request/check.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { CHECKPOINT_KEYS, checkpointBytes, writeCheckpoint } from "../support/checkpoints.ts";
+import { makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { pathsNotSent, snapshotFiles, spawnEvidence } from "../support/leftovers.ts";
+import { realModeConfig, TRAINERS } from "../support/real-mode.ts";
 
 // The HTTP cases start a real (fixture) trainer for the accepted contrast.
 setDefaultTimeout(30_000);

@@ -1,13 +1,13 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { DatasetChanged, snapshotDataset } from "../src/dispatch/snapshot.ts";
-import { scanDataset } from "../src/request/dataset.ts";
-import { verifySafetensors } from "../src/safetensors/verify.ts";
-import { makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { snapshotFiles } from "./support/leftovers.ts";
-import { waitFor } from "./support/wait.ts";
-import { dispatchOk, SIMULATOR, simulateModeConfig, supervisorFor } from "./support/real-mode.ts";
+import { DatasetChanged, snapshotDataset } from "../../src/dispatch/snapshot.ts";
+import { scanDataset } from "../../src/request/dataset.ts";
+import { verifySafetensors } from "../../src/safetensors/verify.ts";
+import { makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { snapshotFiles } from "../support/leftovers.ts";
+import { waitFor } from "../support/wait.ts";
+import { dispatchOk, SIMULATOR, simulateModeConfig, supervisorFor } from "../support/real-mode.ts";
 
 // A dataset arbo might hand over: two images with captions, one without.
 function captioned(tree: HostTree): void {

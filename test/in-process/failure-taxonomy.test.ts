@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { safetensorsParts } from "../src/safetensors/write.ts";
-import { makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { waitFor } from "./support/wait.ts";
-import { dispatchOk, realModeConfig, REAL_LOGS, replayTrainer, supervisorFor } from "./support/real-mode.ts";
+import { safetensorsParts } from "../../src/safetensors/write.ts";
+import { makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { waitFor } from "../support/wait.ts";
+import { dispatchOk, realModeConfig, REAL_LOGS, replayTrainer, supervisorFor } from "../support/real-mode.ts";
 
 // Failure output users posted in public threads (test/fixtures/real/SOURCES.md), played by a trainer that
 // prints it and exits as the real run did, under the real supervisor.

@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { inProcessApp } from "./support/app-harness.ts";
-import { fakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
-import { makeHostTree } from "./support/host-tree.ts";
-import { TRAINERS, realModeConfig } from "./support/real-mode.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
+import { makeHostTree } from "../support/host-tree.ts";
+import { TRAINERS, realModeConfig } from "../support/real-mode.ts";
 
 describe("/gpu-status over HTTP", () => {
   test("500 concurrent requests start one probe run: two nvidia-smi processes", async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
-import { makeHostTree } from "./support/host-tree.ts";
-import { TRAINERS, realModeConfig, supervisorFor } from "./support/real-mode.ts";
+import { makeHostTree } from "../support/host-tree.ts";
+import { TRAINERS, realModeConfig, supervisorFor } from "../support/real-mode.ts";
 
 setDefaultTimeout(30_000);
 

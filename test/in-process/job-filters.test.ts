@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { inProcessApp } from "./support/app-harness.ts";
-import { MAIN, makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
-import { untilEnded } from "./support/jobs.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { MAIN, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
+import { untilEnded } from "../support/jobs.ts";
 
 // GET /train?status=paused|resumable and `lora-worker jobs --status`: what a person looks for among ended jobs.
 const TIMEOUT_MS = 60_000;

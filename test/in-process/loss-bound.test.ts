@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { applyLine, initialProgress } from "../src/progress/progress.ts";
-import { makeHostTree } from "./support/host-tree.ts";
-import { dispatchOk, realModeConfig, supervisorFor, TRAINERS } from "./support/real-mode.ts";
+import { applyLine, initialProgress } from "../../src/progress/progress.ts";
+import { makeHostTree } from "../support/host-tree.ts";
+import { dispatchOk, realModeConfig, supervisorFor, TRAINERS } from "../support/real-mode.ts";
 
 // Item 8 of issue 11: a steps bar counting past its total once wrote 556,499 loss points for a 400-step job.
 // At most one point per step of the run; bars that contradict the tier's total stay in the log only.

@@ -1,11 +1,11 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Phase } from "../src/job.ts";
-import { inProcessApp } from "./support/app-harness.ts";
-import { makeHostTree } from "./support/host-tree.ts";
-import { compile, generateTypes, lint, scratchDir } from "./support/openapi-tools.ts";
-import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
+import { Phase } from "../../src/job.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { makeHostTree } from "../support/host-tree.ts";
+import { compile, generateTypes, lint, scratchDir } from "../support/openapi-tools.ts";
+import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
 
 setDefaultTimeout(60_000);
 

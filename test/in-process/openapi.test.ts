@@ -1,9 +1,9 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { Conflict, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, Problem, Resumed, TRAIN_REQUEST_EXAMPLE } from "../src/api/openapi.ts";
-import { TrainRequest } from "../src/request/schema.ts";
-import { inProcessApp } from "./support/app-harness.ts";
-import { makeHostTree } from "./support/host-tree.ts";
-import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
+import { Conflict, GpuStatus, Health, JOB_VIEW_EXAMPLE, JobList, JobView, LossCurve, Problem, Resumed, TRAIN_REQUEST_EXAMPLE } from "../../src/api/openapi.ts";
+import { TrainRequest } from "../../src/request/schema.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { makeHostTree } from "../support/host-tree.ts";
+import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
 
 setDefaultTimeout(60_000);
 

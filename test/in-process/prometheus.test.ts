@@ -1,9 +1,9 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { inProcessApp } from "./support/app-harness.ts";
-import { makeHostTree } from "./support/host-tree.ts";
-import { parseExposition } from "./support/prometheus-format.ts";
-import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
-import { waitFor } from "./support/wait.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { makeHostTree } from "../support/host-tree.ts";
+import { parseExposition } from "../support/prometheus-format.ts";
+import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
+import { waitFor } from "../support/wait.ts";
 
 setDefaultTimeout(60_000);
 

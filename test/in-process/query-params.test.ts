@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { inProcessApp } from "./support/app-harness.ts";
-import { makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { TRAINERS, realModeConfig } from "./support/real-mode.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { TRAINERS, realModeConfig } from "../support/real-mode.ts";
 
 // A status, or what the ended jobs are looked through for: the paused ones and the resumable ones.
 const STATUSES = "starting, training, succeeded, failed, cancelled, paused, resumable";

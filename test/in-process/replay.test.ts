@@ -2,11 +2,11 @@ import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { liveGroupMembers } from "../src/os/terminate.ts";
-import { readProcStat, markedProcessesOf as strayProcesses } from "../src/os/proc.ts";
-import { makeHostTree } from "./support/host-tree.ts";
-import { dispatchOk, REAL_LOGS, simulateModeConfig, SIMULATOR, supervisorFor } from "./support/real-mode.ts";
-import { waitFor } from "./support/wait.ts";
+import { liveGroupMembers } from "../../src/os/terminate.ts";
+import { readProcStat, markedProcessesOf as strayProcesses } from "../../src/os/proc.ts";
+import { makeHostTree } from "../support/host-tree.ts";
+import { dispatchOk, REAL_LOGS, simulateModeConfig, SIMULATOR, supervisorFor } from "../support/real-mode.ts";
+import { waitFor } from "../support/wait.ts";
 
 setDefaultTimeout(60_000);
 

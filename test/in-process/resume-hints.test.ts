@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { inProcessApp } from "./support/app-harness.ts";
-import { MAIN, makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
-import { waitFor } from "./support/wait.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { MAIN, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
+import { waitFor } from "../support/wait.ts";
 
 // Whenever a job the CLI shows ends with a state to go on from, it says how: `resume with: lora-worker resume ID`.
 const TIMEOUT_MS = 60_000;

@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { inProcessApp } from "./support/app-harness.ts";
-import { MAIN, makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
-import { untilEnded } from "./support/jobs.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { MAIN, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
+import { untilEnded } from "../support/jobs.ts";
 
 // POST /train/{id}/resume with {"samples": N}: after a run ran out of memory taking its previews, a resume that
 // takes none goes on past that checkpoint; one that takes them again fails there again.

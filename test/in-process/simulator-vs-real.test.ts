@@ -1,18 +1,18 @@
 import { beforeAll, describe, expect, test } from "bun:test";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
-import { inProcessApp } from "./support/app-harness.ts";
-import { makeHostTree } from "./support/host-tree.ts";
-import { classify, kindSequence, shapesByKind } from "./support/log-kinds.ts";
-import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
-import { waitFor } from "./support/wait.ts";
-import { ENDED_STATUSES } from "./support/jobs.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { makeHostTree } from "../support/host-tree.ts";
+import { classify, kindSequence, shapesByKind } from "../support/log-kinds.ts";
+import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
+import { waitFor } from "../support/wait.ts";
+import { ENDED_STATUSES } from "../support/jobs.ts";
 
 // Real sd-scripts under the worker on the CPU (`bun run real-trainer`, test/fixtures/real/SOURCES.md) wrote these
 // two logs: a smoke run paused at its first state, and its resume to the end. The simulator runs the same smoke
 // run here; every kind of line the worker reads, or that tells a person where a run is, must come in the same
 // order and take the same shapes.
-const FIXTURES = join(import.meta.dir, "fixtures", "real");
+const FIXTURES = join(import.meta.dir, "../fixtures", "real");
 const REAL = {
   paused: join(FIXTURES, "sdscripts-cpu-smoke-paused-1.log"),
   resumed: join(FIXTURES, "sdscripts-cpu-smoke-resumed-1.log"),

@@ -1,13 +1,13 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { LineSplitter } from "../src/progress/tracker.ts";
-import { applyLine, initialProgress } from "../src/progress/progress.ts";
-import { liveGroupMembers } from "../src/os/terminate.ts";
-import { readProcStat } from "../src/os/proc.ts";
-import { makeHostTree } from "./support/host-tree.ts";
-import { dispatchOk, realModeConfig, replayTrainer, supervisorFor, TRAINERS } from "./support/real-mode.ts";
-import { waitFor } from "./support/wait.ts";
+import { LineSplitter } from "../../src/progress/tracker.ts";
+import { applyLine, initialProgress } from "../../src/progress/progress.ts";
+import { liveGroupMembers } from "../../src/os/terminate.ts";
+import { readProcStat } from "../../src/os/proc.ts";
+import { makeHostTree } from "../support/host-tree.ts";
+import { dispatchOk, realModeConfig, replayTrainer, supervisorFor, TRAINERS } from "../support/real-mode.ts";
+import { waitFor } from "../support/wait.ts";
 
 // Real processes on a shared 2-core machine: generous bounds, conditions waited on, never slept.
 setDefaultTimeout(30_000);

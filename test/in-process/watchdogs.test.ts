@@ -1,11 +1,11 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { markedProcessesOf as strayProcesses, readProcStat } from "../src/os/proc.ts";
-import { terminateGroup } from "../src/os/terminate.ts";
-import { makeHostTree } from "./support/host-tree.ts";
-import { type ConfigOverrides, dispatchOk, realModeConfig, supervisorFor, TRAINERS } from "./support/real-mode.ts";
-import { waitFor } from "./support/wait.ts";
+import { markedProcessesOf as strayProcesses, readProcStat } from "../../src/os/proc.ts";
+import { terminateGroup } from "../../src/os/terminate.ts";
+import { makeHostTree } from "../support/host-tree.ts";
+import { type ConfigOverrides, dispatchOk, realModeConfig, supervisorFor, TRAINERS } from "../support/real-mode.ts";
+import { waitFor } from "../support/wait.ts";
 
 setDefaultTimeout(30_000);
 

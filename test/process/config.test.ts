@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { loadConfig } from "../src/config/load.ts";
-import { MAIN, makeHostTree } from "./support/host-tree.ts";
+import { loadConfig } from "../../src/config/load.ts";
+import { MAIN, makeHostTree } from "../support/host-tree.ts";
 
 describe("config", () => {
   test("a file naming only the paths loads, and every other key is reported as a default in use", async () => {

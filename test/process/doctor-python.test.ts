@@ -2,14 +2,14 @@ import { describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
-import { ConfigSchema } from "../src/config/schema.ts";
-import type { CheckResult, DoctorDeps } from "../src/doctor/doctor.ts";
-import { createRunAs, resolveServiceAccount } from "../src/doctor/service-account.ts";
-import { checkTrainerPython } from "../src/doctor/trainer-checks.ts";
-import { liveGroupMembers } from "../src/os/terminate.ts";
-import { TORCH_REPORT, writeFakePython, writeHangingPython } from "./support/fake-python.ts";
-import { writeExecutable } from "./support/scratch-files.ts";
-import { waitFor } from "./support/wait.ts";
+import { ConfigSchema } from "../../src/config/schema.ts";
+import type { CheckResult, DoctorDeps } from "../../src/doctor/doctor.ts";
+import { createRunAs, resolveServiceAccount } from "../../src/doctor/service-account.ts";
+import { checkTrainerPython } from "../../src/doctor/trainer-checks.ts";
+import { liveGroupMembers } from "../../src/os/terminate.ts";
+import { TORCH_REPORT, writeFakePython, writeHangingPython } from "../support/fake-python.ts";
+import { writeExecutable } from "../support/scratch-files.ts";
+import { waitFor } from "../support/wait.ts";
 
 // Short enough that a hang costs the suite a second, long enough for a shell script on a busy machine.
 const DEADLINE_MS = 1000;

@@ -2,12 +2,12 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createGpuProbe } from "../src/gpu/probe.ts";
-import { parseProcessRows } from "../src/gpu/nvidia-smi.ts";
-import { MAX_OUTPUT_BYTES } from "../src/gpu/nvidia-smi.ts";
-import { liveGroupMembers, signalGroup } from "../src/os/terminate.ts";
-import { waitFor } from "./support/wait.ts";
-import { endlessNvidiaSmi, RTX_3090_ROW, RTX_3090_UUID, writtenNvidiaSmi } from "./support/written-nvidia-smi.ts";
+import { createGpuProbe } from "../../src/gpu/probe.ts";
+import { parseProcessRows } from "../../src/gpu/nvidia-smi.ts";
+import { MAX_OUTPUT_BYTES } from "../../src/gpu/nvidia-smi.ts";
+import { liveGroupMembers, signalGroup } from "../../src/os/terminate.ts";
+import { waitFor } from "../support/wait.ts";
+import { endlessNvidiaSmi, RTX_3090_ROW, RTX_3090_UUID, writtenNvidiaSmi } from "../support/written-nvidia-smi.ts";
 
 const tempDirs: string[] = [];
 const groups: number[] = [];

@@ -2,10 +2,10 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createGpuProbe } from "../src/gpu/probe.ts";
-import { liveGroupMembers } from "../src/os/terminate.ts";
-import { GPU_SCENARIOS, fakeNvidiaSmi, type FakeNvidiaSmi } from "./support/fake-nvidia-smi.ts";
-import { waitFor } from "./support/wait.ts";
+import { createGpuProbe } from "../../src/gpu/probe.ts";
+import { liveGroupMembers } from "../../src/os/terminate.ts";
+import { GPU_SCENARIOS, fakeNvidiaSmi, type FakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
+import { waitFor } from "../support/wait.ts";
 
 const SCENARIOS = GPU_SCENARIOS;
 const EPOCH = 1_700_000_000_000;

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createLogger } from "../src/logger.ts";
+import { createLogger } from "../../src/logger.ts";
 
 describe("logs", () => {
   test("are one JSON object per line for journald, with the job id as a field", () => {
@@ -17,7 +17,7 @@ describe("logs", () => {
   });
 
   test("a worker started on a terminal logs the human form (piped, as in every other test, it logs JSON)", async () => {
-    const { makeHostTree, MAIN } = await import("./support/host-tree.ts");
+    const { makeHostTree, MAIN } = await import("../support/host-tree.ts");
     using tree = makeHostTree();
     const config = tree.writeConfig('[trainer]\nmode = "simulate"\n');
     const script = Bun.spawn(["script", "-qec", `${process.execPath} ${MAIN} serve --config ${config}`, "/dev/null"], { stdout: "pipe", stderr: "pipe" });

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
 import { basename, join } from "node:path";
-import { MAIN, makeHostTree, type HostTree } from "./support/host-tree.ts";
+import { MAIN, makeHostTree, type HostTree } from "../support/host-tree.ts";
 
 // Every flag sd-scripts' sdxl_train_network.py is given: full names only (argparse accepts prefixes).
 const SCRIPT_FLAGS = [

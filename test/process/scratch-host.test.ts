@@ -2,10 +2,10 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runDoctor } from "./support/doctor-host.ts";
-import { MAIN, REPO } from "./support/host-tree.ts";
-import { freePort } from "./support/scratch-files.ts";
-import { startWorker } from "./support/worker-process.ts";
+import { runDoctor } from "../support/doctor-host.ts";
+import { MAIN, REPO } from "../support/host-tree.ts";
+import { freePort } from "../support/scratch-files.ts";
+import { startWorker } from "../support/worker-process.ts";
 
 const PATH_ONLY = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
 

@@ -2,10 +2,10 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { writeJsonAtomic } from "../src/fs.ts";
-import { exitPath, launchPath, trainerPath, type LaunchFile } from "../src/supervisor/job-dir.ts";
-import { MAIN } from "./support/host-tree.ts";
-import { waitFor, within } from "./support/wait.ts";
+import { writeJsonAtomic } from "../../src/fs.ts";
+import { exitPath, launchPath, trainerPath, type LaunchFile } from "../../src/supervisor/job-dir.ts";
+import { MAIN } from "../support/host-tree.ts";
+import { waitFor, within } from "../support/wait.ts";
 
 const EXIT_DEADLINE_MS = 10_000;
 

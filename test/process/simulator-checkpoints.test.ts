@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { cp, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { verifySafetensors } from "../src/safetensors/verify.ts";
-import { runSimulated, simWorkspace, type SimWorkspace } from "./support/sim-run.ts";
+import { verifySafetensors } from "../../src/safetensors/verify.ts";
+import { runSimulated, simWorkspace, type SimWorkspace } from "../support/sim-run.ts";
 
 // One image repeated 5 times at batch size 1: 5 batches per epoch, so 12 steps take 3 epochs.
 const REPEATS = 5;

@@ -3,13 +3,13 @@ import { closeSync, openSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { verifySafetensors } from "../src/safetensors/verify.ts";
-import { judgeEnding, parseRecordedLog } from "../src/simulator/replay.ts";
-import { within } from "./support/wait.ts";
-import { LAUNCH_FLAGS, SCRIPT } from "./support/sim-run.ts";
+import { verifySafetensors } from "../../src/safetensors/verify.ts";
+import { judgeEnding, parseRecordedLog } from "../../src/simulator/replay.ts";
+import { within } from "../support/wait.ts";
+import { LAUNCH_FLAGS, SCRIPT } from "../support/sim-run.ts";
 
-const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
-const FIXTURES = join(import.meta.dir, "fixtures", "real");
+const ENTRY = join(import.meta.dir, "../support", "simulate-entry.ts");
+const FIXTURES = join(import.meta.dir, "../fixtures", "real");
 // Fast enough that even the 19 minutes of sdscripts-success-1.log pass in about 10 ms.
 const FAST = "100000";
 const EXIT_DEADLINE_MS = 10_000;

@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { crc32, inflateSync } from "node:zlib";
-import { runSimulated, simWorkspace, type SimWorkspace } from "./support/sim-run.ts";
+import { runSimulated, simWorkspace, type SimWorkspace } from "../support/sim-run.ts";
 
 // One image repeated 5 times at batch size 1: 5 batches per epoch, so 8 steps take 2 epochs.
 const REPEATS = 5;

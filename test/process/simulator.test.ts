@@ -4,13 +4,13 @@ import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { verifySafetensors } from "../src/safetensors/verify.ts";
-import { listPids, readProcStat } from "../src/os/proc.ts";
-import { liveGroupMembers, signalGroup } from "../src/os/terminate.ts";
-import { waitFor } from "./support/wait.ts";
-import { LAUNCH_FLAGS, SCRIPT } from "./support/sim-run.ts";
+import { verifySafetensors } from "../../src/safetensors/verify.ts";
+import { listPids, readProcStat } from "../../src/os/proc.ts";
+import { liveGroupMembers, signalGroup } from "../../src/os/terminate.ts";
+import { waitFor } from "../support/wait.ts";
+import { LAUNCH_FLAGS, SCRIPT } from "../support/sim-run.ts";
 
-const ENTRY = join(import.meta.dir, "support", "simulate-entry.ts");
+const ENTRY = join(import.meta.dir, "../support", "simulate-entry.ts");
 const WAIT_LIMIT_MS = 10_000;
 // Longer than a wait, so a wait that never ends fails with what it waited for.
 const MISBEHAVIOUR_TIMEOUT_MS = 20_000;

@@ -1,13 +1,13 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { SMOKE_FOLDER } from "../src/dispatch/smoke.ts";
-import { inProcessApp } from "./support/app-harness.ts";
-import { makeHostTree, MAIN, SIMULATE_TABLES, type HostTree } from "./support/host-tree.ts";
-import { SIMULATOR, simulateModeConfig } from "./support/real-mode.ts";
-import { startWorker } from "./support/worker-process.ts";
-import { waitFor } from "./support/wait.ts";
-import { writeCheckpoint, CHECKPOINT_KEYS } from "./support/checkpoints.ts";
+import { SMOKE_FOLDER } from "../../src/dispatch/smoke.ts";
+import { inProcessApp } from "../support/app-harness.ts";
+import { makeHostTree, MAIN, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
+import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
+import { startWorker } from "../support/worker-process.ts";
+import { waitFor } from "../support/wait.ts";
+import { writeCheckpoint, CHECKPOINT_KEYS } from "../support/checkpoints.ts";
 
 const TIMEOUT_MS = 60_000;
 const smokeFolders = (tree: HostTree) => {

@@ -2,13 +2,13 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { importTokenizers } from "../src/tokenizers/import.ts";
-import { TOKENIZERS, tokenizersProblems, watchTokenizers } from "../src/tokenizers/layout.ts";
-import { FAKE_NVIDIA_SMI, MAIN, makeHostTree } from "./support/host-tree.ts";
-import { writeExecutable } from "./support/scratch-files.ts";
-import { waitFor } from "./support/wait.ts";
-import { startWorker } from "./support/worker-process.ts";
-import { writeHubCache, writeTokenizerFolder, writeTokenizers } from "./support/tokenizers.ts";
+import { importTokenizers } from "../../src/tokenizers/import.ts";
+import { TOKENIZERS, tokenizersProblems, watchTokenizers } from "../../src/tokenizers/layout.ts";
+import { FAKE_NVIDIA_SMI, MAIN, makeHostTree } from "../support/host-tree.ts";
+import { writeExecutable } from "../support/scratch-files.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker } from "../support/worker-process.ts";
+import { writeHubCache, writeTokenizerFolder, writeTokenizers } from "../support/tokenizers.ts";
 
 const [CLIP_L, CLIP_G] = TOKENIZERS;
 

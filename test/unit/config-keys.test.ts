@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { CONFIG_KEYS, keysOf } from "../src/config/keys.ts";
-import { ConfigSchema } from "../src/config/schema.ts";
-import { PAGE, withTable } from "../scripts/config-docs.ts";
+import { CONFIG_KEYS, keysOf } from "../../src/config/keys.ts";
+import { ConfigSchema } from "../../src/config/schema.ts";
+import { PAGE, withTable } from "../../scripts/config-docs.ts";
 
 // The config's keys are read off its schema: every key says what it does, and the docs' table and the
 // installed config (install.test.ts) are written from that list, so neither can miss a key or drift.

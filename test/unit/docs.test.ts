@@ -1,11 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { Conflict, Unavailable } from "../src/api/openapi.ts";
-import { ErrorCode, JobStatus, Phase } from "../src/job.ts";
+import { Conflict, Unavailable } from "../../src/api/openapi.ts";
+import { ErrorCode, JobStatus, Phase } from "../../src/job.ts";
 
 // The pages a person reads when something went wrong name every code the worker can answer with.
-const DOCS = join(import.meta.dir, "..", "docs");
+const DOCS = join(import.meta.dir, "../..", "docs");
 const page = (name: string) => readFileSync(join(DOCS, name), "utf8");
 // The first cell of each table row, as written: `code` or `409 reason`.
 const firstCells = (text: string) => text.split("\n").filter((l) => l.startsWith("| `") || /^\| \d{3}/.test(l)).map((l) => l.split(" | ")[0]!.slice(2));

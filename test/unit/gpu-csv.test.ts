@@ -9,11 +9,11 @@ import {
   splitCsvLine,
   toDeviceRow,
   toProcessRow,
-} from "../src/gpu/nvidia-smi.ts";
-import { joinDevices } from "../src/gpu/probe.ts";
-import { parseWithHeader } from "./support/nvidia-csv.ts";
+} from "../../src/gpu/nvidia-smi.ts";
+import { joinDevices } from "../../src/gpu/probe.ts";
+import { parseWithHeader } from "../support/nvidia-csv.ts";
 
-const REAL = join(import.meta.dir, "fixtures/real");
+const REAL = join(import.meta.dir, "../fixtures/real");
 const real = (name: string) => Bun.file(join(REAL, name)).text();
 const MASKED_UUID = "GPU-00000000-0000-0000-0000-000000000000";
 

@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
-import { ConfigSchema, type Config } from "../src/config/schema.ts";
-import { checkTrain } from "../src/request/check.ts";
-import { HOSTILE_CATALOG } from "./fixtures/hostile/catalog.ts";
-import { makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { caseBody } from "./support/hostile-request.ts";
-import { pathsNotSent, snapshotFiles } from "./support/leftovers.ts";
+import { ConfigSchema, type Config } from "../../src/config/schema.ts";
+import { checkTrain } from "../../src/request/check.ts";
+import { HOSTILE_CATALOG } from "../fixtures/hostile/catalog.ts";
+import { makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { caseBody } from "../support/hostile-request.ts";
+import { pathsNotSent, snapshotFiles } from "../support/leftovers.ts";
 
 function configFor(tree: HostTree): Config {
   return ConfigSchema.parse({ state_dir: tree.state, handoff_root: tree.handoff, model_roots: [tree.models], trainer: { mode: "simulate" } });

@@ -1,9 +1,9 @@
 import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { failedOutcome } from "../src/job.ts";
-import { openJobStore } from "../src/store/job-store.ts";
-import { makeHostTree } from "./support/host-tree.ts";
+import { failedOutcome } from "../../src/job.ts";
+import { openJobStore } from "../../src/store/job-store.ts";
+import { makeHostTree } from "../support/host-tree.ts";
 
 // What the database itself says, read by a second connection to the real file.
 function countsOnDisk(path: string): Record<string, number> {

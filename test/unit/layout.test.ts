@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
-import { REPO } from "./support/host-tree.ts";
+import { REPO } from "../support/host-tree.ts";
 
 const SRC = join(REPO, "src");
 

@@ -2,8 +2,8 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { appendFileSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { followLog, SLICE_BYTES } from "../src/supervisor/job-log.ts";
-import { waitFor } from "./support/wait.ts";
+import { followLog, SLICE_BYTES } from "../../src/supervisor/job-log.ts";
+import { waitFor } from "../support/wait.ts";
 
 const MiB = 2 ** 20;
 const dir = mkdtempSync(join(tmpdir(), "log-follower-test-"));

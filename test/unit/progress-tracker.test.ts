@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createTracker } from "../src/progress/tracker.ts";
+import { createTracker } from "../../src/progress/tracker.ts";
 
 const bar = (n: number, total: number, loss?: string) => `\rsteps:  ${Math.floor((100 * n) / total)}%|#         | ${n}/${total} [00:0${n % 10}<01:40,  1.00s/it${loss === undefined ? "" : `, avr_loss=${loss}`}]`;
 

@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { LineSplitter, MAX_RECORD_CHARS } from "../src/progress/tracker.ts";
-import { applyLine, initialProgress, type Progress } from "../src/progress/progress.ts";
+import { LineSplitter, MAX_RECORD_CHARS } from "../../src/progress/tracker.ts";
+import { applyLine, initialProgress, type Progress } from "../../src/progress/progress.ts";
 
-const FIXTURES = join(import.meta.dir, "fixtures/real");
+const FIXTURES = join(import.meta.dir, "../fixtures/real");
 
 function splitAll(chunks: Iterable<string>): string[] {
   const splitter = new LineSplitter();

@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, readdirSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ConfigSchema, type Config } from "../src/config/schema.ts";
-import { checkTrain } from "../src/request/check.ts";
-import { recheckPaths } from "../src/request/check.ts";
-import { makeHostTree, type HostTree } from "./support/host-tree.ts";
+import { ConfigSchema, type Config } from "../../src/config/schema.ts";
+import { checkTrain } from "../../src/request/check.ts";
+import { recheckPaths } from "../../src/request/check.ts";
+import { makeHostTree, type HostTree } from "../support/host-tree.ts";
 
 function configFor(tree: HostTree): Config {
   return ConfigSchema.parse({ state_dir: tree.state, handoff_root: tree.handoff, model_roots: [tree.models], trainer: { mode: "simulate" } });

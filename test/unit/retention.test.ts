@@ -2,12 +2,12 @@ import { Database } from "bun:sqlite";
 import { describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { failedOutcome } from "../src/job.ts";
-import { openJobStore } from "../src/store/job-store.ts";
-import { jobPaths } from "../src/supervisor/job-dir.ts";
-import { createRetention } from "../src/supervisor/retention.ts";
-import { makeHostTree, type HostTree } from "./support/host-tree.ts";
-import { silentLogger } from "./support/real-mode.ts";
+import { failedOutcome } from "../../src/job.ts";
+import { openJobStore } from "../../src/store/job-store.ts";
+import { jobPaths } from "../../src/supervisor/job-dir.ts";
+import { createRetention } from "../../src/supervisor/retention.ts";
+import { makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { silentLogger } from "../support/real-mode.ts";
 
 const DAY = 24 * 60 * 60 * 1000;
 const NOW = Date.parse("2026-11-30T12:00:00Z");

@@ -2,8 +2,8 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { READ_CHUNK_BYTES, verifySafetensors } from "../src/safetensors/verify.ts";
-import { writeSafetensors, type Dtype, type Tensor } from "../src/safetensors/write.ts";
+import { READ_CHUNK_BYTES, verifySafetensors } from "../../src/safetensors/verify.ts";
+import { writeSafetensors, type Dtype, type Tensor } from "../../src/safetensors/write.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "safetensors-non-finite-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

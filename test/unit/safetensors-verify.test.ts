@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, truncateSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { verifySafetensors } from "../src/safetensors/verify.ts";
+import { verifySafetensors } from "../../src/safetensors/verify.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "safetensors-verify-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

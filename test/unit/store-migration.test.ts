@@ -3,8 +3,8 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openJobStore } from "../src/store/job-store.ts";
-import { SCHEMA } from "../src/store/schema.sql.ts";
+import { openJobStore } from "../../src/store/job-store.ts";
+import { SCHEMA } from "../../src/store/schema.sql.ts";
 
 // Columns later releases added; a database from before them must open, gain them and work.
 const LATER_COLUMNS = [
