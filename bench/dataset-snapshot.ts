@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { snapshotDataset } from "../src/dispatch/snapshot.ts";
+import { snapshotDataset } from "../src/dispatch/dataset-copy.ts";
 import { scanDataset } from "../src/request/dataset.ts";
 import { trackScratch } from "./lib/cleanup.ts";
 import { runBench, verdict, type Row } from "./lib/report.ts";

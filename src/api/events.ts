@@ -17,10 +17,10 @@ const HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cach
 // An event as hono's writeSSE lays it out; JSON holds no raw line break, so the data is one `data:` line. All but
 // the id is the same for every stream of a job: encoded once per snapshot and copied to each socket as bytes.
 const encoder = new TextEncoder();
-const framed = new WeakMap<Snapshot, Uint8Array>();
-function frameOf(snapshot: Snapshot): Uint8Array {
-  let bytes = framed.get(snapshot);
-  if (bytes === undefined) framed.set(snapshot, (bytes = encoder.encode(`event: job\ndata: ${snapshot.data}\nid: `)));
+const framed = new WeakMap<Frame, Uint8Array>();
+function encoded(frame: Frame): Uint8Array {
+  let bytes = framed.get(frame);
+  if (bytes === undefined) framed.set(frame, (bytes = encoder.encode(`event: job\ndata: ${frame.data}\nid: `)));
   return bytes;
 }
 
@@ -49,8 +49,8 @@ export function jobEvents(c: Context, feeds: JobFeeds, id: string): Response {
           open = false;
         }
       };
-      const send = (snapshot: Snapshot) => write(frameOf(snapshot), `${++seq}\n\n`);
-      const end = (final: Snapshot | null) => {
+      const send = (frame: Frame) => write(encoded(frame), `${++seq}\n\n`);
+      const end = (final: Frame | null) => {
         if (final) write(`event: end\ndata: ${final.data}\nid: ${END_EVENT_ID}\n\n`);
         open = false;
         sink.close();
@@ -60,7 +60,7 @@ export function jobEvents(c: Context, feeds: JobFeeds, id: string): Response {
       send(first);
       if (first.over) return end(first);
       return new Promise<void>((resolve) => {
-        const finish = (final: Snapshot | null) => {
+        const finish = (final: Frame | null) => {
           unsubscribe();
           signal.removeEventListener("abort", aborted);
           if (open) end(final);
@@ -77,16 +77,16 @@ export function jobEvents(c: Context, feeds: JobFeeds, id: string): Response {
 }
 
 // The job's view as sent: serialised once, written as is by every stream of the job.
-export interface Snapshot {
+export interface Frame {
   over: boolean;
   data: string;
 }
 
 export interface Subscriber {
-  next(snapshot: Snapshot): void;
+  next(frame: Frame): void;
   heartbeat(): void;
   // The job is over (its final snapshot), or its record could not be read (null).
-  end(final: Snapshot | null): void;
+  end(final: Frame | null): void;
 }
 
 export interface JobFeedDeps {
@@ -109,7 +109,7 @@ export type JobFeeds = ReturnType<typeof createJobFeeds>;
 // streams, at most once per EVENT_MIN_INTERVAL_MS; a comment line every HEARTBEAT_MS keeps proxies awake.
 export function createJobFeeds({ supervisor, answer }: JobFeedDeps) {
   const feeds = new Map<string, Feed>();
-  const snapshot = (id: string): Snapshot => {
+  const snapshot = (id: string): Frame => {
     const { row, json } = answer(id);
     return { over: !isActive(row.status), data: json };
   };
@@ -123,7 +123,7 @@ export function createJobFeeds({ supervisor, answer }: JobFeedDeps) {
   const tick = (id: string, feed: Feed) => {
     feed.timer = null;
     feed.lastSent = Date.now();
-    let next: Snapshot | null = null;
+    let next: Frame | null = null;
     try {
       next = snapshot(id);
     } catch {

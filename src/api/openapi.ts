@@ -1,14 +1,13 @@
 import { z } from "zod";
 import { AuthMode } from "../auth/setup.ts";
 import { GpuAdmission, TrainerBackend, TrainerMode } from "../config/schema.ts";
-import { ErrorCode, JobStatus as Status, Phase } from "../job.ts";
+import { ErrorCode, JobStatus, Phase } from "../job.ts";
 import { SAMPLE_TEMPLATES, samplePrompt } from "../recipe/samples.ts";
-import { JobRequest, MAX_SAMPLES } from "../request/schema.ts";
+import { DetailItem, JobRequest, MAX_SAMPLES } from "../request/schema.ts";
 import { END_EVENT_ID } from "./events.ts";
 
 // Response shapes, in zod so the OpenAPI document (openapi-document.ts), the client and the tests that check real
 // answers share them.
-export { JobStatus as Status } from "../job.ts";
 
 /** A verified intermediate LoRA a run saved beside its state. */
 export const Checkpoint = z.strictObject({
@@ -35,7 +34,7 @@ export const Sample = z.strictObject({
 
 export const JobView = z.strictObject({
   worker_job_id: z.uuid(),
-  status: Status,
+  status: JobStatus,
   phase: Phase,
   step: z.int().min(0),
   total_steps: z.int().min(0).nullable(),
@@ -99,10 +98,10 @@ export const JobView = z.strictObject({
   request: JobRequest,
 });
 
-export const Dispatched = z.strictObject({ worker_job_id: z.uuid(), status: Status });
+export const Dispatched = z.strictObject({ worker_job_id: z.uuid(), status: JobStatus });
 export const Resumed = z.strictObject({
   worker_job_id: z.uuid(),
-  status: Status,
+  status: JobStatus,
   resumed_from: z.uuid(),
   resume_step: z.int().min(0),
 });
@@ -114,11 +113,7 @@ export const LossCurve = z.strictObject({
   nan_points: z.int(),
 });
 
-export const DetailItem = z.strictObject({
-  loc: z.array(z.union([z.string(), z.int()])),
-  msg: z.string(),
-  type: z.string(),
-});
+export { DetailItem };
 export const ValidationError = z.strictObject({ detail: z.array(DetailItem) });
 const Cotenant = z.strictObject({
   device_index: z.int(),

@@ -3,7 +3,7 @@ import {
   formatSummary,
   hasFailure,
   loadDoctorConfig,
-  type CheckResult,
+  type DoctorCheck,
   type DoctorDeps,
 } from "../doctor/doctor.ts";
 import {
@@ -55,7 +55,7 @@ export async function doctorCommand(argv: string[]): Promise<number> {
 }
 
 // Every check after the config, in the order an operator would go through the host by hand; they run at once.
-async function runChecks(deps: DoctorDeps): Promise<CheckResult[]> {
+async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
   const { config, account, runAs } = deps;
   const checks = await Promise.all([
     checkServiceAccount(config, account),

@@ -35,7 +35,7 @@ export async function loadConfigOrExit(path: string | undefined, refusalFormat: 
   refuseToStart(refusalFormat, { reason: "the configuration is invalid", errors: result.error, exitCode: EXIT_CONFIG });
 }
 
-export interface Refusal {
+export interface StartRefusal {
   // What stops the start, completing "refusing to start: …".
   reason: string;
   errors: string[];
@@ -44,7 +44,7 @@ export interface Refusal {
 
 // A refusal is the last line a failed start leaves: the logger's error line on stderr (one JSON object,
 // with its priority on the journal's stream), or on a terminal a sentence and one line per problem.
-export function refuseToStart(format: LogFormat, { reason, errors, exitCode }: Refusal): never {
+export function refuseToStart(format: LogFormat, { reason, errors, exitCode }: StartRefusal): never {
   if (format === "human") {
     const problems = errors.map((e) => `  - ${e}\n`).join("");
     process.stderr.write(`lora-worker: refusing to start, ${reason}:\n${problems}`);

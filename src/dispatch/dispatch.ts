@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
-import { type Admission, judgeAdmission, type Refusal } from "../gpu/admission.ts";
+import { type Admission, judgeAdmission, type AdmissionRefusal } from "../gpu/admission.ts";
 import type { GpuProbe } from "../gpu/probe.ts";
 import type { Logger } from "../logger.ts";
 import { buildLaunch, type ResumeFrom } from "../recipe/command.ts";
@@ -10,7 +10,7 @@ import { resumeRepeatsScale } from "../recipe/dataset-toml.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { BATCH_SIZE, TIERS } from "../tiers.ts";
 import {
-  type CheckedTrain, type CheckResult, checkRequest, checkResume, checkTrain, recheckPaths,
+  type CheckedTrain, type TrainCheck, checkRequest, checkResume, checkTrain, recheckPaths,
 } from "../request/check.ts";
 import {
   type DetailItem,
@@ -23,9 +23,9 @@ import { type JobRow, type JobStore, StoreWriteFailed } from "../store/job-store
 import { jobPaths } from "../supervisor/job-dir.ts";
 import { PreparationCancelled, type Supervisor } from "../supervisor/supervisor.ts";
 import {
-  type Copy, DatasetChanged, diskShortfall, type DiskShortfall, linkSnapshot, readCopy, type Snapshot,
+  type PredecessorCopy, DatasetChanged, diskShortfall, type DiskShortfall, linkSnapshot, readCopy, type DatasetCopy,
   snapshotDataset,
-} from "./snapshot.ts";
+} from "./dataset-copy.ts";
 import { failedOutcome, isActive, type Outcome } from "../job.ts";
 import { usableState } from "../supervisor/checkpoints.ts";
 import { baseModelChange, type BaseModelPrint, baseModelPrint } from "../request/base-model.ts";
@@ -45,7 +45,7 @@ export interface DispatcherDeps {
 export type DispatchRefusal =
   | { kind: "invalid"; detail: DetailItem[] }
   | { kind: "idempotency_mismatch"; detail: string }
-  | { kind: "refused"; refusal: Refusal }
+  | { kind: "refused"; refusal: AdmissionRefusal }
   | { kind: "output_exists"; detail: string }
   | { kind: "output_in_use"; jobId: string; outputName: string }
   | { kind: "busy"; activeId: string; unsupervised: boolean; limit?: number }
@@ -64,7 +64,7 @@ type Resuming = Promise<DispatchResult>;
 
 // How a job's first phase ended: what its dataset copy holds (null when it was known before: a resume's), or how
 // the job ended before a trainer was started.
-type Filled = Result<Snapshot | null, Outcome>;
+type Filled = Result<DatasetCopy | null, Outcome>;
 
 // A cancel while the job prepared: no process of it ever existed.
 const CANCELLED: Outcome = {
@@ -75,7 +75,7 @@ const CANCELLED: Outcome = {
 // What a claim starts from: a fresh copy of arbo's dataset, or a resume of a predecessor's state on its copy.
 interface Origin {
   // Known at the claim for a resume (its predecessor's copy); a fresh job's is recorded once `fill` copied it.
-  dataset: Snapshot | null;
+  dataset: DatasetCopy | null;
   // Fills the job directory's dataset, after the answer.
   fill: (id: string, signal: AbortSignal) => Promise<Filled>;
   // A resume's predecessor's preview images (JSON), which the run's strip goes on from.
@@ -88,7 +88,8 @@ interface Origin {
 
 export type Dispatcher = ReturnType<typeof createDispatcher>;
 
-// POST /train from top to bottom: parse once → replay check → validate → admission → claim → plan → start.
+// POST /train from top to bottom: parse once → retry check → validate → refusals → claim → answer; then, after the
+// answer, the job's preparing phase: the dataset copy → plan → start.
 export function createDispatcher(deps: DispatcherDeps) {
   const { store, config, supervisor, now, log } = deps;
   // One run at a time on this host; on Slurm as many as slurm.max_active_jobs, each waiting in its queue for a GPU.
@@ -106,7 +107,7 @@ export function createDispatcher(deps: DispatcherDeps) {
   };
 
   // A retried dispatch (same Idempotency-Key, or the same body while that job runs) is the same job.
-  const replayOf = (hash: string, key: string | null): DispatchResult | null => {
+  const retryOf = (hash: string, key: string | null): DispatchResult | null => {
     const keyed = key === null ? null : store.byIdempotencyKey(key);
     if (keyed) {
       if (keyed.request_hash === hash) return ok(keyed);
@@ -188,7 +189,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     });
   };
   // A resume reads its predecessor's copy through hard links: no byte is copied.
-  const linkCopy = async (copy: Copy, id: string): Promise<Filled> => {
+  const linkCopy = async (copy: PredecessorCopy, id: string): Promise<Filled> => {
     try {
       await linkSnapshot(copy.datasetDir, jobPaths(config.state_dir, id).dataset);
       return ok(null);
@@ -291,17 +292,17 @@ export function createDispatcher(deps: DispatcherDeps) {
   // The same steps for a new train and a resume, from the checked request on: everything that can refuse (a retry
   // of a claimed job, the slot, the output, disk room, the GPU, Slurm, what the origin needs), then the claim, and
   // the answer. The job directory is filled and the run launched after it (supervisor.prepare).
-  // `replay` finds a retry that claimed meanwhile.
+  // `retried` finds a retry that claimed meanwhile.
   const start = async (
-    checked: CheckResult,
-    replay: (hash: string) => DispatchResult | null,
+    checked: TrainCheck,
+    retried: (hash: string) => DispatchResult | null,
     key: string | null,
     originOf: (train: CheckedTrain) => Promise<Result<Origin, DispatchRefusal>>,
   ): Promise<DispatchResult> => {
     if (!checked.ok) return checked;
     const train = checked.value;
     const hash = requestHash(train.request);
-    const again = replay(hash);
+    const again = retried(hash);
     if (again) return again;
     const early = refusedBeforeCopy(train, train.resumed ? 0 : train.dataset.bytes);
     if (early !== null) return early;
@@ -313,7 +314,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     if (!origin.ok) return origin;
     const id = randomUUID();
     // A retry may have claimed meanwhile: asked again in the same tick as the claim.
-    const claimed = replay(hash) ?? claim(id, train, hash, key, admission.value, origin.value);
+    const claimed = retried(hash) ?? claim(id, train, hash, key, admission.value, origin.value);
     if (!claimed.ok || claimed.value.id !== id) return claimed;
     supervisor.prepare(id, (signal) => prepareAndLaunch(claimed.value, train, origin.value, signal));
     return claimed;
@@ -365,15 +366,15 @@ export function createDispatcher(deps: DispatcherDeps) {
     async dispatch(body: unknown, idempotencyKey: string | null = null): Promise<DispatchResult> {
       // Before the filesystem checks: a retry after success must not read as "output exists".
       const parsed = TrainRequest.safeParse(body);
-      const earlier = parsed.success ? replayOf(requestHash(parsed.data), idempotencyKey) : null;
+      const earlier = parsed.success ? retryOf(requestHash(parsed.data), idempotencyKey) : null;
       if (earlier) return earlier;
       const checked = await checkTrain(body, config);
-      return start(checked, (hash) => replayOf(hash, idempotencyKey), idempotencyKey, freshOrigin);
+      return start(checked, (hash) => retryOf(hash, idempotencyKey), idempotencyKey, freshOrigin);
     },
 
     // A request the worker composed itself (a smoke run), through every step one from arbo takes.
     async dispatchComposed(request: JobRequest): Promise<DispatchResult> {
-      return start(await checkRequest(request, config), (hash) => replayOf(hash, null), null, freshOrigin);
+      return start(await checkRequest(request, config), (hash) => retryOf(hash, null), null, freshOrigin);
     },
 
     /** Whether a run could be claimed now, so a caller can refuse before it writes anything. */

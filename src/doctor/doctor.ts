@@ -5,43 +5,44 @@ import type { RunAs, ServiceAccount } from "./service-account.ts";
 export type CheckStatus = "OK" | "WARN" | "FAIL";
 
 /** One line of `lora-worker doctor`: what was checked, what was found, and for WARN/FAIL what to do. */
-export interface CheckResult {
+export interface DoctorCheck {
   status: CheckStatus;
   name: string;
   detail: string;
   fix?: string;
 }
 
-export const ok = (name: string, detail: string): CheckResult => ({ status: "OK", name, detail });
+export const passed = (name: string, detail: string): DoctorCheck => ({ status: "OK", name, detail });
 
-export const warn = (name: string, detail: string, fix?: string): CheckResult =>
+export const warned = (name: string, detail: string, fix?: string): DoctorCheck =>
   ({ status: "WARN", name, detail, ...(fix ? { fix } : {}) });
 
-export const fail = (name: string, detail: string, fix: string): CheckResult => ({ status: "FAIL", name, detail, fix });
+export const failed = (name: string, detail: string, fix: string): DoctorCheck =>
+  ({ status: "FAIL", name, detail, fix });
 
 // Several problems found by one check become one FAIL line; none is an OK line.
-export function fromProblems(name: string, problems: string[], fixes: string[], okDetail: string): CheckResult {
-  if (problems.length === 0) return ok(name, okDetail);
-  return fail(name, problems.join("; "), fixes.join("; "));
+export function fromProblems(name: string, problems: string[], fixes: string[], okDetail: string): DoctorCheck {
+  if (problems.length === 0) return passed(name, okDetail);
+  return failed(name, problems.join("; "), fixes.join("; "));
 }
 
 // In simulate mode, a FAIL that only the deployment or real training would meet is a WARN that says why.
-export function relaxedInSimulate(config: Config, check: CheckResult, why: string): CheckResult {
+export function relaxedInSimulate(config: Config, check: DoctorCheck, why: string): DoctorCheck {
   if (config.trainer.mode !== "simulate" || check.status !== "FAIL") return check;
   return { ...check, status: "WARN", detail: `${check.detail}; trainer.mode is "simulate": ${why}` };
 }
 
-export function formatCheck(check: CheckResult): string {
+export function formatCheck(check: DoctorCheck): string {
   const fix = check.fix ? ` — fix: ${check.fix}` : "";
   return `${check.status.padEnd(4)} ${check.name}: ${check.detail}${fix}`;
 }
 
-export function formatSummary(checks: CheckResult[]): string {
-  const count = (status: CheckResult["status"]) => checks.filter((c) => c.status === status).length;
+export function formatSummary(checks: DoctorCheck[]): string {
+  const count = (status: DoctorCheck["status"]) => checks.filter((c) => c.status === status).length;
   return `doctor: ${count("FAIL")} FAIL, ${count("WARN")} WARN, ${count("OK")} OK`;
 }
 
-export const hasFailure = (checks: CheckResult[]): boolean => checks.some((c) => c.status === "FAIL");
+export const hasFailure = (checks: DoctorCheck[]): boolean => checks.some((c) => c.status === "FAIL");
 
 export interface DoctorDeps {
   config: Config;
@@ -54,7 +55,7 @@ export interface DoctorDeps {
 }
 
 export interface DoctorConfig {
-  result: CheckResult;
+  result: DoctorCheck;
   // What the other checks look at; null when the file does not even parse against the schema.
   config: Config | null;
 }
@@ -68,11 +69,11 @@ export async function loadDoctorConfig(source: ConfigSource): Promise<DoctorConf
     const { config, defaultsInUse } = loaded.value;
     const where = loaded.value.file ? `${file} parses` : `no file at ${file}, every key at its default`;
     const detail = `${where} (trainer mode ${config.trainer.mode}, ${defaultsInUse.length} keys at their default)`;
-    return { result: ok("config", detail), config };
+    return { result: passed("config", detail), config };
   }
   const fix = `edit ${file} (every key is in docs/configuration.md, and in lora-worker config template)`;
   return {
-    result: fail("config", `serve refuses to start: ${loaded.error.join("; ")}`, fix),
+    result: failed("config", `serve refuses to start: ${loaded.error.join("; ")}`, fix),
     config: await schemaOnly(file, explicit !== undefined),
   };
 }

@@ -2,7 +2,7 @@ import { readFileSync, statSync, type Stats } from "node:fs";
 import { parseTokenLines } from "../auth/tokens.ts";
 import type { Config } from "../config/schema.ts";
 import { statOrNull } from "../fs.ts";
-import { fail, fromProblems, ok, relaxedInSimulate, warn, type CheckResult } from "./doctor.ts";
+import { failed, fromProblems, passed, relaxedInSimulate, warned, type DoctorCheck } from "./doctor.ts";
 import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
 
 // SPEC §1: setgid so every file arbo or the worker creates there joins the handoff group; nothing for others.
@@ -11,7 +11,7 @@ const HEALTHZ_TIMEOUT_MS = 2000;
 
 const octal = (mode: number) => (mode & 0o7777).toString(8).padStart(4, "0");
 
-export function checkServiceAccount(config: Config, account: ServiceAccount): CheckResult {
+export function checkServiceAccount(config: Config, account: ServiceAccount): DoctorCheck {
   const name = "service account";
   const ranAs = `uid ${process.geteuid?.()}`;
   const missing = [
@@ -20,38 +20,38 @@ export function checkServiceAccount(config: Config, account: ServiceAccount): Ch
   ].filter((m): m is string => m !== null);
   if (missing.length > 0) {
     const fix = "run install.sh, which creates them, or pass --user/--group naming the unit's User= and Group=";
-    return fail(name, `${missing.join("; ")}${namedBy(account)} (the checks below ran as ${ranAs})`, fix);
+    return failed(name, `${missing.join("; ")}${namedBy(account)} (the checks below ran as ${ranAs})`, fix);
   }
   const who = `${account.user} (uid ${account.uid}) with group ${account.group} (gid ${account.gid})`;
   if (account.source.kind === "running") {
     const none = `no unit at ${account.source.unitPath} and no --user`;
     if (config.trainer.mode === "simulate") {
       const anyone = 'trainer.mode is "simulate": the worker runs as whoever starts it';
-      return ok(name, `${who}, the user running doctor: ${none}, and ${anyone}`);
+      return passed(name, `${who}, the user running doctor: ${none}, and ${anyone}`);
     }
     const fix = "install with install.sh (it writes the unit's User=), " +
       "or pass --user/--group naming the account that runs serve";
     const unknown = `${none}, so which account serve runs as is unknown; ` +
       `the checks below ran as ${who}, the user running doctor`;
-    return fail(name, unknown, fix);
+    return failed(name, unknown, fix);
   }
   if (account.switchedBy === "none") {
     const stuck = `doctor runs as ${ranAs} and cannot switch, so the checks below ran as ${ranAs}`;
-    return warn(name, `${who}${namedBy(account)}; ${stuck}`, `run doctor as root (sudo) or as ${account.user}`);
+    return warned(name, `${who}${namedBy(account)}; ${stuck}`, `run doctor as root (sudo) or as ${account.user}`);
   }
-  return ok(name, `${who}${namedBy(account)}; the checks below ran as ${account.user}`);
+  return passed(name, `${who}${namedBy(account)}; the checks below ran as ${account.user}`);
 }
 
 const namedBy = (account: ServiceAccount) =>
   account.source.kind === "unit" ? ` (named by ${account.source.path})` : "";
 
-export async function checkHandoffRoot(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
+export async function checkHandoffRoot(config: Config, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
   const name = "handoff root";
   const dir = config.handoff_root;
   const create = `install.sh creates it, or: install -d -m ${octal(HANDOFF_MODE)} -o root -g ${account.group} ${dir}`;
   const st = statOrNull(dir);
-  if (!st) return fail(name, `${dir} does not exist`, create);
-  if (!st.isDirectory()) return fail(name, `${dir} is not a directory`, create);
+  if (!st) return failed(name, `${dir} does not exist`, create);
+  if (!st.isDirectory()) return failed(name, `${dir} is not a directory`, create);
   const problems: string[] = [];
   const fixes: string[] = [];
   if (account.gid !== null && st.gid !== account.gid) {
@@ -75,57 +75,57 @@ export async function checkHandoffRoot(config: Config, account: ServiceAccount, 
   return relaxedInSimulate(config, check, "no arbo shares the directory through the group");
 }
 
-export async function checkModelRoot(root: string, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
+export async function checkModelRoot(root: string, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
   const name = `model root ${root}`;
   const st = statOrNull(root);
-  if (!st) return fail(name, `${root} does not exist`, "create it or fix model_roots in the config");
-  if (!st.isDirectory()) return fail(name, `${root} is not a directory`, "point model_roots at directories");
+  if (!st) return failed(name, `${root} does not exist`, "create it or fix model_roots in the config");
+  if (!st.isDirectory()) return failed(name, `${root} is not a directory`, "point model_roots at directories");
   if (!(await holdsFor(runAs, ["-r", root, "-a", "-x", root]))) {
     const fix = `chmod o+rx ${root}, or give ${account.group} read on it`;
-    return fail(name, `${root} is not readable by ${account.user}`, fix);
+    return failed(name, `${root} is not readable by ${account.user}`, fix);
   }
-  return ok(name, `${root} is readable by ${account.user}`);
+  return passed(name, `${root} is readable by ${account.user}`);
 }
 
-export async function checkStateDir(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
+export async function checkStateDir(config: Config, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
   const name = "state dir";
   const dir = config.state_dir;
   const own = `install -d -m 0700 -o ${account.user} -g ${account.group} ${dir}`;
   const st = statOrNull(dir);
-  if (!st) return fail(name, `${dir} does not exist`, `install.sh creates it, or: ${own}`);
-  if (!st.isDirectory()) return fail(name, `${dir} is not a directory`, own);
+  if (!st) return failed(name, `${dir} does not exist`, `install.sh creates it, or: ${own}`);
+  if (!st.isDirectory()) return failed(name, `${dir} is not a directory`, own);
   if (!(await holdsFor(runAs, ["-w", dir, "-a", "-x", dir]))) {
-    return fail(name, `${dir} is not writable by ${account.user}`, `chown ${account.user}:${account.group} ${dir}`);
+    return failed(name, `${dir} is not writable by ${account.user}`, `chown ${account.user}:${account.group} ${dir}`);
   }
-  return ok(name, `${dir} is writable by ${account.user}`);
+  return passed(name, `${dir} is writable by ${account.user}`);
 }
 
-export async function checkPort(config: Config): Promise<CheckResult> {
+export async function checkPort(config: Config): Promise<DoctorCheck> {
   const name = "port";
   const { text, host, port, url } = config.listen;
-  if (url === null) return ok(name, `listen = "${text}": the worker picks a free port`);
+  if (url === null) return passed(name, `listen = "${text}": the worker picks a free port`);
   const bind = tryBind(host, port);
-  if (bind.free) return ok(name, `${text} is free`);
+  if (bind.free) return passed(name, `${text} is free`);
   if (bind.code !== "EADDRINUSE") {
     const fix = "check the listen address exists on this host; " +
       "ports below 1024 need privileges the unit does not grant";
-    return fail(name, `cannot bind ${text}: ${bind.code}`, fix);
+    return failed(name, `cannot bind ${text}: ${bind.code}`, fix);
   }
   const healthz = `${url}/healthz`;
   const worker = await workerOnPort(healthz);
   // One worker per state dir: one with another state dir is another worker, whatever its version.
   if (worker && worker.state_dir === config.state_dir) {
     const ours = `lora-worker ${worker.version}, trainer mode ${worker.trainer_mode}`;
-    return ok(name, `${text} is held by this worker (${ours})`);
+    return passed(name, `${text} is held by this worker (${ours})`);
   }
   if (worker) {
     const file = worker.config_file ?? "none";
     const which = `lora-worker ${worker.version} with state dir ${worker.state_dir}, config ${file}`;
     const fix = `stop that worker (find it with: ss -ltnp 'sport = :${port}'), or give one of them another listen`;
-    return fail(name, `${text} is held by another worker (${which}), not the one this config describes`, fix);
+    return failed(name, `${text} is held by another worker (${which}), not the one this config describes`, fix);
   }
   const fix = `find it with: ss -ltnp 'sport = :${port}'; stop it or change listen`;
-  return fail(name, `${text} is held by another program (${healthz} is not lora-worker's)`, fix);
+  return failed(name, `${text} is held by another program (${healthz} is not lora-worker's)`, fix);
 }
 
 type BindOutcome = { free: true } | { free: false; code: string };
@@ -164,11 +164,11 @@ async function workerOnPort(url: string): Promise<WorkerOnPort | null> {
 }
 
 // The API tokens: one per line, readable by the worker, by nobody outside root and the service group.
-export async function checkTokenFile(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
+export async function checkTokenFile(config: Config, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
   const name = "token file";
   if (config.auth.mode === "none") {
     const open = 'auth.mode is "none": every client that reaches the port can start, read and cancel jobs';
-    return warn(name, open, 'set auth.mode = "token"');
+    return warned(name, open, 'set auth.mode = "token"');
   }
   const file = config.auth.token_file;
   const safe = `chown root:${account.group} ${file} && chmod 0640 ${file}`;
@@ -177,13 +177,13 @@ export async function checkTokenFile(config: Config, account: ServiceAccount, ru
     st = statSync(file);
   } catch {
     const fix = `install.sh creates it, or: umask 077; openssl rand -hex 32 > ${file}`;
-    const missing = fail(name, `${file} does not exist`, fix);
+    const missing = failed(name, `${file} does not exist`, fix);
     if (!config.listen.loopback) return missing;
     const why = `serve runs without a token on the loopback listen ${config.listen.text}, open to every local user`;
     return relaxedInSimulate(config, missing, why);
   }
   if (!st.isFile()) {
-    return fail(name, `${file} is not a regular file`, "replace it with a file holding one token per line");
+    return failed(name, `${file} is not a regular file`, "replace it with a file holding one token per line");
   }
   const problems: string[] = [];
   // Permission bits only: a token file's setuid, setgid and sticky bits mean nothing.
@@ -196,7 +196,7 @@ export async function checkTokenFile(config: Config, account: ServiceAccount, ru
   const unusable = problems.length === 0 ? tokenProblems(file) : [];
   if (unusable.length > 0) {
     const fix = `write one token a line, as serve reads them: umask 077; openssl rand -hex 32 > ${file}`;
-    return fail(name, unusable.join("; "), fix);
+    return failed(name, unusable.join("; "), fix);
   }
   return fromProblems(name, problems, [safe], `${file} is ${mode}, owner uid ${st.uid}, readable by ${account.user}`);
 }

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { signalGroup } from "../os/terminate.ts";
+import { BASE_PATH } from "../recipe/command.ts";
 
 // Where install.sh puts the unit; its User= and Group= are who the deployed worker runs as.
 export const DEFAULT_UNIT_PATH = "/etc/systemd/system/lora-worker.service";
@@ -96,7 +97,6 @@ export interface ServiceAccount {
 export type RunAs = (argv: string[], opts?: { env?: Record<string, string>; timeoutMs?: number }) => Promise<RunResult>;
 
 const DEFAULT_RUN_TIMEOUT_MS = 10_000;
-const BASE_PATH = "/usr/local/bin:/usr/bin:/bin";
 
 function lookupId(database: "passwd" | "group", name: string): number | null {
   const id = Number(getent(database, name)?.[2]);

@@ -1,8 +1,9 @@
 import { dirname, join } from "node:path";
 import { z } from "zod";
 import { TOKENIZERS, tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
-import { fail, ok, warn, type CheckResult, type DoctorDeps } from "./doctor.ts";
+import { failed, passed, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
 import { parseJson, REPORT_MARK, SIMULATE_SKIP, whyStopped } from "./trainer-checks.ts";
+import { BASE_PATH } from "../recipe/command.ts";
 
 const NAME = "tokenizers";
 const FIX = "lora-worker tokenizers import PATH, from a Hugging Face cache that holds both " +
@@ -27,30 +28,30 @@ for folder, pads_with_zero in json.loads(sys.argv[1]):
 const Loaded = z.object({ stage: z.literal("tokenizer"), folder: z.string(), ids: z.int() });
 
 /** Both tokenizers in trainer.tokenizer_dir, whole, and loaded by the venv's Python as the service user, offline. */
-export async function checkTokenizers(deps: DoctorDeps): Promise<CheckResult> {
+export async function checkTokenizers(deps: DoctorDeps): Promise<DoctorCheck> {
   const { config, account, runAs } = deps;
-  if (config.trainer.mode === "simulate") return warn(NAME, SIMULATE_SKIP);
+  if (config.trainer.mode === "simulate") return warned(NAME, SIMULATE_SKIP);
   const dir = tokenizerDir(config);
   const problems = tokenizersProblems(dir);
-  if (problems.length > 0) return fail(NAME, `not ready in ${dir}: ${problems.join("; ")}`, FIX);
+  if (problems.length > 0) return failed(NAME, `not ready in ${dir}: ${problems.join("; ")}`, FIX);
   const python = join(dirname(config.trainer.accelerate), "python");
   const folders = TOKENIZERS.map((t) => [join(dir, t.folder), t.padsWithIdZero]);
   const deadlineMs = deps.pythonDeadlineMs ?? LOAD_DEADLINE_MS;
   const run = await runAs([python, "-c", LOAD_PROGRAM, JSON.stringify(folders)], {
-    env: { PATH: `${dirname(python)}:/usr/local/bin:/usr/bin:/bin`, HOME: config.state_dir, HF_HUB_OFFLINE: "1" },
+    env: { PATH: `${dirname(python)}:${BASE_PATH}`, HOME: config.state_dir, HF_HUB_OFFLINE: "1" },
     timeoutMs: deadlineMs,
   });
   const loaded = readLoaded(run.stdout);
   const who = `${python} as ${account.user}`;
   const unloaded = TOKENIZERS.filter((t) => loaded.get(join(dir, t.folder)) !== CONTEXT_IDS);
   if (unloaded.length === 0) {
-    return ok(NAME, `both load offline from ${dir} in ${who}, ${CONTEXT_IDS} ids a caption`);
+    return passed(NAME, `both load offline from ${dir} in ${who}, ${CONTEXT_IDS} ids a caption`);
   }
   const which = unloaded.map((t) => t.id).join(" and ");
   const how = unloaded.every((t) => loaded.has(join(dir, t.folder)))
     ? `it gives ${unloaded.map((t) => loaded.get(join(dir, t.folder))).join(", ")} ids a caption, not ${CONTEXT_IDS}`
     : whyStopped(run, deadlineMs);
-  return fail(NAME, `${who} did not load ${which} from ${dir}: ${how}`, FIX);
+  return failed(NAME, `${who} did not load ${which} from ${dir}: ${how}`, FIX);
 }
 
 function readLoaded(stdout: string): Map<string, number> {

@@ -4,8 +4,9 @@ import { z } from "zod";
 import type { Config } from "../config/schema.ts";
 import { createSlurmClient, type SlurmNode } from "../os/slurm.ts";
 import { createGpuProbe } from "../gpu/probe.ts";
-import { fail, ok, relaxedInSimulate, warn, type CheckResult, type DoctorDeps } from "./doctor.ts";
+import { failed, passed, relaxedInSimulate, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
 import { holdsFor, type RunAs, type RunResult, type ServiceAccount } from "./service-account.ts";
+import { BASE_PATH, TRAIN_SCRIPT } from "../recipe/command.ts";
 
 const ACCELERATE_TIMEOUT_MS = 60_000;
 // Importing torch on a cold page cache, or a first CUDA init, takes seconds; a minute is a hang.
@@ -13,38 +14,38 @@ const PYTHON_DEADLINE_MS = 60_000;
 export const SIMULATE_SKIP = 'trainer.mode is "simulate": not checked, no real training runs';
 
 /** Runs `accelerate --help` as the service user: proves the venv's interpreter and packages load for it. */
-export async function checkAccelerate(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
+export async function checkAccelerate(config: Config, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
   const name = "accelerate";
-  if (config.trainer.mode === "simulate") return warn(name, SIMULATE_SKIP);
+  if (config.trainer.mode === "simulate") return warned(name, SIMULATE_SKIP);
   const accelerate = config.trainer.accelerate;
   const res = await runAs([accelerate, "--help"], {
-    env: { PATH: `${dirname(accelerate)}:/usr/local/bin:/usr/bin:/bin`, HOME: config.state_dir },
+    env: { PATH: `${dirname(accelerate)}:${BASE_PATH}`, HOME: config.state_dir },
     timeoutMs: ACCELERATE_TIMEOUT_MS,
   });
-  if (res.exitCode === 0) return ok(name, `${accelerate} runs as ${account.user}`);
+  if (res.exitCode === 0) return passed(name, `${accelerate} runs as ${account.user}`);
   const why = res.timedOut
     ? `timed out after ${ACCELERATE_TIMEOUT_MS / 1000} s`
     : `exit ${res.exitCode ?? "by signal"}: ${lastLine(res.output)}`;
-  return fail(
+  return failed(
     name,
     `${accelerate} does not run as ${account.user} (${why})`,
     `set trainer.accelerate to the venv's accelerate and make the venv readable and executable by ${account.user}`,
   );
 }
 
-export async function checkSdScripts(config: Config, account: ServiceAccount, runAs: RunAs): Promise<CheckResult> {
+export async function checkSdScripts(config: Config, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
   const name = "sd-scripts";
-  if (config.trainer.mode === "simulate") return warn(name, SIMULATE_SKIP);
-  const script = join(config.trainer.sd_scripts_dir, "sdxl_train_network.py");
+  if (config.trainer.mode === "simulate") return warned(name, SIMULATE_SKIP);
+  const script = join(config.trainer.sd_scripts_dir, TRAIN_SCRIPT);
   if (await holdsFor(runAs, ["-f", script, "-a", "-r", script])) {
-    return ok(name, `${script} is readable by ${account.user}`);
+    return passed(name, `${script} is readable by ${account.user}`);
   }
   if (!(await holdsFor(runAs, ["-f", script]))) {
     const missing = `${script} does not exist (or ${account.user} cannot reach it)`;
-    return fail(name, missing, "set trainer.sd_scripts_dir to the sd-scripts checkout");
+    return failed(name, missing, "set trainer.sd_scripts_dir to the sd-scripts checkout");
   }
   const fix = `chmod o+r, or give ${account.user} group read on it`;
-  return fail(name, `${script} is not readable by ${account.user}`, fix);
+  return failed(name, `${script} is not readable by ${account.user}`, fix);
 }
 
 function lastLine(output: string): string {
@@ -53,24 +54,24 @@ function lastLine(output: string): string {
 
 // On the Slurm backend: the controller answers, and every configured device's gres is on some node. That the job
 // directories are on storage the nodes share cannot be seen from here: the line says so.
-export async function checkSlurm(config: Config): Promise<CheckResult[]> {
+export async function checkSlurm(config: Config): Promise<DoctorCheck[]> {
   if (config.trainer.backend !== "slurm") return [];
   const name = "slurm";
   const listed = await createSlurmClient(config.slurm).nodes();
   if (!listed.ok) {
     const fix = "check slurm.bin_dir, SLURM_CONF and that slurmctld is up (scontrol ping)";
-    return [fail(name, `scontrol show node failed: ${listed.error}`, fix)];
+    return [failed(name, `scontrol show node failed: ${listed.error}`, fix)];
   }
   const unknown = config.devices.filter((d) => !listed.value.some((node) => offers(node, d.gres ?? "")));
   if (unknown.length > 0) {
     const names = unknown.map((d) => `device ${d.index} asks for ${d.gres}`).join(", ");
     const offered = listed.value.map((n) => n.gres).filter((g) => g !== "" && g !== "(null)").join("; ") || "no gres";
     const fix = "fix the devices' gres to a type the cluster has";
-    return [fail(name, `${names}, which no node offers (nodes: ${offered})`, fix)];
+    return [failed(name, `${names}, which no node offers (nodes: ${offered})`, fix)];
   }
   const shared = "state_dir, handoff_root, the model roots and this binary must be at the same paths on every node " +
     "(not checkable from here)";
-  return [ok(name, `the controller answers and offers every device's gres; ${shared}`)];
+  return [passed(name, `the controller answers and offers every device's gres; ${shared}`)];
 }
 
 // "gpu:a6000:1" is offered by a node with a6000 GPUs; "gpu:1" by any node with GPUs.
@@ -80,23 +81,23 @@ function offers(node: SlurmNode, wanted: string): boolean {
   return kind === "gpu" && node.gpus.some((g) => !typed || g.type === type);
 }
 
-export async function checkNvidiaSmi(config: Config): Promise<CheckResult> {
+export async function checkNvidiaSmi(config: Config): Promise<DoctorCheck> {
   const name = "nvidia-smi";
   if (config.trainer.backend === "slurm") {
-    return ok(name, "not checked: on the Slurm backend the GPUs are the nodes', which Slurm places runs on");
+    return passed(name, "not checked: on the Slurm backend the GPUs are the nodes', which Slurm places runs on");
   }
   const probe = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: 0 });
   const result = await probe.read({ fresh: true });
   if (!result.ok) {
     const fix = "run nvidia-smi by hand; fix the driver, or point gpu.nvidia_smi at it";
-    return fail(name, `${config.gpu.nvidia_smi} failed: ${result.error}`, fix);
+    return failed(name, `${config.gpu.nvidia_smi} failed: ${result.error}`, fix);
   }
   const missing = config.devices.filter((d) => !result.value.some((g) => g.index === d.index));
   if (missing.length > 0) {
     const seen = result.value.map((g) => `${g.index} ${g.name}`).join(", ") || "none";
     const names = missing.map((d) => `device ${d.index} (${d.name})`).join(", ");
     const fix = "fix [[devices]] in the config to match nvidia-smi's indexes";
-    return fail(name, `${names} not seen by nvidia-smi (it sees: ${seen})`, fix);
+    return failed(name, `${names} not seen by nvidia-smi (it sees: ${seen})`, fix);
   }
   const nameOf = (index: number) => result.value.find((g) => g.index === index)!.name;
   const seen = config.devices.map((d) => `${d.index} ${nameOf(d.index)}`).join(", ");
@@ -104,31 +105,31 @@ export async function checkNvidiaSmi(config: Config): Promise<CheckResult> {
   if (renamed.length > 0) {
     const which = renamed.map((d) => `device ${d.index} is configured as "${d.name}"`).join(", ");
     const fix = "check that [[devices]] index order matches CUDA_DEVICE_ORDER=PCI_BUS_ID";
-    return warn(name, `sees ${seen}, but ${which}`, fix);
+    return warned(name, `sees ${seen}, but ${which}`, fix);
   }
-  return ok(name, `sees the configured devices: ${seen}`);
+  return passed(name, `sees the configured devices: ${seen}`);
 }
 
 /** With NoNewPrivileges the worker cannot run nvidia-modprobe (setuid) to create the node, so it must exist already. */
-export function checkNvidiaUvm(config: Config, devDir: string): CheckResult {
+export function checkNvidiaUvm(config: Config, devDir: string): DoctorCheck {
   if (config.trainer.backend === "slurm") {
-    return ok("nvidia-uvm", "not checked: on the Slurm backend the trainer runs on the nodes");
+    return passed("nvidia-uvm", "not checked: on the Slurm backend the trainer runs on the nodes");
   }
   return relaxedInSimulate(config, uvmNode(devDir), "the simulated trainer uses no CUDA");
 }
 
-function uvmNode(devDir: string): CheckResult {
+function uvmNode(devDir: string): DoctorCheck {
   const name = "nvidia-uvm";
   const node = join(devDir, "nvidia-uvm");
   const load = "load it at boot: echo nvidia-uvm > /etc/modules-load.d/nvidia-uvm.conf, " +
     "and now: modprobe nvidia-uvm && nvidia-modprobe -u -c=0";
   try {
     const st = statSync(node);
-    if (!st.isCharacterDevice()) return fail(name, `${node} is not a character device`, load);
+    if (!st.isCharacterDevice()) return failed(name, `${node} is not a character device`, load);
   } catch {
-    return fail(name, `${node} does not exist (CUDA needs it; the service cannot create it)`, load);
+    return failed(name, `${node} does not exist (CUDA needs it; the service cannot create it)`, load);
   }
-  return ok(name, `${node} exists`);
+  return passed(name, `${node} exists`);
 }
 
 // The question doctor asks the trainer's interpreter, and what its answer says. The program does, in
@@ -186,14 +187,14 @@ const FIX: Record<Stage, string> = {
 };
 
 /** The venv's interpreter (accelerate runs sd-scripts with it) as the service user: torch, CUDA, bitsandbytes. */
-export async function checkTrainerPython(deps: DoctorDeps): Promise<CheckResult[]> {
+export async function checkTrainerPython(deps: DoctorDeps): Promise<DoctorCheck[]> {
   const { config, account, runAs } = deps;
-  if (config.trainer.mode === "simulate") return STAGES.map((stage) => warn(stage, SIMULATE_SKIP));
+  if (config.trainer.mode === "simulate") return STAGES.map((stage) => warned(stage, SIMULATE_SKIP));
   const python = join(dirname(config.trainer.accelerate), "python");
   const deadlineMs = deps.pythonDeadlineMs ?? PYTHON_DEADLINE_MS;
   const run = await runAs([python, "-c", PROBE_PROGRAM], {
     env: {
-      PATH: `${dirname(python)}:/usr/local/bin:/usr/bin:/bin`,
+      PATH: `${dirname(python)}:${BASE_PATH}`,
       HOME: config.state_dir,
       CUDA_DEVICE_ORDER: "PCI_BUS_ID",
       PYTHONUNBUFFERED: "1",
@@ -205,10 +206,10 @@ export async function checkTrainerPython(deps: DoctorDeps): Promise<CheckResult[
   const who = `${python} as ${account.user}`;
   return STAGES.map((stage) => {
     if (stage === stopped) {
-      return fail(stage, `${who} did not ${DOING[stage]}: ${whyStopped(run, deadlineMs)}`, FIX[stage]);
+      return failed(stage, `${who} did not ${DOING[stage]}: ${whyStopped(run, deadlineMs)}`, FIX[stage]);
     }
-    if (reports[stage] === undefined) return warn(stage, `not checked: ${who} stopped before it, at ${stopped}`);
-    return passed(stage, reports, deps, who);
+    if (reports[stage] === undefined) return warned(stage, `not checked: ${who} stopped before it, at ${stopped}`);
+    return stagePassed(stage, reports, deps, who);
   });
 }
 
@@ -250,22 +251,22 @@ function lastProbeLine(output: string): string {
   return output.split("\n").filter((line) => line.trim() !== "" && !line.startsWith(REPORT_MARK)).at(-1) ?? "no output";
 }
 
-function passed(stage: Stage, reports: Reports, deps: DoctorDeps, who: string): CheckResult {
-  if (stage === "torch") return ok(stage, `torch ${reports.torch!.version} imports in ${who}`);
-  if (stage === "bitsandbytes") return ok(stage, `bitsandbytes ${reports.bitsandbytes!.version} imports`);
+function stagePassed(stage: Stage, reports: Reports, deps: DoctorDeps, who: string): DoctorCheck {
+  if (stage === "torch") return passed(stage, `torch ${reports.torch!.version} imports in ${who}`);
+  if (stage === "bitsandbytes") return passed(stage, `bitsandbytes ${reports.bitsandbytes!.version} imports`);
   return cudaResult(reports.cuda!, deps);
 }
 
 // With CUDA_DEVICE_ORDER=PCI_BUS_ID, as a run has it, torch's indexes are nvidia-smi's and the config's.
-function cudaResult(cuda: NonNullable<Reports["cuda"]>, { config }: DoctorDeps): CheckResult {
+function cudaResult(cuda: NonNullable<Reports["cuda"]>, { config }: DoctorDeps): DoctorCheck {
   const build = cuda.cuda === null ? "a torch built without CUDA" : `torch built for CUDA ${cuda.cuda}`;
-  if (!cuda.available) return fail("cuda", `torch.cuda.is_available() is False (${build})`, FIX.cuda);
+  if (!cuda.available) return failed("cuda", `torch.cuda.is_available() is False (${build})`, FIX.cuda);
   const seen = cuda.devices.map((name, index) => `${index} ${name}`).join(", ");
   const missing = config.devices.filter((device) => device.index >= cuda.devices.length);
   if (missing.length > 0) {
     const names = missing.map((device) => `device ${device.index} (${device.name})`).join(", ");
     const fix = "fix [[devices]] in the config, or the driver, so that torch sees every configured index";
-    return fail("cuda", `${names} not seen by torch (it sees: ${seen || "none"})`, fix);
+    return failed("cuda", `${names} not seen by torch (it sees: ${seen || "none"})`, fix);
   }
-  return ok("cuda", `torch sees ${cuda.devices.length} CUDA device(s): ${seen} (${build})`);
+  return passed("cuda", `torch sees ${cuda.devices.length} CUDA device(s): ${seen} (${build})`);
 }

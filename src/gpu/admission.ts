@@ -10,7 +10,7 @@ export interface Cotenant {
   used_mib: number | null;
 }
 
-export type Refusal =
+export type AdmissionRefusal =
   | {
       reason: "insufficient_vram" | "cotenant_active";
       detail: string;
@@ -22,7 +22,7 @@ export type Refusal =
   | { reason: "gpu_probe_failed"; detail: string };
 
 // Admitted, with a warning when admission only warns; or refused.
-export type Admission = Result<string | null, Refusal>;
+export type Admission = Result<string | null, AdmissionRefusal>;
 
 export function cotenantsOf(device: GpuDevice, patterns: readonly string[]): Cotenant[] {
   const regexps = patterns.map((p) => new RegExp(p, "i"));
@@ -58,7 +58,7 @@ function refusalFor(
   tier: RunTier,
   config: Config,
   samples: number,
-): Refusal | null {
+): AdmissionRefusal | null {
   if (!probe.ok) return { reason: "gpu_probe_failed", detail: probe.error };
   const seen = probe.value.find((d) => d.index === device.index);
   if (!seen || seen.memory_free_mib === null) {

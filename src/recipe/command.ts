@@ -10,6 +10,8 @@ import { JOB_MARKER_ENV } from "../os/proc.ts";
 import { tokenizerDir } from "../tokenizers/layout.ts";
 
 export const TRAIN_SCRIPT = "sdxl_train_network.py";
+// The system's directories on a child's PATH, after the venv's: the trainer, and doctor's checks as it runs them.
+export const BASE_PATH = "/usr/local/bin:/usr/bin:/bin";
 
 // Every training constant of the recipe, in one auditable place (SPEC §4).
 const LEARNING_RATE = "1e-4";
@@ -159,7 +161,7 @@ function flag([name, value]: [string, string | number]): string {
 
 function childEnv(train: CheckedTrain, config: Config, paths: JobPaths): Record<string, string> {
   const env: Record<string, string> = {
-    PATH: `${dirname(config.trainer.accelerate)}:/usr/local/bin:/usr/bin:/bin`,
+    PATH: `${dirname(config.trainer.accelerate)}:${BASE_PATH}`,
     HOME: config.state_dir,
     LANG: "C.UTF-8",
     CUDA_DEVICE_ORDER: "PCI_BUS_ID",

@@ -45,7 +45,7 @@ export interface CheckedTrain {
 
 export type CheckRefusal = { kind: "invalid"; detail: DetailItem[] } | { kind: "output_exists"; detail: string };
 
-export type CheckResult = Result<CheckedTrain, CheckRefusal>;
+export type TrainCheck = Result<CheckedTrain, CheckRefusal>;
 
 type DatasetCheck = { datasetDir: string; dataset: Dataset };
 
@@ -54,20 +54,20 @@ const NOT_SAFETENSORS = "must name a .safetensors file (other formats can run co
 
 type Field<T> = Result<T, DetailItem>;
 
-export async function checkTrain(body: unknown, config: Config): Promise<CheckResult> {
+export async function checkTrain(body: unknown, config: Config): Promise<TrainCheck> {
   const parsed = TrainRequest.safeParse(body);
   if (!parsed.success) return fail({ kind: "invalid", detail: detailFromIssues(parsed.error.issues, body) });
   return checkRequest(parsed.data, config);
 }
 
 /** Every rule of a request the worker composed itself (a smoke run), as of one arbo sent. */
-export async function checkRequest(request: JobRequest, config: Config): Promise<CheckResult> {
+export async function checkRequest(request: JobRequest, config: Config): Promise<TrainCheck> {
   return checkWith(request, checkDataset(request.dataset_dir, config), config, false);
 }
 
 // A resume runs its predecessor's request again on the predecessor's dataset copy: every other rule still holds
 // (the model, the output, the device may have changed since).
-export async function checkResume(request: JobRequest, copy: DatasetCheck, config: Config): Promise<CheckResult> {
+export async function checkResume(request: JobRequest, copy: DatasetCheck, config: Config): Promise<TrainCheck> {
   return checkWith(request, Promise.resolve(ok(copy)), config, true);
 }
 
@@ -76,7 +76,7 @@ async function checkWith(
   datasetCheck: Promise<Field<DatasetCheck>>,
   config: Config,
   resumed: boolean,
-): Promise<CheckResult> {
+): Promise<TrainCheck> {
   const [dataset, model, output, device] = await Promise.all([
     datasetCheck,
     checkBaseModel(request.base_model_path, config),

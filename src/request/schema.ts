@@ -2,11 +2,12 @@ import { z } from "zod";
 import { RUN_TIERS, TIER_NAMES } from "../tiers.ts";
 
 // The 422 item shape arbo's Python client already reads (pydantic's).
-export interface DetailItem {
-  loc: Array<string | number>;
-  msg: string;
-  type: string;
-}
+export const DetailItem = z.strictObject({
+  loc: z.array(z.union([z.string(), z.int()])),
+  msg: z.string(),
+  type: z.string(),
+});
+export type DetailItem = z.infer<typeof DetailItem>;
 
 export function fieldError(field: string, msg: string, type: string): DetailItem {
   return { loc: ["body", field], msg, type };

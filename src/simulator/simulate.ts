@@ -19,7 +19,7 @@ import { sampleImages } from "./samples.ts";
 import {
   announceResume, announceTraining, cacheLatents, cacheTextEncoderOutputs, loadDatasets, loadState, resumePoint,
 } from "./stages.ts";
-import type { ResumePoint, TrainingPlan } from "./stages.ts";
+import type { StartStep, TrainingPlan } from "./stages.ts";
 import { ProgressBar } from "./tqdm.ts";
 
 // Where the training venv lives on the deployment host (SPEC §1); only named in error output.
@@ -101,7 +101,7 @@ async function train(trainer: Trainer, configPath: string, modelPath: string): P
 }
 
 // A finished loop saves, then closes its bar: sd-scripts never closes it, so it closes when Python exits.
-async function trainingLoop(trainer: Trainer, plan: TrainingPlan, start: ResumePoint): Promise<number> {
+async function trainingLoop(trainer: Trainer, plan: TrainingPlan, start: StartStep): Promise<number> {
   const { io, args, knobs } = trainer;
   const bar = new ProgressBar(io, "steps", plan.totalSteps - start.initialStep);
   const loss = lossCurve(plan, args.seed, knobs.failures.strikes);

@@ -34,7 +34,7 @@ export interface TrainingPlan {
 }
 
 // The loop's first epoch (0-based) and global_step, which is also how many batches it skips in that epoch.
-export type ResumePoint = { epoch: number; initialStep: number };
+export type StartStep = { epoch: number; initialStep: number };
 
 // sd-scripts' IMAGE_EXTENSIONS that the worker accepts, as glob_images finds them: "*" + each extension in lower or
 // upper case, so never a hidden file nor "a.Png".
@@ -128,7 +128,7 @@ export function announceTraining(io: Io, datasets: Dataset[], totalSteps: number
 }
 
 // train_network.py's initial_step and epoch_to_start.
-export function resumePoint(io: Io, plan: TrainingPlan, step: number, skip: boolean): Result<ResumePoint> {
+export function resumePoint(io: Io, plan: TrainingPlan, step: number, skip: boolean): Result<StartStep> {
   if (step <= 0) return ok({ epoch: 0, initialStep: 0 });
   if (plan.totalSteps <= step) return fail(`${STEPS_LEFT_ASSERTION}: ${plan.totalSteps} vs ${step}`);
   const epoch = Math.floor(step / plan.batchesPerEpoch);

@@ -1,6 +1,6 @@
 import { Database } from "bun:sqlite";
 import {
-  ACTIVE_STATUSES, type JobFilter, type JobStatus, type Outcome, type Phase, type StopReason,
+  ACTIVE_STATUSES, type ErrorCode, type JobFilter, type JobStatus, type Outcome, type Phase, type StopReason,
 } from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import { fail, ok, type Result } from "../result.ts";
@@ -9,7 +9,7 @@ import { SCHEMA } from "./schema.sql.ts";
 export interface JobRow {
   id: string;
   status: JobStatus;
-  phase: string;
+  phase: Phase;
   step: number;
   total_steps: number | null;
   loss: number | null;
@@ -18,7 +18,7 @@ export interface JobRow {
   lora_sha256: string | null;
   lora_bytes: number | null;
   error: string | null;
-  error_code: string | null;
+  error_code: ErrorCode | null;
   created_at: string;
   started_at: string | null;
   ended_at: string | null;
@@ -117,7 +117,7 @@ export type Claim = Result<void, { activeId: string } | { outputUser: string } |
 export type LossPoint = [step: number, loss: number | null];
 
 export interface ProgressFields {
-  phase: string;
+  phase: Phase;
   step: number;
   total_steps: number | null;
   loss: number | null;

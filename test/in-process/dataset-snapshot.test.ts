@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { DatasetChanged, snapshotDataset } from "../../src/dispatch/snapshot.ts";
+import { DatasetChanged, snapshotDataset } from "../../src/dispatch/dataset-copy.ts";
 import { scanDataset } from "../../src/request/dataset.ts";
 import { verifySafetensors } from "../../src/safetensors/verify.ts";
 import { makeHostTree, type HostTree } from "../support/host-tree.ts";

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { ConfigSchema } from "../../src/config/schema.ts";
-import type { CheckResult, DoctorDeps } from "../../src/doctor/doctor.ts";
+import type { DoctorCheck, DoctorDeps } from "../../src/doctor/doctor.ts";
 import { createRunAs, resolveServiceAccount } from "../../src/doctor/service-account.ts";
 import { checkTrainerPython } from "../../src/doctor/trainer-checks.ts";
 import { liveGroupMembers } from "../../src/os/terminate.ts";
@@ -39,7 +39,7 @@ function makeVenv(): Venv {
   return { dir, python: join(dir, "venv/bin/python"), deps, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-const lines = (checks: CheckResult[]) => checks.map(({ status, name, detail }) => `${status} ${name}: ${detail}`);
+const lines = (checks: DoctorCheck[]) => checks.map(({ status, name, detail }) => `${status} ${name}: ${detail}`);
 
 describe("doctor's check of the trainer's Python", () => {
   test("a python that hangs after importing torch is killed with its whole group at the deadline, and the stage it hung in fails", async () => {

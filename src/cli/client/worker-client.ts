@@ -1,9 +1,8 @@
 import type { z } from "zod";
 import type * as S from "../../api/openapi.ts";
-import { isActive } from "../../job.ts";
+import { isActive, type JobStatus } from "../../job.ts";
 
 // The worker's answers as the client reads them: the same zod schemas the OpenAPI document is built from.
-export type JobStatus = z.infer<typeof S.Status>;
 export type JobView = z.infer<typeof S.JobView>;
 export type JobPage = z.infer<typeof S.JobList>;
 export type Dispatched = z.infer<typeof S.Dispatched>;
@@ -66,17 +65,18 @@ export class ClientError extends Error {
   }
 }
 
-interface DetailItem {
+// A 422 item as an unknown body may hold it.
+interface AnswerItem {
   loc?: unknown[];
   msg?: unknown;
 }
 
 // `detail` is a sentence, or FastAPI's list of {loc, msg}; `reason` and `active_job_id` add what a retry needs.
 function describeRefusal(status: number, body: unknown): string {
-  type Refusal = { detail?: unknown; reason?: unknown; active_job_id?: unknown };
-  const b = (typeof body === "object" && body !== null ? body : {}) as Refusal;
+  type Answer = { detail?: unknown; reason?: unknown; active_job_id?: unknown };
+  const b = (typeof body === "object" && body !== null ? body : {}) as Answer;
   const detail = Array.isArray(b.detail)
-    ? (b.detail as DetailItem[]).map((d) => `\n  ${(d.loc ?? []).join(".")}: ${String(d.msg)}`).join("")
+    ? (b.detail as AnswerItem[]).map((d) => `\n  ${(d.loc ?? []).join(".")}: ${String(d.msg)}`).join("")
     : typeof b.detail === "string" ? ` ${b.detail}` : "";
   const active = typeof b.active_job_id === "string" ? `, active job ${b.active_job_id}` : "";
   const reason = typeof b.reason === "string" ? ` (reason: ${b.reason}${active})` : "";

@@ -11,7 +11,7 @@ import { loraBytes, runPeakBytes, type Tier } from "../tiers.ts";
 // never reads. (device, inode, size and ctime, so a replacement that reuses the inode number is caught too.)
 const CHUNK = 1024 * 1024;
 
-export interface Snapshot {
+export interface DatasetCopy {
   files: number;
   bytes: number;
   // sha256 over each file's relative path, size and sha256, in path order: equal datasets, equal hashes.
@@ -25,7 +25,7 @@ export class DatasetChanged extends Error {
 }
 
 // `signal` stops the copy between two chunks (a cancel while the job prepares): it throws the signal's reason.
-export async function snapshotDataset(dataset: Dataset, dest: string, signal?: AbortSignal): Promise<Snapshot> {
+export async function snapshotDataset(dataset: Dataset, dest: string, signal?: AbortSignal): Promise<DatasetCopy> {
   const summary = new Bun.CryptoHasher("sha256");
   for (const file of dataset.files) {
     const digest = await copyChecked(file, join(dest, dataset.folder === null ? "images" : "", file.rel), signal);
@@ -75,7 +75,7 @@ async function pump(from: FileHandle, out: FileHandle, file: DatasetFile, signal
 }
 
 // A predecessor's copy as a resume reads it: the copy dir, its kohya folder (or none) and how many images.
-export interface Copy {
+export interface PredecessorCopy {
   datasetDir: string;
   dataset: Dataset;
   images: number;
@@ -83,7 +83,7 @@ export interface Copy {
 
 // The copy holds exactly one folder: the kohya folder by its name, or images/ for images that lay directly in
 // the dataset dir (snapshotImageDir). Null when it is gone or not what a snapshot leaves.
-export function readCopy(dir: string): Copy | null {
+export function readCopy(dir: string): PredecessorCopy | null {
   let top: string[];
   try {
     top = readdirSync(dir);
