@@ -5,7 +5,24 @@
 import type { Subprocess } from "bun";
 import { signalGroup } from "../os/terminate.ts";
 import { fail, ok, type Result } from "../result.ts";
-import type { GpuDevice, GpuProcess } from "./probe.ts";
+
+// A GPU as the probe reports it, read from nvidia-smi's CSV.
+export interface GpuProcess {
+  pid: number;
+  name: string;
+  used_mib: number | null;
+}
+
+export interface GpuDevice {
+  index: number;
+  name: string;
+  uuid: string;
+  memory_total_mib: number | null;
+  memory_used_mib: number | null;
+  memory_free_mib: number | null;
+  utilization_pct: number | null;
+  processes: GpuProcess[];
+}
 
 // Per stream. Real answers are a few KiB even for 16 GPUs with many processes; past this it is not nvidia-smi's CSV.
 export const MAX_OUTPUT_BYTES = 1024 * 1024;

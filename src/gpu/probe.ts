@@ -6,6 +6,8 @@ import {
   parseHeaderless,
   parseProcessRows,
   PROCESS_QUERY,
+  type GpuDevice,
+  type GpuProcess,
   type ProcessRow,
   runNvidiaSmi,
   toDeviceRow,
@@ -123,22 +125,7 @@ function toDevice(row: DeviceRow, processes: readonly ProcessRow[]): GpuDevice {
   };
 }
 
-export interface GpuProcess {
-  pid: number;
-  name: string;
-  used_mib: number | null;
-}
-
-export interface GpuDevice {
-  index: number;
-  name: string;
-  uuid: string;
-  memory_total_mib: number | null;
-  memory_used_mib: number | null;
-  memory_free_mib: number | null;
-  utilization_pct: number | null;
-  processes: GpuProcess[];
-}
+export type { GpuDevice, GpuProcess };
 
 /** The devices, or why nvidia-smi gave none; `probed_at` is ms since the epoch, taken when the probe finished. */
 export type ProbeResult = Result<GpuDevice[]> & { probed_at: number };

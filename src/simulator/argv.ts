@@ -3,7 +3,6 @@
 // strictly: an unknown or abbreviated flag is an argparse error (`usage: ...`, `<prog>: error: ...`,
 // exit 2), so a flag the worker misspells fails here as it would in sd-scripts (INV-T7).
 import { fail, ok, type Result } from "../result.ts";
-import { pyStrRepr } from "./io.ts";
 
 // A flag is a switch, takes a value of a type, or takes one of its choices (None: the default).
 type Spec = "switch" | "str" | "int" | "float" | "int_or_float" | readonly (string | null)[];
@@ -123,4 +122,11 @@ function convert(raw: string, spec: Exclude<Spec, "switch">): Result<string | nu
 
 function argparseError(usage: string, prog: string, message: string) {
   return fail(`usage: ${usage}\n${prog}: error: ${message}\n`);
+}
+
+// `repr(s)` for a str: single quotes unless the text holds a single quote and no double quote.
+export function pyStrRepr(text: string): string {
+  const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
+  const escapes = { [quote]: `\\${quote}`, "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+  return quote + text.replace(/[\\'"\n\r\t]/g, (char) => escapes[char] ?? char) + quote;
 }

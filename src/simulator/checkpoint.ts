@@ -13,11 +13,8 @@ import { safetensorsParts, writeSafetensors, type Tensor } from "../safetensors/
 import { DEFAULT_NETWORK_DIM, type ScriptArgs } from "./argv.ts";
 import { print, seededRandom, type Trainer } from "./io.ts";
 import type { TrainingPlan } from "./stages.ts";
+import { MODEL_STATE, TORCH_ARCHIVES, TRAIN_STATE } from "./state-files.ts";
 
-// What accelerate and sd-scripts' hook name the files of a state folder; torch.save's archives in the order they
-// are written, the random states last.
-export const [TRAIN_STATE, MODEL_STATE] = ["train_state.json", "model.safetensors"];
-export const TORCH_ARCHIVES = ["optimizer.bin", "scheduler.bin", "random_states_0.pkl"];
 // A handful of real SDXL LoRA modules: [name, in features, out features].
 const MODULES: ReadonlyArray<[string, number, number]> = [
   ["lora_unet_input_blocks_4_1_transformer_blocks_0_attn1_to_q", 640, 640],

@@ -73,13 +73,6 @@ export function raise(io: Io, exception: string): number {
   return exitWith(io, `${TRACEBACK}\n${exception}\n`, EXCEPTION_EXIT);
 }
 
-// `repr(s)` for a str: single quotes unless the text holds a single quote and no double quote.
-export function pyStrRepr(text: string): string {
-  const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
-  const escapes = { [quote]: `\\${quote}`, "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t" };
-  return quote + text.replace(/[\\'"\n\r\t]/g, (char) => escapes[char] ?? char) + quote;
-}
-
 // mulberry32: a tiny 32-bit PRNG, so the same --seed always gives the same losses and weights.
 export function seededRandom(seed: number): () => number {
   let state = seed >>> 0;

@@ -9,9 +9,9 @@
 import { basename, resolve } from "node:path";
 import { statOrNull } from "../fs.ts";
 import { ok } from "../result.ts";
-import { parseLaunch, parseScriptArgs, SCRIPT_NAME } from "./argv.ts";
+import { parseLaunch, parseScriptArgs, pyStrRepr, SCRIPT_NAME } from "./argv.ts";
 import { saveFinal, saveStepCheckpoint } from "./checkpoint.ts";
-import { CUDA_OOM, exitWith, PATH_NOT_GIVEN, print, processIo, pyStrRepr, raise, seededRandom } from "./io.ts";
+import { CUDA_OOM, exitWith, PATH_NOT_GIVEN, print, processIo, raise, seededRandom } from "./io.ts";
 import { USAGE_EXIT, type Io, type Trainer } from "./io.ts";
 import { readKnobs, type Knobs, type StepFailure } from "./knobs.ts";
 import { readRecordedLog, replayRun, type RecordedLine } from "./replay.ts";

@@ -10,8 +10,9 @@ import { basename, extname, join } from "node:path";
 import { z } from "zod";
 import { readJsonOrNull, statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
-import { MODEL_STATE, TORCH_ARCHIVES, TRAIN_STATE } from "./checkpoint.ts";
-import { print, pyStrRepr, type Io, type Trainer } from "./io.ts";
+import { MODEL_STATE, TORCH_ARCHIVES, TRAIN_STATE } from "./state-files.ts";
+import { print, type Io, type Trainer } from "./io.ts";
+import { pyStrRepr } from "./argv.ts";
 import { tickThrough } from "./tqdm.ts";
 
 export interface Dataset {

@@ -7,7 +7,7 @@ import { readExit, readJobFile, readShim, readTrainer, slurmScriptPath } from ".
 import {
   identify, isSameProcess, markedProcesses, type ProcessIdentity, readBootId, readProcStat,
 } from "../os/proc.ts";
-import type { Identities, PendingStop } from "./run.ts";
+import type { Identities, PendingStop } from "./run-types.ts";
 import { sweepStrays } from "../os/terminate.ts";
 
 export interface ReconcileDeps {

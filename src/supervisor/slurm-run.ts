@@ -10,7 +10,7 @@ import { isLive, type JobState, type SlurmClient } from "../os/slurm.ts";
 import {
   type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit, reserveExit, slurmScriptPath,
 } from "./job-dir.ts";
-import type { PendingStop, Placement, Run, RunContext } from "./run.ts";
+import type { PendingStop, Placement, Run, RunContext } from "./run-types.ts";
 import { supervise } from "./supervise.ts";
 
 export interface SlurmPlan {

@@ -10,7 +10,7 @@ import { followLog, tailLines } from "./job-log.ts";
 import { decideOutcome } from "./outcome.ts";
 import { publishLora } from "./publish.ts";
 import { readOomKills } from "../os/proc.ts";
-import type { PendingStop, Placement, Run, RunContext, Unrecorded } from "./run.ts";
+import type { PendingStop, Placement, Run, RunContext, Unrecorded } from "./run-types.ts";
 
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
 const PERSIST_INTERVAL_MS = 1000;

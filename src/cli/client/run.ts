@@ -1,7 +1,8 @@
 import { constants } from "node:fs";
 import { mayAccess } from "../../fs.ts";
 import { locateTokenSource, readTokenSource } from "../../auth/tokens.ts";
-import { parseArgs, UsageError, type ParsedArgs } from "../args.ts";
+import { parseArgs, UsageError } from "../args.ts";
+import type { ClientCommand } from "./command.ts";
 import { cancel } from "./commands/cancel.ts";
 import { gpu } from "./commands/gpu.ts";
 import { jobs } from "./commands/jobs.ts";
@@ -18,25 +19,7 @@ import {
   EXIT,
   EXIT_CODES_HELP,
   type Address,
-  type WorkerClient,
 } from "./worker-client.ts";
-
-export interface CommandContext {
-  client: WorkerClient;
-  out: Terminal;
-  options: ParsedArgs;
-}
-
-// One client command: its options, its help, and what it does once the worker's address is known.
-export interface ClientCommand {
-  usage: string;
-  // What it prints and how it ends, for `--help`.
-  help: string;
-  values: readonly string[];
-  flags: readonly string[];
-  short?: Readonly<Record<string, string>>;
-  run(ctx: CommandContext): Promise<number>;
-}
 
 const CLIENT_COMMANDS: Readonly<Record<string, ClientCommand>> = {
   submit,

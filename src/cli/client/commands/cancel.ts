@@ -1,6 +1,6 @@
 import { UsageError } from "../../args.ts";
 import { jsonText, outcomeLines, resumeHint } from "../format.ts";
-import type { ClientCommand } from "../run.ts";
+import type { ClientCommand } from "../command.ts";
 import { resolveJobId } from "../job-id.ts";
 import { EXIT } from "../worker-client.ts";
 

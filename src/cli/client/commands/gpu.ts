@@ -1,7 +1,7 @@
 import { UsageError } from "../../args.ts";
 import { jsonText } from "../format.ts";
 import { clusterLines, gpuTable } from "../table.ts";
-import type { ClientCommand } from "../run.ts";
+import type { ClientCommand } from "../command.ts";
 import { EXIT } from "../worker-client.ts";
 
 export const gpu: ClientCommand = {

@@ -2,7 +2,7 @@ import { JobFilter } from "../../../job.ts";
 import { positiveInt, UsageError } from "../../args.ts";
 import { jsonText } from "../format.ts";
 import { jobTable } from "../table.ts";
-import type { ClientCommand } from "../run.ts";
+import type { ClientCommand } from "../command.ts";
 import { EXIT, type JobView } from "../worker-client.ts";
 
 const FILTERS: readonly string[] = JobFilter.options;

@@ -1,7 +1,7 @@
 import { positiveInt, UsageError } from "../../args.ts";
 import { eventsOf } from "../events.ts";
 import { exitCodeOf } from "../format.ts";
-import type { ClientCommand } from "../run.ts";
+import type { ClientCommand } from "../command.ts";
 import type { Terminal } from "../terminal.ts";
 import { resolveJobId } from "../job-id.ts";
 import { ClientError, EXIT } from "../worker-client.ts";

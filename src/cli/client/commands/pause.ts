@@ -1,7 +1,7 @@
 import { TIERS } from "../../../tiers.ts";
 import { UsageError } from "../../args.ts";
 import { exitCodeOf, jsonText, outcomeLines, resumeHint } from "../format.ts";
-import type { ClientCommand } from "../run.ts";
+import type { ClientCommand } from "../command.ts";
 import { resolveJobId } from "../job-id.ts";
 import { EXIT, type JobView } from "../worker-client.ts";
 

@@ -1,7 +1,7 @@
 import { UsageError } from "../../args.ts";
 import { followJob, followRenderer } from "../events.ts";
 import { exitCodeOf, jsonText } from "../format.ts";
-import type { ClientCommand } from "../run.ts";
+import type { ClientCommand } from "../command.ts";
 import { resolveJobId } from "../job-id.ts";
 import { EXIT } from "../worker-client.ts";
 

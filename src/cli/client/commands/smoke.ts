@@ -6,7 +6,7 @@ import { TIERS } from "../../../tiers.ts";
 import { UsageError } from "../../args.ts";
 import { followJob } from "../events.ts";
 import { outcomeLines } from "../format.ts";
-import type { ClientCommand } from "../run.ts";
+import type { ClientCommand } from "../command.ts";
 import { EXIT, type JobView, type WorkerClient } from "../worker-client.ts";
 
 const { maxTrainSteps: STEPS, checkpointEvery: FIRST_STATE } = TIERS.smoke;

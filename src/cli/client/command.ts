@@ -1,0 +1,20 @@
+import type { ParsedArgs } from "../args.ts";
+import type { Terminal } from "./terminal.ts";
+import type { WorkerClient } from "./worker-client.ts";
+
+export interface CommandContext {
+  client: WorkerClient;
+  out: Terminal;
+  options: ParsedArgs;
+}
+
+// One client command: its options, its help, and what it does once the worker's address is known.
+export interface ClientCommand {
+  usage: string;
+  // What it prints and how it ends, for `--help`.
+  help: string;
+  values: readonly string[];
+  flags: readonly string[];
+  short?: Readonly<Record<string, string>>;
+  run(ctx: CommandContext): Promise<number>;
+}

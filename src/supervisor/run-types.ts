@@ -1,0 +1,92 @@
+import type { Outcome, StopReason } from "../job.ts";
+import type { Logger } from "../logger.ts";
+import type { ProcessIdentity } from "../os/proc.ts";
+import type { Progress } from "../progress/progress.ts";
+import type { Checkpoint, JobStore } from "../store/job-store.ts";
+import type { Sample } from "./checkpoints.ts";
+import type { ExitWatch } from "./job-dir.ts";
+
+// The seam between the supervisor and where a run's processes live (this host's process groups in run.ts, a Slurm
+// job in slurm-run.ts): what a run is told, what it offers, and where its processes are. supervise.ts follows a run
+// through it the same way for both.
+
+export interface RunContext {
+  id: string;
+  dir: string;
+  logPath: string;
+  // Where the trainer writes its final LoRA (the job's run directory), and where the worker publishes it.
+  runFile: string;
+  outputFile: string;
+  store: JobStore;
+  now: () => Date;
+  log: Logger;
+  graceMs: number;
+  stallMs: number;
+  deadline: number;
+  nanUpdates: number;
+  // The tier's max_train_steps; null when the run's own announcement decides (a replayed recording).
+  expectedTotal: number | null;
+  // The step of the state a resumed run started from; 0 for a fresh run.
+  resumedAt: number;
+  // The predecessor's state a resumed run started from, while the record still offers it (no own state yet).
+  inherited: { step: number; state: string; digest: string | null } | null;
+  // The verified intermediate LoRAs on record (an adopted run's, or a resumed run's inherited ones).
+  checkpoints: Checkpoint[];
+  // A pause asked for before this worker took the run over.
+  pauseRequested: boolean;
+  // For a run that takes preview samples: those on record, and since when this run writes its own.
+  samples: { known: Sample[]; sinceMs: number } | null;
+  // The file whose oom_kill counter covers the trainer (cgroup v2 memory.events, v1 memory.oom_control); or null.
+  memoryEvents: string | null;
+  // Called after every change a watcher could see: progress, status, the end.
+  changed: () => void;
+  // Whether an event stream follows the job now: its output is then read more often.
+  watched: () => boolean;
+}
+
+/** A run's outcome, decided, that the state dir has not taken yet (it is full, say). */
+export interface Unrecorded {
+  outcome: Outcome;
+  ended_at: string;
+}
+
+export interface Run {
+  readonly id: string;
+  // The outcome while its record waits for the state dir; null until then.
+  unrecorded(): Unrecorded | null;
+  pgid(): number | null;
+  // Why the scheduler still holds the run (Slurm's pending reason), or null once it runs or on this host.
+  queued(): string | null;
+  progress(): Progress;
+  // Reads the trainer's output now, unless it was read less than maxAgeMs ago.
+  refresh(maxAgeMs: number): void;
+  stop(reason: StopReason): Promise<void>;
+  // Stops the run right after its next state is verified; a run that ends first simply ends.
+  pause(): void;
+  readonly finished: Promise<void>;
+}
+
+// Where a run's processes live and how they end: this host's process groups (below), or a Slurm job (slurm/).
+// The supervision of a run (supervise.ts) is the same for both.
+export interface Placement {
+  // The trainer's end as its shim recorded it, the scheduler's verdict, or that it was lost.
+  exit: Promise<ExitWatch>;
+  // SIGTERM to everything of the run, SIGKILL after graceMs; true when SIGKILL was needed.
+  stop(graceMs: number): Promise<boolean>;
+  // After the end: nothing of the run is left; true when that needed SIGKILL.
+  clear(graceMs: number): Promise<boolean>;
+  // The trainer's process group, when it runs on this host.
+  pgid(): number | null;
+  queued(): string | null;
+}
+
+// A stop recorded before the worker restarted, carried through by the next one.
+export interface PendingStop {
+  reason: StopReason;
+  recordedAt: number;
+}
+
+export interface Identities {
+  shim: ProcessIdentity | null;
+  trainer: ProcessIdentity | null;
+}
