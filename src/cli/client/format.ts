@@ -110,7 +110,7 @@ function resumeRows(view: JobView, baseUrl: string): [string, string][] {
 
 // One row per checkpoint, in step order: each preview's template and the URL that serves it (with the token).
 function sampleRows(view: JobView, baseUrl: string): [string, string][] {
-  // A worker from before issue 19 sends no `samples`.
+  // An older worker, one without preview samples, sends no `samples`.
   const byStep = Map.groupBy(view.samples ?? [], (s) => s.step);
   return [...byStep].map(([step, samples], i) => [
     i === 0 ? "samples" : "",
