@@ -2,7 +2,7 @@ import { z } from "zod";
 import { ErrorCode, JobStatus, Phase } from "../job.ts";
 import { SmokeBody } from "../dispatch/smoke.ts";
 import { JobRequest, ResumeRequest, TrainRequest } from "../request/schema.ts";
-import { CurveQuery, ListQuery, LogQuery } from "./input.ts";
+import { CurveQuery, ListQuery, LogQuery } from "./query.ts";
 import {
   Checkpoint, ClusterGpuStatus, Conflict, DetailItem, Dispatched, GpuStatus, Health, HostGpuStatus, JOB_VIEW_EXAMPLE,
   JobEvent, JobList, JobView, LossCurve, Problem, Resumed, Sample, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError,

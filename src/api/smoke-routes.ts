@@ -4,7 +4,7 @@ import type { Dispatcher } from "../dispatch/dispatch.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import { dispatchSmoke } from "../dispatch/smoke.ts";
 import { refusalError } from "./errors.ts";
-import { readJsonBody } from "./input.ts";
+import { readJsonBody } from "./body.ts";
 
 export interface SmokeRouteDeps {
   loaded: LoadedConfig;

@@ -10,7 +10,7 @@ import { BUILD } from "../version.ts";
 import { ApiError } from "./errors.ts";
 import { gpuFamilies, jobFamilies, render, type HttpMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi-document.ts";
-import { gpuStatusView } from "./views.ts";
+import { gpuStatusView } from "../gpu/status-view.ts";
 
 export interface SystemRouteDeps {
   loaded: LoadedConfig;

@@ -7,18 +7,10 @@ import type { LiveProgress, Supervisor } from "../supervisor/supervisor.ts";
 import { tailLines } from "../supervisor/job-log.ts";
 import { ApiError, noSuchJob, refusalError } from "./errors.ts";
 import { createJobFeeds, jobEvents } from "./events.ts";
-import {
-  CurveQuery,
-  encodeCursor,
-  idempotencyKeyOf,
-  JOB_ID,
-  ListQuery,
-  LogQuery,
-  parseQuery,
-  readJsonBody,
-  readOptionalJsonBody,
-} from "./input.ts";
-import { checkpointsOf, jobView, lossCurve, samplesOf } from "./views.ts";
+import { idempotencyKeyOf, readJsonBody, readOptionalJsonBody } from "./body.ts";
+import { CurveQuery, encodeCursor, JOB_ID, ListQuery, LogQuery, parseQuery } from "./query.ts";
+import { checkpointsOf, jobView, samplesOf } from "./job-view.ts";
+import { lossCurve } from "./loss-curve.ts";
 import { JobRequest } from "../request/schema.ts";
 
 const JSON_TYPE = { "content-type": "application/json" };

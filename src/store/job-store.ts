@@ -201,7 +201,7 @@ function migrate(db: Database): void {
   db.run("DROP INDEX IF EXISTS jobs_resumable");
 }
 
-// The filters that are no single status, as the job view decides them (api/views.ts resumeView).
+// The filters that are no single status, as the job view decides them (api/job-view.ts resumeView).
 const FILTER_SQL: Partial<Record<JobFilter, string>> = {
   paused: "status = 'cancelled' AND stop_reason = 'pause'",
   resumable: "status IN ('failed', 'cancelled') AND resume_state IS NOT NULL AND resumed_by IS NULL",

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../../src/api/input.ts";
+import { MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../../src/api/body.ts";
 import { TOKENIZERS } from "../../src/tokenizers/layout.ts";
 import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";

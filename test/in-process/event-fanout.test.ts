@@ -1,7 +1,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { Hono } from "hono";
 import { createJobFeeds, jobEvents } from "../../src/api/events.ts";
-import { jobView } from "../../src/api/views.ts";
+import { jobView } from "../../src/api/job-view.ts";
 import { makeHostTree } from "../support/host-tree.ts";
 import { SIMULATOR, simulateModeConfig, supervisorFor } from "../support/real-mode.ts";
 import { waitFor } from "../support/wait.ts";

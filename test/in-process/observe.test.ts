@@ -1,6 +1,6 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
-import { downsample } from "../../src/api/views.ts";
+import { downsample } from "../../src/api/loss-curve.ts";
 import { inProcessApp } from "../support/app-harness.ts";
 import { makeHostTree } from "../support/host-tree.ts";
 import { SIMULATOR, TRAINERS, realModeConfig, simulateModeConfig } from "../support/real-mode.ts";

@@ -1,0 +1,58 @@
+import { z } from "zod";
+import { JobFilter } from "../job.ts";
+import type { JobRow } from "../store/job-store.ts";
+import { ApiError } from "./errors.ts";
+
+// What the routes read from the URL. The OpenAPI document describes these same schemas, so each bound is
+// written once; every refusal is a 422 naming the first bad parameter, in the schema's order.
+export const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const DIGITS = /^\d+$/;
+
+// Only plain digits are read as a number: "1e2", "0x10", "+5" and " 5" are refused, not coerced.
+function boundedInt(bounds: { min: number; max: number; default: number }) {
+  const error = `must be an integer from ${bounds.min} to ${bounds.max}`;
+  const digits = (raw: unknown) => (typeof raw === "string" && DIGITS.test(raw) ? Number(raw) : raw);
+  const int = z.int({ error }).min(bounds.min, { error }).max(bounds.max, { error });
+  return z.preprocess(digits, int.default(bounds.default));
+}
+
+export const ListQuery = z.object({
+  status: z.enum(JobFilter.options, { error: `must be one of ${JobFilter.options.join(", ")}` }).optional(),
+  limit: boundedInt({ min: 1, max: 100, default: 20 }),
+  cursor: z
+    .string()
+    .transform((cursor, ctx) => {
+      const key = decodeCursor(cursor);
+      if (key === null) ctx.addIssue({ code: "custom", message: "is not a cursor this worker handed out" });
+      return key ?? z.NEVER;
+    })
+    .optional(),
+});
+export const LogQuery = z.object({ lines: boundedInt({ min: 1, max: 5000, default: 200 }) });
+export const CurveQuery = z.object({ max_points: boundedInt({ min: 3, max: 10_000, default: 500 }) });
+
+export function parseQuery<T extends z.ZodObject>(
+  schema: T,
+  req: { query(name: string): string | undefined },
+): z.output<T> {
+  const parsed = schema.safeParse(Object.fromEntries(Object.keys(schema.shape).map((name) => [name, req.query(name)])));
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const item = { loc: ["query", String(issue.path[0])], msg: issue.message, type: "value_error" };
+  throw new ApiError(422, { detail: [item] });
+}
+
+// The cursor is the last row's sort key, opaque to clients.
+export function encodeCursor(row: JobRow): string {
+  return Buffer.from(JSON.stringify([row.created_at, row.id])).toString("base64url");
+}
+
+function decodeCursor(cursor: string): { createdAt: string; id: string } | null {
+  try {
+    const [createdAt, id] = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown[];
+    if (typeof createdAt === "string" && typeof id === "string" && JOB_ID.test(id)) return { createdAt, id };
+  } catch {
+    // falls through to the refusal
+  }
+  return null;
+}
