@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { LineSplitter } from "../src/progress/tracker.ts";
 import { applyLine, initialProgress } from "../src/progress/progress.ts";
 import { followLog } from "../src/supervisor/job-log.ts";
-import { WATCHED_TICK_MS } from "../src/supervisor/supervise.ts";
+import { WATCHED_TICK_MS } from "../src/supervisor/run.ts";
 import { trackPid, trackScratch } from "./lib/cleanup.ts";
 import { followToEof } from "./lib/eof-follower.ts";
 import { runLoad } from "./lib/load-client.ts";

@@ -1,8 +1,8 @@
 import { Hono } from "hono";
-import { createSlurmClient } from "../os/slurm.ts";
 import type { AuthGate } from "../auth/setup.ts";
 import type { LoadedConfig } from "../config/load.ts";
 import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
+import type { Backend } from "../supervisor/placement.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import type { JobStore } from "../store/job-store.ts";
 import { tokenizerDir, watchTokenizers } from "../tokenizers/layout.ts";
@@ -16,6 +16,7 @@ export interface SystemRouteDeps {
   loaded: LoadedConfig;
   store: JobStore;
   supervisor: Supervisor;
+  backend: Backend;
   gpu: GpuProbe;
   version: string;
   startedAt: number;
@@ -42,13 +43,11 @@ function stateFact(supervisor: Supervisor, path: string) {
     : { path, writable: false, error: failure.error, since: failure.since };
 }
 
-// On the Slurm backend the GPUs are the cluster's: each node's, by type, and what of them running jobs hold.
-async function clusterGpus(config: SystemRouteDeps["loaded"]["config"]) {
-  const listed = await createSlurmClient(config.slurm).nodes();
-  if (!listed.ok) {
-    throw new ApiError(503, { detail: `scontrol show node: ${listed.error}`, reason: "gpu_probe_failed" });
-  }
-  return { backend: "slurm", nodes: listed.value };
+// On a cluster the GPUs are its nodes': each node's, by type, and what of them running jobs hold.
+async function clusterGpus(backend: Backend, nodes: NonNullable<Backend["nodes"]>) {
+  const listed = await nodes();
+  if (!listed.ok) throw new ApiError(503, { detail: listed.error, reason: "gpu_probe_failed" });
+  return { backend: backend.kind, nodes: listed.value };
 }
 
 // The first active job keeps its old field for arbo's client; on Slurm there may be more.
@@ -57,7 +56,7 @@ function activeJobs(ids: string[]) {
 }
 
 export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics }) {
-  const { loaded, supervisor, gpu } = deps;
+  const { loaded, supervisor, backend, gpu } = deps;
   const { config } = loaded;
   const document = openApiDocument(deps.version);
   const tokenizers = watchTokenizers(tokenizerDir(config));
@@ -68,8 +67,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
         version: deps.version,
         ...activeJobs(supervisor.activeJobIds()),
         unrecorded_job_ids: supervisor.unrecordedJobIds(),
-        backend: config.trainer.backend,
-        ...(config.trainer.backend === "slurm" ? { max_active_jobs: config.slurm.max_active_jobs } : {}),
+        ...backend.facts,
         trainer_mode: config.trainer.mode,
         simulated: config.trainer.mode === "simulate",
         auth_mode: deps.auth.mode,
@@ -105,7 +103,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
     })
     .get("/gpu-status", async (c) => {
       deps.keepOpen?.(c.req.raw); // bounded by the probe's own timeout, which may exceed the idle timeout
-      if (config.trainer.backend === "slurm") return c.json(await clusterGpus(config));
+      if (backend.nodes !== null) return c.json(await clusterGpus(backend, backend.nodes));
       const result = await gpu.read();
       if (!result.ok) throw new ApiError(503, { detail: result.error, reason: "gpu_probe_failed" });
       return c.json(gpuStatusView(result.value, config, supervisor.activeTrainerPid()));

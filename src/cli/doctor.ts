@@ -67,7 +67,7 @@ async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
     ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
     checkStateDir(config, account, runAs),
     checkNvidiaSmi(config),
-    checkSlurm(config),
+    checkSlurm(config, process.env.SLURM_CONF),
     checkNvidiaUvm(config, deps.devDir),
     checkPort(config),
     checkTokenFile(config, account, runAs),

@@ -3,6 +3,7 @@ import type { Config } from "../config/schema.ts";
 import { createLogger, formatFor, type LogFormat } from "../logger.ts";
 import { buildLaunch } from "../recipe/command.ts";
 import { checkTrain } from "../request/check.ts";
+import { createBackends } from "../supervisor/backend.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
 import { UsageError, parseArgs } from "./args.ts";
 
@@ -23,7 +24,10 @@ export async function planCommand(argv: string[]): Promise<number> {
     return 1;
   }
   const { config } = loaded;
-  const plan = buildLaunch(checked.value, config, jobPaths(config.state_dir, PLAN_JOB_ID), trainerCommand(config));
+  const shim = { command: selfCommand(), path: process.env.PATH ?? "/usr/bin:/bin" };
+  const gpu = createBackends(config, shim, process.env.SLURM_CONF).chosen.launch(checked.value.device);
+  const paths = jobPaths(config.state_dir, PLAN_JOB_ID);
+  const plan = buildLaunch(checked.value, config, paths, trainerCommand(config), gpu);
   process.stdout.write(`${JSON.stringify(plan, null, 2)}\n`);
   return 0;
 }

@@ -3,14 +3,18 @@ import { createDispatcher } from "../dispatch/dispatch.ts";
 import { createGpuProbe, type GpuProbe } from "../gpu/probe.ts";
 import type { Logger } from "../logger.ts";
 import type { JobStore } from "../store/job-store.ts";
+import { createBackends } from "../supervisor/backend.ts";
+import type { ShimCommand } from "../supervisor/local.ts";
 import { createSupervisor, type SupervisorDeps } from "../supervisor/supervisor.ts";
 
-export interface WorkerDeps extends Omit<AppDeps, "supervisor" | "dispatcher" | "gpu"> {
+export interface WorkerDeps extends Omit<AppDeps, "supervisor" | "dispatcher" | "backend" | "gpu"> {
   store: JobStore;
   log: Logger;
   /** How a run is started: accelerate (or the simulator), and this program as the shim. */
   trainerCommand: string[];
-  selfCommand: string[];
+  shim: ShimCommand;
+  /** Where Slurm's commands find their cluster, when not at their built-in path. */
+  slurmConf: string | undefined;
   now?: () => Date;
   memoryEvents?: SupervisorDeps["memoryEvents"];
   /** The GPU probe, when not the config's `nvidia-smi` at its timeout and cache. */
@@ -19,8 +23,9 @@ export interface WorkerDeps extends Omit<AppDeps, "supervisor" | "dispatcher" | 
 
 export type Worker = ReturnType<typeof createWorker>;
 
-// The worker as one piece, from its store on: the GPU probe, the supervisor of its runs, the dispatcher that starts
-// them and the HTTP app over them. `lora-worker serve` binds the app to its socket; tests ask it in process.
+// The worker as one piece, from its store on: the GPU probe, the backend that places runs (chosen here, once), the
+// supervisor of its runs, the dispatcher that starts them and the HTTP app over them. `lora-worker serve` binds the
+// app to its socket; tests ask it in process.
 export function createWorker(deps: WorkerDeps) {
   const { store, log, loaded } = deps;
   const { config } = loaded;
@@ -30,11 +35,11 @@ export function createWorker(deps: WorkerDeps) {
     timeoutMs: config.gpu.probe_timeout_ms,
     ttlMs: config.gpu.cache_ttl_ms,
   });
-  const supervisor = createSupervisor({
-    store, config, selfCommand: deps.selfCommand, now, log, memoryEvents: deps.memoryEvents ?? null,
-  });
+  const backends = createBackends(config, deps.shim, deps.slurmConf);
+  const backend = backends.chosen;
+  const supervisor = createSupervisor({ store, config, backends, now, log, memoryEvents: deps.memoryEvents ?? null });
   const { trainerCommand } = deps;
-  const dispatcher = createDispatcher({ store, gpu, config, supervisor, trainerCommand, now, log });
-  const app = createApp({ ...deps, supervisor, dispatcher, gpu });
+  const dispatcher = createDispatcher({ store, gpu, config, supervisor, backend, trainerCommand, now, log });
+  const app = createApp({ ...deps, supervisor, dispatcher, backend, gpu });
   return { store, gpu, supervisor, dispatcher, app };
 }

@@ -21,6 +21,7 @@ import {
 } from "../request/schema.ts";
 import { type JobRow, type JobStore, StoreWriteFailed } from "../store/job-store.ts";
 import { jobPaths } from "../supervisor/job-dir.ts";
+import type { Backend } from "../supervisor/placement.ts";
 import { PreparationCancelled, type Supervisor } from "../supervisor/supervisor.ts";
 import {
   type PredecessorCopy, DatasetChanged, diskShortfall, type DiskShortfall, linkSnapshot, readCopy, type DatasetCopy,
@@ -36,6 +37,7 @@ export interface DispatcherDeps {
   gpu: GpuProbe;
   config: Config;
   supervisor: Supervisor;
+  backend: Backend;
   trainerCommand: string[];
   now: () => Date;
   log: Logger;
@@ -91,17 +93,16 @@ export type Dispatcher = ReturnType<typeof createDispatcher>;
 // POST /train from top to bottom: parse once → retry check → validate → refusals → claim → answer; then, after the
 // answer, the job's preparing phase: the dataset copy → plan → start.
 export function createDispatcher(deps: DispatcherDeps) {
-  const { store, config, supervisor, now, log } = deps;
-  // One run at a time on this host; on Slurm as many as slurm.max_active_jobs, each waiting in its queue for a GPU.
-  const maxActive = config.trainer.backend === "slurm" ? config.slurm.max_active_jobs : 1;
+  const { store, config, supervisor, backend, now, log } = deps;
+  const { maxActive } = backend;
   // A replayed recording trains for its own number of steps, not the tier's.
   const replaying = config.trainer.mode === "simulate" && config.simulate.replay_log !== "";
   const expectedTotal = (request: JobRequest) => (replaying ? null : TIERS[request.tier].maxTrainSteps);
 
   // A fresh probe right before the spawn: a cached answer may predate the co-tenant's last model load.
-  // On the Slurm backend Slurm places the run on a GPU it has free: this host's nvidia-smi says nothing about it.
+  // A backend that places runs itself (Slurm) has GPUs this host's nvidia-smi says nothing about.
   const admit = async (train: CheckedTrain): Promise<Admission> => {
-    if (config.gpu.admission === "off" || config.trainer.backend === "slurm") return ok(null);
+    if (config.gpu.admission === "off" || !backend.gpuAdmission) return ok(null);
     const probe = await deps.gpu.read({ fresh: true });
     return judgeAdmission(probe, train.device, train.request.tier, config, train.request.samples ?? 0);
   };
@@ -247,7 +248,8 @@ export function createDispatcher(deps: DispatcherDeps) {
   const launch = async (row: JobRow, train: CheckedTrain, resume: ResumeFrom | null): Promise<void> => {
     const paths = jobPaths(config.state_dir, row.id);
     try {
-      const plan = buildLaunch(train, config, paths, deps.trainerCommand, resume);
+      const placing = backend.launch(train.device);
+      const plan = buildLaunch(train, config, paths, deps.trainerCommand, placing, resume);
       mkdirSync(join(paths.dir, "tmp"), { recursive: true, mode: 0o750 });
       writeFileSync(paths.datasetConfig, plan.dataset_toml, { mode: 0o640 });
       if (plan.sample_prompts !== undefined) writeFileSync(paths.samplePrompts, plan.sample_prompts, { mode: 0o640 });
@@ -259,9 +261,9 @@ export function createDispatcher(deps: DispatcherDeps) {
         log: paths.log,
         logMaxBytes: config.trainer.log_max_bytes,
         inheritEnv: plan.inheritEnv,
-        forwardSignals: config.trainer.backend === "slurm",
+        forwardSignals: placing.forwardSignals,
       };
-      await supervisor.start(store.get(row.id) ?? row, train.outputFile, launchFile, train.device);
+      await supervisor.start(store.get(row.id) ?? row, train.outputFile, launchFile);
       log.info("job started", {
         job_id: row.id,
         tier: train.request.tier,
@@ -308,7 +310,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     if (early !== null) return early;
     const admission = await admit(train);
     if (!admission.ok) return fail({ kind: "refused", refusal: admission.error });
-    const refused = await supervisor.placementRefusal(train.request, train.device);
+    const refused = await backend.refusal(train.request);
     if (refused !== null) return fail({ kind: "slurm_refused", detail: `Slurm would not take the run: ${refused}` });
     const origin = await originOf(train);
     if (!origin.ok) return origin;

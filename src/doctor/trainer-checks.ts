@@ -54,10 +54,10 @@ function lastLine(output: string): string {
 
 // On the Slurm backend: the controller answers, and every configured device's gres is on some node. That the job
 // directories are on storage the nodes share cannot be seen from here: the line says so.
-export async function checkSlurm(config: Config): Promise<DoctorCheck[]> {
+export async function checkSlurm(config: Config, slurmConf: string | undefined): Promise<DoctorCheck[]> {
   if (config.trainer.backend !== "slurm") return [];
   const name = "slurm";
-  const listed = await createSlurmClient(config.slurm).nodes();
+  const listed = await createSlurmClient(config.slurm, slurmConf).nodes();
   if (!listed.ok) {
     const fix = "check slurm.bin_dir, SLURM_CONF and that slurmctld is up (scontrol ping)";
     return [failed(name, `scontrol show node failed: ${listed.error}`, fix)];

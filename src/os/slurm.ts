@@ -32,10 +32,11 @@ const COMMAND_TIMEOUT_MS = 15_000;
 export const isLive = (job: JobState) => LIVE_STATES.has(job.state);
 
 
-export function createSlurmClient(settings: SlurmSettings) {
+// `slurmConf`: where the commands find their cluster (the worker's SLURM_CONF), when not at their built-in path.
+export function createSlurmClient(settings: SlurmSettings, slurmConf: string | undefined) {
   // What a command printed, or its last words on stderr.
   const run = async (command: string, args: string[]): Promise<Result<string>> => {
-    const env = { PATH: "/usr/bin:/bin", ...slurmEnv() };
+    const env = { PATH: "/usr/bin:/bin", ...(slurmConf === undefined ? {} : { SLURM_CONF: slurmConf }) };
     const proc = Bun.spawn([join(settings.bin_dir, command), ...args], { stdout: "pipe", stderr: "pipe", env });
     const timer = setTimeout(() => proc.kill("SIGKILL"), COMMAND_TIMEOUT_MS);
     const [stdout, stderr, code] = await Promise.all([
@@ -126,12 +127,6 @@ function placementOf(settings: SlurmSettings): string[] {
     ...(settings.account === "" ? [] : [`--account=${settings.account}`]),
     ...(settings.mem === "" ? [] : [`--mem=${settings.mem}`]),
   ];
-}
-
-// The worker's own environment is not passed on, but a client needs to find its cluster.
-function slurmEnv(): Record<string, string> {
-  const conf = process.env.SLURM_CONF;
-  return conf === undefined ? {} : { SLURM_CONF: conf };
 }
 
 // `Key=Value Key=Value ...` as scontrol -o prints it; a value runs to the next ` Key=`.

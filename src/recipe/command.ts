@@ -5,7 +5,6 @@ import { TIERS } from "../tiers.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
 import { datasetToml } from "./dataset-toml.ts";
 import { SAMPLE_SAMPLER, samplePrompts } from "./samples.ts";
-import type { JobPaths } from "../supervisor/job-dir.ts";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
 import { tokenizerDir } from "../tokenizers/layout.ts";
 
@@ -34,19 +33,33 @@ export interface ResumeFrom {
   repeatsScale: number;
 }
 
+/** The files of the job directory the trainer reads and writes (the supervisor's JobDir has them). */
+export interface LaunchPaths {
+  id: string;
+  dir: string;
+  dataset: string;
+  run: string;
+  datasetConfig: string;
+  samplePrompts: string;
+  hfHome: string;
+}
+
+/** Which GPU the trainer sees: set here by this host's backend, or taken from the job's environment on Slurm. */
+export interface GpuPlacement {
+  env: Record<string, string>;
+  inheritEnv?: string[];
+}
+
 export interface LaunchPlan {
   argv: string[];
   env: Record<string, string>;
-  // On the Slurm backend, what the trainer takes from the job's environment: Slurm names its GPUs.
+  // What the trainer takes from the job's environment (on Slurm, the GPUs Slurm names).
   inheritEnv?: string[];
   cwd: string;
   dataset_toml: string;
   // The JSON prompts file of a run that takes preview samples; absent without samples.
   sample_prompts?: string;
 }
-
-// What slurmd sets for a job's --gres GPUs.
-const SLURM_GPU_ENV = ["CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "GPU_DEVICE_ORDINAL", "SLURM_JOB_ID"];
 
 // Without --num_processes 1 accelerate goes multi-GPU when two GPUs are visible.
 export const LAUNCH_FLAGS = [
@@ -61,8 +74,9 @@ export const LAUNCH_FLAGS = [
 export function buildLaunch(
   train: CheckedTrain,
   config: Config,
-  paths: JobPaths,
+  paths: LaunchPaths,
   trainer: string[],
+  gpu: GpuPlacement,
   resume: ResumeFrom | null = null,
 ): LaunchPlan {
   const sdScripts = config.trainer.sd_scripts_dir;
@@ -70,8 +84,8 @@ export function buildLaunch(
   const samples = (train.request.samples ?? 0) > 0;
   return {
     argv: [...trainer, "launch", ...LAUNCH_FLAGS, ...script],
-    env: childEnv(train, config, paths),
-    ...(config.trainer.backend === "slurm" ? { inheritEnv: SLURM_GPU_ENV } : {}),
+    env: childEnv(config, paths, gpu),
+    ...(gpu.inheritEnv === undefined ? {} : { inheritEnv: gpu.inheritEnv }),
     // No sd-scripts checkout exists in simulate mode; the job's own directory stands in.
     cwd: config.trainer.mode === "simulate" ? paths.dir : sdScripts,
     dataset_toml: datasetToml(train, paths.dataset, resume?.repeatsScale ?? 1),
@@ -79,7 +93,7 @@ export function buildLaunch(
   };
 }
 
-function scriptFlags(train: CheckedTrain, paths: JobPaths, config: Config): string[] {
+function scriptFlags(train: CheckedTrain, paths: LaunchPaths, config: Config): string[] {
   const { request } = train;
   const tier = TIERS[request.tier];
   const valued: Array<[string, string | number]> = [
@@ -159,14 +173,13 @@ function flag([name, value]: [string, string | number]): string {
   return `--${name}=${value}`;
 }
 
-function childEnv(train: CheckedTrain, config: Config, paths: JobPaths): Record<string, string> {
+function childEnv(config: Config, paths: LaunchPaths, gpu: GpuPlacement): Record<string, string> {
   const env: Record<string, string> = {
     PATH: `${dirname(config.trainer.accelerate)}:${BASE_PATH}`,
     HOME: config.state_dir,
     LANG: "C.UTF-8",
     CUDA_DEVICE_ORDER: "PCI_BUS_ID",
-    // On the Slurm backend the GPU is Slurm's to choose, and it says which in the job's environment.
-    ...(config.trainer.backend === "slurm" ? {} : { CUDA_VISIBLE_DEVICES: String(train.device.index) }),
+    ...gpu.env,
     PYTHONUNBUFFERED: "1",
     HF_HOME: paths.hfHome,
     HF_HUB_OFFLINE: "1",

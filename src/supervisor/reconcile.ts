@@ -7,7 +7,7 @@ import { readExit, readJobFile, readShim, readTrainer, slurmScriptPath } from ".
 import {
   identify, isSameProcess, markedProcesses, type ProcessIdentity, readBootId, readProcStat,
 } from "../os/proc.ts";
-import type { Identities, PendingStop } from "./run-types.ts";
+import type { Adoption, Identities, PendingStop } from "./placement.ts";
 import { sweepStrays } from "../os/terminate.ts";
 
 export interface ReconcileDeps {
@@ -15,14 +15,6 @@ export interface ReconcileDeps {
   stateDir: string;
   now: () => Date;
   log: Logger;
-}
-
-export interface Adoption {
-  row: JobRow;
-  ids: Identities;
-  pendingStop: PendingStop | null;
-  // Slurm's to account for: its id is on record, or its batch script was written (a crash right after sbatch).
-  onSlurm: boolean;
 }
 
 // At start-up every process that carries the marker of a job of this state dir ends up supervised or gone,
@@ -38,7 +30,8 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
     // Slurm holds a batch job's processes on whatever node, across its own restarts and ours: it says how it ends.
     if (job.slurm_job_id !== null || existsSync(slurmScriptPath(dirname(job.log_path)))) {
       deps.log.info("re-adopting job after restart", { job_id: job.id, slurm_job_id: job.slurm_job_id });
-      adopt({ row: job, ids: { shim: null, trainer: null }, pendingStop: pendingStopOf(job, deps.now), onSlurm: true });
+      const pendingStop = pendingStopOf(job, deps.now);
+      adopt({ row: job, ids: { shim: null, trainer: null }, pendingStop, placedBy: "slurm" });
       continue;
     }
     const verdict = judge(job, bootId, marked.get(job.id) ?? []);
@@ -46,7 +39,7 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
       const pids = { shim_pid: verdict.shim?.pid ?? null, pid: verdict.trainer?.pid ?? null };
       deps.log.info("re-adopting job after restart", { job_id: job.id, ...pids });
       recordIdentities(deps, job.id, verdict);
-      adopt({ row: job, ids: verdict, pendingStop: pendingStopOf(job, deps.now), onSlurm: false });
+      adopt({ row: job, ids: verdict, pendingStop: pendingStopOf(job, deps.now), placedBy: "local" });
       continue;
     }
     const error = verdict === "host_rebooted"
@@ -129,7 +122,8 @@ function recover(deps: ReconcileDeps, id: string, dir: string, marked: number[])
   const shim = liveShim(row, dir, marked);
   const ids = { shim, trainer: liveTrainer(row, dir, marked, shim) };
   recordIdentities(deps, id, ids);
-  return { row: deps.store.get(id)!, ids, pendingStop: null, onSlurm: existsSync(slurmScriptPath(dir)) };
+  const placedBy = existsSync(slurmScriptPath(dir)) ? "slurm" : "local";
+  return { row: deps.store.get(id)!, ids, pendingStop: null, placedBy };
 }
 
 // Found by files or marker, the processes go on record, as the launch would have put them (guarded: a recorded

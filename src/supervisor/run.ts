@@ -1,139 +1,246 @@
-import { closeSync, openSync } from "node:fs";
-import {
-  type ExitWatch,
-  type JobFile,
-  jobFilePath,
-  type LaunchFile,
-  launchPath,
-  readTrainer,
-  reserveExit,
-  watchExit,
-} from "./job-dir.ts";
-import { writeJsonAtomic } from "../fs.ts";
-import { JOB_MARKER_ENV, identify, isSameProcess, type ProcessIdentity } from "../os/proc.ts";
-import { liveGroupMembers, signalGroup, sweepStrays, terminateGroup, waitGroupGone } from "../os/terminate.ts";
-import { supervise, untilDone } from "./supervise.ts";
-import type { Identities, PendingStop, Placement, Run, RunContext } from "./run-types.ts";
+import type { Outcome, StopReason } from "../job.ts";
+import { createTracker } from "../progress/tracker.ts";
+import { verifySafetensors } from "../safetensors/verify.ts";
+import { rm } from "node:fs/promises";
+import type { ResumePoint } from "../store/job-store.ts";
+import { findSamples, followStates, runOutput, settleStates, stateDir, stillThere } from "./checkpoints.ts";
+import type { ExitWatch } from "./job-dir.ts";
+import { followLog, tailLines } from "./job-log.ts";
+import { decideOutcome } from "./outcome.ts";
+import { publishLora } from "./publish.ts";
+import { readOomKills } from "../os/proc.ts";
+import { untilDone } from "../os/terminate.ts";
+import { createWriteGuard, writeUntilDone } from "../store/write-guard.ts";
+import { startWatchdog } from "./watchdog.ts";
+import type { PendingStop, Placement, Run, RunContext, Unrecorded } from "./placement.ts";
 
-const TRAINER_START_TIMEOUT_MS = 15_000;
+// Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
+const PERSIST_INTERVAL_MS = 1000;
+const LOG_LINES_FOR_OUTCOME = 200;
+// How often the trainer's output is read. An answer about the job (GET /train/{id}, the list, /metrics) reads
+// first, unless the last read is younger than FRESH_MS; an event stream's job is read every WATCHED_TICK_MS, so
+// each step reaches the stream within that; a job nobody looks at is read every UNWATCHED_TICK_MS, which is what
+// keeps its record, its saved states and its watchdog current. So a poller sees progress at most FRESH_MS old,
+// and the worker does not wake ten times a second for a job nobody is looking at.
+export const FRESH_MS = 50;
+export const WATCHED_TICK_MS = 100;
+const UNWATCHED_TICK_MS = 5000;
 
-// The launch failed after the shim started; whatever it started has been stopped.
-export class LaunchFailed extends Error {}
-
-// The worker starts a shim (this program's `shim` command) in its own session; the shim starts the trainer
-// and records its end. The job's files come first, so a worker that restarts at any moment finds the job.
-export async function startRun(ctx: RunContext, launch: LaunchFile, job: JobFile, shimCommand: string[]): Promise<Run> {
-  writeJsonAtomic(jobFilePath(ctx.dir), job);
-  writeJsonAtomic(launchPath(ctx.dir), launch);
-  reserveExit(ctx.dir);
-  closeSync(openSync(ctx.logPath, "a", 0o640));
-  const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", [JOB_MARKER_ENV]: ctx.id };
-  const shim = Bun.spawn([...shimCommand, "shim", ctx.dir], {
-    stdio: ["ignore", "ignore", "ignore"],
-    detached: true,
-    env,
+// One run's bookkeeping, wherever its processes live (the placement: this host, or a Slurm job).
+export function supervise(ctx: RunContext, placement: Placement, pending: PendingStop | null): Run {
+  const guard = createWriteGuard(ctx.log, ctx.id);
+  const oomKillsAtStart = readOomKills(ctx.memoryEvents);
+  const tracker = createTracker({
+    expectedTotal: ctx.expectedTotal,
+    resumedAt: ctx.resumedAt,
+    nanUpdates: ctx.nanUpdates,
+    persistEveryMs: PERSIST_INTERVAL_MS,
   });
-  try {
-    const shimIdentity = identify(shim.pid);
-    ctx.store.markShim(ctx.id, shimIdentity);
-    const trainer = waitForTrainer(ctx, shimIdentity).then(recordTrainer(ctx));
-    const exit = watchExit(ctx.dir, () => isSameProcess(shimIdentity), shim.exited);
-    return supervise(ctx, localPlacement(ctx, shimIdentity, trainer, exit), null);
-  } catch (err) {
-    await abandon(ctx, shim.pid);
-    throw new LaunchFailed(
-      `${(err as Error).message} (after the trainer's shim had started; it and everything it started were stopped)`,
-    );
-  }
-}
-
-// A run whose worker restarted: same bookkeeping, identities from the record or the job's files.
-export function adoptRun(ctx: RunContext, ids: Identities, pendingStop: PendingStop | null): Run {
-  const { shim } = ids;
-  const alive = () => shim !== null && isSameProcess(shim);
-  // A live shim that has not yet named its trainer is about to: wait for it as a fresh launch would.
-  const trainer = ids.trainer === null && shim !== null
-    ? waitForTrainer(ctx, shim).then(recordTrainer(ctx))
-    : Promise.resolve(ids.trainer);
-  return supervise(ctx, localPlacement(ctx, shim, trainer, watchExit(ctx.dir, alive)), pendingStop);
-}
-
-// The shim exits right after it records the trainer's end; one that lingers is swept with the rest.
-const SHIM_EXIT_WAIT_MS = 1000;
-
-// This host: the trainer leads its own process group; without a known trainer (its shim gone before naming it),
-// the job's marker finds what is left.
-function localPlacement(
-  ctx: RunContext,
-  shim: ProcessIdentity | null,
-  trainer: Promise<ProcessIdentity | null>,
-  exit: Promise<ExitWatch>,
-): Placement {
-  let pgid: number | null = null;
-  void trainer.then((t) => {
-    pgid = t?.pid ?? null;
-  });
-  return {
-    exit,
-    pgid: () => pgid,
-    queued: () => null,
-    async stop(graceMs) {
-      const identity = await trainer;
-      return identity ? (await terminateGroup(identity.pid, graceMs)).forced : (await sweepStrays(ctx.id)) > 0;
-    },
-    async clear(graceMs) {
-      const identity = await trainer;
-      const forced =
-        identity !== null &&
-        liveGroupMembers(identity.pid).length > 0 &&
-        (await terminateGroup(identity.pid, graceMs)).forced;
-      if (shim) await shimGone(shim);
-      await sweepStrays(ctx.id);
-      return forced;
-    },
+  const out = runOutput(ctx.runFile);
+  let checkpoints = ctx.checkpoints;
+  // A resumed run offers its predecessor's state until it has verified one of its own; then that state goes.
+  let inherited = ctx.inherited;
+  const release = async (by: string) => {
+    if (inherited === null) return;
+    const { state } = inherited;
+    inherited = null;
+    guard("released state", () => ctx.store.releaseState(state, ctx.id, by));
+    await rm(state, { recursive: true, force: true }).catch((err: Error) => {
+      ctx.log.error("could not remove a replaced saved state", { job_id: ctx.id, error: err.message });
+    });
   };
-}
+  let pausing = ctx.pauseRequested;
+  let samples = ctx.samples?.known ?? [];
+  // sd-scripts samples just before it saves a checkpoint, so a verified state means its samples are whole too.
+  // An output dir that cannot be listed now leaves the record as it is until the next look.
+  const recordSamples = async () => {
+    if (ctx.samples === null) return;
+    try {
+      const found = await findSamples(out, ctx.samples.sinceMs, samples);
+      if (found.length === samples.length) return;
+      samples = found;
+      guard("samples", () => ctx.store.saveSamples(ctx.id, samples));
+    } catch (err) {
+      ctx.log.error("could not list the run's samples", { job_id: ctx.id, error: (err as Error).message });
+    }
+  };
+  let statusRecorded = false;
+  let unrecorded: Unrecorded | null = null;
+  let stopping: Promise<unknown> = Promise.resolve();
+  let stopReason: StopReason | null = null;
+  let forcedKill = false;
 
-async function shimGone(shim: ProcessIdentity): Promise<void> {
-  const deadline = performance.now() + SHIM_EXIT_WAIT_MS;
-  while (isSameProcess(shim) && performance.now() < deadline) await Bun.sleep(10);
-  if (isSameProcess(shim)) signalGroup(shim.pid, "SIGKILL");
-}
-
-// Recording the trainer is bookkeeping: the run follows it from the promise even if the write fails.
-const recordTrainer = (ctx: RunContext) => (identity: ProcessIdentity | null) => {
-  try {
-    if (identity) ctx.store.markSpawned(ctx.id, identity, ctx.now().toISOString());
-  } catch (err) {
-    ctx.log.error("could not record the trainer's identity", { job_id: ctx.id, error: (err as Error).message });
-  }
-  return identity;
-};
-
-// Nothing of a failed launch may run on: the shim first (so it starts nothing more), then the trainer, then
-// strays. What made the launch fail (no descriptor left, say) can make the stopping fail too: it is retried.
-async function abandon(ctx: RunContext, shimPid: number): Promise<void> {
-  signalGroup(shimPid, "SIGKILL");
-  await untilDone(
-    async () => {
-      await waitGroupGone(shimPid, ctx.graceMs);
-      const trainer = readTrainer(ctx.dir);
-      if (trainer && isSameProcess(trainer)) await terminateGroup(trainer.pid, ctx.graceMs);
-      await sweepStrays(ctx.id);
+  const persist = () => {
+    const progress = tracker.progress();
+    const points = tracker.pendingLoss();
+    tracker.persisted(guard("progress", () => ctx.store.saveProgressUnsynced(ctx.id, progress, points)));
+  };
+  const kill = async (graceMs: number) => {
+    const forced = await untilDone(
+      () => placement.stop(graceMs),
+      (err) => ctx.log.error("could not yet stop the job; retrying", { job_id: ctx.id, error: err.message }),
+    );
+    forcedKill ||= forced;
+  };
+  // Why is recorded before the first signal, so the exit reads as that and not as a crash. The reason is
+  // kept in memory too: a state dir that cannot take the write does not stop the stop.
+  const stop = (reason: StopReason, graceMs = ctx.graceMs) => {
+    stopReason ??= reason;
+    guard("stop reason", () => ctx.store.requestStop(ctx.id, reason, ctx.now().toISOString()));
+    ctx.log.info("stopping job", { job_id: ctx.id, reason });
+    stopping = stopping.then(() => kill(graceMs));
+    return stopping.then(() => undefined);
+  };
+  // A verified state is offered at once; a pause waits for exactly this moment.
+  const states = followStates({
+    out, log: ctx.log, jobId: ctx.id, totalSteps: ctx.expectedTotal,
+    saved: (step, checkpoint, digest) => {
+      checkpoints = [...stillThere(checkpoints).filter((c) => c.step !== step), ...(checkpoint ? [checkpoint] : [])];
+      const point: ResumePoint = { step, state: stateDir(out, step), digest, checkpoints, gone: null };
+      if (guard("resume point", () => ctx.store.saveResumePoint(ctx.id, point))) {
+        void release(`replaced by job ${ctx.id}'s newer state at step ${step}`);
+      }
+      ctx.log.info("state saved", { job_id: ctx.id, step, pausing });
+      if (pausing) void stop("pause");
+      void recordSamples().finally(ctx.changed);
     },
-    (err) => {
-      const error = err.message;
-      ctx.log.error("could not yet stop what a failed launch started; retrying", { job_id: ctx.id, error });
-    },
+  });
+  const watchdog = startWatchdog(
+    { stallMs: ctx.stallMs, deadline: ctx.deadline },
+    (reason) => void stop(reason),
+    () => placement.queued() !== null,
+    () => follower.drain(),
   );
-}
-
-async function waitForTrainer(ctx: RunContext, shim: ProcessIdentity): Promise<ProcessIdentity | null> {
-  const deadline = Date.now() + TRAINER_START_TIMEOUT_MS;
-  for (;;) {
-    const trainer = readTrainer(ctx.dir);
-    if (trainer) return trainer;
-    if (Date.now() > deadline || !isSameProcess(shim)) return readTrainer(ctx.dir);
-    await Bun.sleep(5);
+  const onText = (text: string) => {
+    watchdog.touch();
+    const firstWords = !statusRecorded;
+    if (firstWords) statusRecorded = guard("status", () => ctx.store.markTraining(ctx.id));
+    const update = tracker.push(text);
+    if (update.contradiction !== null) {
+      const expected = tracker.progress().expected_total;
+      ctx.log.warn(
+        "the trainer printed a step total that contradicts the run's; kept in the log, not taken as progress",
+        { job_id: ctx.id, printed: update.contradiction, expected },
+      );
+    }
+    if (update.nanTripped) void stop("nan_loss");
+    if (update.savingState !== null) states.announced(update.savingState);
+    if (update.persistDue) persist();
+    if (update.changed || firstWords) ctx.changed();
+  };
+  const follower = followLog(ctx.logPath, (text) => {
+    try {
+      onText(text);
+    } catch (err) {
+      ctx.log.error("could not take in trainer output", { job_id: ctx.id, error: (err as Error).message });
+    }
+  }, () => (ctx.watched() || pausing ? WATCHED_TICK_MS : UNWATCHED_TICK_MS));
+  // A stop recorded by a worker that has since restarted: sent again, with what is left of its grace.
+  if (pending) {
+    stopReason = pending.reason;
+    void stop(pending.reason, Math.max(0, ctx.graceMs - (ctx.now().getTime() - pending.recordedAt)));
   }
+
+  const end = async (ended: ExitWatch) => {
+    watchdog.stop();
+    states.stop();
+    // The leader's exit is not the tree's: wait out a kill in progress, then clear what is left.
+    await stopping;
+    const forced = await untilDone(
+      () => placement.clear(ctx.graceMs),
+      (err) => {
+        ctx.log.error("could not yet sweep the job's leftovers; retrying", { job_id: ctx.id, error: err.message });
+      },
+    );
+    forcedKill ||= forced;
+    await follower.stop();
+    tracker.flush();
+    persist();
+    const decided = decideOutcome({
+      ended,
+      stopReason: stopReason ?? ctx.store.get(ctx.id)?.stop_reason ?? null,
+      forcedKill,
+      lastLossNan: tracker.progress().last_loss_nan,
+      verdict: await verifySafetensors(ctx.runFile),
+      outputFile: ctx.outputFile,
+      logTail: tailLines(ctx.logPath, LOG_LINES_FOR_OUTCOME),
+      oomKills: oomKillsAtStart === null
+        ? null
+        : (readOomKills(ctx.memoryEvents) ?? oomKillsAtStart) - oomKillsAtStart,
+      phase: tracker.progress().phase,
+    });
+    const outcome = decided.status === "succeeded" ? await publish(decided) : decided;
+    const point = await settle(outcome.status === "succeeded");
+    await recordSamples();
+    const endedAt = ctx.now().toISOString();
+    const record = () => {
+      if (point !== null) ctx.store.saveResumePoint(ctx.id, point);
+      ctx.store.saveProgress(ctx.id, tracker.progress());
+      ctx.store.appendLoss(ctx.id, tracker.pendingLoss());
+      ctx.store.finish(ctx.id, outcome, endedAt);
+    };
+    // The outcome is known: while the state dir cannot take it, it is answered from memory, marked so.
+    await writeUntilDone(guard, "final record", record, () => {
+      unrecorded = { outcome, ended_at: endedAt };
+      ctx.changed();
+    });
+    ctx.changed();
+    ctx.log[outcome.status === "failed" ? "warn" : "info"]("job ended", {
+      job_id: ctx.id,
+      status: outcome.status,
+      error_code: outcome.error_code,
+      exit_code: outcome.exit_code,
+      signal: outcome.signal,
+    });
+  };
+  // The verified LoRA goes into arbo's output_dir; until it is there the job has not succeeded. The run directory
+  // keeps its copy, so a publish a crash cut short is done again when the run is adopted.
+  const publish = async (decided: Outcome): Promise<Outcome> => {
+    if (ctx.runFile === ctx.outputFile || decided.lora_sha256 === null) return decided;
+    const published = await publishLora(ctx.runFile, ctx.outputFile, decided.lora_sha256, ctx.id);
+    if (published.ok) return decided;
+    const { code, detail } = published.error;
+    ctx.log.error("could not publish the LoRA", { job_id: ctx.id, error_code: code, error: detail });
+    return { ...decided, status: "failed", error_code: code, error: detail, lora_path: null, lora_sha256: null,
+      lora_bytes: null };
+  };
+  // What the run directory holds after the run decides what can be resumed; one that cannot be read leaves the
+  // record as the run left it.
+  const settle = async (succeeded: boolean): Promise<ResumePoint | null> => {
+    try {
+      const point = await settleStates(out, ctx.expectedTotal, succeeded, checkpoints);
+      if (succeeded) await release(`job ${ctx.id}, which continued from it, succeeded`);
+      // A run that ended before its first own state still offers the one it started from.
+      if (point.step !== null || inherited === null) return point;
+      return { ...point, ...inherited };
+    } catch (err) {
+      ctx.log.error("could not settle the run's saved states", { job_id: ctx.id, error: (err as Error).message });
+      return null;
+    }
+  };
+  // A pausing run is read at the watched pace, so it stops at the state it saves next, not one a slow read finds.
+  const pause = () => {
+    pausing = true;
+    guard("pause", () => ctx.store.requestPause(ctx.id, ctx.now().toISOString()));
+    ctx.log.info("pausing job at its next saved state", { job_id: ctx.id });
+    follower.drain();
+  };
+
+  const finished = placement.exit.then(end).catch((err: Error) => {
+    ctx.log.error("supervision of the job ended in error", { job_id: ctx.id, error: err.message, stack: err.stack });
+  });
+
+  return {
+    id: ctx.id,
+    pgid: placement.pgid,
+    queued: placement.queued,
+    progress: () => tracker.progress(),
+    unrecorded: () => unrecorded,
+    refresh(maxAgeMs) {
+      if (follower.sinceRead() >= maxAgeMs) follower.drain();
+    },
+    stop: (reason) => stop(reason),
+    pause,
+    finished,
+  };
 }

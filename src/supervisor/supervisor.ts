@@ -7,24 +7,21 @@ import type { Progress } from "../progress/progress.ts";
 import type { JobRequest } from "../request/schema.ts";
 import type { Checkpoint, JobRow, JobStore } from "../store/job-store.ts";
 import { createStateHealth } from "../store/state-health.ts";
+import { createWriteGuard, writeUntilDone } from "../store/write-guard.ts";
 import { jobPaths, type LaunchFile } from "./job-dir.ts";
 import type { Sample } from "./checkpoints.ts";
 import { markedProcesses } from "../os/proc.ts";
 import { isStrictlyInside } from "../request/contained-path.ts";
 import { reconcileOnStart } from "./reconcile.ts";
-import { createWriteGuard, FRESH_MS, writeUntilDone } from "./supervise.ts";
-import { adoptRun, startRun } from "./run.ts";
-import type { Run, RunContext, Unrecorded } from "./run-types.ts";
-import { adoptSlurmRun, type SlurmPlan, slurmRefusal, startSlurmRun } from "./slurm-run.ts";
-import { createSlurmClient } from "../os/slurm.ts";
+import { FRESH_MS } from "./run.ts";
+import type { Backends } from "./backend.ts";
+import type { Backend, Run, RunContext, Unrecorded } from "./placement.ts";
 import { TIERS } from "../tiers.ts";
-import type { Device } from "../config/schema.ts";
-
 export interface SupervisorDeps {
   store: JobStore;
   config: Config;
-  /** This program: it is the shim. */
-  selfCommand: string[];
+  /** Where runs are placed, and where those found after a restart were. */
+  backends: Backends;
   now: () => Date;
   log: Logger;
   /** Where the kernel counts OOM kills of the trainer's cgroup (cgroup v2 or v1's memory controller), if anywhere. */
@@ -58,26 +55,11 @@ export function createSupervisor(deps: SupervisorDeps) {
     for (const watcher of watchers.get(id) ?? []) watcher();
   };
 
-  // The run's bounds come from its record: the tier's total was recorded at the claim, so an adopted run has it too.
-  const slurm = config.trainer.backend === "slurm" ? createSlurmClient(config.slurm) : null;
-  // A run stays where it started: one Slurm holds is adopted through Slurm after a switch to the local backend
-  // (and a local one through this host after a switch to Slurm), so a change of backend leaves none unsupervised.
-  let slurmForAdoption = slurm;
-  // A device's gres and the tier's bound as Slurm's --time (whole minutes, rounded up).
-  const slurmPlan = (tier: JobRequest["tier"], device: Device | undefined, client = slurm!): SlurmPlan => ({
-    slurm: client,
-    gres: device?.gres ?? "gpu:1",
-    timeMinutes: Math.ceil(config.watchdog.tier_timeout_seconds[TIERS[tier].budget] / 60),
-    pollMs: config.slurm.poll_seconds * 1000,
-  });
-  const deviceOf = (request: JobRequest) => config.devices.find((d) => d.index === request.device_index);
-  const contextFor = (row: JobRow, outputFile: string, onSlurm: boolean): RunContext => {
+  const contextFor = (row: JobRow, outputFile: string, backend: Backend): RunContext => {
     const request = JSON.parse(row.request) as JobRequest;
     const paths = jobPaths(config.state_dir, row.id);
     const startedAt = Date.parse(row.started_at ?? row.created_at);
-    // On Slurm the tier's bound is its --time, counted by Slurm from the start, not from the time in its queue.
-    const bound = config.watchdog.tier_timeout_seconds[TIERS[request.tier].budget] * 1000;
-    const deadline = onSlurm ? Number.POSITIVE_INFINITY : startedAt + bound;
+    const boundMs = config.watchdog.tier_timeout_seconds[TIERS[request.tier].budget] * 1000;
     const knownSamples = row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]);
     // A run launched before run directories existed writes its LoRA straight into the output dir.
     const runFile = existsSync(paths.run) ? join(paths.run, basename(outputFile)) : outputFile;
@@ -85,7 +67,7 @@ export function createSupervisor(deps: SupervisorDeps) {
       id: row.id, dir: paths.dir, logPath: paths.log, runFile, outputFile, store, now, log,
       graceMs: config.trainer.cancel_grace_seconds * 1000,
       stallMs: config.watchdog.stall_seconds * 1000,
-      deadline,
+      deadline: backend.deadline(startedAt, boundMs),
       nanUpdates: config.watchdog.nan_updates,
       expectedTotal: row.total_steps,
       resumedAt: row.resumed_from_step ?? 0,
@@ -133,7 +115,7 @@ export function createSupervisor(deps: SupervisorDeps) {
     },
 
     // Starts a claimed job's shim and follows it; throws (having stopped whatever it started) when it cannot.
-    async start(row: JobRow, outputFile: string, launch: LaunchFile, device: Device): Promise<void> {
+    async start(row: JobRow, outputFile: string, launch: LaunchFile): Promise<void> {
       launches.add(row.id);
       try {
         const request = JSON.parse(row.request) as JobRequest;
@@ -141,18 +123,11 @@ export function createSupervisor(deps: SupervisorDeps) {
           id: row.id, request, request_hash: row.request_hash, idempotency_key: row.idempotency_key,
           admission_warning: row.admission_warning, simulated: row.simulated === 1, created_at: row.created_at,
         };
-        const ctx = contextFor(row, outputFile, slurm !== null);
-        track(await (slurm
-          ? startSlurmRun(ctx, launch, job, deps.selfCommand, slurmPlan(request.tier, device))
-          : startRun(ctx, launch, job, deps.selfCommand)));
+        const { chosen } = deps.backends;
+        track(await chosen.start(contextFor(row, outputFile, chosen), launch, job, request));
       } finally {
         launches.delete(row.id);
       }
-    },
-
-    /** On the Slurm backend, why Slurm would refuse this run; null when it would take it (or on this host). */
-    async placementRefusal(request: JobRequest, device: Device): Promise<string | null> {
-      return slurm ? slurmRefusal(slurmPlan(request.tier, device)) : null;
     },
 
     // The slot stays claimed until the failure is on record; a state dir that cannot take it is retried.
@@ -273,15 +248,13 @@ export function createSupervisor(deps: SupervisorDeps) {
 
     // Re-adopts what survived a restart of the worker (or the loss of its database); fails what did not.
     reconcile(): void {
-      reconcileOnStart({ store, stateDir: config.state_dir, now, log }, ({ row, ids, pendingStop, onSlurm }) => {
+      reconcileOnStart({ store, stateDir: config.state_dir, now, log }, (adoption) => {
+        const { row } = adoption;
         const request = JSON.parse(row.request) as JobRequest;
         const outputFile = join(request.output_dir, `${request.output_name}.safetensors`);
         try {
-          const ctx = contextFor(row, outputFile, onSlurm);
-          if (!onSlurm) return track(adoptRun(ctx, ids, pendingStop));
-          slurmForAdoption ??= createSlurmClient(config.slurm);
-          const plan = slurmPlan(request.tier, deviceOf(request), slurmForAdoption);
-          track(adoptSlurmRun(ctx, row.slurm_job_id, plan, pendingStop));
+          const backend = deps.backends.of(adoption.placedBy);
+          track(backend.adopt(contextFor(row, outputFile, backend), request, adoption));
         } catch (err) {
           log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
         }

@@ -84,7 +84,8 @@ export function supervisorFor(tree: HostTree, config: Config, trainerCommand: st
   const store = openJobStore(join(tree.state, "jobs.db"));
   const loaded = { config, file: null, defaultsInUse: [], envOverrides: [] };
   const worker = createWorker({
-    loaded, store, log: silentLogger, auth: openGate(), trainerCommand, selfCommand: [process.execPath, MAIN],
+    loaded, store, log: silentLogger, auth: openGate(), trainerCommand,
+    shim: { command: [process.execPath, MAIN], path: process.env.PATH! }, slurmConf: undefined,
     version: "test", startedAt: Date.now(), ...opts,
   });
   const { supervisor } = worker;

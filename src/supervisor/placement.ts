@@ -1,14 +1,19 @@
+import type { Config, Device } from "../config/schema.ts";
 import type { Outcome, StopReason } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import type { Progress } from "../progress/progress.ts";
-import type { Checkpoint, JobStore } from "../store/job-store.ts";
+import type { SlurmNode } from "../os/slurm.ts";
+import type { GpuPlacement } from "../recipe/command.ts";
+import type { JobRequest } from "../request/schema.ts";
+import type { Result } from "../result.ts";
+import type { Checkpoint, JobRow, JobStore } from "../store/job-store.ts";
 import type { Sample } from "./checkpoints.ts";
-import type { ExitWatch } from "./job-dir.ts";
+import type { ExitWatch, JobFile, LaunchFile } from "./job-dir.ts";
 
-// The seam between the supervisor and where a run's processes live (this host's process groups in run.ts, a Slurm
-// job in slurm-run.ts): what a run is told, what it offers, and where its processes are. supervise.ts follows a run
-// through it the same way for both.
+// The seam between the supervisor and where a run's processes live (this host's process groups in local.ts, a Slurm
+// job in slurm.ts): the backend that places runs, what a run is told, what it offers, and where its processes are.
+// run.ts follows a run through it the same way for both.
 
 export interface RunContext {
   id: string;
@@ -66,8 +71,7 @@ export interface Run {
   readonly finished: Promise<void>;
 }
 
-// Where a run's processes live and how they end: this host's process groups (below), or a Slurm job (slurm/).
-// The supervision of a run (supervise.ts) is the same for both.
+// Where one run's processes live and how they end: a process group on this host, or a Slurm job.
 export interface Placement {
   // The trainer's end as its shim recorded it, the scheduler's verdict, or that it was lost.
   exit: Promise<ExitWatch>;
@@ -89,4 +93,36 @@ export interface PendingStop {
 export interface Identities {
   shim: ProcessIdentity | null;
   trainer: ProcessIdentity | null;
+}
+
+export type BackendKind = Config["trainer"]["backend"];
+
+/** A job found after a restart whose run its backend takes over. */
+export interface Adoption {
+  row: JobRow;
+  ids: Identities;
+  pendingStop: PendingStop | null;
+  // Who placed it: Slurm when its id is on record or its batch script was written (a crash right after sbatch).
+  placedBy: BackendKind;
+}
+
+/** Where runs are placed: this host's process groups, or a Slurm cluster. The one place that tells them apart. */
+export interface Backend {
+  readonly kind: BackendKind;
+  /** How many runs may be active at once. */
+  readonly maxActive: number;
+  /** Whether this host's nvidia-smi judges a run's GPU before it starts (not on Slurm, which places runs itself). */
+  readonly gpuAdmission: boolean;
+  /** What /healthz says of the backend. */
+  readonly facts: { backend: BackendKind; max_active_jobs?: number };
+  /** Which GPU the trainer sees, and whether the shim passes signals on to it (a Slurm batch script does). */
+  launch(device: Device): GpuPlacement & { forwardSignals: boolean };
+  /** Why the backend would refuse the run, asked before anything is recorded; null when it would take it. */
+  refusal(request: JobRequest): Promise<string | null>;
+  /** When the tier's bound ends the run (epoch ms); on Slurm its --time does. */
+  deadline(startedAt: number, boundMs: number): number;
+  start(ctx: RunContext, launch: LaunchFile, job: JobFile, request: JobRequest): Promise<Run>;
+  adopt(ctx: RunContext, request: JobRequest, adoption: Adoption): Run;
+  /** The cluster's GPUs, node by node, where the backend is a cluster. */
+  readonly nodes: (() => Promise<Result<SlurmNode[]>>) | null;
 }

@@ -6,14 +6,19 @@ import { closeSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeJsonAtomic } from "../fs.ts";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
+import type { Config } from "../config/schema.ts";
 import { isLive, type JobState, type SlurmClient } from "../os/slurm.ts";
+import type { JobRequest } from "../request/schema.ts";
+import { fail } from "../result.ts";
+import { TIERS } from "../tiers.ts";
 import {
   type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit, reserveExit, slurmScriptPath,
 } from "./job-dir.ts";
-import type { PendingStop, Placement, Run, RunContext } from "./run-types.ts";
-import { supervise } from "./supervise.ts";
+import type { ShimCommand } from "./local.ts";
+import type { Backend, Placement, Run, RunContext } from "./placement.ts";
+import { supervise } from "./run.ts";
 
-export interface SlurmPlan {
+interface SlurmPlan {
   slurm: SlurmClient;
   // What the run asks of Slurm: the device's gres and the tier's time limit.
   gres: string;
@@ -21,26 +26,56 @@ export interface SlurmPlan {
   pollMs: number;
 }
 
+// What slurmd sets for a job's --gres GPUs.
+const SLURM_GPU_ENV = ["CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "GPU_DEVICE_ORDINAL", "SLURM_JOB_ID"];
+
 // While a stop waits for Slurm to report the end, it asks this often.
 const STOP_POLL_MS = 200;
 // SIGKILL through Slurm ends a job within seconds; one still live after this is asked again (untilDone retries).
 const KILL_WAIT_MS = 60_000;
 const SLURM_OUT = "slurm.out";
 
-export const slurmJobName = (id: string) => `lora-worker-${id}`;
+const slurmJobName = (id: string) => `lora-worker-${id}`;
 
 // What the run asks of Slurm; nothing of the worker's environment; a node failure ends the run (NODE_FAIL) instead
 // of starting it over.
 const resourceOptions = (plan: SlurmPlan) =>
   [`--gres=${plan.gres}`, `--time=${plan.timeMinutes}`, "--export=NONE", "--no-requeue"];
 
-// Why Slurm would refuse the run (an unknown partition, account or gres), asked before anything is recorded.
-export async function slurmRefusal(plan: SlurmPlan): Promise<string | null> {
-  const answer = await plan.slurm.wouldTake(resourceOptions(plan));
-  return answer.ok ? null : answer.error;
+// Up to slurm.max_active_jobs runs, each waiting in Slurm's queue for a GPU Slurm chooses and names in the job's
+// environment, bounded by the tier as its --time (whole minutes, rounded up).
+export function slurmBackend(slurm: SlurmClient, config: Config, shim: ShimCommand): Backend {
+  const planFor = (request: JobRequest): SlurmPlan => ({
+    slurm,
+    gres: config.devices.find((d) => d.index === request.device_index)?.gres ?? "gpu:1",
+    timeMinutes: Math.ceil(config.watchdog.tier_timeout_seconds[TIERS[request.tier].budget] / 60),
+    pollMs: config.slurm.poll_seconds * 1000,
+  });
+  return {
+    kind: "slurm",
+    maxActive: config.slurm.max_active_jobs,
+    gpuAdmission: false,
+    facts: { backend: "slurm", max_active_jobs: config.slurm.max_active_jobs },
+    launch: () => ({ env: {}, inheritEnv: SLURM_GPU_ENV, forwardSignals: true }),
+    // An unknown partition, account or gres.
+    async refusal(request) {
+      const answer = await slurm.wouldTake(resourceOptions(planFor(request)));
+      return answer.ok ? null : answer.error;
+    },
+    // Slurm counts the --time from the run's start, not from its time in the queue.
+    deadline: () => Number.POSITIVE_INFINITY,
+    start: (ctx, launch, job, request) => startSlurmRun(ctx, launch, job, shim.command, planFor(request)),
+    // A job recorded without its Slurm id (the worker stopped between sbatch and the record) is found by its name.
+    adopt: (ctx, request, { row, pendingStop }) =>
+      supervise(ctx, slurmPlacement(ctx, row.slurm_job_id, planFor(request)), pendingStop),
+    async nodes() {
+      const listed = await slurm.nodes();
+      return listed.ok ? listed : fail(`scontrol show node: ${listed.error}`);
+    },
+  };
 }
 
-export async function startSlurmRun(
+async function startSlurmRun(
   ctx: RunContext, launch: LaunchFile, job: JobFile, shimCommand: string[], plan: SlurmPlan,
 ): Promise<Run> {
   writeJsonAtomic(jobFilePath(ctx.dir), job);
@@ -62,13 +97,6 @@ export async function startSlurmRun(
   }
   ctx.log.info("submitted to Slurm", { job_id: ctx.id, slurm_job_id: submitted.value, gres: plan.gres });
   return supervise(ctx, slurmPlacement(ctx, submitted.value, plan), null);
-}
-
-// A job recorded without its Slurm id (the worker stopped between sbatch and the record) is found by its name.
-export function adoptSlurmRun(
-  ctx: RunContext, slurmJobId: string | null, plan: SlurmPlan, pending: PendingStop | null,
-): Run {
-  return supervise(ctx, slurmPlacement(ctx, slurmJobId, plan), pending);
 }
 
 function batchScript(ctx: RunContext, shimCommand: string[]): string {

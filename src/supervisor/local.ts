@@ -1,0 +1,159 @@
+import { closeSync, openSync } from "node:fs";
+import {
+  type ExitWatch,
+  type JobFile,
+  jobFilePath,
+  type LaunchFile,
+  launchPath,
+  readTrainer,
+  reserveExit,
+  watchExit,
+} from "./job-dir.ts";
+import { writeJsonAtomic } from "../fs.ts";
+import { JOB_MARKER_ENV, identify, isSameProcess, type ProcessIdentity } from "../os/proc.ts";
+import { liveGroupMembers, signalGroup, sweepStrays, terminateGroup, waitGroupGone } from "../os/terminate.ts";
+import { untilDone } from "../os/terminate.ts";
+import { supervise } from "./run.ts";
+import type { Backend, Identities, PendingStop, Placement, Run, RunContext } from "./placement.ts";
+
+const TRAINER_START_TIMEOUT_MS = 15_000;
+
+/** This program, which is the shim, and the PATH it runs with. */
+export interface ShimCommand {
+  command: string[];
+  path: string;
+}
+
+// One run at a time, on the GPU the request names, bounded by the tier from its start.
+export function localBackend(shim: ShimCommand): Backend {
+  return {
+    kind: "local",
+    maxActive: 1,
+    gpuAdmission: true,
+    facts: { backend: "local" },
+    launch: (device) => ({ env: { CUDA_VISIBLE_DEVICES: String(device.index) }, forwardSignals: false }),
+    refusal: async () => null,
+    deadline: (startedAt, boundMs) => startedAt + boundMs,
+    start: (ctx, launch, job) => startRun(ctx, launch, job, shim),
+    adopt: (ctx, _request, { ids, pendingStop }) => adoptRun(ctx, ids, pendingStop),
+    nodes: null,
+  };
+}
+
+// The worker starts a shim (this program's `shim` command) in its own session; the shim starts the trainer
+// and records its end. The job's files come first, so a worker that restarts at any moment finds the job.
+async function startRun(ctx: RunContext, launch: LaunchFile, job: JobFile, shim: ShimCommand): Promise<Run> {
+  writeJsonAtomic(jobFilePath(ctx.dir), job);
+  writeJsonAtomic(launchPath(ctx.dir), launch);
+  reserveExit(ctx.dir);
+  closeSync(openSync(ctx.logPath, "a", 0o640));
+  const env = { PATH: shim.path, [JOB_MARKER_ENV]: ctx.id };
+  const shimProcess = Bun.spawn([...shim.command, "shim", ctx.dir], {
+    stdio: ["ignore", "ignore", "ignore"],
+    detached: true,
+    env,
+  });
+  try {
+    const shimIdentity = identify(shimProcess.pid);
+    ctx.store.markShim(ctx.id, shimIdentity);
+    const trainer = waitForTrainer(ctx, shimIdentity).then(recordTrainer(ctx));
+    const exit = watchExit(ctx.dir, () => isSameProcess(shimIdentity), shimProcess.exited);
+    return supervise(ctx, localPlacement(ctx, shimIdentity, trainer, exit), null);
+  } catch (err) {
+    await abandon(ctx, shimProcess.pid);
+    throw new Error(
+      `${(err as Error).message} (after the trainer's shim had started; it and everything it started were stopped)`,
+    );
+  }
+}
+
+// A run whose worker restarted: same bookkeeping, identities from the record or the job's files.
+function adoptRun(ctx: RunContext, ids: Identities, pendingStop: PendingStop | null): Run {
+  const { shim } = ids;
+  const alive = () => shim !== null && isSameProcess(shim);
+  // A live shim that has not yet named its trainer is about to: wait for it as a fresh launch would.
+  const trainer = ids.trainer === null && shim !== null
+    ? waitForTrainer(ctx, shim).then(recordTrainer(ctx))
+    : Promise.resolve(ids.trainer);
+  return supervise(ctx, localPlacement(ctx, shim, trainer, watchExit(ctx.dir, alive)), pendingStop);
+}
+
+// The shim exits right after it records the trainer's end; one that lingers is swept with the rest.
+const SHIM_EXIT_WAIT_MS = 1000;
+
+// This host: the trainer leads its own process group; without a known trainer (its shim gone before naming it),
+// the job's marker finds what is left.
+function localPlacement(
+  ctx: RunContext,
+  shim: ProcessIdentity | null,
+  trainer: Promise<ProcessIdentity | null>,
+  exit: Promise<ExitWatch>,
+): Placement {
+  let pgid: number | null = null;
+  void trainer.then((t) => {
+    pgid = t?.pid ?? null;
+  });
+  return {
+    exit,
+    pgid: () => pgid,
+    queued: () => null,
+    async stop(graceMs) {
+      const identity = await trainer;
+      return identity ? (await terminateGroup(identity.pid, graceMs)).forced : (await sweepStrays(ctx.id)) > 0;
+    },
+    async clear(graceMs) {
+      const identity = await trainer;
+      const forced =
+        identity !== null &&
+        liveGroupMembers(identity.pid).length > 0 &&
+        (await terminateGroup(identity.pid, graceMs)).forced;
+      if (shim) await shimGone(shim);
+      await sweepStrays(ctx.id);
+      return forced;
+    },
+  };
+}
+
+async function shimGone(shim: ProcessIdentity): Promise<void> {
+  const deadline = performance.now() + SHIM_EXIT_WAIT_MS;
+  while (isSameProcess(shim) && performance.now() < deadline) await Bun.sleep(10);
+  if (isSameProcess(shim)) signalGroup(shim.pid, "SIGKILL");
+}
+
+// Recording the trainer is bookkeeping: the run follows it from the promise even if the write fails.
+const recordTrainer = (ctx: RunContext) => (identity: ProcessIdentity | null) => {
+  try {
+    if (identity) ctx.store.markSpawned(ctx.id, identity, ctx.now().toISOString());
+  } catch (err) {
+    ctx.log.error("could not record the trainer's identity", { job_id: ctx.id, error: (err as Error).message });
+  }
+  return identity;
+};
+
+// Nothing of a failed launch may run on: the shim first (so it starts nothing more), then the trainer, then
+// strays. What made the launch fail (no descriptor left, say) can make the stopping fail too: it is retried.
+async function abandon(ctx: RunContext, shimPid: number): Promise<void> {
+  signalGroup(shimPid, "SIGKILL");
+  await untilDone(
+    async () => {
+      await waitGroupGone(shimPid, ctx.graceMs);
+      const trainer = readTrainer(ctx.dir);
+      if (trainer && isSameProcess(trainer)) await terminateGroup(trainer.pid, ctx.graceMs);
+      await sweepStrays(ctx.id);
+    },
+    (err) => {
+      const error = err.message;
+      ctx.log.error("could not yet stop what a failed launch started; retrying", { job_id: ctx.id, error });
+    },
+  );
+}
+
+async function waitForTrainer(ctx: RunContext, shim: ProcessIdentity): Promise<ProcessIdentity | null> {
+  const deadline = Date.now() + TRAINER_START_TIMEOUT_MS;
+  for (;;) {
+    const trainer = readTrainer(ctx.dir);
+    if (trainer) return trainer;
+    if (Date.now() > deadline || !isSameProcess(shim)) return readTrainer(ctx.dir);
+    await Bun.sleep(5);
+  }
+}
