@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { jobEvents, SseParser, type JobEvent } from "../../src/cli/client/events.ts";
+import { jobEvents, SseParser, type JobEvent } from "../../src/cli/client/sse.ts";
 import { LogView } from "../../src/cli/client/commands/logs.ts";
 import { createTerminal, type Terminal } from "../../src/cli/client/terminal.ts";
 import { ClientError, createWorkerClient } from "../../src/cli/client/worker-client.ts";

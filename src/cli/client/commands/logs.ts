@@ -1,5 +1,5 @@
 import { positiveInt, UsageError } from "../../args.ts";
-import { eventsOf } from "../events.ts";
+import { eventsOf } from "../sse.ts";
 import { exitCodeOf } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
 import type { Terminal } from "../terminal.ts";

@@ -1,5 +1,5 @@
 import { UsageError } from "../../args.ts";
-import { followJob, followRenderer } from "../events.ts";
+import { followJob, followRenderer } from "../follow.ts";
 import { exitCodeOf, jsonText, statusLines } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
 import { resolveJobId } from "../job-id.ts";

@@ -1,5 +1,5 @@
 import { UsageError } from "../../args.ts";
-import { followJob, followRenderer } from "../events.ts";
+import { followJob, followRenderer } from "../follow.ts";
 import { exitCodeOf, jsonText } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
 import { EXIT } from "../worker-client.ts";
