@@ -1,7 +1,8 @@
+import { ClientError } from "./exit.ts";
 import { barLine, jsonText, outcomeLines, progressLine, resumeHint } from "./format.ts";
 import { eventsOf } from "./sse.ts";
 import type { Terminal } from "./terminal.ts";
-import { ClientError, type JobView, type WorkerClient } from "./worker-client.ts";
+import type { JobView, WorkerClient } from "./worker-client.ts";
 
 // Draws a job's events until its terminal event and answers the final view.
 export async function followJob(client: WorkerClient, id: string, renderer: FollowRenderer): Promise<JobView> {

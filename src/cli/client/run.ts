@@ -10,8 +10,9 @@ import { resume } from "./commands/resume.ts";
 import { smoke } from "./commands/smoke.ts";
 import { status } from "./commands/status.ts";
 import { submit } from "./commands/submit.ts";
+import { ClientError, EXIT, EXIT_CODES_HELP } from "./exit.ts";
 import { processTerminal, type Terminal } from "./terminal.ts";
-import { ClientError, createWorkerClient, EXIT, EXIT_CODES_HELP } from "./worker-client.ts";
+import { createWorkerClient } from "./worker-client.ts";
 
 const CLIENT_COMMANDS: Readonly<Record<string, ClientCommand>> = {
   submit,

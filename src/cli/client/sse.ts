@@ -1,4 +1,5 @@
-import { ClientError, type JobView, type WorkerClient } from "./worker-client.ts";
+import { ClientError } from "./exit.ts";
+import type { JobView, WorkerClient } from "./worker-client.ts";
 
 // Server-Sent Events framing (WHATWG HTML §9.2.6): lines end in CRLF, LF or CR; a blank line dispatches;
 // `:` starts a comment; fields `event`, `data` (joined by LF), `id`, `retry`. A CR at the end of a chunk

@@ -7,7 +7,8 @@ import { UsageError } from "../../args.ts";
 import { followJob } from "../follow.ts";
 import { outcomeLines } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
-import { EXIT, type JobView, type WorkerClient } from "../worker-client.ts";
+import { EXIT } from "../exit.ts";
+import type { JobView, WorkerClient } from "../worker-client.ts";
 
 const { maxTrainSteps: STEPS, checkpointEvery: FIRST_STATE } = TIERS.smoke;
 

@@ -3,7 +3,8 @@ import { followJob, followRenderer } from "../follow.ts";
 import { exitCodeOf, jsonText, statusLines } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
 import { resolveJobId } from "../job-id.ts";
-import { EXIT, isTerminal } from "../worker-client.ts";
+import { EXIT } from "../exit.ts";
+import { isTerminal } from "../worker-client.ts";
 
 export const status: ClientCommand = {
   usage: "status [ID] [--json] [--follow]",
