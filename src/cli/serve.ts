@@ -10,7 +10,8 @@ import { createRetention } from "../supervisor/retention.ts";
 import { tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
-import { EXIT_CONFIG, loadConfigOrExit, refuseToStart, selfCommand, trainerCommand } from "./plan.ts";
+import { selfCommand, trainerCommand } from "./executables.ts";
+import { EXIT_CONFIG, loadConfigOrExit, refuseToStart } from "./start.ts";
 import { createWorker } from "./worker.ts";
 
 // An idle keep-alive connection, or a handler slower than this, is closed; the few answers bounded by their
