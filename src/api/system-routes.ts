@@ -8,8 +8,9 @@ import type { JobStore } from "../store/job-store.ts";
 import { tokenizerDir, watchTokenizers } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { ApiError } from "./errors.ts";
-import { gpuFamilies, jobFamilies, render, type HttpMetrics } from "./metrics.ts";
+import { gpuFamilies, jobFamilies, type HttpMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi-document.ts";
+import { render } from "./prometheus.ts";
 import { gpuStatusView } from "../gpu/status-view.ts";
 
 export interface SystemRouteDeps {

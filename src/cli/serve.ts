@@ -4,13 +4,15 @@ import { setUpAuth, type AuthGate } from "../auth/setup.ts";
 import type { Config } from "../config/schema.ts";
 import { createLogger, formatFor, type LogFormat, type Logger } from "../logger.ts";
 import { acquireInstanceLock, LockHeld } from "../store/state-health.ts";
-import { openJobStore, StoreUnusable } from "../store/job-store.ts";
+import { openJobStore } from "../store/job-store.ts";
+import { StoreUnusable } from "../store/open.ts";
 import { ownMemoryEvents } from "../os/proc.ts";
 import { createRetention } from "../supervisor/retention.ts";
 import { tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
-import { EXIT_CONFIG, loadConfigOrExit, refuseToStart, selfCommand, trainerCommand } from "./plan.ts";
+import { selfCommand, trainerCommand } from "./executables.ts";
+import { EXIT_CONFIG, loadConfigOrExit, refuseToStart } from "./start.ts";
 import { createWorker } from "./worker.ts";
 
 // An idle keep-alive connection, or a handler slower than this, is closed; the few answers bounded by their

@@ -2,7 +2,7 @@ import { formatFor } from "../logger.ts";
 import { importTokenizers } from "../tokenizers/import.ts";
 import { TOKENIZERS, tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
 import { parseArgs, UsageError } from "./args.ts";
-import { loadConfigOrExit } from "./plan.ts";
+import { loadConfigOrExit } from "./start.ts";
 
 const EXIT_PROBLEM = 1;
 const FIX = "lora-worker tokenizers import PATH (a Hugging Face cache, or folders in --tokenizer_cache_dir's layout)";

@@ -1,6 +1,6 @@
 import Ajv2020 from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
-import { SseParser } from "../../src/cli/client/events.ts";
+import { SseParser } from "../../src/cli/client/sse.ts";
 
 // Checks real answers against an OpenAPI 3.1 document with a JSON Schema 2020-12 validator. The document is added
 // whole, under a key of its own, and each schema is compiled by its JSON pointer: its `#/components/...` refs then

@@ -1,8 +1,9 @@
 import { describe, expect, test } from "bun:test";
-import { jobEvents, SseParser, type JobEvent } from "../../src/cli/client/events.ts";
+import { jobEvents, SseParser, type JobEvent } from "../../src/cli/client/sse.ts";
 import { LogView } from "../../src/cli/client/commands/logs.ts";
 import { createTerminal, type Terminal } from "../../src/cli/client/terminal.ts";
-import { ClientError, createWorkerClient } from "../../src/cli/client/worker-client.ts";
+import { ClientError } from "../../src/cli/client/exit.ts";
+import { createWorkerClient } from "../../src/cli/client/worker-client.ts";
 import { urlOfListen } from "../support/listen.ts";
 
 const JOB = "3f1c2a4e-0000-4000-8000-000000000000";

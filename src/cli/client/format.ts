@@ -1,4 +1,5 @@
-import { EXIT, isTerminal, type ExitCode, type JobView } from "./worker-client.ts";
+import { EXIT, type ExitCode } from "./exit.ts";
+import { isTerminal, type JobView } from "./worker-client.ts";
 
 export function exitCodeOf(view: JobView): ExitCode {
   if (view.status === "failed") return EXIT.jobFailed;

@@ -1,5 +1,6 @@
 import { UsageError } from "../args.ts";
-import { ClientError, type WorkerClient } from "./worker-client.ts";
+import { ClientError } from "./exit.ts";
+import type { WorkerClient } from "./worker-client.ts";
 
 // A job is named by its id, or by the start of it (at least SHORT_ID characters, what a narrow `jobs` shows),
 // as long as exactly one job's id starts so.

@@ -2,7 +2,7 @@ import { UsageError } from "../../args.ts";
 import { jsonText, outcomeLines, resumeHint } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
 import { resolveJobId } from "../job-id.ts";
-import { EXIT } from "../worker-client.ts";
+import { EXIT } from "../exit.ts";
 
 export const cancel: ClientCommand = {
   usage: "cancel ID [--json]",

@@ -2,7 +2,7 @@ import { UsageError } from "../../args.ts";
 import { jsonText } from "../format.ts";
 import { clusterLines, gpuTable } from "../table.ts";
 import type { ClientCommand } from "../command.ts";
-import { EXIT } from "../worker-client.ts";
+import { EXIT } from "../exit.ts";
 
 export const gpu: ClientCommand = {
   usage: "gpu [--json]",

@@ -3,7 +3,8 @@ import { positiveInt, UsageError } from "../../args.ts";
 import { jsonText } from "../format.ts";
 import { jobTable } from "../table.ts";
 import type { ClientCommand } from "../command.ts";
-import { EXIT, type JobView } from "../worker-client.ts";
+import { EXIT } from "../exit.ts";
+import type { JobView } from "../worker-client.ts";
 
 const FILTERS: readonly string[] = JobFilter.options;
 const DEFAULT_LIMIT = 20;

@@ -1,10 +1,10 @@
 import { positiveInt, UsageError } from "../../args.ts";
-import { eventsOf } from "../events.ts";
+import { eventsOf } from "../sse.ts";
 import { exitCodeOf } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
 import type { Terminal } from "../terminal.ts";
 import { resolveJobId } from "../job-id.ts";
-import { ClientError, EXIT } from "../worker-client.ts";
+import { ClientError, EXIT } from "../exit.ts";
 
 const DEFAULT_LINES = 200; // the worker's own default for /log
 const FOLLOW_WINDOW = 1000;

@@ -3,7 +3,8 @@ import { UsageError } from "../../args.ts";
 import { exitCodeOf, jsonText, outcomeLines, resumeHint } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
 import { resolveJobId } from "../job-id.ts";
-import { EXIT, type JobView } from "../worker-client.ts";
+import { EXIT } from "../exit.ts";
+import type { JobView } from "../worker-client.ts";
 
 const [fast, balanced, quality] = [TIERS.fast, TIERS.balanced, TIERS.quality].map((t) => t.checkpointEvery);
 

@@ -1,9 +1,9 @@
 import { UsageError } from "../../args.ts";
-import { followJob, followRenderer } from "../events.ts";
+import { followJob, followRenderer } from "../follow.ts";
 import { exitCodeOf, jsonText } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
 import { resolveJobId } from "../job-id.ts";
-import { EXIT } from "../worker-client.ts";
+import { EXIT } from "../exit.ts";
 
 export const resume: ClientCommand = {
   usage: "resume ID [--samples N] [--json] [--follow]",

@@ -4,10 +4,11 @@ import { SMOKE_FOLDER } from "../../../dispatch/smoke.ts";
 import { loraProblem, pngSize } from "../../../smoke/verify.ts";
 import { TIERS } from "../../../tiers.ts";
 import { UsageError } from "../../args.ts";
-import { followJob } from "../events.ts";
+import { followJob } from "../follow.ts";
 import { outcomeLines } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
-import { EXIT, type JobView, type WorkerClient } from "../worker-client.ts";
+import { EXIT } from "../exit.ts";
+import type { JobView, WorkerClient } from "../worker-client.ts";
 
 const { maxTrainSteps: STEPS, checkpointEvery: FIRST_STATE } = TIERS.smoke;
 

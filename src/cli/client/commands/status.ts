@@ -1,9 +1,10 @@
 import { UsageError } from "../../args.ts";
-import { followJob, followRenderer } from "../events.ts";
+import { followJob, followRenderer } from "../follow.ts";
 import { exitCodeOf, jsonText, statusLines } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
 import { resolveJobId } from "../job-id.ts";
-import { EXIT, isTerminal } from "../worker-client.ts";
+import { EXIT } from "../exit.ts";
+import { isTerminal } from "../worker-client.ts";
 
 export const status: ClientCommand = {
   usage: "status [ID] [--json] [--follow]",

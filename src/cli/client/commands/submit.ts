@@ -1,8 +1,8 @@
 import { UsageError } from "../../args.ts";
-import { followJob, followRenderer } from "../events.ts";
+import { followJob, followRenderer } from "../follow.ts";
 import { exitCodeOf, jsonText } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
-import { EXIT } from "../worker-client.ts";
+import { EXIT } from "../exit.ts";
 
 export const submit: ClientCommand = {
   usage: "submit REQUEST.json [--follow] [--json] [--idempotency-key KEY]",

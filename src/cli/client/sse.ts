@@ -1,6 +1,5 @@
-import { barLine, jsonText, outcomeLines, progressLine, resumeHint } from "./format.ts";
-import type { Terminal } from "./terminal.ts";
-import { ClientError, type JobView, type WorkerClient } from "./worker-client.ts";
+import { ClientError } from "./exit.ts";
+import type { JobView, WorkerClient } from "./worker-client.ts";
 
 // Server-Sent Events framing (WHATWG HTML §9.2.6): lines end in CRLF, LF or CR; a blank line dispatches;
 // `:` starts a comment; fields `event`, `data` (joined by LF), `id`, `retry`. A CR at the end of a chunk
@@ -93,6 +92,22 @@ export async function* jobEvents(
   }
 }
 
+// The caller has just read the job, so a 404 here is the stream route missing, not the job.
+export async function* eventsOf(client: WorkerClient, id: string): AsyncGenerator<JobEvent> {
+  try {
+    yield* jobEvents(client, id);
+  } catch (err) {
+    if (err instanceof ClientError && err.kind === "no_such_job") {
+      throw new ClientError(
+        "refused",
+        `this worker has no event stream (GET /train/${id}/events answered 404); ` +
+          "upgrade it or use status without --follow",
+      );
+    }
+    throw err;
+  }
+}
+
 interface StreamState {
   lastId: string | null;
   // The server's `retry:` if it sent one.
@@ -146,93 +161,4 @@ function toEvent(item: SseItem, state: StreamState): JobEvent | null {
     const sent = item.data.slice(0, 200);
     throw new ClientError("refused", `the worker sent a ${item.event} event that is not JSON: ${sent}`);
   }
-}
-
-// Draws a job's events until its terminal event and answers the final view.
-export async function followJob(client: WorkerClient, id: string, renderer: FollowRenderer): Promise<JobView> {
-  for await (const event of eventsOf(client, id)) {
-    if (event.kind === "heartbeat") continue;
-    if (event.kind === "end") {
-      renderer.finish(event.view);
-      return event.view;
-    }
-    renderer.show(event.view);
-  }
-  throw new ClientError("unreachable", `the event stream of job ${id} ended without its final event`);
-}
-
-// The caller has just read the job, so a 404 here is the stream route missing, not the job.
-export async function* eventsOf(client: WorkerClient, id: string): AsyncGenerator<JobEvent> {
-  try {
-    yield* jobEvents(client, id);
-  } catch (err) {
-    if (err instanceof ClientError && err.kind === "no_such_job") {
-      throw new ClientError(
-        "refused",
-        `this worker has no event stream (GET /train/${id}/events answered 404); ` +
-          "upgrade it or use status without --follow",
-      );
-    }
-    throw err;
-  }
-}
-
-// How a followed job ended, and how to go on from its saved state when it can.
-function endLines(view: JobView): string[] {
-  const hint = resumeHint(view);
-  return [...outcomeLines(view), ...(hint === null ? [] : [hint])];
-}
-
-// Draws a followed job: `show` on every event, `finish` once with the final view.
-export interface FollowRenderer {
-  show(view: JobView): void;
-  finish(view: JobView): void;
-}
-
-export function followRenderer(out: Terminal, json: boolean): FollowRenderer {
-  if (json) return lines(out, jsonText, () => []);
-  if (!out.isTTY) return lines(out, progressLine, endLines);
-  return liveBar(out);
-}
-
-// One line per change: an event that would print the same line again prints nothing.
-function lines(out: Terminal, line: (v: JobView) => string, outcome: (v: JobView) => string[]): FollowRenderer {
-  let last = "";
-  const show = (view: JobView) => {
-    const next = line(view);
-    if (next !== last) out.write(`${next}\n`);
-    last = next;
-  };
-  return {
-    show,
-    finish(view) {
-      show(view);
-      for (const l of outcome(view)) out.write(`${l}\n`);
-    },
-  };
-}
-
-// Redrawn on each change, and when the window is resized: at the new width, over the rows the old one now takes.
-function liveBar(out: Terminal): FollowRenderer {
-  let last = "";
-  let latest: JobView | null = null;
-  const show = (view: JobView) => {
-    latest = view;
-    const next = barLine(view, out.columns);
-    if (next !== last) out.redraw(next);
-    last = next;
-  };
-  const stopWatching = out.onResize(() => {
-    if (latest === null) return;
-    last = "";
-    show(latest);
-  });
-  return {
-    show,
-    finish(view) {
-      stopWatching();
-      show(view);
-      out.write(`\n${endLines(view).map((l) => `${l}\n`).join("")}`);
-    },
-  };
 }
