@@ -1,7 +1,8 @@
 import {
   accessSync, constants, lstatSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Stats,
 } from "node:fs";
-import { open } from "node:fs/promises";
+import { lstat, open, readdir } from "node:fs/promises";
+import { join } from "node:path";
 
 // A path that cannot be stat'ed (missing, unreadable, a loop) is simply absent to the callers here.
 export function statOrNull(path: string): Stats | null {
@@ -71,4 +72,19 @@ export async function digestOf(path: string): Promise<string | null> {
   } finally {
     await file.close();
   }
+}
+
+/** The bytes of a file or a tree, links counted as themselves; 0 for what cannot be read. */
+export async function sizeOf(path: string): Promise<number> {
+  let st;
+  try {
+    st = await lstat(path);
+  } catch {
+    return 0;
+  }
+  // lstat: a link is counted as itself and never followed out of the state dir.
+  if (!st.isDirectory()) return st.size;
+  let sum = 0;
+  for (const name of await readdir(path).catch(() => [])) sum += await sizeOf(join(path, name));
+  return sum;
 }

@@ -53,17 +53,27 @@ export interface Outcome {
   lora_bytes: number | null;
 }
 
+// What an outcome says of a trainer that never ran, or whose end was not seen.
+const NO_RUN = {
+  exit_code: null, signal: null, forced_kill: false, lora_path: null, lora_sha256: null, lora_bytes: null,
+} as const;
+
 // A failure the trainer's exit did not decide (it never started, or its end was not seen).
 export function failedOutcome(code: ErrorCode, error: string): Outcome {
-  return {
-    status: "failed",
-    error_code: code,
-    error,
-    exit_code: null,
-    signal: null,
-    forced_kill: false,
-    lora_path: null,
-    lora_sha256: null,
-    lora_bytes: null,
-  };
+  return { status: "failed", error_code: code, error, ...NO_RUN };
+}
+
+// A job cancelled while it was prepared, before any process of it existed.
+export function cancelledOutcome(): Outcome {
+  return { status: "cancelled", error_code: null, error: null, ...NO_RUN };
+}
+
+/** A preview image of a run, as listed once it was a whole PNG file written by the run. */
+export interface Sample {
+  step: number;
+  /** Which of the prompts file's entries it was drawn from (the recipe's template of that index). */
+  index: number;
+  name: string;
+  path: string;
+  bytes: number;
 }

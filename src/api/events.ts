@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { isActive } from "../job.ts";
-import type { JobRow } from "../store/job-store.ts";
+import type { Job } from "../store/job-store.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 
 // GET /train/{id}/events: the job's feed (one watcher per job, below) written to each of its streams.
@@ -92,7 +92,7 @@ export interface Subscriber {
 export interface JobFeedDeps {
   supervisor: Pick<Supervisor, "watch" | "isRunning">;
   // The job's record and its answer as serialised for GET /train/{id}.
-  answer: (id: string) => { row: JobRow; json: string };
+  answer: (id: string) => { job: Job; json: string };
 }
 
 interface Feed {
@@ -110,8 +110,8 @@ export type JobFeeds = ReturnType<typeof createJobFeeds>;
 export function createJobFeeds({ supervisor, answer }: JobFeedDeps) {
   const feeds = new Map<string, Feed>();
   const snapshot = (id: string): Frame => {
-    const { row, json } = answer(id);
-    return { over: !isActive(row.status), data: json };
+    const { job, json } = answer(id);
+    return { over: !isActive(job.status), data: json };
   };
   const close = (id: string, feed: Feed) => {
     feeds.delete(id);

@@ -1,19 +1,52 @@
 import { isActive } from "../job.ts";
-import type { LiveProgress } from "../supervisor/supervisor.ts";
-import type { Checkpoint, JobRow } from "../store/job-store.ts";
+import type { LiveProgress, Supervisor } from "../supervisor/supervisor.ts";
+import type { JobFilter } from "../job.ts";
+import type { Job, JobStore } from "../store/job-store.ts";
 import { SAMPLE_TEMPLATES, samplePrompt } from "../recipe/samples.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { TIERS } from "../tiers.ts";
-import type { Sample } from "../supervisor/checkpoints.ts";
+
+export type JobViews = ReturnType<typeof createJobViews>;
+
+// The one way the API reads a job: fresh (its run's output up to FRESH_MS ago taken in before its record is read),
+// merged with the run's live progress, and serialised once per change of either (both stay the same objects until
+// they change), however many clients poll or stream it.
+export function createJobViews(store: JobStore, supervisor: Supervisor) {
+  const answers = new WeakMap<Job, { live: LiveProgress | null; json: string }>();
+  const answerOf = (job: Job, live: LiveProgress | null): string => {
+    const known = answers.get(job);
+    if (known && known.live === live) return known.json;
+    const json = JSON.stringify(jobView(job, live));
+    answers.set(job, { live, json });
+    return json;
+  };
+  return {
+    view(id: string): { job: Job; json: string } | null {
+      const live = supervisor.progress(id);
+      const job = store.get(id);
+      return job === null ? null : { job, json: answerOf(job, live) };
+    },
+    // The record alone, as fresh.
+    job(id: string): Job | null {
+      supervisor.progress(id);
+      return store.get(id);
+    },
+    // Newest first, a page of them.
+    list(filter: JobFilter | null, limit: number, after: { createdAt: string; id: string } | null) {
+      supervisor.refresh();
+      const jobs = store.list(filter, limit, after);
+      return jobs.map((job) => ({ job, view: jobView(job, supervisor.progress(job.id)) }));
+    },
+  };
+}
 
 // The wire shape of SPEC §3; optional fields appear only when they carry a value. A run whose outcome the state dir
 // has not taken yet is answered with that outcome, marked `recorded: false`.
-export function jobView(recorded: JobRow, live: LiveProgress | null) {
+export function jobView(recorded: Job, live: LiveProgress | null) {
   const ended = live?.unrecorded ?? null;
-  const row: JobRow = ended === null ? recorded : {
+  const row: Job = ended === null ? recorded : {
     ...recorded,
     ...ended.outcome,
-    forced_kill: ended.outcome.forced_kill ? 1 : 0,
     ended_at: ended.ended_at,
   };
   const progress = live ?? {
@@ -24,7 +57,7 @@ export function jobView(recorded: JobRow, live: LiveProgress | null) {
     eta_s: row.eta_s,
   };
   const terminal = !isActive(row.status);
-  const request = JSON.parse(row.request) as JobRequest;
+  const { request } = row;
   return {
     worker_job_id: row.id,
     status: row.status,
@@ -42,7 +75,7 @@ export function jobView(recorded: JobRow, live: LiveProgress | null) {
     }),
     created_at: row.created_at,
     ...optional({ started_at: row.started_at, ended_at: row.ended_at }),
-    simulated: row.simulated === 1,
+    simulated: row.simulated,
     ...optional({ exit_code: row.exit_code, signal: row.signal, admission_warning: row.admission_warning }),
     ...optional({ queue_reason: live?.queue_reason ?? null, slurm_job_id: row.slurm_job_id }),
     ...(row.dataset_sha256 === null
@@ -50,44 +83,34 @@ export function jobView(recorded: JobRow, live: LiveProgress | null) {
       : { dataset: { files: row.dataset_files, bytes: row.dataset_bytes, sha256: row.dataset_sha256 } }),
     ...resumeView(row),
     ...(terminal ? {} : optional({ pause_step: pauseStep(row, request, progress.step, progress.total_steps) })),
-    samples: samplesOf(row).map(({ path: _path, ...sample }) => ({
+    samples: row.samples.map(({ path: _path, ...sample }) => ({
       ...sample,
       template: SAMPLE_TEMPLATES[sample.index]?.name ?? null,
       prompt: samplePrompt(request, sample.index),
       url: `/train/${row.id}/samples/${encodeURIComponent(sample.name)}`,
     })),
-    forced_kill: row.forced_kill === 1,
+    forced_kill: row.forced_kill,
     ...(ended === null ? {} : { recorded: false }),
-    request: request as unknown,
+    request,
   };
 }
 
 // Where a pause asked of a running job will stop it: the next state its tier saves (every checkpointEvery steps
 // of the whole chain), or null when the run reaches its end first.
-function pauseStep(row: JobRow, request: JobRequest, step: number, total: number | null): number | null {
+function pauseStep(row: Job, request: JobRequest, step: number, total: number | null): number | null {
   if (row.pause_requested_at === null) return null;
   const every = TIERS[request.tier].checkpointEvery;
   const next = (Math.floor(step / every) + 1) * every;
   return total !== null && next >= total ? null : next;
 }
 
-// The preview images on record; only these are ever served.
-export function samplesOf(row: JobRow): Sample[] {
-  return row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]);
-}
-
-// The verified intermediate LoRAs on record; only these are ever served.
-export function checkpointsOf(row: JobRow): Checkpoint[] {
-  return row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]);
-}
-
 // What can be resumed, and how this job relates to the runs before and after it.
-function resumeView(row: JobRow) {
+function resumeView(row: Job) {
   return {
     resume_step: row.resume_step,
     resumable:
       (row.status === "failed" || row.status === "cancelled") && row.resume_state !== null && row.resumed_by === null,
-    checkpoints: checkpointsOf(row).map(({ path: _path, ...checkpoint }) => ({
+    checkpoints: row.checkpoints.map(({ path: _path, ...checkpoint }) => ({
       ...checkpoint,
       url: `/train/${row.id}/checkpoints/${checkpoint.step}`,
     })),

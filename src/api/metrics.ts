@@ -4,6 +4,7 @@ import { cotenantsOf } from "../gpu/admission.ts";
 import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
 import { ErrorCode, JobStatus } from "../job.ts";
 import type { JobStore } from "../store/job-store.ts";
+import type { StateHealth } from "../store/state-health.ts";
 import type { LiveProgress, Supervisor } from "../supervisor/supervisor.ts";
 import type { Family } from "./prometheus.ts";
 
@@ -84,6 +85,7 @@ export type HttpMetrics = ReturnType<typeof createHttpMetrics>;
 interface WorkerMetricsDeps {
   store: JobStore;
   supervisor: Supervisor;
+  stateHealth: StateHealth;
   gpu: GpuProbe;
   config: Config;
   version: string;
@@ -93,14 +95,15 @@ interface WorkerMetricsDeps {
 }
 
 export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
-  const counts = deps.store.countByStatus();
-  const failures = deps.store.countFailuresByCode();
-  const saved = deps.store.countSaved();
-  // One sample per active job, labelled by it: one on this host, up to slurm.max_active_jobs on Slurm.
+  // One sample per active job, labelled by it: one on this host, up to slurm.max_active_jobs on Slurm. Read first:
+  // reading a run's progress takes in what its trainer wrote, so the counts below include it.
   const live = deps.supervisor.activeJobIds().flatMap((id) => {
     const progress = deps.supervisor.progress(id);
     return progress === null ? [] : [{ id, progress }];
   });
+  const counts = deps.store.countByStatus();
+  const failures = deps.store.countFailuresByCode();
+  const saved = deps.store.countSaved();
   const active = (name: string, help: string, value: (p: LiveProgress) => number | null): Family => ({
     name,
     help,
@@ -121,7 +124,7 @@ export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
       name: "lora_worker_state_writable",
       help: "1 while the job database takes writes; 0 while the state dir cannot (new trains are refused).",
       kind: "gauge",
-      samples: [{ value: deps.supervisor.stateFailure() === null ? 1 : 0 }],
+      samples: [{ value: deps.stateHealth.failure() === null ? 1 : 0 }],
     },
     {
       name: "lora_worker_state_dir_bytes",

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { JobFilter } from "../job.ts";
-import type { JobRow } from "../store/job-store.ts";
+import type { Job } from "../store/job-store.ts";
 import { ApiError } from "./errors.ts";
 
 // What the routes read from the URL. The OpenAPI document describes these same schemas, so each bound is
@@ -43,7 +43,7 @@ export function parseQuery<T extends z.ZodObject>(
 }
 
 // The cursor is the last row's sort key, opaque to clients.
-export function encodeCursor(row: JobRow): string {
+export function encodeCursor(row: Job): string {
   return Buffer.from(JSON.stringify([row.created_at, row.id])).toString("base64url");
 }
 

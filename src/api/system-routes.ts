@@ -5,6 +5,7 @@ import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
 import type { Backend } from "../supervisor/placement.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import type { JobStore } from "../store/job-store.ts";
+import type { StateHealth } from "../store/state-health.ts";
 import { tokenizerDir, watchTokenizers } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { ApiError } from "./errors.ts";
@@ -18,6 +19,7 @@ export interface SystemRouteDeps {
   store: JobStore;
   supervisor: Supervisor;
   backend: Backend;
+  stateHealth: StateHealth;
   gpu: GpuProbe;
   version: string;
   startedAt: number;
@@ -37,8 +39,8 @@ function gpuFact(last: ProbeResult | null) {
 }
 
 // A state dir that cannot take writes degrades the worker: runs go on from memory, new trains are refused.
-function stateFact(supervisor: Supervisor, path: string) {
-  const failure = supervisor.stateFailure();
+function stateFact(stateHealth: StateHealth, path: string) {
+  const failure = stateHealth.failure();
   return failure === null
     ? { path, writable: true }
     : { path, writable: false, error: failure.error, since: failure.since };
@@ -73,7 +75,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
         simulated: config.trainer.mode === "simulate",
         auth_mode: deps.auth.mode,
         gpu: gpuFact(gpu.last()),
-        state_dir: stateFact(supervisor, config.state_dir),
+        state_dir: stateFact(deps.stateHealth, config.state_dir),
         tokenizers: tokenizers(),
         gpu_admission: config.gpu.admission,
         listen: config.listen.text,
@@ -88,13 +90,13 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
       const metricsDeps = {
         store: deps.store,
         supervisor,
+        stateHealth: deps.stateHealth,
         gpu,
         config,
         version: deps.version,
         commit: BUILD.commit,
         stateBytes: deps.stateBytes?.() ?? null,
       };
-      supervisor.refresh(); // the active jobs' steps as their trainers last wrote them
       const families = [
         ...jobFamilies(metricsDeps),
         ...gpuFamilies(await gpu.read(), metricsDeps),

@@ -2,16 +2,15 @@ import { closeSync, constants, createReadStream, fstatSync, openSync } from "nod
 import { Readable } from "node:stream";
 import { Hono } from "hono";
 import type { Dispatcher } from "../dispatch/dispatch.ts";
-import type { JobRow, JobStore } from "../store/job-store.ts";
-import type { LiveProgress, Supervisor } from "../supervisor/supervisor.ts";
+import type { JobStore } from "../store/job-store.ts";
+import type { Supervisor } from "../supervisor/supervisor.ts";
 import { tailLines } from "../supervisor/job-log.ts";
 import { ApiError, noSuchJob, refusalError } from "./errors.ts";
 import { createJobFeeds, jobEvents } from "./events.ts";
 import { idempotencyKeyOf, readJsonBody, readOptionalJsonBody } from "./body.ts";
 import { CurveQuery, encodeCursor, JOB_ID, ListQuery, LogQuery, parseQuery } from "./query.ts";
-import { checkpointsOf, jobView, samplesOf } from "./job-view.ts";
+import { createJobViews, jobView } from "./job-view.ts";
 import { lossCurve } from "./loss-curve.ts";
-import { JobRequest } from "../request/schema.ts";
 
 const JSON_TYPE = { "content-type": "application/json" };
 
@@ -25,33 +24,18 @@ export interface TrainRouteDeps {
 }
 
 export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadlineMs }: TrainRouteDeps) {
-  // A job's answer is serialised once per change of its record or its live progress (both are kept as the same
-  // objects until they change), however many clients poll it or stream it.
-  const answers = new WeakMap<JobRow, { live: LiveProgress | null; json: string }>();
-  const answerOf = (row: JobRow): string => {
-    const live = supervisor.progress(row.id);
-    const known = answers.get(row);
-    if (known && known.live === live) return known.json;
-    const json = JSON.stringify(jobView(row, live));
-    answers.set(row, { live, json });
-    return json;
+  const views = createJobViews(store, supervisor);
+  const viewOf = (id: string) => {
+    const view = JOB_ID.test(id) ? views.view(id) : null;
+    if (!view) throw noSuchJob();
+    return view;
   };
-  // A stream's first event follows findCurrent()'s read; each later one follows a change the supervisor read itself.
-  const feeds = createJobFeeds({ supervisor, answer: (id: string) => {
-    const row = store.get(id)!;
-    return { row, json: answerOf(row) };
-  } });
-  const find = (id: string) => {
-    const row = JOB_ID.test(id) ? store.get(id) : null;
-    if (!row) throw noSuchJob();
-    return row;
+  const jobOf = (id: string) => {
+    const job = JOB_ID.test(id) ? views.job(id) : null;
+    if (!job) throw noSuchJob();
+    return job;
   };
-  // For an answer about the job's progress: what its trainer wrote up to now is taken in first, so the record and
-  // the live progress agree.
-  const findCurrent = (id: string) => {
-    supervisor.refresh(id);
-    return find(id);
-  };
+  const feeds = createJobFeeds({ supervisor, answer: (id: string) => viewOf(id) });
 
   return new Hono()
     .post("/", async (c) => {
@@ -62,33 +46,32 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
     })
     .get("/", (c) => {
       const query = parseQuery(ListQuery, c.req);
-      supervisor.refresh();
-      const rows = store.list(query.status ?? null, query.limit + 1, query.cursor ?? null);
-      const page = rows.slice(0, query.limit);
-      const last = page.at(-1);
-      const next = rows.length > query.limit && last ? encodeCursor(last) : null;
-      return c.json({ jobs: page.map((row) => jobView(row, supervisor.progress(row.id))), next_cursor: next });
+      const listed = views.list(query.status ?? null, query.limit + 1, query.cursor ?? null);
+      const page = listed.slice(0, query.limit);
+      const last = page.at(-1)?.job;
+      const next = listed.length > query.limit && last ? encodeCursor(last) : null;
+      return c.json({ jobs: page.map(({ view }) => view), next_cursor: next });
     })
     .get("/:id", (c) => {
-      const row = findCurrent(c.req.param("id"));
-      return c.body(answerOf(row), 200, JSON_TYPE);
+      return c.body(viewOf(c.req.param("id")).json, 200, JSON_TYPE);
     })
     .get("/:id/log", (c) => {
-      const row = find(c.req.param("id"));
+      const row = jobOf(c.req.param("id"));
       const { lines } = parseQuery(LogQuery, c.req);
       const tail = tailLines(row.log_path, lines);
       return c.text(tail.length > 0 ? `${tail.join("\n")}\n` : "");
     })
     .get("/:id/events", (c) => {
-      const row = findCurrent(c.req.param("id"));
+      const job = jobOf(c.req.param("id"));
       keepOpen?.(c.req.raw); // a stream lives as long as its job; heartbeats keep it from looking idle
-      return jobEvents(c, feeds, row.id);
+      return jobEvents(c, feeds, job.id);
     })
     // Only a file the record lists, by its exact name: nothing of the URL reaches a path. Opened without following
     // a link, and served only while it is the size that was verified.
     .get("/:id/samples/:name", (c) => {
-      const row = find(c.req.param("id"));
-      const sample = samplesOf(row).find((s) => s.name === c.req.param("name"));
+      const row = jobOf(c.req.param("id"));
+      // Only the preview images on record are ever served.
+      const sample = row.samples.find((s) => s.name === c.req.param("name"));
       if (!sample) throw new ApiError(404, { detail: "no such sample" });
       const body = openVerified(sample.path, sample.bytes);
       if (body === null) throw new ApiError(404, { detail: "the sample is no longer in the job's run directory" });
@@ -102,13 +85,14 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
     })
     // An intermediate LoRA the record lists, by its step: they live in the job's run directory, out of arbo's reach.
     .get("/:id/checkpoints/:step", (c) => {
-      const row = find(c.req.param("id"));
+      const row = jobOf(c.req.param("id"));
       const step = c.req.param("step");
-      const checkpoint = checkpointsOf(row).find((k) => String(k.step) === step);
+      // Only the verified intermediate LoRAs on record are ever served.
+      const checkpoint = row.checkpoints.find((k) => String(k.step) === step);
       if (!checkpoint) throw new ApiError(404, { detail: `job ${row.id} lists no checkpoint at step ${step}` });
       const body = openVerified(checkpoint.path, checkpoint.bytes);
       if (body === null) throw new ApiError(404, { detail: "the checkpoint is no longer in the job's run directory" });
-      const name = `${JobRequest.parse(JSON.parse(row.request)).output_name}-step${step}.safetensors`;
+      const name = `${row.request.output_name}-step${step}.safetensors`;
       return new Response(body, {
         headers: {
           "content-type": "application/octet-stream",
@@ -119,7 +103,7 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       });
     })
     .get("/:id/metrics", (c) => {
-      const row = findCurrent(c.req.param("id"));
+      const row = jobOf(c.req.param("id"));
       const { max_points } = parseQuery(CurveQuery, c.req);
       return c.json({ worker_job_id: row.id, ...lossCurve(store.lossHistory(row.id), max_points) });
     })
@@ -138,13 +122,13 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
       });
     })
     .post("/:id/pause", async (c) => {
-      const row = find(c.req.param("id"));
+      const row = jobOf(c.req.param("id"));
       keepOpen?.(c.req.raw); // the answer waits for the run's next saved state (at most a tier's checkpoint interval)
       const final = await supervisor.pause(row.id);
       return c.json(jobView(final ?? row, null));
     })
     .post("/:id/cancel", async (c) => {
-      const row = find(c.req.param("id"));
+      const row = jobOf(c.req.param("id"));
       keepOpen?.(c.req.raw); // the answer waits for the process group, up to the cancel grace and a SIGKILL
       const final = await supervisor.cancel(row.id);
       return c.json(jobView(final ?? row, null));

@@ -2,7 +2,7 @@ import { formatFor } from "../logger.ts";
 import { buildLaunch } from "../recipe/command.ts";
 import { checkTrain } from "../request/check.ts";
 import { createBackends } from "../supervisor/backend.ts";
-import { jobPaths } from "../supervisor/job-dir.ts";
+import { jobDir } from "../supervisor/job-dir.ts";
 import { UsageError, parseArgs } from "./args.ts";
 import { selfCommand, trainerCommand } from "./executables.ts";
 import { loadConfigOrExit } from "./start.ts";
@@ -25,7 +25,7 @@ export async function planCommand(argv: string[]): Promise<number> {
   const { config } = loaded;
   const shim = { command: selfCommand(), path: process.env.PATH ?? "/usr/bin:/bin" };
   const gpu = createBackends(config, shim, process.env.SLURM_CONF).chosen.launch(checked.value.device);
-  const paths = jobPaths(config.state_dir, PLAN_JOB_ID);
+  const paths = jobDir(config.state_dir, PLAN_JOB_ID);
   const plan = buildLaunch(checked.value, config, paths, trainerCommand(config), gpu);
   process.stdout.write(`${JSON.stringify(plan, null, 2)}\n`);
   return 0;

@@ -7,6 +7,7 @@ import { acquireInstanceLock, LockHeld } from "../store/state-health.ts";
 import { openJobStore } from "../store/job-store.ts";
 import { StoreUnusable } from "../store/open.ts";
 import { ownMemoryEvents } from "../os/proc.ts";
+import { jobsDir } from "../supervisor/job-dir.ts";
 import { createRetention } from "../supervisor/retention.ts";
 import { tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
@@ -35,7 +36,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const loaded = await loadConfigOrExit(values.config, refusals);
   const { config } = loaded;
   const auth = authOrExit(config, log, refusals);
-  mkdirSync(join(config.state_dir, "jobs"), { recursive: true, mode: 0o750 });
+  mkdirSync(jobsDir(config.state_dir), { recursive: true, mode: 0o750 });
   const { lock, store } = claimStateOrExit(config.state_dir, refusals);
   const now = () => new Date();
   const { keep_days: keepDays, keep_last: keepLast } = config.retention;

@@ -3,11 +3,13 @@ import { createDispatcher } from "../dispatch/dispatch.ts";
 import { createGpuProbe, type GpuProbe } from "../gpu/probe.ts";
 import type { Logger } from "../logger.ts";
 import type { JobStore } from "../store/job-store.ts";
+import { markedProcesses } from "../os/proc.ts";
+import { createStateHealth } from "../store/state-health.ts";
 import { createBackends } from "../supervisor/backend.ts";
 import type { ShimCommand } from "../supervisor/local.ts";
 import { createSupervisor, type SupervisorDeps } from "../supervisor/supervisor.ts";
 
-export interface WorkerDeps extends Omit<AppDeps, "supervisor" | "dispatcher" | "backend" | "gpu"> {
+export interface WorkerDeps extends Omit<AppDeps, "supervisor" | "dispatcher" | "backend" | "stateHealth" | "gpu"> {
   store: JobStore;
   log: Logger;
   /** How a run is started: accelerate (or the simulator), and this program as the shim. */
@@ -37,9 +39,13 @@ export function createWorker(deps: WorkerDeps) {
   });
   const backends = createBackends(config, deps.shim, deps.slurmConf);
   const backend = backends.chosen;
+  const stateHealth = createStateHealth(store, config.state_dir, now);
   const supervisor = createSupervisor({ store, config, backends, now, log, memoryEvents: deps.memoryEvents ?? null });
+  const markedJobs = () => markedProcesses().keys();
   const { trainerCommand } = deps;
-  const dispatcher = createDispatcher({ store, gpu, config, supervisor, backend, trainerCommand, now, log });
-  const app = createApp({ ...deps, supervisor, dispatcher, backend, gpu });
+  const dispatcher = createDispatcher({
+    store, gpu, config, supervisor, backend, stateHealth, markedJobs, trainerCommand, now, log,
+  });
+  const app = createApp({ ...deps, supervisor, dispatcher, backend, stateHealth, gpu });
   return { store, gpu, supervisor, dispatcher, app };
 }

@@ -54,13 +54,19 @@ const NOT_SAFETENSORS = "must name a .safetensors file (other formats can run co
 
 type Field<T> = Result<T, DetailItem>;
 
-export async function checkTrain(body: unknown, config: Config): Promise<TrainCheck> {
+/** A body as a request, or the 422 detail of every field that is not. */
+export function parseTrain(body: unknown): Result<JobRequest, CheckRefusal> {
   const parsed = TrainRequest.safeParse(body);
-  if (!parsed.success) return fail({ kind: "invalid", detail: detailFromIssues(parsed.error.issues, body) });
-  return checkRequest(parsed.data, config);
+  if (parsed.success) return ok(parsed.data);
+  return fail({ kind: "invalid", detail: detailFromIssues(parsed.error.issues, body) });
 }
 
-/** Every rule of a request the worker composed itself (a smoke run), as of one arbo sent. */
+export async function checkTrain(body: unknown, config: Config): Promise<TrainCheck> {
+  const parsed = parseTrain(body);
+  return parsed.ok ? checkRequest(parsed.value, config) : parsed;
+}
+
+/** Every rule of a parsed request (from arbo, or composed by the worker: a smoke run). */
 export async function checkRequest(request: JobRequest, config: Config): Promise<TrainCheck> {
   return checkWith(request, checkDataset(request.dataset_dir, config), config, false);
 }

@@ -1,11 +1,14 @@
 import {
-  ACTIVE_STATUSES, type ErrorCode, type JobFilter, type JobStatus, type Outcome, type Phase, type StopReason,
+  ACTIVE_STATUSES, type ErrorCode, type JobFilter, type JobStatus, type Outcome, type Phase, type Sample,
+  type StopReason,
 } from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
+import type { JobRequest } from "../request/schema.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { openChecked, type OpenOptions } from "./open.ts";
 
-export interface JobRow {
+// A job as the database holds it: JSON in text columns, booleans as 0/1. Decoded once, into a Job, as it is read.
+interface JobRow {
   id: string;
   status: JobStatus;
   phase: Phase;
@@ -65,6 +68,29 @@ export interface JobRow {
   log_path: string;
 }
 
+/** A job on record, as every reader outside the store sees it. */
+export type Job = Omit<JobRow, "request" | "simulated" | "forced_kill" | "checkpoints" | "samples"> & {
+  request: JobRequest;
+  simulated: boolean;
+  forced_kill: boolean;
+  /** The verified intermediate LoRAs still on disk. */
+  checkpoints: Checkpoint[];
+  /** The preview images of the run (and of the runs it resumed), as found on disk. */
+  samples: Sample[];
+};
+
+// Frozen: readers share what the store caches.
+function toJob(row: JobRow): Job {
+  return Object.freeze({
+    ...row,
+    request: JSON.parse(row.request) as JobRequest,
+    simulated: row.simulated === 1,
+    forced_kill: row.forced_kill === 1,
+    checkpoints: row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]),
+    samples: row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]),
+  });
+}
+
 /** A verified intermediate LoRA. */
 export interface Checkpoint {
   step: number;
@@ -104,8 +130,8 @@ export interface NewJob {
   resumes?: { id: string; step: number; state: string; digest: string | null } | null;
   /** What the base model was at dispatch (size, mtime, header digest; JSON): a resume refuses a replaced one. */
   baseModelPrint?: string | null;
-  /** The preview images the job starts with (a resume's predecessor's), as a JSON array. */
-  samples?: string | null;
+  /** The preview images the job starts with (a resume's predecessor's). */
+  samples?: Sample[] | null;
   /** How many jobs may be active at once: 1 on this host, slurm.max_active_jobs on the Slurm backend. */
   maxActive?: number;
 }
@@ -168,7 +194,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
   let failure: WriteFailure | null = null;
   // Rows as last read, for the answers that read one job many times a second: any write empties it, so a row here
   // is always what the database holds. Frozen, since every reader shares it.
-  const rows = new Map<string, JobRow>();
+  const rows = new Map<string, Job>();
   const write = <T>(fn: () => T): T => {
     try {
       const result = fn();
@@ -225,7 +251,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         log_path: job.logPath,
         step: resumes?.step ?? 0, output_file: job.outputFile ?? null, resumed_from: resumes?.id ?? null,
         resume_step: resumes?.step ?? null, resume_state: resumes?.state ?? null,
-        resume_digest: resumes?.digest ?? null, samples: job.samples ?? null,
+        resume_digest: resumes?.digest ?? null, samples: job.samples == null ? null : JSON.stringify(job.samples),
         base_model_print: job.baseModelPrint ?? null,
         max_active: job.maxActive ?? 1,
       });
@@ -315,7 +341,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       const values = [dataset?.files ?? null, dataset?.bytes ?? null, dataset?.sha256 ?? null, id];
       return write(() => changed(db.run(sql, values)));
     },
-    saveSamples(id: string, samples: unknown[]): boolean {
+    saveSamples(id: string, samples: Sample[]): boolean {
       return write(() => changed(db.run("UPDATE jobs SET samples=? WHERE id=?", [JSON.stringify(samples), id])));
     },
     requestPause(id: string, now: string): boolean {
@@ -326,17 +352,18 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     writeFailure(): WriteFailure | null {
       return failure;
     },
-    get(id: string): JobRow | null {
+    get(id: string): Job | null {
       const known = rows.get(id);
       if (known) return known;
       const row = byId.get(id);
       if (row === null) return null;
       if (rows.size >= CACHED_ROWS) rows.clear();
-      rows.set(id, Object.freeze(row));
-      return row;
+      const job = toJob(row);
+      rows.set(id, job);
+      return job;
     },
     // Newest first, keyset-paged on (created_at, id) so a page never shifts under inserts.
-    list(filter: JobFilter | null, limit: number, after: { createdAt: string; id: string } | null): JobRow[] {
+    list(filter: JobFilter | null, limit: number, after: { createdAt: string; id: string } | null): Job[] {
       const status = filter === null || filter in FILTER_SQL ? null : filter;
       const where = [
         filter === null ? "1" : (FILTER_SQL[filter] ?? "status = $status"),
@@ -350,7 +377,8 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
           limit,
           ...(status === null ? {} : { status }),
           ...(after === null ? {} : { created_at: after.createdAt, id: after.id }),
-        });
+        })
+        .map(toJob);
     },
     countByStatus(): Record<string, number> {
       return Object.fromEntries(counts);
@@ -362,8 +390,9 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     countSaved(): { paused: number; resumable: number } {
       return { paused: countPaused.get()!.n, resumable: countResumable.get()!.n };
     },
-    byIdempotencyKey(key: string): JobRow | null {
-      return db.query<JobRow, [string]>("SELECT * FROM jobs WHERE idempotency_key = ?").get(key);
+    byIdempotencyKey(key: string): Job | null {
+      const row = db.query<JobRow, [string]>("SELECT * FROM jobs WHERE idempotency_key = ?").get(key);
+      return row === null ? null : toJob(row);
     },
     // Ended before `endedBefore` and not among the newest `keepLast` jobs: their directories may go; records stay.
     prunable(endedBefore: string, keepLast: number): Array<Pick<JobRow, "id" | "resume_state" | "resumed_by">> {
@@ -392,8 +421,8 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     outputUser(outputFile: string): string | null {
       return outputUser.get(outputFile)?.id ?? null;
     },
-    activeJobs(): JobRow[] {
-      return db.query<JobRow, []>(`SELECT * FROM jobs WHERE ${ACTIVE_SQL}`).all();
+    activeJobs(): Job[] {
+      return db.query<JobRow, []>(`SELECT * FROM jobs WHERE ${ACTIVE_SQL}`).all().map(toJob);
     },
     markSpawned(id: string, identity: ProcessIdentity, now: string): boolean {
       return write(() => changed(

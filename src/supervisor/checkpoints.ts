@@ -11,6 +11,7 @@
 import { open, readdir, rm, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { digestOf, readJsonOrNull, statOrNull } from "../fs.ts";
+import type { Sample } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import { PNG_SIGNATURE } from "../png.ts";
 import { fail, ok, type Result } from "../result.ts";
@@ -214,14 +215,6 @@ export async function settleStates(
 // The preview images sd-scripts takes at each checkpoint (train_util.sample_image_inference): PNGs in
 // <output_dir>/sample/ named <output_name>_<step:06d>_<index:02d>_<YYYYmmddHHMMSS>_<seed>.png. A sample is listed
 // once it is a whole PNG file written by this run; only listed files are ever served.
-export interface Sample {
-  step: number;
-  /** Which of the prompts file's entries it was drawn from (the recipe's template of that index). */
-  index: number;
-  name: string;
-  path: string;
-  bytes: number;
-}
 
 // A PNG ends with an empty IEND chunk: length 0, the type, its CRC.
 const IEND_CHUNK = Buffer.from([0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82]);

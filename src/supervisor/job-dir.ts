@@ -1,6 +1,7 @@
-import { writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, rmSync, writeFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { readJsonOrNull } from "../fs.ts";
+import { readJsonOrNull, sizeOf, writeJsonAtomic } from "../fs.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 
 // The files a job directory holds, shared by the worker and the shim that outlives it; together they say
@@ -19,26 +20,73 @@ import type { ProcessIdentity } from "../os/proc.ts";
 //   exit.json     how the trainer ended, or why it never started (written by the shim last, into exit.reserved:
 //                 blocks the worker allocated at launch, so a full state dir cannot keep the record out)
 //   slurm.sh      on the Slurm backend, the batch script that runs the shim (written before sbatch)
-export interface JobPaths {
-  id: string;
-  dir: string;
+/** One job's directory: its paths, and every write or removal of its files the worker makes. */
+export interface JobDir {
+  readonly id: string;
+  readonly dir: string;
   /** The private copy of the dataset the trainer reads. */
-  dataset: string;
+  readonly dataset: string;
   /** The trainer's output directory: nothing in it is reachable by arbo's side. */
-  run: string;
-  log: string;
-  datasetConfig: string;
-  samplePrompts: string;
-  hfHome: string;
+  readonly run: string;
+  readonly log: string;
+  readonly datasetConfig: string;
+  readonly samplePrompts: string;
+  readonly hfHome: string;
+  readonly slurmScript: string;
+  exists(): boolean;
+  /** What the trainer reads besides its dataset, and where it writes: its TMPDIR and its output directory. */
+  writeRecipe(files: { datasetToml: string; samplePrompts?: string }): void;
+  /** Before the shim starts: what the job is and what to run, the exit record's blocks, the log. */
+  writeLaunch(launch: LaunchFile, job: JobFile): void;
+  readJob(): JobFile | null;
+  readShim(): ProcessIdentity | null;
+  readTrainer(): ProcessIdentity | null;
+  readExit(): ExitFile | null;
+  removeDataset(): void;
+  /** The whole directory, off the event loop; returns the bytes it held. */
+  remove(): Promise<number>;
+  /** The whole directory, at once (at start-up, before any request). */
+  removeNow(): void;
 }
 
-// Every job lives in <state_dir>/jobs/<id>/; the Hugging Face cache is shared by all of them.
-export function jobPaths(stateDir: string, id: string): JobPaths {
-  const dir = join(stateDir, "jobs", id);
+/** Where every job directory lives: created by `serve` at start-up. */
+export const jobsDir = (stateDir: string) => join(stateDir, "jobs");
+
+/** Every job lives in <state_dir>/jobs/<id>/; the Hugging Face cache is shared by all of them. */
+export function jobDir(stateDir: string, id: string): JobDir {
+  const dir = join(jobsDir(stateDir), id);
+  const dataset = join(dir, "dataset");
+  const run = join(dir, "run");
+  const log = join(dir, "train.log");
+  const [datasetConfig, samplePrompts] = [join(dir, "dataset.toml"), join(dir, "sample-prompts.json")];
   return {
-    id, dir, dataset: join(dir, "dataset"), run: join(dir, "run"), log: join(dir, "train.log"),
-    datasetConfig: join(dir, "dataset.toml"), samplePrompts: join(dir, "sample-prompts.json"),
+    id, dir, dataset, run, log, datasetConfig, samplePrompts,
     hfHome: join(stateDir, "hf-home"),
+    slurmScript: slurmScriptPath(dir),
+    exists: () => existsSync(dir),
+    writeRecipe(files) {
+      mkdirSync(join(dir, "tmp"), { recursive: true, mode: 0o750 });
+      writeFileSync(datasetConfig, files.datasetToml, { mode: 0o640 });
+      if (files.samplePrompts !== undefined) writeFileSync(samplePrompts, files.samplePrompts, { mode: 0o640 });
+      mkdirSync(run, { mode: 0o750 });
+    },
+    writeLaunch(launch, job) {
+      writeJsonAtomic(jobFilePath(dir), job);
+      writeJsonAtomic(launchPath(dir), launch);
+      reserveExit(dir);
+      closeSync(openSync(log, "a", 0o640));
+    },
+    readJob: () => readJsonOrNull<JobFile>(jobFilePath(dir)),
+    readShim: () => readJsonOrNull<ProcessIdentity>(shimPath(dir)),
+    readTrainer: () => readTrainer(dir),
+    readExit: () => readExit(dir),
+    removeDataset: () => rmSync(dataset, { recursive: true, force: true }),
+    async remove() {
+      const bytes = await sizeOf(dir);
+      await rm(dir, { recursive: true, force: true });
+      return bytes;
+    },
+    removeNow: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
 
@@ -68,23 +116,21 @@ export type ExitFile =
   | { exit_code: number | null; signal: string | null; ended_at: string }
   | { spawn_error: string; ended_at: string };
 
-export const jobFilePath = (dir: string) => join(dir, "job.json");
+const jobFilePath = (dir: string) => join(dir, "job.json");
 export const launchPath = (dir: string) => join(dir, "launch.json");
 export const shimPath = (dir: string) => join(dir, "shim.json");
 export const trainerPath = (dir: string) => join(dir, "trainer.json");
 export const exitPath = (dir: string) => join(dir, "exit.json");
-export const slurmScriptPath = (dir: string) => join(dir, "slurm.sh");
+const slurmScriptPath = (dir: string) => join(dir, "slurm.sh");
 export const exitReservePath = (dir: string) => join(dir, "exit.reserved");
 // Far more than an exit record takes (a spawn error's message included).
 export const EXIT_RESERVE_BYTES = 4096;
 
 // Written with real bytes (not a hole), so the filesystem has given the blocks already.
-export function reserveExit(dir: string): void {
+function reserveExit(dir: string): void {
   writeFileSync(exitReservePath(dir), Buffer.alloc(EXIT_RESERVE_BYTES, 0x20), { mode: 0o640 });
 }
 
-export const readJobFile = (dir: string) => readJsonOrNull<JobFile>(jobFilePath(dir));
-export const readShim = (dir: string) => readJsonOrNull<ProcessIdentity>(shimPath(dir));
 export const readTrainer = (dir: string) => readJsonOrNull<ProcessIdentity>(trainerPath(dir));
 export const readExit = (dir: string) => readJsonOrNull<ExitFile>(exitPath(dir));
 

@@ -1,18 +1,8 @@
-import { closeSync, openSync } from "node:fs";
-import {
-  type ExitWatch,
-  type JobFile,
-  jobFilePath,
-  type LaunchFile,
-  launchPath,
-  readTrainer,
-  reserveExit,
-  watchExit,
-} from "./job-dir.ts";
-import { writeJsonAtomic } from "../fs.ts";
+import { type ExitWatch, type JobFile, type LaunchFile, watchExit } from "./job-dir.ts";
 import { JOB_MARKER_ENV, identify, isSameProcess, type ProcessIdentity } from "../os/proc.ts";
-import { liveGroupMembers, signalGroup, sweepStrays, terminateGroup, waitGroupGone } from "../os/terminate.ts";
-import { untilDone } from "../os/terminate.ts";
+import {
+  liveGroupMembers, signalGroup, sweepStrays, terminateGroup, untilDone, waitGroupGone,
+} from "../os/terminate.ts";
 import { supervise } from "./run.ts";
 import type { Backend, Identities, PendingStop, Placement, Run, RunContext } from "./placement.ts";
 
@@ -43,12 +33,9 @@ export function localBackend(shim: ShimCommand): Backend {
 // The worker starts a shim (this program's `shim` command) in its own session; the shim starts the trainer
 // and records its end. The job's files come first, so a worker that restarts at any moment finds the job.
 async function startRun(ctx: RunContext, launch: LaunchFile, job: JobFile, shim: ShimCommand): Promise<Run> {
-  writeJsonAtomic(jobFilePath(ctx.dir), job);
-  writeJsonAtomic(launchPath(ctx.dir), launch);
-  reserveExit(ctx.dir);
-  closeSync(openSync(ctx.logPath, "a", 0o640));
+  ctx.jobDir.writeLaunch(launch, job);
   const env = { PATH: shim.path, [JOB_MARKER_ENV]: ctx.id };
-  const shimProcess = Bun.spawn([...shim.command, "shim", ctx.dir], {
+  const shimProcess = Bun.spawn([...shim.command, "shim", ctx.jobDir.dir], {
     stdio: ["ignore", "ignore", "ignore"],
     detached: true,
     env,
@@ -57,7 +44,7 @@ async function startRun(ctx: RunContext, launch: LaunchFile, job: JobFile, shim:
     const shimIdentity = identify(shimProcess.pid);
     ctx.store.markShim(ctx.id, shimIdentity);
     const trainer = waitForTrainer(ctx, shimIdentity).then(recordTrainer(ctx));
-    const exit = watchExit(ctx.dir, () => isSameProcess(shimIdentity), shimProcess.exited);
+    const exit = watchExit(ctx.jobDir.dir, () => isSameProcess(shimIdentity), shimProcess.exited);
     return supervise(ctx, localPlacement(ctx, shimIdentity, trainer, exit), null);
   } catch (err) {
     await abandon(ctx, shimProcess.pid);
@@ -75,7 +62,7 @@ function adoptRun(ctx: RunContext, ids: Identities, pendingStop: PendingStop | n
   const trainer = ids.trainer === null && shim !== null
     ? waitForTrainer(ctx, shim).then(recordTrainer(ctx))
     : Promise.resolve(ids.trainer);
-  return supervise(ctx, localPlacement(ctx, shim, trainer, watchExit(ctx.dir, alive)), pendingStop);
+  return supervise(ctx, localPlacement(ctx, shim, trainer, watchExit(ctx.jobDir.dir, alive)), pendingStop);
 }
 
 // The shim exits right after it records the trainer's end; one that lingers is swept with the rest.
@@ -137,7 +124,7 @@ async function abandon(ctx: RunContext, shimPid: number): Promise<void> {
   await untilDone(
     async () => {
       await waitGroupGone(shimPid, ctx.graceMs);
-      const trainer = readTrainer(ctx.dir);
+      const trainer = ctx.jobDir.readTrainer();
       if (trainer && isSameProcess(trainer)) await terminateGroup(trainer.pid, ctx.graceMs);
       await sweepStrays(ctx.id);
     },
@@ -151,9 +138,9 @@ async function abandon(ctx: RunContext, shimPid: number): Promise<void> {
 async function waitForTrainer(ctx: RunContext, shim: ProcessIdentity): Promise<ProcessIdentity | null> {
   const deadline = Date.now() + TRAINER_START_TIMEOUT_MS;
   for (;;) {
-    const trainer = readTrainer(ctx.dir);
+    const trainer = ctx.jobDir.readTrainer();
     if (trainer) return trainer;
-    if (Date.now() > deadline || !isSameProcess(shim)) return readTrainer(ctx.dir);
+    if (Date.now() > deadline || !isSameProcess(shim)) return ctx.jobDir.readTrainer();
     await Bun.sleep(5);
   }
 }

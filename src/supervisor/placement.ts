@@ -7,9 +7,9 @@ import type { SlurmNode } from "../os/slurm.ts";
 import type { GpuPlacement } from "../recipe/command.ts";
 import type { JobRequest } from "../request/schema.ts";
 import type { Result } from "../result.ts";
-import type { Checkpoint, JobRow, JobStore } from "../store/job-store.ts";
-import type { Sample } from "./checkpoints.ts";
-import type { ExitWatch, JobFile, LaunchFile } from "./job-dir.ts";
+import type { Checkpoint, Job, JobStore } from "../store/job-store.ts";
+import type { Sample } from "../job.ts";
+import type { ExitWatch, JobDir, JobFile, LaunchFile } from "./job-dir.ts";
 
 // The seam between the supervisor and where a run's processes live (this host's process groups in local.ts, a Slurm
 // job in slurm.ts): the backend that places runs, what a run is told, what it offers, and where its processes are.
@@ -17,8 +17,7 @@ import type { ExitWatch, JobFile, LaunchFile } from "./job-dir.ts";
 
 export interface RunContext {
   id: string;
-  dir: string;
-  logPath: string;
+  jobDir: JobDir;
   // Where the trainer writes its final LoRA (the job's run directory), and where the worker publishes it.
   runFile: string;
   outputFile: string;
@@ -99,7 +98,7 @@ export type BackendKind = Config["trainer"]["backend"];
 
 /** A job found after a restart whose run its backend takes over. */
 export interface Adoption {
-  row: JobRow;
+  row: Job;
   ids: Identities;
   pendingStop: PendingStop | null;
   // Who placed it: Slurm when its id is on record or its batch script was written (a crash right after sbatch).

@@ -1,9 +1,8 @@
-import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
-import type { JobRow, JobStore } from "../store/job-store.ts";
-import { readExit, readJobFile, readShim, readTrainer, slurmScriptPath } from "./job-dir.ts";
+import type { Job, JobStore } from "../store/job-store.ts";
+import { type JobDir, jobDir, jobsDir } from "./job-dir.ts";
 import {
   identify, isSameProcess, markedProcesses, type ProcessIdentity, readBootId, readProcStat,
 } from "../os/proc.ts";
@@ -28,13 +27,13 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
   for (const job of deps.store.activeJobs()) {
     settled.add(job.id);
     // Slurm holds a batch job's processes on whatever node, across its own restarts and ours: it says how it ends.
-    if (job.slurm_job_id !== null || existsSync(slurmScriptPath(dirname(job.log_path)))) {
+    if (job.slurm_job_id !== null || existsSync(jobDir(deps.stateDir, job.id).slurmScript)) {
       deps.log.info("re-adopting job after restart", { job_id: job.id, slurm_job_id: job.slurm_job_id });
       const pendingStop = pendingStopOf(job, deps.now);
       adopt({ row: job, ids: { shim: null, trainer: null }, pendingStop, placedBy: "slurm" });
       continue;
     }
-    const verdict = judge(job, bootId, marked.get(job.id) ?? []);
+    const verdict = judge(job, jobDir(deps.stateDir, job.id), bootId, marked.get(job.id) ?? []);
     if (typeof verdict === "object") {
       const pids = { shim_pid: verdict.shim?.pid ?? null, pid: verdict.trainer?.pid ?? null };
       deps.log.info("re-adopting job after restart", { job_id: job.id, ...pids });
@@ -59,9 +58,9 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
     }
   }
   for (const [id, pids] of marked) {
-    const dir = join(deps.stateDir, "jobs", id);
+    const dir = jobDir(deps.stateDir, id);
     // A job directory elsewhere is another worker's (another state_dir) and none of ours.
-    if (settled.has(id) || !existsSync(dir)) continue;
+    if (settled.has(id) || !dir.exists()) continue;
     const recovered = recover(deps, id, dir, pids);
     if (recovered) {
       deps.log.warn("re-adopting a running job the job database did not know", { job_id: id, pids });
@@ -78,17 +77,17 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
 // and nothing running in it: removed before any request can start a new one. (A directory with a job.json is a
 // job a lost database forgot: left for the operator.)
 function removeUnrecorded(deps: ReconcileDeps, marked: Map<string, number[]>): void {
-  const jobs = join(deps.stateDir, "jobs");
   let names: string[];
   try {
-    names = readdirSync(jobs);
+    names = readdirSync(jobsDir(deps.stateDir));
   } catch {
     return;
   }
   for (const id of names) {
-    if (marked.has(id) || deps.store.get(id) !== null || readJobFile(join(jobs, id)) !== null) continue;
+    const dir = jobDir(deps.stateDir, id);
+    if (marked.has(id) || deps.store.get(id) !== null || dir.readJob() !== null) continue;
     try {
-      rmSync(join(jobs, id), { recursive: true, force: true });
+      dir.removeNow();
       deps.log.warn("removed a job directory no record names (a dispatch cut short)", { job_id: id });
     } catch (err) {
       deps.log.error("could not remove a job directory no record names", { job_id: id, error: (err as Error).message });
@@ -98,31 +97,29 @@ function removeUnrecorded(deps: ReconcileDeps, marked: Map<string, number[]>): v
 
 type Verdict = Identities | "host_rebooted" | "worker_restarted";
 
-function judge(job: JobRow, bootId: string | null, marked: number[]): Verdict {
-  // The job directory is where its log lives; the record keeps the log's path.
-  const dir = dirname(job.log_path);
+function judge(job: Job, dir: JobDir, bootId: string | null, marked: number[]): Verdict {
   const shim = liveShim(job, dir, marked);
   const ids = { shim, trainer: liveTrainer(job, dir, marked, shim) };
-  if (readExit(dir) !== null || ids.shim || ids.trainer || marked.length > 0) return ids;
+  if (dir.readExit() !== null || ids.shim || ids.trainer || marked.length > 0) return ids;
   if (job.boot_id !== null && job.boot_id !== bootId) return "host_rebooted";
   return "worker_restarted";
 }
 
 // A job alive in a directory of this state dir with no record: recorded again as it began, if its job.json says how.
-function recover(deps: ReconcileDeps, id: string, dir: string, marked: number[]): Adoption | null {
-  const file = readJobFile(dir);
+function recover(deps: ReconcileDeps, id: string, dir: JobDir, marked: number[]): Adoption | null {
+  const file = dir.readJob();
   if (file === null || deps.store.get(id) !== null) return null;
   const inserted = deps.store.insertRecovered({
     id, request: file.request, requestHash: file.request_hash, idempotencyKey: file.idempotency_key,
     admissionWarning: file.admission_warning, simulated: file.simulated, now: file.created_at, phase: "loading",
-    logPath: join(dir, "train.log"), totalSteps: null, dataset: null,
+    logPath: dir.log, totalSteps: null, dataset: null,
   });
   if (!inserted) return null;
   const row = deps.store.get(id)!;
   const shim = liveShim(row, dir, marked);
   const ids = { shim, trainer: liveTrainer(row, dir, marked, shim) };
   recordIdentities(deps, id, ids);
-  const placedBy = existsSync(slurmScriptPath(dir)) ? "slurm" : "local";
+  const placedBy = existsSync(dir.slurmScript) ? "slurm" : "local";
   return { row: deps.store.get(id)!, ids, pendingStop: null, placedBy };
 }
 
@@ -138,14 +135,14 @@ function recordIdentities(deps: ReconcileDeps, id: string, ids: Identities): voi
   }
 }
 
-function liveShim(job: JobRow, dir: string, marked: number[]): ProcessIdentity | null {
+function liveShim(job: Job, dir: JobDir, marked: number[]): ProcessIdentity | null {
   const recorded = { pid: job.shim_pid ?? -1, startTicks: job.shim_start_ticks, bootId: job.boot_id };
-  return alive(recorded) ?? alive(readShim(dir)) ?? shimAmong(marked, dir);
+  return alive(recorded) ?? alive(dir.readShim()) ?? shimAmong(marked, dir.dir);
 }
 
-function liveTrainer(job: JobRow, dir: string, marked: number[], shim: ProcessIdentity | null): ProcessIdentity | null {
+function liveTrainer(job: Job, dir: JobDir, marked: number[], shim: ProcessIdentity | null): ProcessIdentity | null {
   const recorded = { pid: job.pid ?? -1, startTicks: job.pid_start_ticks, bootId: job.boot_id };
-  return alive(recorded) ?? alive(readTrainer(dir)) ?? childOf(shim, marked);
+  return alive(recorded) ?? alive(dir.readTrainer()) ?? childOf(shim, marked);
 }
 
 // The trainer is the shim's one child, leader of its own process group.
@@ -173,7 +170,7 @@ function shimAmong(pids: number[], dir: string): ProcessIdentity | null {
   return pid === undefined ? null : identify(pid);
 }
 
-function pendingStopOf(job: JobRow, now: () => Date): PendingStop | null {
+function pendingStopOf(job: Job, now: () => Date): PendingStop | null {
   if (job.stop_reason === null) return null;
   const at = Date.parse(job.stop_requested_at ?? job.cancel_requested_at ?? "");
   return { reason: job.stop_reason, recordedAt: Number.isNaN(at) ? now().getTime() : at };

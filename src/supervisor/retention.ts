@@ -1,9 +1,9 @@
-import { lstat, readdir, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { readdir, rm } from "node:fs/promises";
+import { sizeOf } from "../fs.ts";
 import type { Logger } from "../logger.ts";
 import type { JobStore } from "../store/job-store.ts";
 import { isStrictlyInside } from "../request/contained-path.ts";
-import { jobPaths } from "./job-dir.ts";
+import { jobDir, jobsDir } from "./job-dir.ts";
 
 // How often retention runs after the one at start-up.
 const INTERVAL_MS = 60 * 60 * 1000;
@@ -35,29 +35,27 @@ export interface Pruned {
 // prunes a backlog of a thousand job directories.
 export function createRetention(deps: RetentionDeps) {
   let stateBytes: number | null = null;
-  const jobsDir = join(deps.stateDir, "jobs");
+  const jobs = jobsDir(deps.stateDir);
   const prune = async (): Promise<Pruned> => {
     const cutoff = new Date(deps.now().getTime() - deps.keepDays * DAY_MS).toISOString();
     const pruned: Pruned = { jobs: [], bytes: 0 };
     const remove = async (id: string) => {
-      const dir = jobPaths(deps.stateDir, id).dir;
-      pruned.bytes += await sizeOf(dir);
-      await rm(dir, { recursive: true, force: true });
+      pruned.bytes += await jobDir(deps.stateDir, id).remove();
     };
     // Marked by an earlier round that was cut short.
-    for (const id of await readdir(jobsDir).catch(() => [] as string[])) {
+    for (const id of await readdir(jobs).catch(() => [] as string[])) {
       if (deps.store.isPruned(id)) await remove(id);
     }
     const candidates = deps.store.prunable(cutoff, deps.keepLast);
     for (let at = 0; at < candidates.length; at += PRUNE_BATCH) {
       const batch = candidates.slice(at, at + PRUNE_BATCH);
-      const dirs = batch.map(({ id }) => ({ id, dir: jobPaths(deps.stateDir, id).dir }));
+      const dirs = batch.map(({ id }) => ({ id, dir: jobDir(deps.stateDir, id).dir }));
       const marked = new Set(deps.store.markPruned(dirs, deps.now().toISOString()));
       for (const { id, resume_state: state, resumed_by: successor } of batch) {
         if (!marked.has(id)) continue;
         await remove(id);
         // An older version saved states into the output dir, beside the LoRA: one nobody took over goes too.
-        if (state !== null && successor === null && !isStrictlyInside(jobsDir, state)) {
+        if (state !== null && successor === null && !isStrictlyInside(jobs, state)) {
           pruned.bytes += await sizeOf(state);
           await rm(state, { recursive: true, force: true });
         }
@@ -93,17 +91,3 @@ export function createRetention(deps: RetentionDeps) {
 }
 
 export type Retention = ReturnType<typeof createRetention>;
-
-async function sizeOf(path: string): Promise<number> {
-  let st;
-  try {
-    st = await lstat(path);
-  } catch {
-    return 0;
-  }
-  // lstat: a link is counted as itself and never followed out of the state dir.
-  if (!st.isDirectory()) return st.size;
-  let sum = 0;
-  for (const name of await readdir(path).catch(() => [])) sum += await sizeOf(join(path, name));
-  return sum;
-}

@@ -128,7 +128,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     if (update.persistDue) persist();
     if (update.changed || firstWords) ctx.changed();
   };
-  const follower = followLog(ctx.logPath, (text) => {
+  const follower = followLog(ctx.jobDir.log, (text) => {
     try {
       onText(text);
     } catch (err) {
@@ -163,7 +163,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       lastLossNan: tracker.progress().last_loss_nan,
       verdict: await verifySafetensors(ctx.runFile),
       outputFile: ctx.outputFile,
-      logTail: tailLines(ctx.logPath, LOG_LINES_FOR_OUTCOME),
+      logTail: tailLines(ctx.jobDir.log, LOG_LINES_FOR_OUTCOME),
       oomKills: oomKillsAtStart === null
         ? null
         : (readOomKills(ctx.memoryEvents) ?? oomKillsAtStart) - oomKillsAtStart,

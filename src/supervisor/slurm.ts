@@ -2,18 +2,15 @@
 // share), so launch.json, trainer.json, exit.json and train.log work as on this host. Slurm is the truth about
 // whether the run's processes live: it places them (--gres), bounds them (--time), signals and kills every one of
 // them (proctrack/cgroup catches a setsid escapee too) and keeps them across its own restarts.
-import { closeSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { writeJsonAtomic } from "../fs.ts";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
 import type { Config } from "../config/schema.ts";
 import { isLive, type JobState, type SlurmClient } from "../os/slurm.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { fail } from "../result.ts";
 import { TIERS } from "../tiers.ts";
-import {
-  type ExitWatch, type JobFile, jobFilePath, type LaunchFile, launchPath, readExit, reserveExit, slurmScriptPath,
-} from "./job-dir.ts";
+import type { ExitWatch, JobFile, LaunchFile } from "./job-dir.ts";
 import type { ShimCommand } from "./local.ts";
 import type { Backend, Placement, Run, RunContext } from "./placement.ts";
 import { supervise } from "./run.ts";
@@ -78,14 +75,11 @@ export function slurmBackend(slurm: SlurmClient, config: Config, shim: ShimComma
 async function startSlurmRun(
   ctx: RunContext, launch: LaunchFile, job: JobFile, shimCommand: string[], plan: SlurmPlan,
 ): Promise<Run> {
-  writeJsonAtomic(jobFilePath(ctx.dir), job);
-  writeJsonAtomic(launchPath(ctx.dir), launch);
-  reserveExit(ctx.dir);
-  closeSync(openSync(ctx.logPath, "a", 0o640));
-  const script = slurmScriptPath(ctx.dir);
+  ctx.jobDir.writeLaunch(launch, job);
+  const script = ctx.jobDir.slurmScript;
   writeFileSync(script, batchScript(ctx, shimCommand), { mode: 0o750 });
   const submitted = await plan.slurm.submit(script, [
-    `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.dir}`, `--output=${join(ctx.dir, SLURM_OUT)}`,
+    `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.jobDir.dir}`, `--output=${join(ctx.jobDir.dir, SLURM_OUT)}`,
     ...resourceOptions(plan),
   ]);
   if (!submitted.ok) throw new Error(`Slurm refused the batch job: ${submitted.error}`);
@@ -105,7 +99,7 @@ function batchScript(ctx: RunContext, shimCommand: string[]): string {
     "#!/bin/sh",
     `# lora-worker job ${ctx.id}: the shim starts the trainer and records its end in this directory.`,
     `export ${JOB_MARKER_ENV}=${quote(ctx.id)}`,
-    `exec ${[...shimCommand, "shim", ctx.dir].map(quote).join(" ")}`,
+    `exec ${[...shimCommand, "shim", ctx.jobDir.dir].map(quote).join(" ")}`,
     "",
   ].join("\n");
 }
@@ -215,10 +209,10 @@ const VERDICTS: Record<string, (jobId: string) => ExitWatch> = {
 function endOf(ctx: RunContext, jobId: string, state: JobState | null): ExitWatch {
   const verdict = state === null ? undefined : VERDICTS[state.state];
   if (verdict) return verdict(jobId);
-  const recorded = readExit(ctx.dir);
+  const recorded = ctx.jobDir.readExit();
   if (recorded !== null) return recorded;
   if (state?.state === "FAILED") {
-    const output = tail(join(ctx.dir, SLURM_OUT));
+    const output = tail(join(ctx.jobDir.dir, SLURM_OUT));
     const spawn_error =
       `Slurm job ${jobId} failed (ExitCode=${state.exitCode}) before its shim recorded anything: ${output}`;
     return { spawn_error, ended_at: ctx.now().toISOString() };

@@ -4,13 +4,9 @@ import type { Config } from "../config/schema.ts";
 import { failedOutcome, type Outcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
-import type { JobRequest } from "../request/schema.ts";
-import type { Checkpoint, JobRow, JobStore } from "../store/job-store.ts";
-import { createStateHealth } from "../store/state-health.ts";
+import type { Job, JobStore } from "../store/job-store.ts";
 import { createWriteGuard, writeUntilDone } from "../store/write-guard.ts";
-import { jobPaths, type LaunchFile } from "./job-dir.ts";
-import type { Sample } from "./checkpoints.ts";
-import { markedProcesses } from "../os/proc.ts";
+import { jobDir, type LaunchFile } from "./job-dir.ts";
 import { isStrictlyInside } from "../request/contained-path.ts";
 import { reconcileOnStart } from "./reconcile.ts";
 import { FRESH_MS } from "./run.ts";
@@ -48,35 +44,33 @@ export function createSupervisor(deps: SupervisorDeps) {
   const launches = new Set<string>();
   // Jobs in their first phase, `preparing`: no process of theirs exists yet. A cancel aborts the work.
   const preparations = new Map<string, { abort: AbortController; done: Promise<void> }>();
-  const stateHealth = createStateHealth(store, config.state_dir, now);
   const watchers = new Map<string, Set<() => void>>();
   const lives = new WeakMap<Run, { progress: Progress; live: LiveProgress }>();
   const notify = (id: string) => {
     for (const watcher of watchers.get(id) ?? []) watcher();
   };
 
-  const contextFor = (row: JobRow, outputFile: string, backend: Backend): RunContext => {
-    const request = JSON.parse(row.request) as JobRequest;
-    const paths = jobPaths(config.state_dir, row.id);
+  const contextFor = (row: Job, outputFile: string, backend: Backend): RunContext => {
+    const { request } = row;
+    const dir = jobDir(config.state_dir, row.id);
     const startedAt = Date.parse(row.started_at ?? row.created_at);
     const boundMs = config.watchdog.tier_timeout_seconds[TIERS[request.tier].budget] * 1000;
-    const knownSamples = row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]);
     // A run launched before run directories existed writes its LoRA straight into the output dir.
-    const runFile = existsSync(paths.run) ? join(paths.run, basename(outputFile)) : outputFile;
+    const runFile = existsSync(dir.run) ? join(dir.run, basename(outputFile)) : outputFile;
     return {
-      id: row.id, dir: paths.dir, logPath: paths.log, runFile, outputFile, store, now, log,
+      id: row.id, jobDir: dir, runFile, outputFile, store, now, log,
       graceMs: config.trainer.cancel_grace_seconds * 1000,
       stallMs: config.watchdog.stall_seconds * 1000,
       deadline: backend.deadline(startedAt, boundMs),
       nanUpdates: config.watchdog.nan_updates,
       expectedTotal: row.total_steps,
       resumedAt: row.resumed_from_step ?? 0,
-      checkpoints: row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]),
-      inherited: row.resume_state === null || row.resume_step === null || isStrictlyInside(paths.run, row.resume_state)
+      checkpoints: row.checkpoints,
+      inherited: row.resume_state === null || row.resume_step === null || isStrictlyInside(dir.run, row.resume_state)
         ? null
         : { step: row.resume_step, state: row.resume_state, digest: row.resume_digest },
       pauseRequested: row.pause_requested_at !== null,
-      samples: (request.samples ?? 0) > 0 ? { known: knownSamples, sinceMs: Date.parse(row.created_at) } : null,
+      samples: (request.samples ?? 0) > 0 ? { known: row.samples, sinceMs: Date.parse(row.created_at) } : null,
       memoryEvents: deps.memoryEvents ?? null,
       changed: () => notify(row.id),
       watched: () => watchers.has(row.id),
@@ -115,13 +109,13 @@ export function createSupervisor(deps: SupervisorDeps) {
     },
 
     // Starts a claimed job's shim and follows it; throws (having stopped whatever it started) when it cannot.
-    async start(row: JobRow, outputFile: string, launch: LaunchFile): Promise<void> {
+    async start(row: Job, outputFile: string, launch: LaunchFile): Promise<void> {
       launches.add(row.id);
       try {
-        const request = JSON.parse(row.request) as JobRequest;
+        const { request } = row;
         const job = {
           id: row.id, request, request_hash: row.request_hash, idempotency_key: row.idempotency_key,
-          admission_warning: row.admission_warning, simulated: row.simulated === 1, created_at: row.created_at,
+          admission_warning: row.admission_warning, simulated: row.simulated, created_at: row.created_at,
         };
         const { chosen } = deps.backends;
         track(await chosen.start(contextFor(row, outputFile, chosen), launch, job, request));
@@ -130,23 +124,14 @@ export function createSupervisor(deps: SupervisorDeps) {
       }
     },
 
-    // The slot stays claimed until the failure is on record; a state dir that cannot take it is retried.
-    async recordSpawnFailure(id: string, error: string): Promise<void> {
-      log.error("spawn failed", { job_id: id, error });
-      await record(id, "spawn failure", failedOutcome("spawn_failed", error));
-    },
-
-    // A process of a job of this state dir that no run of ours follows: it may hold the GPU, so nothing starts.
-    unsupervisedJob(): string | null {
-      for (const id of markedProcesses().keys()) {
-        if (!runs.has(id) && !launches.has(id) && existsSync(jobPaths(config.state_dir, id).dir)) return id;
-      }
-      return null;
+    // Whether a run of ours follows the job, or is being launched for it.
+    follows(id: string): boolean {
+      return runs.has(id) || launches.has(id);
     },
 
     // Answers once no process of the job is left, with the final record. A job still preparing stops there:
     // its intent is recorded first, so a copy that ends at the same moment launches nothing.
-    async cancel(id: string): Promise<JobRow | null> {
+    async cancel(id: string): Promise<Job | null> {
       const row = store.get(id);
       if (!row) return null;
       const preparing = preparations.get(id);
@@ -163,7 +148,7 @@ export function createSupervisor(deps: SupervisorDeps) {
 
     // Answers once the run has ended (paused at its next state, or finished first), with the final record. A job
     // still preparing has the pause on record before its launch, so its run is paused from its first step.
-    async pause(id: string): Promise<JobRow | null> {
+    async pause(id: string): Promise<Job | null> {
       const row = store.get(id);
       if (!row) return null;
       if (preparations.has(id)) store.requestPause(id, now().toISOString());
@@ -186,32 +171,23 @@ export function createSupervisor(deps: SupervisorDeps) {
       };
     },
 
-    /** Why the state dir cannot take writes now, or null. */
-    stateFailure() {
-      return stateHealth.failure();
-    },
-
-    /** The state dir's disk is full: checked before a claim. */
-    stateFull() {
-      return stateHealth.full();
-    },
-
-    // Before an answer about a job (or, without an id, about every active one): what its trainer wrote since the
-    // last read is taken in, so the answer is at most FRESH_MS behind the log.
-    refresh(id?: string): void {
-      for (const run of id === undefined ? runs.values() : [runs.get(id)]) run?.refresh(FRESH_MS);
+    // Before a list of jobs: what every active run's trainer wrote since the last read is taken in, so their
+    // records are at most FRESH_MS behind their logs.
+    refresh(): void {
+      for (const run of runs.values()) run.refresh(FRESH_MS);
     },
 
     isRunning(id: string): boolean {
       return runs.has(id);
     },
 
-    // A run Slurm still holds shows as queued, with Slurm's reason.
-    // The same object until the run's progress or its place in a queue changes: answers built from it are
-    // serialised once per change.
+    // Fresh: what the trainer wrote up to FRESH_MS ago is taken in first (and so is on record). A run Slurm still
+    // holds shows as queued, with Slurm's reason. The same object until the run's progress or its place in a queue
+    // changes: answers built from it are serialised once per change.
     progress(id: string): LiveProgress | null {
       const run = runs.get(id);
       if (!run) return null;
+      run.refresh(FRESH_MS);
       const [progress, reason, unrecorded] = [run.progress(), run.queued(), run.unrecorded()];
       const last = lives.get(run);
       const same = last?.progress === progress && last.live.queue_reason === reason;
@@ -250,7 +226,7 @@ export function createSupervisor(deps: SupervisorDeps) {
     reconcile(): void {
       reconcileOnStart({ store, stateDir: config.state_dir, now, log }, (adoption) => {
         const { row } = adoption;
-        const request = JSON.parse(row.request) as JobRequest;
+        const { request } = row;
         const outputFile = join(request.output_dir, `${request.output_name}.safetensors`);
         try {
           const backend = deps.backends.of(adoption.placedBy);

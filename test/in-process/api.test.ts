@@ -152,8 +152,8 @@ describe("HTTP surface", () => {
       const id = (await (await a.post(JSON.stringify(tree.validRequest()))).json() as any).worker_job_id as string;
       const log = a.store.get(id)!.log_path;
       await waitFor(() => existsSync(log) && readFileSync(log, "utf8").includes("3/400"), "the trainer's third step");
-      // Contrast: what the worker knew before the answer asked.
-      expect(a.supervisor.progress(id)!.step).toBe(0);
+      // Contrast: what the worker knew before the answer asked (the trainer's first words are not on record).
+      expect(a.store.get(id)!.status).toBe("starting");
       expect(await ask(a, id)).toBe(3);
     });
   }

@@ -29,8 +29,9 @@ async function fanoutHarness(secondsPerStep: number) {
   };
   const feeds = createJobFeeds({ supervisor, answer: (id) => {
     counts.builds++;
-    const row = s.store.get(id)!;
-    return { row, json: JSON.stringify(jobView(row, s.supervisor.progress(id))) };
+    const live = s.supervisor.progress(id);
+    const job = s.store.get(id)!;
+    return { job, json: JSON.stringify(jobView(job, live)) };
   } });
   const app = new Hono().get("/:id/events", (c) => jobEvents(c, feeds, c.req.param("id")));
   const result = await s.dispatcher.dispatch(tree.validRequest(), null);

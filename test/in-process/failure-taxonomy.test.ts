@@ -151,7 +151,7 @@ describe("a nan loss stops the run whatever its bar's total", () => {
     const job = await dispatchOk(s, tree.validRequest());
     // Read as an answer about the job reads it, until the run has ended.
     const row = await waitFor(() => {
-      s.supervisor.refresh(job.id);
+      s.supervisor.progress(job.id);
       const now = s.store.get(job.id)!;
       return now.status === "failed" ? now : null;
     }, "the run to be stopped");

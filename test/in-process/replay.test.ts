@@ -75,7 +75,7 @@ describe("misbehaving simulated trainers", () => {
 
       const final = await s.supervisor.cancel(id);
 
-      expect(final).toMatchObject({ status: "cancelled", forced_kill: 1 });
+      expect(final).toMatchObject({ status: "cancelled", forced_kill: true });
       expect(members.filter((pid) => readProcStat(pid) !== null && readProcStat(pid)!.state !== "Z")).toEqual([]);
     });
   }

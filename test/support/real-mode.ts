@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { ConfigSchema, type Config } from "../../src/config/schema.ts";
 import type { Logger } from "../../src/logger.ts";
 import { openJobStore } from "../../src/store/job-store.ts";
-import type { JobRow, JobStore } from "../../src/store/job-store.ts";
+import type { Job, JobStore } from "../../src/store/job-store.ts";
 import { isActive } from "../../src/job.ts";
 import type { Dispatcher } from "../../src/dispatch/dispatch.ts";
 import type { Supervisor } from "../../src/supervisor/supervisor.ts";
@@ -46,7 +46,7 @@ type WorkerOptions = Partial<Pick<WorkerDeps, "memoryEvents" | "gpu" | "bodyDead
 export async function dispatchOk(
   s: { dispatcher: Dispatcher; supervisor: Supervisor; store: JobStore },
   body: unknown,
-): Promise<JobRow> {
+): Promise<Job> {
   const result = await s.dispatcher.dispatch(body);
   if (!result.ok) throw new Error(`dispatch refused: ${JSON.stringify(result)}`);
   const { id } = result.value;

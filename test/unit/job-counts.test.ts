@@ -38,9 +38,15 @@ describe("per-status counts kept in memory", () => {
 });
 
 describe("rows read from memory", () => {
+  // The row as the database holds it, decoded as a Job is: its JSON columns parsed, its 0/1 columns booleans.
   const rowOnDisk = (path: string, id: string) => {
     using db = new Database(path, { readonly: true });
-    return db.query("SELECT * FROM jobs WHERE id = ?").get(id);
+    const row = db.query("SELECT * FROM jobs WHERE id = ?").get(id) as Record<string, any>;
+    const list = (text: string | null) => (text === null ? [] : JSON.parse(text));
+    return {
+      ...row, request: JSON.parse(row.request), simulated: row.simulated === 1, forced_kill: row.forced_kill === 1,
+      checkpoints: list(row.checkpoints), samples: list(row.samples),
+    };
   };
 
   test("a row read again after any write is what the database holds, and a read row cannot be changed in place", () => {

@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { failedOutcome } from "../../src/job.ts";
 import { openJobStore } from "../../src/store/job-store.ts";
-import { jobPaths } from "../../src/supervisor/job-dir.ts";
+import { jobDir } from "../../src/supervisor/job-dir.ts";
 import { createRetention } from "../../src/supervisor/retention.ts";
 import { makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { silentLogger } from "../support/real-mode.ts";
@@ -18,7 +18,7 @@ function history(tree: HostTree, ended: Array<number | null>) {
   const store = openJobStore(join(tree.state, "jobs.db"));
   const ids = ended.map((age, i) => {
     const id = `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`;
-    const paths = jobPaths(tree.state, id);
+    const paths = jobDir(tree.state, id);
     mkdirSync(join(paths.dataset, "images"), { recursive: true });
     writeFileSync(paths.log, "x".repeat(1000));
     writeFileSync(join(paths.dataset, "images", "img0.png"), "y".repeat(500));
@@ -40,7 +40,7 @@ describe("retention", () => {
 
     // 90, 60 and 45 days old and not among the newest three (40, 5, running): gone.
     expect(pruned).toEqual({ jobs: ids.slice(0, 3), bytes: 3 * 1500 });
-    expect(ids.map((id) => existsSync(jobPaths(tree.state, id).dir))).toEqual([false, false, false, true, true, true]);
+    expect(ids.map((id) => existsSync(jobDir(tree.state, id).dir))).toEqual([false, false, false, true, true, true]);
     expect(ids.map((id) => store.get(id)?.pruned_at !== null)).toEqual([true, true, true, false, false, false]);
     expect(store.get(ids[0]!)?.status).toBe("failed");
     expect(retention.stateBytes()).toBeGreaterThan(3 * 1500);
@@ -63,7 +63,7 @@ describe("retention", () => {
     // 0: its own state; 1: resumed by 2, which saved none of its own yet; 2: young; 3: a state an older version
     // saved into the output dir; 4: the newest.
     const { store, ids } = history(tree, [90, 80, 5, 60, 1]);
-    const own = (i: number) => join(jobPaths(tree.state, ids[i]!).run, `lora${i}-step00000040-state`);
+    const own = (i: number) => join(jobDir(tree.state, ids[i]!).run, `lora${i}-step00000040-state`);
     const legacy = join(tree.handoff, "out", "lora3-step00000040-state");
     const states = [own(0), own(1), own(1), legacy];
     for (const [i, state] of states.entries()) {
@@ -91,14 +91,14 @@ describe("retention", () => {
   test("a job marked by a round that was killed before it removed the directory: the next round removes it", async () => {
     using tree = makeHostTree();
     const { store, ids } = history(tree, [90, 1]);
-    const dir = jobPaths(tree.state, ids[0]!).dir;
+    const dir = jobDir(tree.state, ids[0]!).dir;
     expect(store.markPruned([{ id: ids[0]!, dir }], new Date(NOW).toISOString())).toEqual([ids[0]!]);
     expect(existsSync(dir)).toBe(true);
     const retention = createRetention({ store, stateDir: tree.state, keepDays: 30, keepLast: 0, now: () => new Date(NOW), log: silentLogger });
     expect(await retention.prune()).toEqual({ jobs: [], bytes: 1500 });
     expect(existsSync(dir)).toBe(false);
     // Contrast: the unmarked young job's directory stays.
-    expect(existsSync(jobPaths(tree.state, ids[1]!).dir)).toBe(true);
+    expect(existsSync(jobDir(tree.state, ids[1]!).dir)).toBe(true);
     store.close();
   });
 });

@@ -35,7 +35,7 @@ describe("the job database across releases", () => {
       old.close();
 
       const store = openJobStore(path);
-      expect(store.get("old")).toMatchObject({ status: "failed", resume_step: null, resumed_by: null, checkpoints: null });
+      expect(store.get("old")).toMatchObject({ status: "failed", resume_step: null, resumed_by: null, checkpoints: [] });
       const claim = store.insertIfIdle({
         id: "new", request: {}, requestHash: "n", idempotencyKey: null, admissionWarning: null, simulated: true, logPath: "/y",
         now: "2026-11-30T00:00:00Z", totalSteps: 400, dataset: null, phase: "preparing", outputFile: "/out/l.safetensors",
