@@ -1,7 +1,7 @@
 import { isIP } from "node:net";
 import { z } from "zod";
-import { parseFailurePlan, replayClash } from "../simulator/knobs.ts";
 import { DeviceClass } from "../tiers.ts";
+import { parseFailurePlan, replayClash } from "./simulate-fail.ts";
 
 // Defaults are the reference host of SPEC §1; every one is reported when in use.
 export const DEFAULTS = {
@@ -198,7 +198,7 @@ export const ConfigSchema = z.strictObject({
   simulate: z
     .strictObject({
       seconds_per_step: z.number().min(0).max(60).default(0.5).meta(doc("pace of the simulated trainer")),
-      // The simulator's own parser: the config refuses exactly what the simulated trainer would.
+      // The grammar the simulator reads too: the config refuses exactly what the simulated trainer would.
       fail: z
         .string()
         .superRefine((fail, ctx) => {
