@@ -15,6 +15,9 @@ export const DEFAULTS = {
   token_file: "/etc/lora-worker/token",
 } as const;
 
+/** The sd-scripts entry the worker launches; `trainer.sd_scripts_dir` must hold it in real mode. */
+export const TRAIN_SCRIPT = "sdxl_train_network.py";
+
 const absolutePath = z
   .string()
   .min(1)
@@ -93,7 +96,7 @@ export const ConfigSchema = z.strictObject({
         "must be executable in real mode; its directory leads the child's `PATH`",
       )),
       sd_scripts_dir: absolutePath.default(DEFAULTS.sd_scripts_dir).meta(doc(
-        "must hold `sdxl_train_network.py` in real mode; the trainer's cwd",
+        `must hold \`${TRAIN_SCRIPT}\` in real mode; the trainer's cwd`,
       )),
       tokenizer_dir: absolutePath.optional().meta(doc(
         "the CLIP tokenizers, given to sd-scripts as `--tokenizer_cache_dir` (one folder per tokenizer, named by " +
