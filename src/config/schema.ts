@@ -219,7 +219,10 @@ export const ConfigSchema = z.strictObject({
         .string()
         .refine((p) => p === "" || p.startsWith("/"), "must be empty or an absolute path")
         .default("")
-        .meta(doc("replay a recorded real sd-scripts log instead of simulating (absolute path)")),
+        .meta(doc(
+          "replay a recorded sd-scripts log (absolute path), such as a failed job's `train.log`, instead of " +
+            "simulating: every job then trains for the log's steps and ends as that run did",
+        )),
       replay_speed: z.number().positive().max(1e6).default(1).meta(doc(
         "replay pace relative to the log's own tqdm clock",
       )),
