@@ -5,7 +5,7 @@ import { TIER_NAMES, TIERS } from "../tiers.ts";
 import { mayAccess, statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { CONFIG_KEYS, type ConfigKey, ENV_PREFIX } from "./keys.ts";
-import { ConfigSchema, DEFAULTS, type Config } from "./schema.ts";
+import { ConfigSchema, DEFAULTS, TRAIN_SCRIPT, type Config } from "./schema.ts";
 
 export const DEFAULT_CONFIG_PATH = "/etc/lora-worker/config.toml";
 export const CONFIG_PATH_ENV = `${ENV_PREFIX}CONFIG`;
@@ -156,7 +156,7 @@ function checkPaths(view: PathView): string[] {
   if (view.state_dir !== undefined) errors.push(creatableError("state_dir", view.state_dir));
   if (view.real && view.accelerate !== undefined) errors.push(executableError("trainer.accelerate", view.accelerate));
   if (view.real && view.sd_scripts_dir !== undefined) {
-    errors.push(fileError("trainer.sd_scripts_dir", join(view.sd_scripts_dir, "sdxl_train_network.py")));
+    errors.push(fileError("trainer.sd_scripts_dir", join(view.sd_scripts_dir, TRAIN_SCRIPT)));
   }
   return errors.filter((e): e is string => e !== null);
 }

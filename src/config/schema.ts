@@ -1,7 +1,7 @@
 import { isIP } from "node:net";
 import { z } from "zod";
-import { parseFailurePlan, replayClash } from "../simulator/knobs.ts";
 import { DeviceClass } from "../tiers.ts";
+import { parseFailurePlan, replayClash } from "./simulate-fail.ts";
 
 // Defaults are the reference host of SPEC §1; every one is reported when in use.
 export const DEFAULTS = {
@@ -14,6 +14,9 @@ export const DEFAULTS = {
   nvidia_smi: "nvidia-smi",
   token_file: "/etc/lora-worker/token",
 } as const;
+
+/** The sd-scripts entry the worker launches; `trainer.sd_scripts_dir` must hold it in real mode. */
+export const TRAIN_SCRIPT = "sdxl_train_network.py";
 
 const absolutePath = z
   .string()
@@ -93,7 +96,7 @@ export const ConfigSchema = z.strictObject({
         "must be executable in real mode; its directory leads the child's `PATH`",
       )),
       sd_scripts_dir: absolutePath.default(DEFAULTS.sd_scripts_dir).meta(doc(
-        "must hold `sdxl_train_network.py` in real mode; the trainer's cwd",
+        `must hold \`${TRAIN_SCRIPT}\` in real mode; the trainer's cwd`,
       )),
       tokenizer_dir: absolutePath.optional().meta(doc(
         "the CLIP tokenizers, given to sd-scripts as `--tokenizer_cache_dir` (one folder per tokenizer, named by " +
@@ -198,7 +201,7 @@ export const ConfigSchema = z.strictObject({
   simulate: z
     .strictObject({
       seconds_per_step: z.number().min(0).max(60).default(0.5).meta(doc("pace of the simulated trainer")),
-      // The simulator's own parser: the config refuses exactly what the simulated trainer would.
+      // The grammar the simulator reads too: the config refuses exactly what the simulated trainer would.
       fail: z
         .string()
         .superRefine((fail, ctx) => {
@@ -216,7 +219,10 @@ export const ConfigSchema = z.strictObject({
         .string()
         .refine((p) => p === "" || p.startsWith("/"), "must be empty or an absolute path")
         .default("")
-        .meta(doc("replay a recorded real sd-scripts log instead of simulating (absolute path)")),
+        .meta(doc(
+          "replay a recorded sd-scripts log (absolute path), such as a failed job's `train.log`, instead of " +
+            "simulating: every job then trains for the log's steps and ends as that run did",
+        )),
       replay_speed: z.number().positive().max(1e6).default(1).meta(doc(
         "replay pace relative to the log's own tqdm clock",
       )),

@@ -1,12 +1,12 @@
 import { statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { z } from "zod";
-import type { Config } from "../config/schema.ts";
+import { TRAIN_SCRIPT, type Config } from "../config/schema.ts";
 import { createSlurmClient, type SlurmNode } from "../os/slurm.ts";
 import { createGpuProbe } from "../gpu/probe.ts";
 import { failed, passed, relaxedInSimulate, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
 import { holdsFor, type RunAs, type RunResult, type ServiceAccount } from "./service-account.ts";
-import { BASE_PATH, TRAIN_SCRIPT } from "../recipe/command.ts";
+import { BASE_PATH } from "../recipe/command.ts";
 
 const ACCELERATE_TIMEOUT_MS = 60_000;
 // Importing torch on a cold page cache, or a first CUDA init, takes seconds; a minute is a hang.

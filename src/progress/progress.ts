@@ -37,7 +37,8 @@ const CHECKPOINT_SAVE = /\bsaving checkpoint: /;
 const SAMPLING = /^generating sample images at step\b.*?(\d+)$/;
 const MODEL_SAVED = /(?:^|\s)model saved\.(?:\s|$)/;
 
-// Without an expected total (a replayed recording), the first total the trainer announces becomes it.
+// Without an expected total (a replayed recording, a run recovered without its record), the first total the
+// trainer announces becomes it.
 export function initialProgress(expectedTotal: number | null = null, resumedAt = 0): Progress {
   return {
     phase: "loading",

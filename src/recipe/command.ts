@@ -1,5 +1,5 @@
 import { dirname, join } from "node:path";
-import type { Config } from "../config/schema.ts";
+import { TRAIN_SCRIPT, type Config } from "../config/schema.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { TIERS } from "../tiers.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
@@ -8,7 +8,6 @@ import { SAMPLE_SAMPLER, samplePrompts } from "./samples.ts";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
 import { tokenizerDir } from "../tokenizers/layout.ts";
 
-export const TRAIN_SCRIPT = "sdxl_train_network.py";
 // The system's directories on a child's PATH, after the venv's: the trainer, and doctor's checks as it runs them.
 export const BASE_PATH = "/usr/local/bin:/usr/bin:/bin";
 

@@ -8,6 +8,7 @@ import { fail, ok, type Result } from "../result.ts";
 type Spec = "switch" | "str" | "int" | "float" | "int_or_float" | readonly (string | null)[];
 type Values = Map<string, string | number | true>;
 
+// Spelled here, not taken from config's TRAIN_SCRIPT: the simulator checks the worker's command as python would.
 export const SCRIPT_NAME = "sdxl_train_network.py";
 // networks.lora falls back to rank 4 when --network_dim is absent.
 export const DEFAULT_NETWORK_DIM = 4;

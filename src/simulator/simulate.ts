@@ -7,13 +7,14 @@
 // checkpoints due after each step's bar update (the bar's clock paused while sampling), and the failures the
 // plan asks for. A resumed loop starts where stages.ts resumePoint says, skipping batches unseen.
 import { basename, resolve } from "node:path";
+import type { StepFailure } from "../config/simulate-fail.ts";
 import { statOrNull } from "../fs.ts";
 import { ok } from "../result.ts";
 import { parseLaunch, parseScriptArgs, pyStrRepr, SCRIPT_NAME } from "./argv.ts";
 import { saveFinal, saveStepCheckpoint } from "./checkpoint.ts";
 import { CUDA_OOM, exitWith, PATH_NOT_GIVEN, print, processIo, raise, seededRandom } from "./io.ts";
 import { USAGE_EXIT, type Io, type Trainer } from "./io.ts";
-import { readKnobs, type Knobs, type StepFailure } from "./knobs.ts";
+import { readKnobs, type Knobs } from "./knobs.ts";
 import { readRecordedLog, replayRun, type RecordedLine } from "./replay.ts";
 import { sampleImages } from "./samples.ts";
 import {

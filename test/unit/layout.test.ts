@@ -59,6 +59,8 @@ describe("the folders of src/ form floors", () => {
     // Contrast: the graph is the real one (the HTTP layer reaches the dispatcher, which reaches the supervisor).
     expect(graph.get("api")).toContain("dispatch");
     expect(graph.get("dispatch")).toContain("supervisor");
+    // The simulator reads the failure grammar the config checks, so it stands above config, never under it.
+    expect(graph.get("simulator")).toContain("config");
     expect(findCycle(graph)).toBeNull();
   });
 
