@@ -97,7 +97,7 @@ interface WorkerMetricsDeps {
 export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
   // One sample per active job, labelled by it: one on this host, up to slurm.max_active_jobs on Slurm. Read first:
   // reading a run's progress takes in what its trainer wrote, so the counts below include it.
-  const live = deps.supervisor.activeJobIds().flatMap((id) => {
+  const live = deps.store.activeJobs().flatMap(({ id }) => {
     const progress = deps.supervisor.progress(id);
     return progress === null ? [] : [{ id, progress }];
   });

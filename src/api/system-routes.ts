@@ -68,7 +68,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
       c.json({
         status: "ok",
         version: deps.version,
-        ...activeJobs(supervisor.activeJobIds()),
+        ...activeJobs(deps.store.activeJobs().map((job) => job.id)),
         unrecorded_job_ids: supervisor.unrecordedJobIds(),
         ...backend.facts,
         trainer_mode: config.trainer.mode,

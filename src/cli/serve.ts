@@ -95,7 +95,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
   warnIfOpen(auth, config, log);
   warnIfNoTokenizers(config, log);
   const stop = (signal: string) => {
-    log.info("stopping", { signal, active_job_id: supervisor.activeJobId() });
+    log.info("stopping", { signal, active_job_id: store.activeJobs()[0]?.id ?? null });
     setTimeout(() => process.exit(0), STOP_DEADLINE_MS);
     // Event streams and keep-alive connections would hold a graceful stop open for as long as they last.
     void server.stop(true).finally(() => {

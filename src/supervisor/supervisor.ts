@@ -204,22 +204,9 @@ export function createSupervisor(deps: SupervisorDeps) {
       return run?.pgid() ?? null;
     },
 
-    activeJobId(): string | null {
-      return store.activeJobs()[0]?.id ?? null;
-    },
-
     /** The runs that ended but whose record waits for the state dir. */
     unrecordedJobIds(): string[] {
       return [...runs.values()].filter((r) => r.unrecorded() !== null).map((r) => r.id);
-    },
-
-    activeJobIds(): string[] {
-      return store.activeJobs().map((j) => j.id);
-    },
-
-    /** Why the scheduler still holds the job, while it does. */
-    queued(id: string): string | null {
-      return runs.get(id)?.queued() ?? null;
     },
 
     // Re-adopts what survived a restart of the worker (or the loss of its database); fails what did not.
@@ -237,7 +224,8 @@ export function createSupervisor(deps: SupervisorDeps) {
       });
     },
 
-    // Lets running jobs finish their bookkeeping; used by tests and orderly shutdown.
+    // Lets every job in preparation or running finish its bookkeeping (tests; a worker that stops leaves its runs
+    // running and does not wait).
     async settle(): Promise<void> {
       await Promise.all([...preparations.values()].map((p) => p.done));
       await Promise.all([...runs.values()].map((r) => r.finished));

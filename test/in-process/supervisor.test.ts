@@ -127,7 +127,7 @@ describe("supervisor outcomes", () => {
     await s.supervisor.settle();
     expect(s.store.get(job.id)).toMatchObject({ status: "failed", error_code: "spawn_failed", pid: null });
     expect(s.store.get(job.id)!.error).toContain("no-such-accelerate");
-    expect(s.supervisor.activeJobId()).toBeNull();
+    expect(s.store.activeJobs()).toEqual([]);
   });
 });
 
