@@ -4,8 +4,8 @@ import { SmokeBody } from "../dispatch/smoke.ts";
 import { JobRequest, ResumeRequest, TrainRequest } from "../request/schema.ts";
 import { CurveQuery, ListQuery, LogQuery } from "./query.ts";
 import {
-  Checkpoint, ClusterGpuStatus, Conflict, DetailItem, Dispatched, GpuStatus, Health, HostGpuStatus, JOB_VIEW_EXAMPLE,
-  JobEvent, JobList, JobView, LossCurve, Problem, Resumed, Sample, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError,
+  CheckpointView, ClusterGpuStatus, Conflict, DetailItem, Dispatched, GpuStatus, Health, HostGpuStatus, JOB_VIEW_EXAMPLE,
+  JobEvent, JobList, JobView, LossCurve, Problem, Resumed, SampleView, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError,
 } from "./openapi.ts";
 
 // Named components: a generated client gets one type for each, and every use of one is a $ref to it.
@@ -17,8 +17,8 @@ const COMPONENTS = {
   JobRequest,
   ResumeRequest,
   SmokeBody,
-  Checkpoint,
-  Sample,
+  Checkpoint: CheckpointView,
+  Sample: SampleView,
   JobView,
   JobList,
   Dispatched,

@@ -10,7 +10,7 @@ import { END_EVENT_ID } from "./events.ts";
 // answers share them.
 
 /** A verified intermediate LoRA a run saved beside its state. */
-export const Checkpoint = z.strictObject({
+export const CheckpointView = z.strictObject({
   step: z.int().min(1),
   sha256: z.string().regex(/^[0-9a-f]{64}$/),
   bytes: z.int().min(0),
@@ -18,7 +18,7 @@ export const Checkpoint = z.strictObject({
 });
 
 /** A preview PNG the run drew at a checkpoint; `url` serves it (behind the same token). */
-export const Sample = z.strictObject({
+export const SampleView = z.strictObject({
   step: z.int().min(1).describe("the checkpoint's step"),
   index: z
     .int()
@@ -73,7 +73,7 @@ export const JobView = z.strictObject({
   resumable: z
     .boolean()
     .describe("failed or cancelled, with a saved state, and not resumed yet: POST /train/{id}/resume starts from it"),
-  checkpoints: z.array(Checkpoint).describe("the verified intermediate LoRAs still on disk"),
+  checkpoints: z.array(CheckpointView).describe("the verified intermediate LoRAs still on disk"),
   paused: z.boolean().describe("cancelled by a pause: stopped right after its newest saved state"),
   pause_requested_at: z.iso.datetime().optional(),
   pause_step: z
@@ -87,7 +87,7 @@ export const JobView = z.strictObject({
   resumed_by: z.uuid().optional().describe("the job that continues this one"),
   resume_gone: z.string().optional().describe("why a saved state of this job is gone"),
   samples: z
-    .array(Sample)
+    .array(SampleView)
     .describe("the preview images drawn so far, by step then index; a resumed job's start with its predecessor's"),
   forced_kill: z.boolean(),
   recorded: z
