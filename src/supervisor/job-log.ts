@@ -1,7 +1,7 @@
-import { closeSync, fstatSync, ftruncateSync, openSync, readSync, writeSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 
-// train.log, from the worker's side: followed as the trainer appends (in slices that yield to the HTTP server),
-// tailed for GET /train/{id}/log and the outcome, and cut to a cap by the shim.
+// train.log, from the worker's side: followed as the trainer appends (in slices that yield to the HTTP server), and
+// tailed for GET /train/{id}/log and the outcome. The shim cuts it to a cap (log-cut.ts).
 
 const READ_CHUNK = 64 * 1024;
 // Read and handed on per event-loop turn: ~2 ms of parsing at ~30 MiB/s, so HTTP handlers never wait on a backlog.
@@ -148,27 +148,4 @@ function screenLines(text: string): string[] {
   });
   if (lines.at(-1) === "") lines.pop();
   return lines;
-}
-
-// The trainer appends to its log with O_APPEND, so the log can be cut under it: its next write
-// still lands at the new end. A cut keeps the first and the last quarter of the cap.
-export function capLog(path: string, maxBytes: number): number {
-  const fd = openSync(path, "r+");
-  try {
-    const size = fstatSync(fd).size;
-    if (size <= maxBytes) return 0;
-    const keep = Math.floor(maxBytes / 4);
-    const tail = Buffer.alloc(keep);
-    const got = readSync(fd, tail, 0, keep, size - keep);
-    const dropped = size - 2 * keep;
-    const marker = Buffer.from(
-      `\n[lora-worker: ${dropped} bytes of trainer output dropped here to keep this log under ${maxBytes} bytes]\n`,
-    );
-    const rest = Buffer.concat([marker, tail.subarray(0, got)]);
-    ftruncateSync(fd, keep);
-    writeSync(fd, rest, 0, rest.length, keep);
-    return dropped;
-  } finally {
-    closeSync(fd);
-  }
 }
