@@ -25,7 +25,11 @@ export async function runShim(jobDir: string): Promise<number> {
     return 2;
   }
   // Before the trainer writes: a log with bytes and no record of its cuts is one an older shim runs.
-  settledCuts(launch.log, launch.logMaxBytes);
+  try {
+    settledCuts(launch.log, launch.logMaxBytes);
+  } catch {
+    // no room for it (a full state dir): the run goes on, its log followed by no cursor; the first cut tries again
+  }
   const proc = spawnTrainer(launch);
   if ("spawn_error" in proc) {
     await recordExit(jobDir, { ...proc, ended_at: new Date().toISOString() });
