@@ -34,15 +34,19 @@ export function mayAccess(path: string, mode: number): boolean {
 }
 
 // Readers never see half a file: write beside, then rename.
-export function writeJsonAtomic(path: string, value: unknown): void {
+export function writeFileAtomic(path: string, data: string | Uint8Array): void {
   const tmp = `${path}.tmp-${process.pid}`;
   try {
-    writeFileSync(tmp, JSON.stringify(value), { mode: 0o640 });
+    writeFileSync(tmp, data, { mode: 0o640 });
     renameSync(tmp, path);
   } catch (err) {
     rmSync(tmp, { force: true });
     throw err;
   }
+}
+
+export function writeJsonAtomic(path: string, value: unknown): void {
+  writeFileAtomic(path, JSON.stringify(value));
 }
 
 export function readJsonOrNull<T>(path: string): T | null {

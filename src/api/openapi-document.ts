@@ -3,9 +3,11 @@ import { ErrorCode, JobStatus, Phase } from "../job.ts";
 import { SmokeBody } from "../dispatch/smoke.ts";
 import { JobRequest, ResumeRequest, TrainRequest } from "../request/schema.ts";
 import { CurveQuery, ListQuery, LogQuery } from "./query.ts";
+import { READ_MAX_BYTES } from "../supervisor/log-cursor.ts";
 import {
-  CheckpointView, ClusterGpuStatus, Conflict, DetailItem, Dispatched, GpuStatus, Health, HostGpuStatus, JOB_VIEW_EXAMPLE,
-  JobEvent, JobList, JobView, LossCurve, Problem, Resumed, SampleView, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError,
+  CheckpointView, ClusterGpuStatus, Conflict, DetailItem, Dispatched, GpuStatus, Health, HostGpuStatus,
+  JOB_VIEW_EXAMPLE, JobEvent, JobList, JobView, LOG_CURSOR_HEADER, LOG_CUT_HEADER, LossCurve, Problem, Resumed,
+  SampleView, TRAIN_REQUEST_EXAMPLE, Unavailable, ValidationError,
 } from "./openapi.ts";
 
 // Named components: a generated client gets one type for each, and every use of one is a $ref to it.
@@ -158,13 +160,39 @@ export function openApiDocument(version: string) {
       "/train/{id}/log": {
         get: {
           operationId: "getJobLog",
-          summary: "Tail of the run log",
+          summary: "Tail of the run log, or what it gained since a cursor",
+          description:
+            "Without `after`: the last `lines` lines, a tqdm bar shown as its last redraw. With `after`: the log's " +
+            `bytes since that cursor, as written (at most ${READ_MAX_BYTES / 1024 / 1024} MiB; ask again from the ` +
+            "new cursor for more). Every answer's `x-log-cursor` is where the next read goes on from; a tail's " +
+            "points at the start of its last line, which a bar may still be redrawing, so a follower shows that line " +
+            "from the bytes. The worker cuts a log to its cap in place: a cursor from before a cut is carried " +
+            "across it, never read as other bytes, and its answer says so with `x-log-cut`.",
           parameters: [jobId, ...queryParameters(LogQuery)],
           responses: {
-            200: text("the last lines", "text/plain"),
+            200: {
+              ...text("the last lines, or the bytes since the cursor", "text/plain"),
+              headers: {
+                [LOG_CURSOR_HEADER]: {
+                  description: "the cursor to send as `after` next; absent when the log cannot be followed (a run an " +
+                    "older worker started, or a cut that has not finished)",
+                  schema: { type: "string" },
+                },
+                [LOG_CUT_HEADER]: {
+                  description: "`true` when the log was cut since the cursor sent: what the cut dropped is gone, and " +
+                    "the answer goes on from what it kept (its marker line says how much was dropped)",
+                  schema: { type: "string", enum: ["true"] },
+                },
+              },
+            },
             401: unauthorized,
             404: notFound,
-            422: answer("bad lines", "ValidationError"),
+            422: answer(
+              "bad lines, `after` that is not a cursor of this log, `after` with `lines`, or a log that keeps no " +
+                "record of its cuts (a run an older worker started)",
+              "ValidationError",
+            ),
+            503: problem("a cut of the log has not finished (its shim was stopped in it): no offset can be trusted"),
           },
         },
       },

@@ -151,6 +151,11 @@ export const Unavailable = z.strictObject({
 });
 export const Problem = z.strictObject({ detail: z.string() });
 
+/** GET /train/{id}/log: where the next read goes on from (`?after=`); absent when the log cannot be followed. */
+export const LOG_CURSOR_HEADER = "x-log-cursor";
+/** GET /train/{id}/log?after=: present ("true") when the log was cut since that cursor was handed out. */
+export const LOG_CUT_HEADER = "x-log-cut";
+
 const GpuProcess = z.strictObject({
   pid: z.int(),
   name: z.string(),

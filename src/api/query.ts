@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { JobFilter } from "../job.ts";
 import type { Job } from "../store/job-store.ts";
+import type { LogCursor } from "../supervisor/log-cursor.ts";
 import { ApiError } from "./errors.ts";
 
 // What the routes read from the URL. The OpenAPI document describes these same schemas, so each bound is
@@ -28,7 +29,20 @@ export const ListQuery = z.object({
     })
     .optional(),
 });
-export const LogQuery = z.object({ lines: boundedInt({ min: 1, max: 5000, default: 200 }) });
+// A log's generation and a byte offset in it, as x-log-cursor hands them out.
+const LOG_CURSOR = /^(0|[0-9a-f]{16})\.(0|[1-9]\d{0,14})$/;
+export const LogQuery = z.object({
+  lines: boundedInt({ min: 1, max: 5000, default: 200 }),
+  after: z
+    .string()
+    .regex(LOG_CURSOR, { error: "is not a log cursor (the x-log-cursor of an earlier answer)" })
+    .transform((cursor): LogCursor => {
+      const [generation, offset] = cursor.split(".");
+      return { generation: generation!, offset: Number(offset) };
+    })
+    .optional()
+    .describe("the x-log-cursor of an earlier answer: answers what the log gained since, instead of its last lines"),
+});
 export const CurveQuery = z.object({ max_points: boundedInt({ min: 3, max: 10_000, default: 500 }) });
 
 export function parseQuery<T extends z.ZodObject>(
@@ -38,9 +52,14 @@ export function parseQuery<T extends z.ZodObject>(
   const parsed = schema.safeParse(Object.fromEntries(Object.keys(schema.shape).map((name) => [name, req.query(name)])));
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0]!;
-  const item = { loc: ["query", String(issue.path[0])], msg: issue.message, type: "value_error" };
-  throw new ApiError(422, { detail: [item] });
+  throw queryRefusal(String(issue.path[0]), issue.message);
 }
+
+export function queryRefusal(name: string, msg: string): ApiError {
+  return new ApiError(422, { detail: [{ loc: ["query", name], msg, type: "value_error" }] });
+}
+
+export const encodeLogCursor = (cursor: LogCursor) => `${cursor.generation}.${cursor.offset}`;
 
 // The cursor is the last row's sort key, opaque to clients.
 export function encodeCursor(row: Job): string {

@@ -4,11 +4,11 @@ import { Hono } from "hono";
 import type { Dispatcher } from "../dispatch/dispatch.ts";
 import type { JobStore } from "../store/job-store.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
-import { tailLines } from "../supervisor/job-log.ts";
 import { ApiError, noSuchJob, refusalError } from "./errors.ts";
 import { createJobFeeds, jobEvents } from "./events.ts";
 import { idempotencyKeyOf, readJsonBody, readOptionalJsonBody } from "./body.ts";
-import { CurveQuery, encodeCursor, JOB_ID, ListQuery, LogQuery, parseQuery } from "./query.ts";
+import { CurveQuery, encodeCursor, JOB_ID, ListQuery, parseQuery } from "./query.ts";
+import { logAnswer } from "./log-answer.ts";
 import { createJobViews, jobView } from "./job-view.ts";
 import { lossCurve } from "./loss-curve.ts";
 
@@ -55,12 +55,7 @@ export function trainRoutes({ store, dispatcher, supervisor, keepOpen, bodyDeadl
     .get("/:id", (c) => {
       return c.body(viewOf(c.req.param("id")).json, 200, JSON_TYPE);
     })
-    .get("/:id/log", (c) => {
-      const row = jobOf(c.req.param("id"));
-      const { lines } = parseQuery(LogQuery, c.req);
-      const tail = tailLines(row.log_path, lines);
-      return c.text(tail.length > 0 ? `${tail.join("\n")}\n` : "");
-    })
+    .get("/:id/log", (c) => logAnswer(c, jobOf(c.req.param("id")).log_path))
     .get("/:id/events", (c) => {
       const job = jobOf(c.req.param("id"));
       keepOpen?.(c.req.raw); // a stream lives as long as its job; heartbeats keep it from looking idle

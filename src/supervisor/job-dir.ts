@@ -7,6 +7,7 @@ import type { ProcessIdentity } from "../os/proc.ts";
 // The files a job directory holds, shared by the worker and the shim that outlives it; together they say
 // what the job is and what of it is alive even when the job database is lost:
 //   train.log     the trainer's stdout and stderr (appended by the trainer, cut to a cap by the shim)
+//   train.log.cuts  the log's generation and where its last cut put what it kept (written by the shim: log-cut.ts)
 //   dataset/      the copy of the checked dataset files the trainer reads (and caches latents beside)
 //   dataset.toml  the generated dataset config the trainer reads, pointing into dataset/
 //   run/          the trainer's --output_dir: its states, intermediate LoRAs, samples and final LoRA, out of arbo's

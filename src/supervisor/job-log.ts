@@ -1,7 +1,7 @@
-import { closeSync, fstatSync, ftruncateSync, openSync, readSync, writeSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 
-// train.log, from the worker's side: followed as the trainer appends (in slices that yield to the HTTP server),
-// tailed for GET /train/{id}/log and the outcome, and cut to a cap by the shim.
+// train.log, from the worker's side: followed as the trainer appends (in slices that yield to the HTTP server), and
+// tailed for GET /train/{id}/log and the outcome. The shim cuts it to a cap (log-cut.ts).
 
 const READ_CHUNK = 64 * 1024;
 // Read and handed on per event-loop turn: ~2 ms of parsing at ~30 MiB/s, so HTTP handlers never wait on a backlog.
@@ -90,22 +90,34 @@ export function followLog(path: string, onText: (text: string) => void, interval
 
 export const MAX_TAIL_BYTES = 4 * 1024 * 1024;
 
+export interface Tail {
+  lines: string[];
+  /** Where the last of `lines` begins in the file: where a reader that goes on from the tail starts. */
+  lastLineAt: number;
+}
+
 // Reads backwards from the end, so the cost follows the lines asked for, not the log's size.
-export function tailLines(path: string, lines: number): string[] {
+export function tailOf(path: string, lines: number): Tail {
   let fd: number;
   try {
     fd = openSync(path, "r");
   } catch {
-    return [];
+    return { lines: [], lastLineAt: 0 };
   }
   try {
-    return screenLines(readTail(fd, lines)).slice(-lines);
+    const { buf, pos } = readTail(fd, lines);
+    const text = buf.toString("utf8");
+    // The first line is partial unless the read reached the start of the file.
+    const shown = screenLines(pos > 0 ? dropPartial(text) : text).slice(-lines);
+    return { lines: shown, lastLineAt: pos + lastLineStart(buf) };
   } finally {
     closeSync(fd);
   }
 }
 
-function readTail(fd: number, lines: number): string {
+export const tailLines = (path: string, lines: number): string[] => tailOf(path, lines).lines;
+
+function readTail(fd: number, lines: number): { buf: Buffer; pos: number } {
   const size = fstatSync(fd).size;
   const chunks: Buffer[] = [];
   let pos = size;
@@ -118,9 +130,7 @@ function readTail(fd: number, lines: number): string {
     chunks.unshift(buf);
     newlines += countNewlines(buf);
   }
-  const text = Buffer.concat(chunks).toString("utf8");
-  // The first line is partial unless the read reached the start of the file.
-  return pos > 0 ? dropPartial(text) : text;
+  return { buf: Buffer.concat(chunks), pos };
 }
 
 // indexOf is memchr: tens of times faster than looking at each byte in JavaScript.
@@ -128,6 +138,15 @@ function countNewlines(buf: Buffer): number {
   let count = 0;
   for (let at = buf.indexOf(10); at !== -1; at = buf.indexOf(10, at + 1)) count++;
   return count;
+}
+
+// Where the line screenLines shows last begins in `buf`: after the last "\n", unless nothing but "\r"s follow it
+// (no line shows), then after the one before. 0 for a line that began before the read did.
+function lastLineStart(buf: Buffer): number {
+  const end = buf.lastIndexOf(10);
+  if (end === -1) return 0;
+  if (!buf.subarray(end + 1).every((byte) => byte === 13)) return end + 1;
+  return end === 0 ? 0 : buf.lastIndexOf(10, end - 1) + 1;
 }
 
 // Of a partial first line only the text before its first "\r" is cut: each redraw after it is whole, and the
@@ -140,35 +159,13 @@ function dropPartial(text: string): string {
   return redraw < 0 ? text.slice(first.length + 1) : text.slice(redraw);
 }
 
-// What a terminal shows: of a tqdm line redrawn with "\r", only the last drawing.
-function screenLines(text: string): string[] {
-  const lines = text.split("\n").map((line) => {
-    const parts = line.split("\r").filter((p) => p !== "");
-    return parts.at(-1) ?? "";
-  });
-  if (lines.at(-1) === "") lines.pop();
-  return lines;
+/** What a terminal shows of a line: of a tqdm bar redrawn with "\r", only the last drawing. */
+export function screenLine(line: string): string {
+  return line.split("\r").filter((part) => part !== "").at(-1) ?? "";
 }
 
-// The trainer appends to its log with O_APPEND, so the log can be cut under it: its next write
-// still lands at the new end. A cut keeps the first and the last quarter of the cap.
-export function capLog(path: string, maxBytes: number): number {
-  const fd = openSync(path, "r+");
-  try {
-    const size = fstatSync(fd).size;
-    if (size <= maxBytes) return 0;
-    const keep = Math.floor(maxBytes / 4);
-    const tail = Buffer.alloc(keep);
-    const got = readSync(fd, tail, 0, keep, size - keep);
-    const dropped = size - 2 * keep;
-    const marker = Buffer.from(
-      `\n[lora-worker: ${dropped} bytes of trainer output dropped here to keep this log under ${maxBytes} bytes]\n`,
-    );
-    const rest = Buffer.concat([marker, tail.subarray(0, got)]);
-    ftruncateSync(fd, keep);
-    writeSync(fd, rest, 0, rest.length, keep);
-    return dropped;
-  } finally {
-    closeSync(fd);
-  }
+function screenLines(text: string): string[] {
+  const lines = text.split("\n").map(screenLine);
+  if (lines.at(-1) === "") lines.pop();
+  return lines;
 }

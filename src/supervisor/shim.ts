@@ -6,7 +6,7 @@ import {
 } from "./job-dir.ts";
 import { identify } from "../os/proc.ts";
 import { signalGroup } from "../os/terminate.ts";
-import { capLog } from "./job-log.ts";
+import { capLog, settledCuts } from "./log-cut.ts";
 
 // One shim per job, like containerd's: it starts the trainer, outlives any restart of the worker,
 // and records the trainer's exit status in exit.json, which nothing else could learn once the
@@ -23,6 +23,12 @@ export async function runShim(jobDir: string): Promise<number> {
   if (!launch) {
     process.stderr.write(`lora-worker shim: no readable ${launchPath(jobDir)}\n`);
     return 2;
+  }
+  // Before the trainer writes: a log with bytes and no record of its cuts is one an older shim runs.
+  try {
+    settledCuts(launch.log, launch.logMaxBytes);
+  } catch {
+    // no room for it (a full state dir): the run goes on, its log followed by no cursor; the first cut tries again
   }
   const proc = spawnTrainer(launch);
   if ("spawn_error" in proc) {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { JobStatus } from "../../src/job.ts";
 import { JOB_VIEW_EXAMPLE } from "../../src/api/openapi.ts";
@@ -189,6 +189,13 @@ describe("the served OpenAPI document describes every answer the worker gives", 
     expect(succeeded.status).toBe("succeeded");
     for (const path of ["log", "metrics"]) expect((await api.get(`/train/${id}/${path}`)).status).toBe(200);
     for (const path of ["log?lines=0", "metrics?max_points=1"]) expect((await api.get(`/train/${id}/${path}`)).status).toBe(422);
+    for (const [after, status] of [["0.0", 200], ["bogus", 422]] as const) expect((await api.get(`/train/${id}/log?after=${after}`)).status).toBe(status);
+    // A cut record that never settles (a shim killed in the cut): no offset in the log is trusted.
+    const cuts = join(local.tree.state, "jobs", id, "train.log.cuts");
+    const settled = readFileSync(cuts);
+    writeFileSync(cuts, "half a record");
+    expect((await api.get(`/train/${id}/log?after=0.0`)).status).toBe(503);
+    writeFileSync(cuts, settled);
     expect((await api.get(`/train/${id}/checkpoints/9999`)).status).toBe(404);
     expect((await api.get(`/train/${id}/events`, { headers: { "last-event-id": "end" } })).status).toBe(204);
     expect((await api.post("/train", one)).json.reason).toBe("output_exists");

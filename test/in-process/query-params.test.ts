@@ -59,7 +59,18 @@ describe("query parameters", () => {
       { name: "limit", in: "query", schema: { type: "integer", minimum: 1, maximum: 100, default: 20 } },
       { name: "cursor", in: "query", schema: { type: "string" } },
     ]);
-    expect(query("/train/{id}/log")).toEqual([{ name: "lines", in: "query", schema: { type: "integer", minimum: 1, maximum: 5000, default: 200 } }]);
+    expect(query("/train/{id}/log")).toEqual([
+      { name: "lines", in: "query", schema: { type: "integer", minimum: 1, maximum: 5000, default: 200 } },
+      {
+        name: "after",
+        in: "query",
+        schema: {
+          type: "string",
+          pattern: "^(0|[0-9a-f]{16})\\.(0|[1-9]\\d{0,14})$",
+          description: "the x-log-cursor of an earlier answer: answers what the log gained since, instead of its last lines",
+        },
+      },
+    ]);
     expect(query("/train/{id}/metrics")).toEqual([{ name: "max_points", in: "query", schema: { type: "integer", minimum: 3, maximum: 10000, default: 500 } }]);
   });
 });

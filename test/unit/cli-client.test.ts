@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { jobEvents, SseParser, type JobEvent } from "../../src/cli/client/sse.ts";
-import { LogView } from "../../src/cli/client/commands/logs.ts";
+import { LogStream } from "../../src/cli/client/commands/logs.ts";
 import { createTerminal, type Terminal } from "../../src/cli/client/terminal.ts";
 import { ClientError } from "../../src/cli/client/exit.ts";
 import { createWorkerClient } from "../../src/cli/client/worker-client.ts";
@@ -118,35 +118,45 @@ describe("a live line redrawn on a terminal", () => {
   });
 });
 
-describe("logs -f's view of a log re-read as tails", () => {
-  const first = ["loading", "epoch 1/1", "steps:  10%| 40/400"];
-  const second = ["loading", "epoch 1/1", "steps:  50%| 200/400", "saving checkpoint: a.safetensors", "steps: 100%| 400/400"];
+describe("logs -f's view of the log's bytes", () => {
+  // The worker's tail of the log below, and the bytes a read from its cursor (the start of its last line) answers.
+  const tail = "loading\nepoch 1/1\nsteps:  10%| 40/400\n";
+  const reads = ["\rsteps:   0%| 0/400\rsteps:  10%| 40/400", "", "\rsteps:  50%| 200/400\nsaving checkpoint: a.safetensors\n", "\rsteps: 100%| 400/400\n"];
 
-  test("into a pipe, prints each new line once and a redrawn bar as one more line", () => {
+  test("into a pipe, prints each line once and each new form of a bar still drawn as one more line", () => {
     const out = captured(false);
-    const logs = new LogView(out, 1000);
-    logs.update(`${first.join("\n")}\n`);
-    logs.update(`${second.join("\n")}\n`);
-    logs.update(`${second.join("\n")}\n`);
-    expect(out.text()).toBe(`${[...first, ...second.slice(2)].join("\n")}\n`);
+    const log = new LogStream(out);
+    log.tail(tail);
+    for (const bytes of reads) log.append(bytes);
+    log.close();
+    expect(out.text()).toBe("loading\nepoch 1/1\nsteps:  10%| 40/400\nsteps:  50%| 200/400\nsaving checkpoint: a.safetensors\nsteps: 100%| 400/400\n");
   });
 
-  test("on a terminal, redraws the open bar in place instead", () => {
+  test("on a terminal, redraws the bar still drawn in place instead", () => {
     const out = captured(true);
-    const logs = new LogView(out, 1000);
-    logs.update(`${first.join("\n")}\n`);
-    logs.update(`${second.join("\n")}\n`);
-    logs.close();
+    const log = new LogStream(out);
+    log.tail(tail);
+    for (const bytes of reads) log.append(bytes);
+    log.close();
     expect(out.text()).toBe("loading\nepoch 1/1\nsteps:  10%| 40/400\r\x1b[2Ksteps:  50%| 200/400\nsaving checkpoint: a.safetensors\nsteps: 100%| 400/400\n");
   });
 
-  test("aligns a longer tail that reaches back before the first one, and says so when a tail no longer overlaps", () => {
+  test("into a pipe, a line split between two reads shows what came, then the whole line; a read ending in \\r shows nothing yet", () => {
     const out = captured(false);
-    const logs = new LogView(out, 3);
-    logs.update("c\nd\n");
-    logs.update("a\nb\nc\nd\ne\n");
-    logs.update("x\ny\nz\n");
-    expect(out.text().split("\n")).toEqual(["c", "d", "e", "… (the log grew by more than 3 lines between two reads; lines were skipped)", "x", "y", "z", ""]);
+    const log = new LogStream(out);
+    for (const bytes of ["model sa", "ved.\n", "\r", "\rsteps: 1%\n", "\n"]) log.append(bytes);
+    expect(out.text()).toBe("model sa\nmodel saved.\nsteps: 1%\n\n");
+  });
+
+  test("a notice goes to stderr, after the terminal ends the live bar; the bar then goes on on a line of its own", () => {
+    let stdout = "";
+    let stderr = "";
+    const out = createTerminal({ stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t) }, { stdoutIsTTY: true, stderrIsTTY: true, columns: 80 });
+    const log = new LogStream(out);
+    log.append("\rsteps: 1%");
+    log.notice("cut\n");
+    log.append("\rsteps: 2%\n");
+    expect({ stdout, stderr }).toEqual({ stdout: "steps: 1%\nsteps: 2%\n", stderr: "cut\n" });
   });
 });
 

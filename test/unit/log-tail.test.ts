@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MAX_TAIL_BYTES, tailLines } from "../../src/supervisor/job-log.ts";
+import { MAX_TAIL_BYTES, screenLine, tailLines, tailOf } from "../../src/supervisor/job-log.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "log-tail-test-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -63,5 +63,32 @@ describe("tailLines", () => {
 
   test("a missing log has no lines", () => {
     expect(tailLines(join(dir, "absent.log"), 5)).toEqual([]);
+  });
+});
+
+describe("tailOf", () => {
+  // The last line of a tail, as a reader that goes on from lastLineAt shows it from the bytes there.
+  const lastLineFromBytes = (text: string) => {
+    const path = logFile("last-line.log", text);
+    const tail = tailOf(path, 3);
+    const bytes = Buffer.from(text).subarray(tail.lastLineAt).toString();
+    return { last: tail.lines.at(-1), fromBytes: screenLine(bytes.split("\n")[0]!) };
+  };
+
+  test("points at the start of the tail's last line: a whole one, a bar still drawn, or one before a lone \"\\r\"", () => {
+    for (const text of [`${HEAD}model saved.\n`, `${HEAD}${bar(3).slice(0, -1)}`, `${HEAD}épaisseur\n\r`, "one line\n", `${HEAD}${bar(3)}\n`]) {
+      const { last, fromBytes } = lastLineFromBytes(text);
+      expect(fromBytes).toBe(last!);
+    }
+    expect(tailOf(logFile("lone.log", `${HEAD}x\n\r`), 3).lastLineAt).toBe(Buffer.byteLength(HEAD));
+  });
+
+  test("an empty or missing log points at its start; a line longer than the window, where the read began", () => {
+    expect(tailOf(logFile("empty.log", ""), 3)).toEqual({ lines: [], lastLineAt: 0 });
+    expect(tailOf(join(dir, "absent.log"), 3)).toEqual({ lines: [], lastLineAt: 0 });
+    const text = `${HEAD}${LONG_BAR}`;
+    const tail = tailOf(logFile("long-bar-at.log", text), 3);
+    expect(tail.lastLineAt).toBeGreaterThan(Buffer.byteLength(HEAD));
+    expect(Buffer.byteLength(text) - tail.lastLineAt).toBeLessThanOrEqual(MAX_TAIL_BYTES + 64 * 1024);
   });
 });

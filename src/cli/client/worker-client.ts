@@ -1,5 +1,6 @@
 import type { z } from "zod";
 import type * as S from "../../api/openapi.ts";
+import { LOG_CURSOR_HEADER, LOG_CUT_HEADER } from "../../api/openapi.ts";
 import { isActive, type JobStatus } from "../../job.ts";
 import { ClientError } from "./exit.ts";
 
@@ -47,6 +48,13 @@ const CANCEL_TIMEOUT_MS = 660_000;
 // the save, then a cancel's stop; a run stuck before its state is ended by the stall watchdog (default 15 minutes).
 const PAUSE_TIMEOUT_MS = 30 * 60_000;
 
+/** An answer of GET /train/{id}/log: its text, the cursor to read on from (none from an older worker), a cut since. */
+export interface LogAnswer {
+  text: string;
+  cursor: string | null;
+  cut: boolean;
+}
+
 export interface JobQuery {
   status?: string;
   limit: number;
@@ -58,7 +66,9 @@ export interface WorkerClient {
   submit(body: string, idempotencyKey?: string): Promise<Dispatched>;
   job(id: string): Promise<JobView>;
   jobs(query: JobQuery): Promise<JobPage>;
-  log(id: string, lines?: number): Promise<string>;
+  log(id: string, lines?: number): Promise<LogAnswer>;
+  // What the log gained since `cursor` (an earlier answer's).
+  logAfter(id: string, cursor: string): Promise<LogAnswer>;
   cancel(id: string): Promise<JobView>;
   pause(id: string): Promise<JobView>;
   // `samples`: the new run's previews, else its predecessor's.
@@ -119,6 +129,15 @@ export function createWorkerClient(address: Address): WorkerClient {
     }
   };
   const job = (id: string) => `/train/${encodeURIComponent(id)}`;
+  const logAnswer = async (path: string): Promise<LogAnswer> => {
+    const res = await call(path);
+    const answer = { cursor: res.headers.get(LOG_CURSOR_HEADER), cut: res.headers.get(LOG_CUT_HEADER) === "true" };
+    try {
+      return { text: await res.text(), ...answer };
+    } catch (err) {
+      throw unreachable(address.url, err);
+    }
+  };
 
   return {
     url: address.url,
@@ -133,7 +152,8 @@ export function createWorkerClient(address: Address): WorkerClient {
       const query = { ...(status ? { status } : {}), limit: String(limit), ...(cursor ? { cursor } : {}) };
       return json(`/train?${new URLSearchParams(query)}`);
     },
-    log: async (id, lines) => (await call(`${job(id)}/log${lines === undefined ? "" : `?lines=${lines}`}`)).text(),
+    log: (id, lines) => logAnswer(`${job(id)}/log${lines === undefined ? "" : `?lines=${lines}`}`),
+    logAfter: (id, cursor) => logAnswer(`${job(id)}/log?${new URLSearchParams({ after: cursor })}`),
     cancel: (id) => json(`${job(id)}/cancel`, { method: "POST", timeoutMs: CANCEL_TIMEOUT_MS }),
     pause: (id) => json(`${job(id)}/pause`, { method: "POST", timeoutMs: PAUSE_TIMEOUT_MS }),
     resume: (id, samples) =>

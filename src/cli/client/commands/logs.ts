@@ -1,20 +1,23 @@
 import { positiveInt, UsageError } from "../../args.ts";
+import { screenLine } from "../../../supervisor/job-log.ts";
 import { eventsOf } from "../sse.ts";
 import { exitCodeOf } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
 import type { Terminal } from "../terminal.ts";
 import { resolveJobId } from "../job-id.ts";
-import { ClientError, EXIT } from "../exit.ts";
+import { ClientError, EXIT, type ExitCode } from "../exit.ts";
+import type { LogAnswer, WorkerClient } from "../worker-client.ts";
 
 const DEFAULT_LINES = 200; // the worker's own default for /log
-const FOLLOW_WINDOW = 1000;
 
 export const logs: ClientCommand = {
   usage: "logs ID [-f|--follow] [--lines N]",
   help: `Prints the last N lines of the job's trainer log (default ${DEFAULT_LINES}, at most 5000; a tqdm bar as its
-last redraw). -f follows the log until the job ends: it re-reads the tail on each event of the job's event
-stream (and each heartbeat), printing only what is new. On a terminal the log's control characters are shown
-as cat -v shows them (ESC as ^[); a pipe gets the log's bytes unchanged.
+last redraw). -f follows the log until the job ends: on each event of the job's event stream (and each heartbeat)
+it reads what the log gained since the last read, from the cursor the worker hands out, so each line is printed
+once. If the worker cut the log to its cap in between, a notice on stderr says so and the log goes on from what the
+cut kept. A worker too old to hand out cursors is refused with a message. On a terminal the log's control
+characters are shown as cat -v shows them (ESC as ^[); a pipe gets the log's bytes unchanged.
 Exit: 0; with -f, by how the job ended: 0 succeeded, 1 failed, 3 cancelled.`,
   values: ["lines"],
   flags: ["follow"],
@@ -24,90 +27,105 @@ Exit: 0; with -f, by how the job ended: 0 succeeded, 1 failed, 3 cancelled.`,
     const id = await resolveJobId(client, options.positional[0]!);
     const lines = positiveInt(options, "lines");
     if (!options.flags.has("follow")) {
-      out.write(await client.log(id, lines));
+      out.write((await client.log(id, lines)).text);
       return EXIT.ok;
     }
-    const view = new LogView(out, Math.max(lines ?? DEFAULT_LINES, FOLLOW_WINDOW));
-    view.update(await client.log(id, lines ?? DEFAULT_LINES));
-    for await (const event of eventsOf(client, id)) {
-      view.update(await client.log(id, Math.max(lines ?? DEFAULT_LINES, FOLLOW_WINDOW)));
-      if (event.kind === "end") {
-        view.close();
-        return exitCodeOf(event.view);
-      }
-    }
-    throw new ClientError("unreachable", `the event stream of job ${id} ended without its final event`);
+    return follow(client, out, id, lines ?? DEFAULT_LINES);
   },
 };
 
-// `logs -f` re-reads the log's tail (the route has no offsets) and shows only what is new. The last line
-// shown is "open": it may be a tqdm bar that the next tail shows redrawn. On a terminal it is redrawn in
-// place; into a pipe its new form is printed as one more line.
-export class LogView {
-  private shown: string[] = [];
-  // On a terminal the open line has no newline yet.
-  private lineOpen = false;
-
-  constructor(
-    private readonly out: Terminal,
-    // Lines kept to align the next tail with: the length of the tails read.
-    private readonly window: number,
-  ) {}
-
-  update(text: string): void {
-    const tail = text === "" ? [] : text.replace(/\n$/, "").split("\n");
-    if (this.shown.length === 0) return this.appendAll(tail);
-    const at = this.openLineIndex(tail);
-    if (at === null) {
-      this.write(`… (the log grew by more than ${this.window} lines between two reads; lines were skipped)`);
-      this.shown = [];
-      return this.appendAll(tail);
+async function follow(client: WorkerClient, out: Terminal, id: string, lines: number): Promise<ExitCode> {
+  const tail = await client.log(id, lines);
+  let cursor = cursorOf(client, id, tail);
+  const log = new LogStream(out);
+  log.tail(tail.text);
+  // True when the read brought anything.
+  const readOn = async (): Promise<boolean> => {
+    const answer = await client.logAfter(id, cursor);
+    cursor = cursorOf(client, id, answer);
+    if (answer.cut) log.notice(cutNotice(id));
+    log.append(answer.text);
+    return answer.text !== "";
+  };
+  for await (const event of eventsOf(client, id)) {
+    if (event.kind !== "end") {
+      await readOn();
+      continue;
     }
-    if (tail[at] !== this.shown.at(-1)) this.replaceOpen(tail[at]!);
-    this.appendAll(tail.slice(at + 1));
+    while (await readOn());
+    log.close();
+    return exitCodeOf(event.view);
+  }
+  throw new ClientError("unreachable", `the event stream of job ${id} ended without its final event`);
+}
+
+const cutNotice = (id: string) =>
+  `lora-worker logs: the worker cut job ${id}'s log to its cap since the last read; going on from what the cut kept\n`;
+
+// A worker that predates cursors answers the tail and ignores `after`; a run an older worker started keeps no record
+// of its log's cuts. Neither can be followed without printing lines twice or missing some unsaid.
+function cursorOf(client: WorkerClient, id: string, answer: LogAnswer): string {
+  if (answer.cursor !== null) return answer.cursor;
+  throw new ClientError(
+    "refused",
+    `the worker at ${client.url} hands out no cursor to follow job ${id}'s log by (a worker older than this client, ` +
+      `a run an older worker started, or a cut of the log that never finished); lora-worker logs ${id} prints its tail`,
+  );
+}
+
+// The log's bytes as they come, shown as a terminal shows them: of a line redrawn with "\r", its last drawing. The
+// line still being written is "open": on a terminal it is drawn without its newline and redrawn in place; into a
+// pipe each new form of it is one more line.
+export class LogStream {
+  private open = ""; // the open line as written so far
+  private shown: string | null = null; // what is shown of it
+  private live = false; // on a terminal, the cursor stands at the end of the shown open line
+
+  constructor(private readonly out: Terminal) {}
+
+  // The tail a follow starts from: its last line comes again from the cursor, so the bytes show it.
+  tail(text: string): void {
+    for (const line of text.split("\n").slice(0, -2)) this.out.write(`${line}\n`);
+  }
+
+  append(text: string): void {
+    const lines = (this.open + text).split("\n");
+    this.open = lines.pop()!;
+    for (const line of lines) this.finish(screenLine(line));
+    // A chunk may end right after a "\r": nothing shows until the redraw comes.
+    const open = screenLine(this.open);
+    if (open !== "") this.show(open);
+  }
+
+  // On stderr; a terminal ends the live line itself first.
+  notice(text: string): void {
+    this.out.error(text);
+    this.live = false;
   }
 
   close(): void {
-    if (this.lineOpen) this.out.write("\n");
-    this.lineOpen = false;
+    if (this.live) this.out.write("\n");
+    this.live = false;
   }
 
-  // Where the open line stands in `tail`: the latest position whose preceding lines end like those shown;
-  // without shown lines before it, the latest line equal to it. null: the tail does not reach back that far.
-  private openLineIndex(tail: string[]): number | null {
-    const committed = this.shown.slice(0, -1);
-    for (let j = tail.length - 1; j > 0 && committed.length > 0; j--) {
-      if (endsLike(tail, j, committed, Math.min(j, committed.length))) return j;
+  // A line that got its newline: shown already, unless it changed since.
+  private finish(line: string): void {
+    if (this.live) {
+      if (line !== this.shown) this.out.redraw(line);
+      this.out.write("\n");
+    } else if (line !== this.shown) {
+      this.out.write(`${line}\n`);
     }
-    const same = tail.lastIndexOf(this.shown.at(-1)!);
-    return same === -1 ? null : same;
+    this.shown = null;
+    this.live = false;
   }
 
-  private appendAll(lines: string[]): void {
-    for (const line of lines) this.append(line);
-    this.shown = this.shown.slice(-this.window);
-  }
-
-  private append(line: string): void {
-    this.write(line);
-    this.shown.push(line);
-  }
-
-  private write(line: string): void {
-    if (!this.out.isTTY) return this.out.write(`${line}\n`);
-    this.out.write(`${this.lineOpen ? "\n" : ""}${line}`);
-    this.lineOpen = true;
-  }
-
-  private replaceOpen(line: string): void {
-    if (this.out.isTTY) this.out.redraw(line);
+  private show(line: string): void {
+    if (line === this.shown) return;
+    if (this.live) this.out.redraw(line);
+    else if (this.out.isTTY) this.out.write(line);
     else this.out.write(`${line}\n`);
-    this.shown[this.shown.length - 1] = line;
+    this.live = this.out.isTTY;
+    this.shown = line;
   }
-}
-
-// The `k` lines of `tail` before index `j` equal the last `k` lines of `committed`.
-function endsLike(tail: string[], j: number, committed: string[], k: number): boolean {
-  for (let n = 1; n <= k; n++) if (tail[j - n] !== committed[committed.length - n]) return false;
-  return true;
 }

@@ -1,0 +1,122 @@
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
+import { statOrNull } from "../fs.ts";
+import { type Tail, tailOf } from "./job-log.ts";
+import { decodeCuts, FIRST_GENERATION, type LogCuts, logCutsPath, uncutLog } from "./log-cut.ts";
+
+// train.log read on from a cursor: the log's generation and a byte offset in it (log-cut.ts says why both). A cursor
+// of an earlier generation is carried across the cuts since: an offset in the head every cut keeps stays; one in
+// the tail the last cut kept moves with it; any other goes on from the last cut's marker, which says what was dropped.
+
+export interface LogCursor {
+  generation: string;
+  offset: number;
+}
+
+/** The most one read answers; a reader asks again from the cursor it was given. */
+export const READ_MAX_BYTES = 1024 * 1024;
+const SETTLE_POLL_MS = 10;
+
+// What the log's record says now. Missing while the log is still empty: nothing is written, so nothing was cut.
+// Missing beside bytes: an older shim writes the log and does not record its cuts. `unsettled`: a cut is under way,
+// or the record was read while it was written (or could not be read).
+type Seen = LogCuts | "unrecorded" | "unsettled";
+
+function seen(log: string): Seen {
+  let text: string;
+  try {
+    text = readFileSync(logCutsPath(log), "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") return "unsettled";
+    return (statOrNull(log)?.size ?? 0) > 0 ? "unrecorded" : uncutLog(0);
+  }
+  const cuts = decodeCuts(text);
+  return cuts === null || cuts.cutting ? "unsettled" : cuts;
+}
+
+// `read` between two looks at the record that see the same generation, settled: what it read belongs to that
+// generation. A cut under way is waited out for up to `waitMs`.
+async function settled<T>(log: string, waitMs: number, read: (cuts: LogCuts) => T) {
+  const deadline = performance.now() + waitMs;
+  for (;;) {
+    const before = seen(log);
+    if (before === "unrecorded") return before;
+    if (before !== "unsettled") {
+      const value = read(before);
+      const after = seen(log);
+      if (typeof after === "object" && after.generation === before.generation) return { cuts: before, value };
+    }
+    if (performance.now() >= deadline) return "unsettled";
+    await Bun.sleep(SETTLE_POLL_MS);
+  }
+}
+
+/** A tail, and a cursor at the start of its last line (a bar may still be drawn on it); null: none can be given. */
+export type CursorTail = Tail & { cursor: LogCursor | null };
+
+export async function tailWithCursor(log: string, lines: number, waitMs: number): Promise<CursorTail> {
+  const read = await settled(log, waitMs, () => tailOf(log, lines));
+  if (typeof read === "string") return { ...tailOf(log, lines), cursor: null };
+  return { ...read.value, cursor: { generation: read.cuts.generation, offset: read.value.lastLineAt } };
+}
+
+export type LogRead =
+  /** What follows the cursor, up to READ_MAX_BYTES; `cut`: the log was cut since the cursor was handed out. */
+  | { kind: "bytes"; bytes: Uint8Array<ArrayBuffer>; next: LogCursor; cut: boolean }
+  | { kind: "unrecorded" | "unsettled" }
+  /** A cursor this log never handed out. */
+  | { kind: "unknown"; why: string };
+
+export async function readAfter(log: string, cursor: LogCursor, waitMs: number): Promise<LogRead> {
+  const read = await settled(log, waitMs, (cuts) => readFrom(log, cursor, cuts));
+  return typeof read === "string" ? { kind: read } : read.value;
+}
+
+function readFrom(log: string, cursor: LogCursor, cuts: LogCuts): LogRead {
+  const current = cursor.generation === cuts.generation;
+  if (!current && cuts.generation === FIRST_GENERATION) {
+    return { kind: "unknown", why: "names a generation this log never had (it was never cut)" };
+  }
+  const start = current ? cursor.offset : carried(cursor, cuts);
+  const { size, from, bytes } = bytesFrom(log, start);
+  if (current && start > size) return { kind: "unknown", why: `points past the log's end (${size} bytes)` };
+  return { kind: "bytes", bytes, next: { generation: cuts.generation, offset: from + bytes.length }, cut: !current };
+}
+
+// At most READ_MAX_BYTES of the log from `start` (from its end, if that is sooner); a missing log is an empty one.
+function bytesFrom(log: string, start: number): { size: number; from: number; bytes: Uint8Array<ArrayBuffer> } {
+  let fd: number;
+  try {
+    fd = openSync(log, "r");
+  } catch {
+    return { size: 0, from: 0, bytes: Buffer.alloc(0) };
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const from = Math.min(start, size);
+    const buf = Buffer.alloc(Math.min(size - from, READ_MAX_BYTES));
+    const got = buf.length === 0 ? 0 : readSync(fd, buf, 0, buf.length, from);
+    return { size, from, bytes: buf.subarray(0, utf8End(buf.subarray(0, got))) };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+// Where an offset of an earlier generation is now. Every cut keeps the same head. What the last cut kept of the tail
+// was all written after the cut before (a cut leaves half the cap and the next comes past the whole cap), so a cursor
+// from before that has seen none of it: it goes on from the last cut's marker.
+function carried(cursor: LogCursor, cuts: LogCuts): number {
+  if (cursor.offset <= cuts.head) return cursor.offset;
+  if (cursor.generation !== cuts.previous || cursor.offset < cuts.tailFrom) return cuts.head;
+  return cuts.tailAt + Math.min(cursor.offset - cuts.tailFrom, cuts.tailBytes);
+}
+
+// The length of `bytes` less a UTF-8 character cut short at its end, which the next read answers whole.
+function utf8End(bytes: Buffer): number {
+  for (let at = bytes.length - 1; at >= Math.max(0, bytes.length - 4); at--) {
+    const byte = bytes[at]!;
+    if ((byte & 0xc0) === 0x80) continue;
+    const length = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1;
+    return at + length > bytes.length ? at : bytes.length;
+  }
+  return bytes.length;
+}
