@@ -11,7 +11,7 @@ export const JobFilter = z.enum([...JobStatus.options, "paused", "resumable"]);
 export type JobFilter = z.infer<typeof JobFilter>;
 
 export const ACTIVE_STATUSES = ["starting", "training"] as const satisfies readonly JobStatus[];
-export type TerminalStatus = Exclude<JobStatus, (typeof ACTIVE_STATUSES)[number]>;
+type TerminalStatus = Exclude<JobStatus, (typeof ACTIVE_STATUSES)[number]>;
 
 /** A stop asked for by a person, not decided by a watchdog: the run ends `cancelled`. */
 export function isCancel(reason: StopReason | null): boolean {

@@ -1,7 +1,7 @@
 import { fstatSync } from "node:fs";
 import { isatty } from "node:tty";
 
-export type Fields = Record<string, unknown>;
+type Fields = Record<string, unknown>;
 
 export interface Logger {
   info(msg: string, fields?: Fields): void;

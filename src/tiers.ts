@@ -9,7 +9,7 @@ export const BATCH_SIZE: Record<DeviceClass, number> = { "24gb": 1, "48gb": 2 };
 
 // The tiers a request may name.
 export const TIER_NAMES = ["fast", "balanced", "quality"] as const;
-export type TierName = (typeof TIER_NAMES)[number];
+type TierName = (typeof TIER_NAMES)[number];
 // What a job may run: a request's tier, or `smoke`, the worker's own short run (`lora-worker smoke`) that no
 // request can name.
 export const RUN_TIERS = [...TIER_NAMES, "smoke"] as const;

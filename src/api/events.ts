@@ -82,14 +82,14 @@ export interface Frame {
   data: string;
 }
 
-export interface Subscriber {
+interface Subscriber {
   next(frame: Frame): void;
   heartbeat(): void;
   // The job is over (its final snapshot), or its record could not be read (null).
   end(final: Frame | null): void;
 }
 
-export interface JobFeedDeps {
+interface JobFeedDeps {
   supervisor: Pick<Supervisor, "watch" | "isRunning">;
   // The job's record and its answer as serialised for GET /train/{id}.
   answer: (id: string) => { job: Job; json: string };
@@ -103,7 +103,7 @@ interface Feed {
   unwatch: () => void;
 }
 
-export type JobFeeds = ReturnType<typeof createJobFeeds>;
+type JobFeeds = ReturnType<typeof createJobFeeds>;
 
 // One watcher per job while it has streams: each change is read and serialised once, whatever the number of
 // streams, at most once per EVENT_MIN_INTERVAL_MS; a comment line every HEARTBEAT_MS keeps proxies awake.

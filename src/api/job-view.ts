@@ -6,8 +6,6 @@ import { SAMPLE_TEMPLATES, samplePrompt } from "../recipe/samples.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { TIERS } from "../tiers.ts";
 
-export type JobViews = ReturnType<typeof createJobViews>;
-
 // The one way the API reads a job: fresh (its run's output up to FRESH_MS ago taken in before its record is read),
 // merged with the run's live progress, and serialised once per change of either (both stay the same objects until
 // they change), however many clients poll or stream it.

@@ -6,7 +6,7 @@ import { dispatchSmoke } from "../dispatch/smoke.ts";
 import { refusalError } from "./errors.ts";
 import { readJsonBody } from "./body.ts";
 
-export interface SmokeRouteDeps {
+interface SmokeRouteDeps {
   loaded: LoadedConfig;
   dispatcher: Dispatcher;
   supervisor: Supervisor;

@@ -16,9 +16,9 @@ export interface AuthGate {
 }
 
 // The error: why the worker must not start, one line a problem.
-export type AuthSetup = Result<AuthGate, string[]>;
+type AuthSetup = Result<AuthGate, string[]>;
 
-export interface AuthInputs {
+interface AuthInputs {
   config: Pick<Config, "auth" | "listen">;
   credentialsDirectory: string | undefined;
   log: Logger;

@@ -9,7 +9,7 @@ const MIN_TOKEN_LENGTH = 16;
 const TOKEN_CHARS = /^[A-Za-z0-9._~+/-]+=*$/; // RFC 6750 b64token: what fits in "Authorization: Bearer"
 
 // The tokens of a source, or every problem with it.
-export type TokenLines = Result<string[], string[]>;
+type TokenLines = Result<string[], string[]>;
 
 // Errors name the line, never its content: a bad line may still be a secret.
 export function parseTokenLines(text: string, source: string): TokenLines {
@@ -62,7 +62,7 @@ export interface TokenSource {
 const CREDENTIAL_NAME = "token";
 
 // null: no source exists, which is not an error.
-export type Located = Result<TokenSource | null>;
+type Located = Result<TokenSource | null>;
 
 // systemd's LoadCredential= wins over auth.token_file: the unit hands this credential to this service on purpose.
 export function locateTokenSource(tokenFile: string, credentialsDirectory: string | undefined): Located {

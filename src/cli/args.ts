@@ -2,7 +2,7 @@ import { parseArgs as tokenize, type ParseArgsOptionsConfig } from "node:util";
 
 export class UsageError extends Error {}
 
-export interface OptionSpec {
+interface OptionSpec {
   // Options that take a value: `--name value` or `--name=value`.
   values: readonly string[];
   // Options that take none: `--name`.

@@ -6,7 +6,7 @@ import { ConfigSchema } from "./schema.ts";
 
 export const ENV_PREFIX = "LORA_WORKER_";
 
-export type KeyKind = "string" | "number" | "boolean" | "list" | "table";
+type KeyKind = "string" | "number" | "boolean" | "list" | "table";
 
 export interface ConfigKey {
   key: string;

@@ -19,7 +19,7 @@ export interface LoadedConfig {
   envOverrides: string[];
 }
 
-export type ConfigResult = Result<LoadedConfig, string[]>;
+type ConfigResult = Result<LoadedConfig, string[]>;
 
 export interface ConfigSource {
   path: string | undefined;

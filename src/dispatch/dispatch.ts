@@ -23,7 +23,7 @@ import { usableState } from "../supervisor/checkpoints.ts";
 import { baseModelChange, type BaseModelPrint, baseModelPrint } from "../request/base-model.ts";
 import { isStrictlyInside, realOrNull } from "../request/contained-path.ts";
 
-export interface DispatcherDeps {
+interface DispatcherDeps {
   store: JobStore;
   gpu: GpuProbe;
   config: Config;

@@ -2,7 +2,7 @@ import { CONFIG_PATH_ENV, DEFAULT_CONFIG_PATH, loadConfig, type ConfigSource } f
 import { ConfigSchema, type Config } from "../config/schema.ts";
 import type { RunAs, ServiceAccount } from "./service-account.ts";
 
-export type CheckStatus = "OK" | "WARN" | "FAIL";
+type CheckStatus = "OK" | "WARN" | "FAIL";
 
 /** One line of `lora-worker doctor`: what was checked, what was found, and for WARN/FAIL what to do. */
 export interface DoctorCheck {
@@ -54,7 +54,7 @@ export interface DoctorDeps {
   pythonDeadlineMs?: number;
 }
 
-export interface DoctorConfig {
+interface DoctorConfig {
   result: DoctorCheck;
   // What the other checks look at; null when the file does not even parse against the schema.
   config: Config | null;

@@ -8,9 +8,9 @@ export const DEFAULT_UNIT_PATH = "/etc/systemd/system/lora-worker.service";
 
 // Whose account doctor checks as, and why that one: named with --user, by the installed unit, or the user
 // running doctor.
-export type AccountSource = { kind: "option" } | { kind: "unit"; path: string } | { kind: "running"; unitPath: string };
+type AccountSource = { kind: "option" } | { kind: "unit"; path: string } | { kind: "running"; unitPath: string };
 
-export interface AccountNames {
+interface AccountNames {
   user: string;
   group: string;
   source: AccountSource;

@@ -27,7 +27,7 @@ export interface GpuDevice {
 // Per stream. Real answers are a few KiB even for 16 GPUs with many processes; past this it is not nvidia-smi's CSV.
 export const MAX_OUTPUT_BYTES = 1024 * 1024;
 
-export interface SmiCall {
+interface SmiCall {
   path: string;
   args: readonly string[];
   timeoutMs: number;
@@ -99,13 +99,13 @@ function stop(child: Child, detail: string): Result<string> {
 // A child's stdout and stderr read chunk by chunk, never past a byte cap per stream. nvidia-smi's real answers
 // are a few KiB; one that prints without end (a broken wrapper, a wedged tool) would otherwise grow the worker by
 // GiBs and keep the event loop busy decoding. Past the cap the stream is cancelled and nothing more of it is kept.
-export type StreamName = "stdout" | "stderr";
+type StreamName = "stdout" | "stderr";
 
-export interface Overflowed {
+interface Overflowed {
   overflowed: StreamName;
 }
 
-export type CappedOutput = { stdout: string; stderr: string } | Overflowed;
+type CappedOutput = { stdout: string; stderr: string } | Overflowed;
 
 type Capture = { overflowed: false; text: string } | { overflowed: true };
 

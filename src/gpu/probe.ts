@@ -14,7 +14,7 @@ import {
   truncateLine,
 } from "./nvidia-smi.ts";
 
-export interface GpuProbeDeps {
+interface GpuProbeDeps {
   nvidiaSmi: string;
   timeoutMs: number;
   // How long a result (success or failure) is served from cache, counted from when its probe finished.
@@ -68,7 +68,7 @@ export function createGpuProbe(deps: GpuProbeDeps): GpuProbe {
   };
 }
 
-export interface ReadDevicesDeps {
+interface ReadDevicesDeps {
   nvidiaSmi: string;
   timeoutMs: number;
   now: () => number;
@@ -76,7 +76,7 @@ export interface ReadDevicesDeps {
 
 // One probe: both queries at once, so a hung driver costs one timeout, not two, and the two views are
 // simultaneous.
-export async function readDevices(deps: ReadDevicesDeps): Promise<ProbeResult> {
+async function readDevices(deps: ReadDevicesDeps): Promise<ProbeResult> {
   const [devices, processes] = await Promise.all([
     query(deps, "--query-gpu", DEVICE_QUERY, (text) => parseHeaderless(text, DEVICE_QUERY, toDeviceRow)),
     query(deps, "--query-compute-apps", PROCESS_QUERY, parseProcessRows),

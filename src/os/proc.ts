@@ -2,7 +2,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import { hasEntry } from "../fs.ts";
 
 // /proc/<pid>/stat: "pid (comm) state ppid pgrp ... starttime(22) ..."; comm may hold spaces and ")".
-export interface ProcStat {
+interface ProcStat {
   pid: number;
   state: string;
   ppid: number;
@@ -61,7 +61,7 @@ export function listPids(): number[] {
 }
 
 // This process's cgroup v2 directory under /sys/fs/cgroup (the unit's, under systemd), or null without a v2 view.
-export function ownCgroupDir(): string | null {
+function ownCgroupDir(): string | null {
   const path = ownCgroupPath("0::");
   return path === null ? null : `/sys/fs/cgroup${path}`;
 }

@@ -4,7 +4,7 @@
 import { join } from "node:path";
 import { fail, ok, type Result } from "../result.ts";
 
-export interface SlurmSettings {
+interface SlurmSettings {
   /** Where sbatch, scancel and scontrol are. */
   bin_dir: string;
   partition: string;

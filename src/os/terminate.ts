@@ -4,7 +4,7 @@ const POLL_MS = 20;
 // What escaped the job's process group gets this long after SIGTERM (and again after SIGKILL).
 const SWEEP_GRACE_MS = 2000;
 
-export interface Termination {
+interface Termination {
   forced: boolean;
 }
 

@@ -46,7 +46,7 @@ export class LineSplitter {
 
 // One run's progress from the trainer's raw output: the line framing, the "a redraw is whole at ]" rule, one loss
 // point per step, and when the durable record is due. Pure: no process and no store; the supervisor wires it.
-export interface TrackerOptions {
+interface TrackerOptions {
   expectedTotal: number | null;
   /** The step of the state a resumed run started from; 0 for a fresh run. */
   resumedAt?: number;
@@ -57,8 +57,8 @@ export interface TrackerOptions {
   now?: () => number;
 }
 
-/** What one chunk of output changed. */
-export interface Update {
+// What one chunk of output changed.
+interface Update {
   changed: boolean;
   persistDue: boolean;
   /** The nan streak reached its limit with this chunk (once per run). */
@@ -132,4 +132,3 @@ export function createTracker(options: TrackerOptions) {
   };
 }
 
-export type Tracker = ReturnType<typeof createTracker>;

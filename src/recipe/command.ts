@@ -32,8 +32,8 @@ export interface ResumeFrom {
   repeatsScale: number;
 }
 
-/** The files of the job directory the trainer reads and writes (the supervisor's JobDir has them). */
-export interface LaunchPaths {
+// The files of the job directory the trainer reads and writes (the supervisor's JobDir has them).
+interface LaunchPaths {
   id: string;
   dir: string;
   dataset: string;
@@ -49,7 +49,7 @@ export interface GpuPlacement {
   inheritEnv?: string[];
 }
 
-export interface LaunchPlan {
+interface LaunchPlan {
   argv: string[];
   env: Record<string, string>;
   // What the trainer takes from the job's environment (on Slurm, the GPUs Slurm names).

@@ -10,7 +10,7 @@ import type { Problem } from "./schema.ts";
 // (convert_sdxl_text_encoder_2_checkpoint), and what is left goes to library/model_util.py's
 // convert_ldm_vae_checkpoint, which takes the `first_stage_model.` keys.
 // A part with no keys fails minutes later in _load_state_dict_on_device ("Error(s) in loading state_dict").
-export const SDXL_PARTS: ReadonlyArray<{ prefix: string; part: string }> = [
+const SDXL_PARTS: ReadonlyArray<{ prefix: string; part: string }> = [
   { prefix: "model.diffusion_model.", part: "U-Net" },
   { prefix: "conditioner.embedders.0.transformer.", part: "CLIP-L text encoder" },
   { prefix: "conditioner.embedders.1.model.", part: "OpenCLIP bigG text encoder" },
@@ -63,7 +63,7 @@ const KNOWN_SHAPES: readonly Shape[] = [
 ];
 
 // null: every SDXL part is there. Otherwise what the file is, as a phrase that follows its path.
-export function describeNonSdxl(names: readonly string[]): string | null {
+function describeNonSdxl(names: readonly string[]): string | null {
   const missing = SDXL_PARTS.filter(({ prefix }) => !has(names, prefix));
   if (missing.length === 0) return null;
   const known = KNOWN_SHAPES.find((shape) => shape.is(names));

@@ -43,9 +43,9 @@ export interface CheckedTrain {
   resumed: boolean;
 }
 
-export type CheckRefusal = { kind: "invalid"; detail: DetailItem[] } | { kind: "output_exists"; detail: string };
+type CheckRefusal = { kind: "invalid"; detail: DetailItem[] } | { kind: "output_exists"; detail: string };
 
-export type TrainCheck = Result<CheckedTrain, CheckRefusal>;
+type TrainCheck = Result<CheckedTrain, CheckRefusal>;
 
 type DatasetCheck = { datasetDir: string; dataset: Dataset };
 
@@ -111,7 +111,7 @@ async function checkWith(
 }
 
 export const handoffRoot = (config: Config): Roots => ({ paths: [config.handoff_root], label: "the handoff root" });
-export const modelRoots = (config: Config): Roots => ({ paths: config.model_roots, label: "a configured model root" });
+const modelRoots = (config: Config): Roots => ({ paths: config.model_roots, label: "a configured model root" });
 
 async function checkDataset(path: string, config: Config): Promise<Field<DatasetCheck>> {
   const inside = resolveInside(path, handoffRoot(config), false);

@@ -12,7 +12,7 @@ export const IMAGE_EXTENSIONS = [".png", ".jpg", ".jpeg", ".webp"];
 export const CAPTION_EXTENSION = ".txt";
 const KOHYA_FOLDER = /^\d+_\S.*$/;
 
-export interface DatasetBounds {
+interface DatasetBounds {
   max_files: number;
   max_bytes: number;
   max_file_bytes: number;

@@ -80,7 +80,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
-export const MAX_PATH_LENGTH = 1024;
+const MAX_PATH_LENGTH = 1024;
 // Preview images per checkpoint: one per prompt template of the recipe (recipe/samples.ts).
 export const MAX_SAMPLES = 4;
 const SEGMENT_CHARS = "letters A-Z a-z, digits, space and . _ - + @ , = ~";
@@ -94,7 +94,7 @@ export interface Problem {
 
 // Narrower than POSIX on purpose: arbo's paths are plain ASCII, so anything else (encoded or fullwidth dots,
 // bidi and zero-width characters, quotes, brackets) is more likely an attack than a name.
-export function pathProblem(path: string): Problem | null {
+function pathProblem(path: string): Problem | null {
   if (!path.isWellFormed()) {
     return { msg: "must be well-formed Unicode (no lone surrogates)", type: "path_malformed_unicode" };
   }
@@ -171,4 +171,3 @@ export type JobRequest = z.infer<typeof JobRequest>;
 // POST /train/{id}/resume's optional body: the previews of the new run, say none after a failure while sampling.
 // Absent, the run takes its predecessor's.
 export const ResumeRequest = z.strictObject({ samples: samplesField().optional() });
-export type TrainField = keyof TrainRequest;

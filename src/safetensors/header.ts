@@ -11,12 +11,12 @@ export interface TensorEntry {
   end: number;
 }
 
-export interface Header {
+interface Header {
   tensors: TensorEntry[];
   metadata: Record<string, string>;
 }
 
-export interface HeaderFile {
+interface HeaderFile {
   header: Header;
   dataStart: number;
   dataBytes: number;

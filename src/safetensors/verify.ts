@@ -8,7 +8,7 @@ import { scanNonFinite, type NonFinite, type NonFiniteScan } from "./non-finite.
 
 export type { NonFinite } from "./non-finite.ts";
 
-export interface VerifiedSafetensors {
+interface VerifiedSafetensors {
   bytes: number;
   sha256: string;
   tensorCount: number;
@@ -16,7 +16,7 @@ export interface VerifiedSafetensors {
   nonFinite: NonFinite;
 }
 
-export interface SafetensorsProblem {
+interface SafetensorsProblem {
   reason: "missing" | "invalid";
   detail: string;
 }

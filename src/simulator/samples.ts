@@ -10,7 +10,7 @@ import { CUDA_OOM, type Io, PATH_NOT_GIVEN, print, raise, seededRandom, type Tra
 import { tickThrough } from "./tqdm.ts";
 
 // What one call did: nothing was due, samples were taken, or the run ended with this exit code.
-export type SampleOutcome = "none" | "sampled" | { exitCode: number };
+type SampleOutcome = "none" | "sampled" | { exitCode: number };
 type PromptDict = Record<string, unknown>;
 
 // sample_image_inference's defaults.

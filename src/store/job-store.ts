@@ -109,7 +109,7 @@ export interface ResumePoint {
   gone: string | null;
 }
 
-export interface NewJob {
+interface NewJob {
   id: string;
   request: unknown;
   requestHash: string;
@@ -136,12 +136,12 @@ export interface NewJob {
   maxActive?: number;
 }
 
-/** The slot; or who holds it, who runs for the same output, or who resumed the same state first. */
-export type Claim = Result<void, { activeId: string } | { outputUser: string } | { resumedBy: string | null }>;
+// The slot; or who holds it, who runs for the same output, or who resumed the same state first.
+type Claim = Result<void, { activeId: string } | { outputUser: string } | { resumedBy: string | null }>;
 
 export type LossPoint = [step: number, loss: number | null];
 
-export interface ProgressFields {
+interface ProgressFields {
   phase: Phase;
   step: number;
   total_steps: number | null;

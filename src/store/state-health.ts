@@ -40,7 +40,7 @@ function freeBytes(dir: string): number | null {
 
 export class LockHeld extends Error {}
 
-export interface InstanceLock {
+interface InstanceLock {
   /** The last worker on this state dir released its lock: it stopped cleanly, so no integrity check is owed. */
   cleanBefore: boolean;
   release(): void;

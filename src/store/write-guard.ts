@@ -2,7 +2,7 @@ import type { Logger } from "../logger.ts";
 
 const WRITE_RETRY_MS = 1000;
 
-export type WriteGuard = (what: string, write: () => unknown) => boolean;
+type WriteGuard = (what: string, write: () => unknown) => boolean;
 
 // Background work records through this: a write the state dir cannot take is reported false, never thrown
 // (thrown from a callback it would end the worker and leave the run unsupervised). Logged once per streak.

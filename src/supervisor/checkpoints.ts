@@ -28,7 +28,7 @@ const STEP_DIGITS = 8;
 // How often a state being written is looked at: its files are large and land over seconds.
 const POLL_MS = 250;
 
-export interface RunOutput {
+interface RunOutput {
   dir: string;
   name: string;
 }
@@ -39,7 +39,7 @@ export function runOutput(outputFile: string): RunOutput {
 
 const stepText = (step: number) => String(step).padStart(STEP_DIGITS, "0");
 export const stateDir = (out: RunOutput, step: number) => join(out.dir, `${out.name}-step${stepText(step)}-state`);
-export const intermediatePath = (out: RunOutput, step: number) =>
+const intermediatePath = (out: RunOutput, step: number) =>
   join(out.dir, `${out.name}-step${stepText(step)}.safetensors`);
 
 // Null when the state at `dir` is whole and is the one saved at `step`; otherwise what is missing.
@@ -93,7 +93,7 @@ async function fitWeights(dir: string): Promise<Result<string, string>> {
   return ok(summary.digest("hex"));
 }
 
-export async function verifyIntermediate(out: RunOutput, step: number): Promise<Checkpoint | null> {
+async function verifyIntermediate(out: RunOutput, step: number): Promise<Checkpoint | null> {
   const path = intermediatePath(out, step);
   const verdict = await verifySafetensors(path);
   if (!verdict.ok || verdict.value.nonFinite.tensors > 0) return null;
@@ -120,7 +120,7 @@ async function newestUsableState(out: RunOutput, totalSteps: number): Promise<{ 
 }
 
 // Every state of the run but `keep` (a killed run may leave one half written or half removed), and the last state.
-export async function removeStates(out: RunOutput, keep: number | null): Promise<void> {
+async function removeStates(out: RunOutput, keep: number | null): Promise<void> {
   const doomed = (await stateSteps(out)).filter((s) => s !== keep).map((s) => stateDir(out, s));
   const dirs = [...doomed, join(out.dir, `${out.name}-state`)];
   await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
@@ -135,7 +135,7 @@ export function stillThere(checkpoints: Checkpoint[]): Checkpoint[] {
   return checkpoints.filter((c) => statOrNull(c.path)?.size === c.bytes);
 }
 
-export interface FollowerDeps {
+interface FollowerDeps {
   out: RunOutput;
   // The run's max_train_steps: the state saved at the last step cannot be resumed, so it is not followed.
   totalSteps: number | null;

@@ -2,7 +2,7 @@ import type { ErrorCode } from "../job.ts";
 
 // What sd-scripts, torch and accelerate print when a run fails, in the order SPEC §4 lists them: the first
 // signature found in the log names the failure, and the line it matched leads the job's `error`.
-export interface Signature {
+interface Signature {
   code: ErrorCode;
   // Tested against the log's tail as one text, so it may span the lines of a traceback.
   pattern: RegExp;

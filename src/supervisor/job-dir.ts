@@ -125,7 +125,7 @@ export const exitPath = (dir: string) => join(dir, "exit.json");
 const slurmScriptPath = (dir: string) => join(dir, "slurm.sh");
 export const exitReservePath = (dir: string) => join(dir, "exit.reserved");
 // Far more than an exit record takes (a spawn error's message included).
-export const EXIT_RESERVE_BYTES = 4096;
+const EXIT_RESERVE_BYTES = 4096;
 
 // Written with real bytes (not a hole), so the filesystem has given the blocks already.
 function reserveExit(dir: string): void {

@@ -7,7 +7,7 @@ const READ_CHUNK = 64 * 1024;
 // Read and handed on per event-loop turn: ~2 ms of parsing at ~30 MiB/s, so HTTP handlers never wait on a backlog.
 export const SLICE_BYTES = 64 * 1024;
 
-export interface LogFollower {
+interface LogFollower {
   /** Reads what is there now, one slice a turn, yielding to the event loop between slices. */
   drain(): void;
   /** Milliseconds since the last read began. */

@@ -50,8 +50,8 @@ async function settled<T>(log: string, waitMs: number, read: (cuts: LogCuts) => 
   }
 }
 
-/** A tail, and a cursor at the start of its last line (a bar may still be drawn on it); null: none can be given. */
-export type CursorTail = Tail & { cursor: LogCursor | null };
+// A tail, and a cursor at the start of its last line (a bar may still be drawn on it); null: none can be given.
+type CursorTail = Tail & { cursor: LogCursor | null };
 
 export async function tailWithCursor(log: string, lines: number, waitMs: number): Promise<CursorTail> {
   const read = await settled(log, waitMs, () => tailOf(log, lines));

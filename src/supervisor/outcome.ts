@@ -4,7 +4,7 @@ import type { SafetensorsVerdict } from "../safetensors/verify.ts";
 import type { ExitWatch, SchedulerVerdict } from "./job-dir.ts";
 import { decisiveLine, SIGNATURES, withoutLauncherFrames } from "./failure-signatures.ts";
 
-export interface ExitFacts {
+interface ExitFacts {
   ended: ExitWatch;
   stopReason: StopReason | null;
   forcedKill: boolean;

@@ -13,13 +13,13 @@ import { fail, ok, type Result } from "../result.ts";
 const CHUNK_BYTES = 1024 * 1024;
 const NO_FOLLOW = constants.O_NOFOLLOW;
 
-export interface PublishFailure {
+interface PublishFailure {
   code: Extract<ErrorCode, "publish_failed" | "disk_full">;
   detail: string;
 }
 
 // The name the LoRA is copied to before it is linked into place: hidden, and this job's own.
-export const publishingPath = (target: string, jobId: string) =>
+const publishingPath = (target: string, jobId: string) =>
   join(dirname(target), `.${basename(target)}.${jobId}.partial`);
 
 /**

@@ -9,7 +9,7 @@ import {
 import type { Adoption, Identities, PendingStop } from "./placement.ts";
 import { sweepStrays } from "../os/terminate.ts";
 
-export interface ReconcileDeps {
+interface ReconcileDeps {
   store: JobStore;
   stateDir: string;
   now: () => Date;

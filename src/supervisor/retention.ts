@@ -11,7 +11,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 // Records marked pruned per commit.
 const PRUNE_BATCH = 500;
 
-export interface RetentionDeps {
+interface RetentionDeps {
   store: JobStore;
   stateDir: string;
   keepDays: number;
@@ -20,7 +20,7 @@ export interface RetentionDeps {
   log: Logger;
 }
 
-export interface Pruned {
+interface Pruned {
   jobs: string[];
   bytes: number;
 }
@@ -90,4 +90,3 @@ export function createRetention(deps: RetentionDeps) {
   };
 }
 
-export type Retention = ReturnType<typeof createRetention>;

@@ -2,7 +2,7 @@ import type { ParsedArgs } from "../args.ts";
 import type { Terminal } from "./terminal.ts";
 import type { WorkerClient } from "./worker-client.ts";
 
-export interface CommandContext {
+interface CommandContext {
   client: WorkerClient;
   out: Terminal;
   options: ParsedArgs;

@@ -24,7 +24,7 @@ function endLines(view: JobView): string[] {
 }
 
 // Draws a followed job: `show` on every event, `finish` once with the final view.
-export interface FollowRenderer {
+interface FollowRenderer {
   show(view: JobView): void;
   finish(view: JobView): void;
 }

@@ -5,7 +5,7 @@ import type { JobView, WorkerClient } from "./worker-client.ts";
 // `:` starts a comment; fields `event`, `data` (joined by LF), `id`, `retry`. A CR at the end of a chunk
 // may be the first half of a CRLF, so it is held until the next chunk says.
 
-export type SseItem =
+type SseItem =
   | { kind: "event"; event: string; data: string; id: string | null }
   | { kind: "comment"; text: string }
   | { kind: "retry"; ms: number };
@@ -55,7 +55,7 @@ export class SseParser {
 
 export type JobEvent = { kind: "job" | "end"; view: JobView } | { kind: "heartbeat" };
 
-export interface StreamTiming {
+interface StreamTiming {
   // No byte for this long (three missed 15 s heartbeats) means the connection is dead.
   idleMs: number;
   // Reconnecting gives up once the worker has been unreachable this long.
@@ -64,7 +64,7 @@ export interface StreamTiming {
   maxRetryMs: number;
 }
 
-export const STREAM_TIMING: StreamTiming = {
+const STREAM_TIMING: StreamTiming = {
   idleMs: 45_000,
   maxOutageMs: 60_000,
   firstRetryMs: 250,

@@ -23,12 +23,12 @@ const REDRAW = "\r\x1b[2K";
 // Up to the first row a wrapped live line now takes, then clear to the end of the screen.
 const redrawRows = (rows: number) => (rows > 1 ? `\x1b[${rows - 1}A\r\x1b[J` : REDRAW);
 
-export interface TerminalSinks {
+interface TerminalSinks {
   stdout(text: string): void;
   stderr(text: string): void;
 }
 
-export interface TerminalShape {
+interface TerminalShape {
   stdoutIsTTY: boolean;
   stderrIsTTY: boolean;
   // Read on each use: a getter follows the window's width.

@@ -6,7 +6,7 @@ import { ClientError } from "./exit.ts";
 
 // The worker's answers as the client reads them: the same zod schemas the OpenAPI document is built from.
 export type JobView = z.infer<typeof S.JobView>;
-export type JobPage = z.infer<typeof S.JobList>;
+type JobPage = z.infer<typeof S.JobList>;
 export type Dispatched = z.infer<typeof S.Dispatched>;
 export type Resumed = z.infer<typeof S.Resumed>;
 export type GpuStatus = z.infer<typeof S.GpuStatus>;
@@ -55,7 +55,7 @@ export interface LogAnswer {
   cut: boolean;
 }
 
-export interface JobQuery {
+interface JobQuery {
   status?: string;
   limit: number;
   cursor?: string;
