@@ -77,3 +77,24 @@ export interface Sample {
   path: string;
   bytes: number;
 }
+
+/** A verified intermediate LoRA. */
+export interface Checkpoint {
+  step: number;
+  path: string;
+  sha256: string;
+  bytes: number;
+}
+
+/** What the record says can be resumed: the newest complete state and the intermediates beside it. */
+export interface ResumePoint {
+  step: number | null;
+  state: string | null;
+  /** The digest of the state's files when it was verified: a resume checks them again against it. */
+  digest: string | null;
+  checkpoints: Checkpoint[];
+  gone: string | null;
+}
+
+// A step of the loss curve and its loss (null: not finite).
+export type LossPoint = [step: number, loss: number | null];

@@ -1,4 +1,4 @@
-import type { LossPoint } from "../store/job-store.ts";
+import type { LossPoint } from "../job.ts";
 
 // Largest-Triangle-Three-Buckets: keeps first and last point, and from each bucket the point that
 // spans the largest triangle with its neighbours, so peaks and the curve's shape survive.

@@ -15,9 +15,9 @@ import { jobDir, jobsDir } from "../supervisor/job-dir.ts";
 import type { Backend } from "../supervisor/placement.ts";
 import { PreparationCancelled, type Supervisor } from "../supervisor/supervisor.ts";
 import {
-  type PredecessorCopy, DatasetChanged, diskShortfall, type DiskShortfall, linkSnapshot, readCopy, type DatasetCopy,
-  snapshotDataset,
+  DatasetChanged, type DatasetCopy, linkSnapshot, type PredecessorCopy, readCopy, snapshotDataset,
 } from "./dataset-copy.ts";
+import { diskShortfall, type DiskShortfall } from "./disk.ts";
 import { cancelledOutcome, failedOutcome, isActive, type Outcome, type Sample } from "../job.ts";
 import { usableState } from "../supervisor/checkpoints.ts";
 import { baseModelChange, type BaseModelPrint, baseModelPrint } from "../request/base-model.ts";

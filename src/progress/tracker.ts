@@ -1,4 +1,4 @@
-import type { LossPoint } from "../store/job-store.ts";
+import type { LossPoint } from "../job.ts";
 import { applyLine, initialProgress, parseTqdmBar, type Progress } from "./progress.ts";
 
 // Framing of sd-scripts' combined stdout+stderr log. tqdm redraws its bar as "\r" + the whole line

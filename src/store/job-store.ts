@@ -1,6 +1,6 @@
 import {
-  ACTIVE_STATUSES, type ErrorCode, type JobFilter, type JobStatus, type Outcome, type Phase, type Sample,
-  type StopReason,
+  ACTIVE_STATUSES, type Checkpoint, type ErrorCode, type JobFilter, type JobStatus, type LossPoint, type Outcome,
+  type Phase, type ResumePoint, type Sample, type StopReason,
 } from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import type { JobRequest } from "../request/schema.ts";
@@ -91,24 +91,6 @@ function toJob(row: JobRow): Job {
   });
 }
 
-/** A verified intermediate LoRA. */
-export interface Checkpoint {
-  step: number;
-  path: string;
-  sha256: string;
-  bytes: number;
-}
-
-/** What the record says can be resumed: the newest complete state and the intermediates beside it. */
-export interface ResumePoint {
-  step: number | null;
-  state: string | null;
-  /** The digest of the state's files when it was verified: a resume checks them again against it. */
-  digest: string | null;
-  checkpoints: Checkpoint[];
-  gone: string | null;
-}
-
 interface NewJob {
   id: string;
   request: unknown;
@@ -138,8 +120,6 @@ interface NewJob {
 
 // The slot; or who holds it, who runs for the same output, or who resumed the same state first.
 type Claim = Result<void, { activeId: string } | { outputUser: string } | { resumedBy: string | null }>;
-
-export type LossPoint = [step: number, loss: number | null];
 
 interface ProgressFields {
   phase: Phase;

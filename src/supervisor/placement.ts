@@ -7,7 +7,8 @@ import type { SlurmNode } from "../os/slurm.ts";
 import type { GpuPlacement } from "../recipe/command.ts";
 import type { JobRequest } from "../request/schema.ts";
 import type { Result } from "../result.ts";
-import type { Checkpoint, Job, JobStore } from "../store/job-store.ts";
+import type { Checkpoint } from "../job.ts";
+import type { Job, JobStore } from "../store/job-store.ts";
 import type { Sample } from "../job.ts";
 import type { ExitWatch, JobDir, JobFile, LaunchFile } from "./job-dir.ts";
 
