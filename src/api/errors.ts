@@ -1,4 +1,4 @@
-import type { DispatchRefusal } from "../dispatch/dispatch.ts";
+import type { DispatchRefusal } from "../dispatch/refusal.ts";
 
 const BUSY_RETRY_AFTER_S = "30";
 const VRAM_RETRY_AFTER_S = "60";

@@ -1,27 +1,24 @@
 import { randomUUID } from "node:crypto";
 import type { Config } from "../config/schema.ts";
-import { type Admission, judgeAdmission, type AdmissionRefusal } from "../gpu/admission.ts";
+import { type Admission, judgeAdmission } from "../gpu/admission.ts";
 import type { GpuProbe } from "../gpu/probe.ts";
+import { cancelledOutcome, failedOutcome, type Outcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import { buildLaunch, type ResumeFrom } from "../recipe/command.ts";
-import { resumeRepeatsScale } from "../recipe/dataset-toml.ts";
-import { fail, ok, type Result } from "../result.ts";
-import { BATCH_SIZE, TIERS } from "../tiers.ts";
 import { type CheckedTrain, checkRequest, checkResume, parseTrain, recheckPaths } from "../request/check.ts";
-import { type DetailItem, detailFromIssues, JobRequest, ResumeRequest } from "../request/schema.ts";
+import { detailFromIssues, type JobRequest, ResumeRequest } from "../request/schema.ts";
+import { fail, ok, type Result } from "../result.ts";
 import { type Job, type JobStore, StoreWriteFailed } from "../store/job-store.ts";
 import type { StateHealth } from "../store/state-health.ts";
-import { jobDir, jobsDir } from "../supervisor/job-dir.ts";
+import { jobDir } from "../supervisor/job-dir.ts";
 import type { Backend } from "../supervisor/placement.ts";
-import { PreparationCancelled, type Supervisor } from "../supervisor/supervisor.ts";
-import {
-  DatasetChanged, type DatasetCopy, linkSnapshot, type PredecessorCopy, readCopy, snapshotDataset,
-} from "./dataset-copy.ts";
-import { diskShortfall, type DiskShortfall } from "./disk.ts";
-import { cancelledOutcome, failedOutcome, isActive, type Outcome, type Sample } from "../job.ts";
-import { usableState } from "../supervisor/checkpoints.ts";
-import { baseModelChange, type BaseModelPrint, baseModelPrint } from "../request/base-model.ts";
-import { isStrictlyInside, realOrNull } from "../request/contained-path.ts";
+import type { Supervisor } from "../supervisor/supervisor.ts";
+import { TIERS } from "../tiers.ts";
+import { readCopy } from "./dataset-copy.ts";
+import { diskShortfall } from "./disk.ts";
+import { freshOrigin, type Origin, resumeOrigin } from "./origin.ts";
+import type { DispatchRefusal, DispatchResult, Refused } from "./refusal.ts";
+import { createResumeChecks } from "./resume.ts";
 
 interface DispatcherDeps {
   store: JobStore;
@@ -39,53 +36,14 @@ interface DispatcherDeps {
   log: Logger;
 }
 
-/** Why POST /train (or a resume) started no run: api/errors.ts turns each kind into its answer. */
-export type DispatchRefusal =
-  | { kind: "invalid"; detail: DetailItem[] }
-  | { kind: "idempotency_mismatch"; detail: string }
-  | { kind: "refused"; refusal: AdmissionRefusal }
-  | { kind: "output_exists"; detail: string }
-  | { kind: "output_in_use"; jobId: string; outputName: string }
-  | { kind: "busy"; activeId: string; unsupervised: boolean; limit?: number }
-  | { kind: "state_unwritable"; detail: string }
-  | { kind: "insufficient_disk"; shortfall: DiskShortfall }
-  | { kind: "not_resumable"; detail: string }
-  | { kind: "base_model_changed"; detail: string }
-  | { kind: "no_such_job" }
-  | { kind: "slurm_refused"; detail: string }
-  | { kind: "smoke_unavailable"; detail: string };
-
-export type DispatchResult = Result<Job, DispatchRefusal>;
-
-type Refused = { ok: false; error: DispatchRefusal };
-
-// How a job's first phase ended: what its dataset copy holds (null when it was known before: a resume's), or how
-// the job ended before a trainer was started.
-type Filled = Result<DatasetCopy | null, Outcome>;
-
-
-// What a claim starts from: a fresh copy of arbo's dataset, or a resume of a predecessor's state on its copy.
-interface Origin {
-  // Known at the claim for a resume (its predecessor's copy); a fresh job's is recorded once `fill` copied it.
-  dataset: DatasetCopy | null;
-  // Fills the job directory's dataset, after the answer.
-  fill: (id: string, signal: AbortSignal) => Promise<Filled>;
-  // A resume's predecessor's preview images, which the run's strip goes on from.
-  samples: Sample[] | null;
-  resumes: { id: string; step: number; state: string; digest: string | null } | null;
-  resume: ResumeFrom | null;
-  // The base model as it was when the chain's first run started (JSON of BaseModelPrint).
-  baseModelPrint: string | null;
-}
-
 export type Dispatcher = ReturnType<typeof createDispatcher>;
 
 const OTHER_BODY = "this Idempotency-Key was already used with a different request body";
 const OTHER_REQUEST = "this Idempotency-Key was already used for another request";
 
-// POST /train and POST /train/{id}/resume, each a straight pipeline: parse → retry → check → refusals → origin →
-// claim → answer; after the answer, the job's preparing phase (its dataset copied or linked, then the launch) is
-// held by the supervisor.
+// POST /train and POST /train/{id}/resume, each a straight pipeline (dispatchRequest and resume, at the bottom):
+// parse → retry → check → admit → origin → claim → answer; after the answer, the job's preparing phase (its dataset
+// copied or linked, then the launch) is held by the supervisor. The steps come first, in that order.
 export function createDispatcher(deps: DispatcherDeps) {
   const { store, config, supervisor, backend, now, log } = deps;
   const { maxActive } = backend;
@@ -93,6 +51,7 @@ export function createDispatcher(deps: DispatcherDeps) {
   const replaying = config.trainer.mode === "simulate" && config.simulate.replay_log !== "";
   const expectedTotal = (request: JobRequest) => (replaying ? null : TIERS[request.tier].maxTrainSteps);
   const dirOf = (id: string) => jobDir(config.state_dir, id);
+  const { alreadyResumed, baseModelReplaced, resumable } = createResumeChecks(store, config.state_dir);
 
   // A retried request is the same job: the one its Idempotency-Key claimed (if it asked the same), or without a key
   // an active job that asks the same.
@@ -200,7 +159,7 @@ export function createDispatcher(deps: DispatcherDeps) {
   // linked), then the launch. The job ends here, before any trainer exists, when the fill or the launch fails or a
   // cancel came first.
   const prepare = async (row: Job, train: CheckedTrain, origin: Origin, signal: AbortSignal) => {
-    const filled = await origin.fill(row.id, signal);
+    const filled = await origin.fill(dirOf(row.id).dataset, signal);
     const cancelled = store.get(row.id)?.stop_reason != null;
     if (!filled.ok || cancelled) {
       dirOf(row.id).removeDataset();
@@ -241,114 +200,6 @@ export function createDispatcher(deps: DispatcherDeps) {
     return null;
   };
 
-  // A fresh job's directory is filled with a copy of the checked files. A file rewritten or swapped since the
-  // check, a cancel and a failing disk each end the job before any trainer starts.
-  const freshOrigin = async (train: CheckedTrain): Promise<Origin> => {
-    const print = await baseModelPrint(train.baseModel);
-    return {
-      dataset: null, samples: null, resumes: null, resume: null, baseModelPrint: print && JSON.stringify(print),
-      fill: (id, signal) => copyDataset(id, train, signal),
-    };
-  };
-  const copyDataset = async (id: string, train: CheckedTrain, signal: AbortSignal): Promise<Filled> => {
-    try {
-      return ok(await snapshotDataset(train.dataset, dirOf(id).dataset, signal));
-    } catch (err) {
-      if (err instanceof PreparationCancelled) return fail(cancelledOutcome());
-      const at = `${train.request.dataset_dir}: `;
-      if (err instanceof DatasetChanged) return fail(failedOutcome("dataset_changed", `${at}${err.message}`));
-      const cause = err as NodeJS.ErrnoException;
-      const error = `the dataset could not be copied into the job directory: ${cause.message}`;
-      return fail(failedOutcome(cause.code === "ENOSPC" ? "disk_full" : "dataset_copy_failed", error));
-    }
-  };
-  // A resume goes on from its predecessor's newest verified state, and reads its copy through hard links: no byte
-  // is copied.
-  const resumeOrigin = (job: Job, from: ResumeFrom, copy: PredecessorCopy, train: CheckedTrain): Origin => {
-    const { request } = train;
-    const batch = BATCH_SIZE[train.device.class];
-    const scale = resumeRepeatsScale(copy.images, request.repeats, batch, TIERS[request.tier].maxTrainSteps);
-    return {
-      dataset: { files: job.dataset_files ?? 0, bytes: job.dataset_bytes ?? 0, sha256: job.dataset_sha256 ?? "" },
-      samples: job.samples,
-      resumes: { id: job.id, step: from.step, state: from.state, digest: job.resume_digest },
-      resume: { ...from, repeatsScale: scale },
-      baseModelPrint: job.base_model_print,
-      fill: (id) => linkCopy(copy, id),
-    };
-  };
-  const linkCopy = async (copy: PredecessorCopy, id: string): Promise<Filled> => {
-    try {
-      await linkSnapshot(copy.datasetDir, dirOf(id).dataset);
-      return ok(null);
-    } catch (err) {
-      const why = (err as Error).message;
-      return fail(failedOutcome("dataset_copy_failed", `the predecessor's dataset copy could not be linked: ${why}`));
-    }
-  };
-
-  // A resumed job is continued by the newest job of its chain: the answer names that one and what can be done with it.
-  const alreadyResumed = (id: string, by: string | null): Refused => {
-    if (by === null) {
-      const detail = `job ${id} cannot be resumed: retention is removing its job directory`;
-      return fail({ kind: "not_resumable", detail });
-    }
-    let newest = store.get(by);
-    while (newest?.resumed_by) newest = store.get(newest.resumed_by);
-    const via = newest !== null && newest.id !== by ? `, continued by job ${newest.id}` : "";
-    const detail = `job ${id} was already resumed by job ${by}${via}; ${nextFor(newest)}`;
-    return fail({ kind: "not_resumable", detail });
-  };
-  const nextFor = (job: Job | null): string => {
-    if (job === null) return "that job is not on record";
-    if (isActive(job.status)) return `job ${job.id} is still ${job.status}`;
-    if (job.status === "succeeded") return `job ${job.id} succeeded; there is nothing left to train`;
-    if (job.resume_state !== null && job.pruned_at === null) return `resume job ${job.id} instead`;
-    return `job ${job.id} ${job.status} and cannot be resumed either (${job.resume_gone ?? "it holds no saved state"})`;
-  };
-
-  // A state in the worker's own tree, where it was verified; an older version saved states into output_dir.
-  const ownedState = (state: string): boolean => {
-    const [jobs, real] = [realOrNull(jobsDir(config.state_dir)), realOrNull(state)];
-    return jobs !== null && real !== null && isStrictlyInside(jobs, real);
-  };
-  // The run goes on from weights trained on the base model recorded at the chain's start: a file replaced since
-  // would resume onto another model.
-  const baseModelReplaced = async (job: Job, train: CheckedTrain): Promise<Refused | null> => {
-    if (job.base_model_print === null) return null;
-    const then = JSON.parse(job.base_model_print) as BaseModelPrint;
-    const change = baseModelChange(then, await baseModelPrint(train.baseModel));
-    if (change === null) return null;
-    const detail = `job ${job.id} cannot be resumed: base_model_path ${train.request.base_model_path} is not the ` +
-      `file the run started on (${change}); dispatch a new run instead`;
-    return fail({ kind: "base_model_changed", detail });
-  };
-
-  // A resume continues a failed or cancelled job from its newest verified state, on its dataset copy.
-  const resumable = async (job: Job): Promise<Result<ResumeFrom, DispatchRefusal>> => {
-    const refuse = (why: string): Refused =>
-      fail({ kind: "not_resumable", detail: `job ${job.id} cannot be resumed: ${why}` });
-    if (job.resumed_by !== null) return alreadyResumed(job.id, job.resumed_by);
-    if (isActive(job.status)) return refuse(`it is still ${job.status}; pause it first (POST /train/${job.id}/pause)`);
-    if (job.status === "succeeded") return refuse("it succeeded; there is nothing left to train");
-    if (job.pruned_at !== null) return refuse("its job directory (with its dataset copy) was pruned by retention");
-    if (job.resume_state === null || job.resume_step === null) {
-      const { tier } = job.request;
-      const every = TIERS[tier].checkpointEvery;
-      const why = `it saved no state before it ended (a ${tier} run saves one every ${every} steps)`;
-      return refuse(job.resume_gone ?? why);
-    }
-    const at = `its saved state at step ${job.resume_step}`;
-    if (!ownedState(job.resume_state) || job.resume_digest === null) {
-      return refuse(`${at} lies outside the worker's run directories (an older version saved it into output_dir)`);
-    }
-    // Whole and finite again, and byte for byte the files that were verified.
-    const usable = await usableState(job.resume_state, job.resume_step);
-    if (!usable.ok) return refuse(`${at} can no longer be used: ${usable.error}`);
-    if (usable.value !== job.resume_digest) return refuse(`${at} changed after the worker verified it`);
-    return ok({ state: job.resume_state, step: job.resume_step, repeatsScale: 1 });
-  };
-
   // A request parsed once, from a body or composed by the worker: retry → check → refusals → origin → claim.
   const dispatchRequest = async (request: JobRequest, key: string | null): Promise<DispatchResult> => {
     const hash = requestHash(request);
@@ -385,8 +236,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       const job = store.get(predecessorId);
       if (!job) return fail({ kind: "no_such_job" });
       const samplesAsked = asked.data.samples;
-      const sameSamples = (row: Job) =>
-        samplesAsked === undefined || row.request.samples === samplesAsked;
+      const sameSamples = (row: Job) => samplesAsked === undefined || row.request.samples === samplesAsked;
       const retry = () => retryOf(key, (row) => row.resumed_from === predecessorId && sameSamples(row), OTHER_REQUEST);
       const earlier = retry();
       if (earlier) return earlier;
@@ -397,8 +247,7 @@ export function createDispatcher(deps: DispatcherDeps) {
         const detail = `job ${job.id} cannot be resumed: its dataset copy is missing from its job directory`;
         return fail({ kind: "not_resumable", detail });
       }
-      const stored = job.request;
-      const request = samplesAsked === undefined ? stored : { ...stored, samples: samplesAsked };
+      const request = samplesAsked === undefined ? job.request : { ...job.request, samples: samplesAsked };
       const checked = await checkResume(request, copy, config);
       if (!checked.ok) return checked;
       const train = checked.value;

@@ -6,7 +6,8 @@ import type { Config, Device } from "../config/schema.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { detailFromIssues, fieldError, type JobRequest } from "../request/schema.ts";
 import { SMOKE_CLASS, SMOKE_TRIGGER, writeSmokeDataset } from "../smoke/dataset.ts";
-import type { Dispatcher, DispatchRefusal, DispatchResult } from "./dispatch.ts";
+import type { Dispatcher } from "./dispatch.ts";
+import type { DispatchRefusal, DispatchResult } from "./refusal.ts";
 
 // Smoke runs write in the handoff root, as arbo's jobs do: the run proves the worker can read a dataset there and
 // publish a LoRA there. One folder per run, which `lora-worker smoke` removes once it has checked the results.
