@@ -1,4 +1,5 @@
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { carryOffset, cutsNow } from "./log-cut.ts";
 
 // train.log, from the worker's side: followed as the trainer appends (in slices that yield to the HTTP server), and
 // tailed for GET /train/{id}/log and the outcome. The shim cuts it to a cap (log-cut.ts).
@@ -22,24 +23,41 @@ interface LogFollower {
 // asked at each look for the time to the next; a look on demand (drain) starts that interval over.
 export function followLog(path: string, onText: (text: string) => void, interval: () => number): LogFollower {
   const fd = openSync(path, "r");
-  const decoder = new TextDecoder("utf-8");
+  let decoder = new TextDecoder("utf-8");
   const buf = Buffer.alloc(READ_CHUNK);
   let offset = 0;
+  // The generation `offset` belongs to; null until the record is first seen (or with none: an older shim's log).
+  let generation: string | null = null;
   let slicing: ReturnType<typeof setImmediate> | null = null;
   let tick: ReturnType<typeof setTimeout> | null = null;
   let readAt = Number.NEGATIVE_INFINITY;
   let stopped = false;
 
-  // Reads at most `budget` bytes; true when it reached EOF. One read a tick while the trainer writes less than a
-  // chunk between two ticks: a short read of a regular file is its end, as of now.
-  const read = (budget: number): boolean => {
+  // Reads at most `budget` bytes; true when it reached EOF (or must wait: a cut is under way). One read a tick while
+  // the trainer writes less than a chunk between two ticks: a short read of a regular file is its end, as of now.
+  // Each chunk is read between two looks at the log's cut record (log-cut.ts) and taken only when both see the same
+  // generation: a cut between two reads carries the offset across it, so no byte of another place is ever read as
+  // the next. `final`: the shim is gone, and a record it left mid-cut waits for nothing.
+  const read = (budget: number, final = false): boolean => {
     readAt = performance.now();
     for (let left = budget; left > 0; ) {
+      const before = cutsNow(path);
+      if (before === "unsettled" && !final) return true;
+      const cuts = typeof before === "object" ? before : null;
+      if (cuts !== null && generation !== null && cuts.generation !== generation) {
+        offset = carryOffset({ generation, offset }, cuts);
+        decoder = new TextDecoder("utf-8");
+      }
+      generation = cuts?.generation ?? generation;
       const want = Math.min(READ_CHUNK, left);
       const n = readSync(fd, buf, 0, want, offset);
+      if (cuts !== null) {
+        const after = cutsNow(path);
+        if (typeof after !== "object" || after.generation !== cuts.generation) return true;
+      }
       if (n === 0) {
-        // Nothing past the offset: the end, or the shim cut the log to its cap (what was dropped is gone; follow
-        // on from the new end).
+        // Nothing past the offset: the end, or (without a record) the shim cut the log to its cap: what was
+        // dropped is gone, follow on from the new end.
         offset = Math.min(offset, fstatSync(fd).size);
         return true;
       }
@@ -77,7 +95,7 @@ export function followLog(path: string, onText: (text: string) => void, interval
       try {
         // The trainer has exited: its last words decide the outcome, so read them all, yielding between slices
         // as a live read does (a backlog nobody read may be megabytes of redraws).
-        while (!read(SLICE_BYTES)) await new Promise((resolve) => setImmediate(resolve));
+        while (!read(SLICE_BYTES, true)) await new Promise((resolve) => setImmediate(resolve));
         const rest = decoder.decode();
         if (rest !== "") onText(rest);
       } finally {

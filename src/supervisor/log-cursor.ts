@@ -1,48 +1,26 @@
-import { closeSync, fstatSync, openSync, readFileSync, readSync } from "node:fs";
-import { statOrNull } from "../fs.ts";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { type Tail, tailOf } from "./job-log.ts";
-import { decodeCuts, FIRST_GENERATION, type LogCuts, logCutsPath, uncutLog } from "./log-cut.ts";
+import { carryOffset, cutsNow, FIRST_GENERATION, type LogCursor, type LogCuts } from "./log-cut.ts";
 
 // train.log read on from a cursor: the log's generation and a byte offset in it (log-cut.ts says why both). A cursor
 // of an earlier generation is carried across the cuts since: an offset in the head every cut keeps stays; one in
 // the tail the last cut kept moves with it; any other goes on from the last cut's marker, which says what was dropped.
 
-export interface LogCursor {
-  generation: string;
-  offset: number;
-}
 
 /** The most one read answers; a reader asks again from the cursor it was given. */
 export const READ_MAX_BYTES = 1024 * 1024;
 const SETTLE_POLL_MS = 10;
-
-// What the log's record says now. Missing while the log is still empty: nothing is written, so nothing was cut.
-// Missing beside bytes: an older shim writes the log and does not record its cuts. `unsettled`: a cut is under way,
-// or the record was read while it was written (or could not be read).
-type Seen = LogCuts | "unrecorded" | "unsettled";
-
-function seen(log: string): Seen {
-  let text: string;
-  try {
-    text = readFileSync(logCutsPath(log), "utf8");
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ENOENT") return "unsettled";
-    return (statOrNull(log)?.size ?? 0) > 0 ? "unrecorded" : uncutLog(0);
-  }
-  const cuts = decodeCuts(text);
-  return cuts === null || cuts.cutting ? "unsettled" : cuts;
-}
 
 // `read` between two looks at the record that see the same generation, settled: what it read belongs to that
 // generation. A cut under way is waited out for up to `waitMs`.
 async function settled<T>(log: string, waitMs: number, read: (cuts: LogCuts) => T) {
   const deadline = performance.now() + waitMs;
   for (;;) {
-    const before = seen(log);
+    const before = cutsNow(log);
     if (before === "unrecorded") return before;
     if (before !== "unsettled") {
       const value = read(before);
-      const after = seen(log);
+      const after = cutsNow(log);
       if (typeof after === "object" && after.generation === before.generation) return { cuts: before, value };
     }
     if (performance.now() >= deadline) return "unsettled";
@@ -76,7 +54,7 @@ function readFrom(log: string, cursor: LogCursor, cuts: LogCuts): LogRead {
   if (!current && cuts.generation === FIRST_GENERATION) {
     return { kind: "unknown", why: "names a generation this log never had (it was never cut)" };
   }
-  const start = current ? cursor.offset : carried(cursor, cuts);
+  const start = current ? cursor.offset : carryOffset(cursor, cuts);
   const { size, from, bytes } = bytesFrom(log, start);
   if (current && start > size) return { kind: "unknown", why: `points past the log's end (${size} bytes)` };
   return { kind: "bytes", bytes, next: { generation: cuts.generation, offset: from + bytes.length }, cut: !current };
@@ -99,15 +77,6 @@ function bytesFrom(log: string, start: number): { size: number; from: number; by
   } finally {
     closeSync(fd);
   }
-}
-
-// Where an offset of an earlier generation is now. Every cut keeps the same head. What the last cut kept of the tail
-// was all written after the cut before (a cut leaves half the cap and the next comes past the whole cap), so a cursor
-// from before that has seen none of it: it goes on from the last cut's marker.
-function carried(cursor: LogCursor, cuts: LogCuts): number {
-  if (cursor.offset <= cuts.head) return cursor.offset;
-  if (cursor.generation !== cuts.previous || cursor.offset < cuts.tailFrom) return cuts.head;
-  return cuts.tailAt + Math.min(cursor.offset - cuts.tailFrom, cuts.tailBytes);
 }
 
 // The length of `bytes` less a UTF-8 character cut short at its end, which the next read answers whole.

@@ -105,6 +105,38 @@ export function settledCuts(log: string, maxBytes: number): LogCuts {
   return settled;
 }
 
+/** A place in the log: the generation it belongs to and a byte offset in it. */
+export interface LogCursor {
+  generation: string;
+  offset: number;
+}
+
+// What the log's record says now. Missing while the log is still empty: nothing is written, so nothing was cut.
+// Missing beside bytes: an older shim writes the log and does not record its cuts. `unsettled`: a cut is under way,
+// or the record was read while it was written (or could not be read).
+export type SeenCuts = LogCuts | "unrecorded" | "unsettled";
+
+export function cutsNow(log: string): SeenCuts {
+  let text: string;
+  try {
+    text = readFileSync(logCutsPath(log), "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") return "unsettled";
+    return (statOrNull(log)?.size ?? 0) > 0 ? "unrecorded" : uncutLog(0);
+  }
+  const cuts = decodeCuts(text);
+  return cuts === null || cuts.cutting ? "unsettled" : cuts;
+}
+
+// Where an offset of an earlier generation is now. Every cut keeps the same head. What the last cut kept of the tail
+// was all written after the cut before (a cut leaves half the cap and the next comes past the whole cap), so a cursor
+// from before that has seen none of it: it goes on from the last cut's marker.
+export function carryOffset(cursor: LogCursor, cuts: LogCuts): number {
+  if (cursor.offset <= cuts.head) return cursor.offset;
+  if (cursor.generation !== cuts.previous || cursor.offset < cuts.tailFrom) return cuts.head;
+  return cuts.tailAt + Math.min(cursor.offset - cuts.tailFrom, cuts.tailBytes);
+}
+
 // The trainer appends to its log with O_APPEND, so the log can be cut under it: its next write still lands at the
 // new end. A cut keeps the first and the last quarter of the cap, and is recorded as a new generation.
 export function capLog(log: string, maxBytes: number): number {

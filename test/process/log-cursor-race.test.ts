@@ -3,7 +3,8 @@ import { closeSync, fstatSync, mkdtempSync, openSync, readSync, rmSync, writeFil
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { settledCuts } from "../../src/supervisor/log-cut.ts";
-import { type LogCursor, readAfter } from "../../src/supervisor/log-cursor.ts";
+import type { LogCursor } from "../../src/supervisor/log-cut.ts";
+import { readAfter } from "../../src/supervisor/log-cursor.ts";
 import { REPO } from "../support/host-tree.ts";
 
 // A trainer appending numbered lines and a shim cutting the log to its cap, each a process of its own, while this

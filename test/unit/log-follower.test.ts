@@ -3,6 +3,7 @@ import { appendFileSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, r
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { followLog, SLICE_BYTES } from "../../src/supervisor/job-log.ts";
+import { capLog, logCutsPath, settledCuts } from "../../src/supervisor/log-cut.ts";
 import { waitFor } from "../support/wait.ts";
 
 const MiB = 2 ** 20;
@@ -109,6 +110,40 @@ describe("followLog", () => {
     expect(log.text()).toBe("before the cut\nafter\n");
     // Contrast: a reader that kept its old offset would find nothing there.
     expect(await Bun.file(path).slice("before the cut\n".length).text()).toBe("");
+  });
+
+  // Numbered lines of 11 bytes: what was skipped or read twice shows in the numbers.
+  const numbered = (from: number, to: number) =>
+    Array.from({ length: to - from }, (_, i) => `line ${String(from + i).padStart(5, "0")}\n`).join("");
+  const CAP = 4096;
+
+  // Cut by the shim (a 4 KiB cap), then grown past the follower's offset before it looks again.
+  async function cutUnderFollower(name: string, recorded: boolean): Promise<{ read: string; file: string }> {
+    const path = logFile(name, "");
+    settledCuts(path, CAP); // the record as the shim makes it before the trainer starts
+    const log = collect(path, () => 60_000); // looks only when asked
+    appendFileSync(path, numbered(0, 500));
+    log.follower.drain();
+    expect(log.text()).toBe(numbered(0, 500));
+    expect(capLog(path, CAP)).toBeGreaterThan(0);
+    if (!recorded) rmSync(logCutsPath(path)); // as an older shim, which kept no record of its cuts
+    appendFileSync(path, numbered(500, 900));
+    log.follower.drain();
+    await log.follower.stop();
+    return { read: log.text().slice(numbered(0, 500).length), file: readFileSync(path, "utf8") };
+  }
+
+  test("a cut the log regrew past between two looks is carried across by its record: the follower reads on from what it had read", async () => {
+    const { read, file } = await cutUnderFollower("cut-and-regrown.log", true);
+    expect(read).toBe(numbered(500, 900));
+    // Contrast: the bytes at the follower's old offset are others (the regrown log's middle).
+    expect(file.slice(numbered(0, 500).length)).not.toBe(numbered(500, 900));
+  });
+
+  test("contrast: without the record, the follower's offset lands in the regrown log's middle and skips lines", async () => {
+    const { read } = await cutUnderFollower("cut-unrecorded.log", false);
+    expect(read).not.toBe(numbered(500, 900));
+    expect(numbered(500, 900).endsWith(read)).toBe(true);
   });
 
   test("the pace is asked at each look, and a look on demand starts the next interval over at the pace asked now", async () => {
