@@ -3,6 +3,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { readJsonOrNull, sizeOf, writeJsonAtomic } from "../fs.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
+import { cutsNow, settledCuts } from "./log-cut.ts";
 
 // The files a job directory holds, shared by the worker and the shim that outlives it; together they say
 // what the job is and what of it is alive even when the job database is lost:
@@ -43,6 +44,8 @@ export interface JobDir {
   readShim(): ProcessIdentity | null;
   readTrainer(): ProcessIdentity | null;
   readExit(): ExitFile | null;
+  /** After the run: a cut record its shim left half written (killed in a cut) is settled, to be trusted again. */
+  settleLogCuts(): void;
   removeDataset(): void;
   /** The whole directory, off the event loop; returns the bytes it held. */
   remove(): Promise<number>;
@@ -81,6 +84,10 @@ export function jobDir(stateDir: string, id: string): JobDir {
     readShim: () => readJsonOrNull<ProcessIdentity>(shimPath(dir)),
     readTrainer: () => readTrainer(dir),
     readExit: () => readExit(dir),
+    settleLogCuts() {
+      const launch = readJsonOrNull<LaunchFile>(launchPath(dir));
+      if (cutsNow(log) === "unsettled" && launch !== null) settledCuts(log, launch.logMaxBytes);
+    },
     removeDataset: () => rmSync(dataset, { recursive: true, force: true }),
     async remove() {
       const bytes = await sizeOf(dir);

@@ -155,6 +155,11 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     );
     forcedKill ||= forced;
     await follower.stop();
+    try {
+      ctx.jobDir.settleLogCuts();
+    } catch (err) {
+      ctx.log.error("could not settle the log's cut record", { job_id: ctx.id, error: (err as Error).message });
+    }
     tracker.flush();
     persist();
     const decided = decideOutcome({

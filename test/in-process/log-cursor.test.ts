@@ -5,7 +5,9 @@ import { inProcessApp } from "../support/app-harness.ts";
 import { makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { dispatchOk, realModeConfig } from "../support/real-mode.ts";
 import { writeExecutable } from "../support/scratch-files.ts";
+import { untilEnded } from "../support/jobs.ts";
 import { waitFor } from "../support/wait.ts";
+import { decodeCuts, encodeCuts, logCutsPath } from "../../src/supervisor/log-cut.ts";
 
 const CAP = 1 << 20;
 
@@ -126,6 +128,23 @@ describe("GET /train/{id}/log with a cursor", () => {
     // Contrast: the same parameters, well formed, are answered.
     expect(await getLog(job.app.app, id, "?after=0.4")).toMatchObject({ status: 200, cursor: "0.4", text: "" });
     expect(await getLog(job.app.app, id, "?lines=3")).toMatchObject({ status: 200, cursor: "0.0", text: "one\n" });
+  });
+
+  test("a cut record left half written (a shim killed in a cut) answers 503 to a cursor while the run lasts, and is settled when it ends", async () => {
+    using tree = makeHostTree();
+    const job = fedJob(tree);
+    await using _ = job.app;
+    const { id, log } = await job.start();
+    job.feed("one\n");
+    await waitFor(() => sizeOf(log) === 4, "the trainer's line");
+    const cuts = decodeCuts(readFileSync(logCutsPath(log), "utf8"))!;
+    writeFileSync(logCutsPath(log), encodeCuts({ ...cuts, cutting: true }));
+    expect((await getLog(job.app.app, id, "?after=0.0")).status).toBe(503);
+    writeFileSync(join(tree.root, "feed", "end"), "");
+    await untilEnded(job.app, id, 10_000);
+    expect(decodeCuts(readFileSync(logCutsPath(log), "utf8"))).toMatchObject({ cutting: false });
+    expect(await getLog(job.app.app, id, "?after=0.0")).toMatchObject({ status: 200, cut: "true", text: "one\n" });
+    expect((await getLog(job.app.app, id, "")).cursor).not.toBeNull();
   });
 
   test("a log without a record of its cuts (an older shim writes it) hands out no cursor and refuses one", async () => {
