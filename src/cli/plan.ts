@@ -4,7 +4,7 @@ import { checkTrain } from "../request/check.ts";
 import { createBackends } from "../supervisor/backend.ts";
 import { jobDir } from "../supervisor/job-dir.ts";
 import { UsageError, parseArgs } from "./args.ts";
-import { selfCommand, trainerCommand } from "./executables.ts";
+import { shimCommand, trainerCommand } from "./executables.ts";
 import { loadConfigOrExit } from "./start.ts";
 
 // The job id in a plan is the literal "plan": the real one is drawn at dispatch.
@@ -23,8 +23,7 @@ export async function planCommand(argv: string[]): Promise<number> {
     return 1;
   }
   const { config } = loaded;
-  const shim = { command: selfCommand(), path: process.env.PATH ?? "/usr/bin:/bin" };
-  const gpu = createBackends(config, shim, process.env.SLURM_CONF).chosen.launch(checked.value.device);
+  const gpu = createBackends(config, shimCommand(), process.env.SLURM_CONF).chosen.launch(checked.value.device);
   const paths = jobDir(config.state_dir, PLAN_JOB_ID);
   const plan = buildLaunch(checked.value, config, paths, trainerCommand(config), gpu);
   process.stdout.write(`${JSON.stringify(plan, null, 2)}\n`);

@@ -12,7 +12,7 @@ import { createRetention } from "../supervisor/retention.ts";
 import { tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
-import { selfCommand, trainerCommand } from "./executables.ts";
+import { shimCommand, trainerCommand } from "./executables.ts";
 import { EXIT_CONFIG, loadConfigOrExit, refuseToStart } from "./start.ts";
 import { createWorker } from "./worker.ts";
 
@@ -49,7 +49,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     auth,
     now,
     trainerCommand: trainerCommand(config),
-    shim: { command: selfCommand(), path: process.env.PATH ?? "/usr/bin:/bin" },
+    shim: shimCommand(),
     slurmConf: process.env.SLURM_CONF,
     memoryEvents: ownMemoryEvents(),
     keepOpen: (req) => keepOpen(req),

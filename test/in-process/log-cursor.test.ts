@@ -1,41 +1,31 @@
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { inProcessApp } from "../support/app-harness.ts";
 import { makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { dispatchOk, realModeConfig } from "../support/real-mode.ts";
-import { writeExecutable } from "../support/scratch-files.ts";
+import { fedTrainer } from "../support/fed-trainer.ts";
 import { untilEnded } from "../support/jobs.ts";
 import { waitFor } from "../support/wait.ts";
 import { decodeCuts, encodeCuts, logCutsPath } from "../../src/supervisor/log-cut.ts";
 
 const CAP = 1 << 20;
 
-// A trainer that prints each file <feed>/N as it appears, in order, until <feed>/end appears; under a real shim
-// that cuts its log at 1 MiB.
+// The fed trainer (support/fed-trainer.ts) under a real shim that cuts its log at 1 MiB.
 function fedJob(tree: HostTree) {
-  const feed = join(tree.root, "feed");
-  mkdirSync(feed);
-  const trainer = writeExecutable(join(tree.root, "fed-trainer.sh"), `#!/bin/sh
-n=0
-while :; do
-  if [ -e '${feed}'/$n ]; then cat '${feed}'/$n; n=$((n+1))
-  elif [ -e '${feed}/end' ]; then exit 0
-  else sleep 0.01; fi
-done
-`);
-  const app = inProcessApp(tree, realModeConfig(tree, trainer, { trainer: { log_max_bytes: CAP } }), [trainer]);
-  let fed = 0;
+  const fed = fedTrainer(tree);
+  const app = inProcessApp(tree, realModeConfig(tree, fed.trainer, { trainer: { log_max_bytes: CAP } }), [fed.trainer]);
   return {
     app,
-    async start() {
+    feed: fed.feed,
+    end: fed.end,
+    // Dispatched; with `first`, once the trainer has printed it.
+    async start(first?: string) {
       const row = await dispatchOk(app, tree.validRequest());
+      if (first !== undefined) {
+        fed.feed(first);
+        await waitFor(() => sizeOf(row.log_path) === Buffer.byteLength(first), "the trainer's first lines");
+      }
       return { id: row.id, log: row.log_path };
-    },
-    // Whole, by a rename, so the trainer never prints half a file.
-    feed(text: string) {
-      writeFileSync(join(feed, "next"), text);
-      renameSync(join(feed, "next"), join(feed, String(fed++)));
     },
   };
 }
@@ -56,9 +46,7 @@ describe("GET /train/{id}/log with a cursor", () => {
     using tree = makeHostTree();
     const job = fedJob(tree);
     await using _ = job.app;
-    const { id, log } = await job.start();
-    job.feed("loading\nepoch 1/1\n");
-    await waitFor(() => sizeOf(log) === 18, "the trainer's first lines");
+    const { id, log } = await job.start("loading\nepoch 1/1\n");
     const tail = await getLog(job.app.app, id, "");
     expect(tail).toEqual({ status: 200, cursor: "0.8", cut: null, text: "loading\nepoch 1/1\n" });
     expect(await getLog(job.app.app, id, "?after=0.8")).toEqual({ status: 200, cursor: "0.18", cut: null, text: "epoch 1/1\n" });
@@ -100,9 +88,7 @@ describe("GET /train/{id}/log with a cursor", () => {
     using tree = makeHostTree();
     const job = fedJob(tree);
     await using _ = job.app;
-    const { id, log } = await job.start();
-    job.feed("one\n");
-    await waitFor(() => sizeOf(log) === 4, "the trainer's line");
+    const { id, log } = await job.start("one\n");
     const record = readFileSync(`${log}.cuts`, "utf8");
     const refusal = (name: string, msg: string) => ({ detail: [{ loc: ["query", name], msg, type: "value_error" }] });
     const malformed = refusal("after", "is not a log cursor (the x-log-cursor of an earlier answer)");
@@ -134,13 +120,11 @@ describe("GET /train/{id}/log with a cursor", () => {
     using tree = makeHostTree();
     const job = fedJob(tree);
     await using _ = job.app;
-    const { id, log } = await job.start();
-    job.feed("one\n");
-    await waitFor(() => sizeOf(log) === 4, "the trainer's line");
+    const { id, log } = await job.start("one\n");
     const cuts = decodeCuts(readFileSync(logCutsPath(log), "utf8"))!;
     writeFileSync(logCutsPath(log), encodeCuts({ ...cuts, cutting: true }));
     expect((await getLog(job.app.app, id, "?after=0.0")).status).toBe(503);
-    writeFileSync(join(tree.root, "feed", "end"), "");
+    job.end();
     await untilEnded(job.app, id, 10_000);
     expect(decodeCuts(readFileSync(logCutsPath(log), "utf8"))).toMatchObject({ cutting: false });
     expect(await getLog(job.app.app, id, "?after=0.0")).toMatchObject({ status: 200, cut: "true", text: "one\n" });
@@ -151,9 +135,7 @@ describe("GET /train/{id}/log with a cursor", () => {
     using tree = makeHostTree();
     const job = fedJob(tree);
     await using _ = job.app;
-    const { id, log } = await job.start();
-    job.feed("one\n");
-    await waitFor(() => sizeOf(log) === 4, "the trainer's line");
+    const { id, log } = await job.start("one\n");
     rmSync(`${log}.cuts`);
     expect(await getLog(job.app.app, id, "")).toEqual({ status: 200, cursor: null, cut: null, text: "one\n" });
     const res = await job.app.app.request(`/train/${id}/log?after=0.0`);

@@ -1,10 +1,10 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { decodeCuts } from "../../src/supervisor/log-cut.ts";
 import { runCli, spawnCli } from "../support/cli-process.ts";
 import { FAKE_NVIDIA_SMI, MAIN, makeHostTree, type HostTree } from "../support/host-tree.ts";
-import { writeExecutable } from "../support/scratch-files.ts";
+import { fedTrainer } from "../support/fed-trainer.ts";
 import { waitFor } from "../support/wait.ts";
 import { startWorker } from "../support/worker-process.ts";
 
@@ -16,19 +16,11 @@ const CAP = 1 << 20;
 const CLI = [process.execPath, MAIN];
 
 function fedWorkerConfig(tree: HostTree) {
-  const feed = join(tree.root, "feed");
-  mkdirSync(feed);
+  const fed = fedTrainer(tree);
+  const { trainer } = fed;
   const sdScripts = join(tree.root, "sd-scripts");
   mkdirSync(sdScripts);
   writeFileSync(join(sdScripts, "sdxl_train_network.py"), "");
-  const trainer = writeExecutable(join(tree.root, "fed-trainer.sh"), `#!/bin/sh
-n=0
-while :; do
-  if [ -e '${feed}'/$n ]; then cat '${feed}'/$n; n=$((n+1))
-  elif [ -e '${feed}/end' ]; then exit 0
-  else sleep 0.01; fi
-done
-`);
   const tables = [
     "[trainer]",
     'mode = "real"',
@@ -40,17 +32,13 @@ done
     `nvidia_smi = ${JSON.stringify(FAKE_NVIDIA_SMI)}`,
     "",
   ].join("\n");
-  let fed = 0;
   return {
     config: tree.writeConfig(tables),
-    // Whole, by a rename, so the trainer never prints half a file; each ends with a step of the bar, so the job's
-    // record changes and its event stream (which logs -f reads on) says so.
-    feed(text: string) {
-      fed++;
-      writeFileSync(join(feed, "next"), `${text}\rsteps:  0%|          | ${fed}/400 [00:01<00:04,  1.00s/it, avr_loss=0.5]\n`);
-      renameSync(join(feed, "next"), join(feed, String(fed - 1)));
-    },
-    end: () => writeFileSync(join(feed, "end"), ""),
+    // Each ends with a step of the bar, so the job's record changes and its event stream (which logs -f reads on)
+    // says so.
+    feed: (text: string) =>
+      fed.feed(`${text}\rsteps:  0%|          | ${fed.fed() + 1}/400 [00:01<00:04,  1.00s/it, avr_loss=0.5]\n`),
+    end: fed.end,
   };
 }
 
