@@ -28,16 +28,14 @@ export interface TrainRouteDeps {
 
 export function trainRoutes({ store, dispatcher, supervisor, loaded, keepOpen, bodyDeadlineMs }: TrainRouteDeps) {
   const views = createJobViews(store, supervisor);
-  const viewOf = (id: string) => {
-    const view = JOB_ID.test(id) ? views.view(id) : null;
-    if (!view) throw noSuchJob();
-    return view;
+  // A job read through `read`, or 404 for an id that is not a job's.
+  const known = <T>(id: string, read: (id: string) => T | null): T => {
+    const found = JOB_ID.test(id) ? read(id) : null;
+    if (found === null) throw noSuchJob();
+    return found;
   };
-  const jobOf = (id: string) => {
-    const job = JOB_ID.test(id) ? views.job(id) : null;
-    if (!job) throw noSuchJob();
-    return job;
-  };
+  const viewOf = (id: string) => known(id, views.view);
+  const jobOf = (id: string) => known(id, views.job);
   const feeds = createJobFeeds({ supervisor, answer: (id: string) => viewOf(id) });
 
   return new Hono()

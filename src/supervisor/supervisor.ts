@@ -13,6 +13,7 @@ import { FRESH_MS } from "./run.ts";
 import type { Backends } from "./backend.ts";
 import type { Backend, Run, RunContext, Unrecorded } from "./placement.ts";
 import { TIERS } from "../tiers.ts";
+
 export interface SupervisorDeps {
   store: JobStore;
   config: Config;

@@ -6,7 +6,7 @@ import { verifySafetensors } from "../../src/safetensors/verify.ts";
 import { incompleteState } from "../../src/supervisor/checkpoints.ts";
 import { liveGroupMembers } from "../../src/os/terminate.ts";
 import { ensureBinary } from "../support/binary.ts";
-import { SIMULATE_TABLES, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { FAILING_TABLES, type HostTree, makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
 import { waitFor } from "../support/wait.ts";
 import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 import { mountTmpfs, tmpfsUnavailable } from "../support/small-tmpfs.ts";
@@ -18,9 +18,6 @@ import { ENDED_STATUSES } from "../support/jobs.ts";
 // 6 batches an epoch, so every state lies past the first epoch, where sd-scripts' own resume goes wrong.
 setDefaultTimeout(90_000);
 
-// The simulator's failure plan lives in its [simulate] table, beside seconds_per_step.
-const FAILING = (secondsPerStep: number, plan: string) =>
-  SIMULATE_TABLES(secondsPerStep).replace("[gpu]", `fail = ${JSON.stringify(plan)}\n[gpu]`);
 const TERMINAL = ENDED_STATUSES;
 
 const noTmpfs = tmpfsUnavailable();
@@ -61,7 +58,7 @@ describe("checkpoints, pause and resume (compiled binary, simulated trainer)", (
     using tree = makeHostTree();
     let failed: any;
     {
-      await using worker = await startWorker(tree.writeConfig(FAILING(0.002, "oom@50")), { command: [binary] });
+      await using worker = await startWorker(tree.writeConfig(FAILING_TABLES(0.002, "oom@50")), { command: [binary] });
       const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
       failed = await untilEnded(worker, id);
     }
@@ -178,7 +175,7 @@ describe("checkpoints, pause and resume (compiled binary, simulated trainer)", (
     using tree = makeHostTree();
     let predecessor: string;
     {
-      await using worker = await startWorker(tree.writeConfig(FAILING(0.002, "oom@45")), { command: [binary] });
+      await using worker = await startWorker(tree.writeConfig(FAILING_TABLES(0.002, "oom@45")), { command: [binary] });
       predecessor = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
       expect(await untilEnded(worker, predecessor)).toMatchObject({ error_code: "cuda_oom", resume_step: 40 });
     }
@@ -238,7 +235,7 @@ describe("checkpoints, pause and resume (compiled binary, simulated trainer)", (
     using tree = makeHostTree();
     let first: string;
     {
-      await using worker = await startWorker(tree.writeConfig(FAILING(0.002, "oom@50")), { command: [binary] });
+      await using worker = await startWorker(tree.writeConfig(FAILING_TABLES(0.002, "oom@50")), { command: [binary] });
       first = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
       expect(await untilEnded(worker, first)).toMatchObject({ resumable: true, resume_step: 40 });
     }

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBinary } from "../support/binary.ts";
-import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
+import { FAILING_TABLES, type HostTree, makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
 import { waitFor } from "../support/wait.ts";
 import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 import { untilEnded } from "../support/jobs.ts";
@@ -12,9 +12,6 @@ import { untilEnded } from "../support/jobs.ts";
 // private run directory, the worker publishes the verified LoRA into arbo's output_dir, and a resume goes on only
 // from a state the worker verified, in its own tree, on the base model the chain started on.
 setDefaultTimeout(90_000);
-
-const FAILING = (secondsPerStep: number, plan: string) =>
-  SIMULATE_TABLES(secondsPerStep).replace("[gpu]", `fail = ${JSON.stringify(plan)}\n[gpu]`);
 
 let binary: string;
 beforeAll(() => {
@@ -28,7 +25,7 @@ const post = (worker: WorkerProcess, path: string) => worker.json(path, { method
 
 // A job that failed at step 50 with its state at step 40, in a worker that is gone again.
 async function failedAt40(tree: HostTree): Promise<string> {
-  await using worker = await startWorker(tree.writeConfig(FAILING(0.002, "oom@50")), { command: [binary] });
+  await using worker = await startWorker(tree.writeConfig(FAILING_TABLES(0.002, "oom@50")), { command: [binary] });
   const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
   expect(await untilEnded(worker, id)).toMatchObject({ resumable: true, resume_step: 40 });
   return id;
@@ -99,7 +96,7 @@ describe("resume chains", () => {
     let b: string;
     {
       // B fails at step 45 again: before its first own state at 80.
-      await using worker = await startWorker(tree.writeConfig(FAILING(0.002, "oom@45")), { command: [binary] });
+      await using worker = await startWorker(tree.writeConfig(FAILING_TABLES(0.002, "oom@45")), { command: [binary] });
       b = (await post(worker, `/train/${a}/resume`)).body.worker_job_id;
       expect(await untilEnded(worker, b)).toMatchObject({ status: "failed", resumable: true, resume_step: 40 });
       expect(existsSync(stateA)).toBe(true);

@@ -3,16 +3,13 @@ import { copyFileSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { inflateSync } from "node:zlib";
 import { ensureBinary } from "../support/binary.ts";
-import { SIMULATE_TABLES, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { FAILING_TABLES, type HostTree, makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
 import { startWorker } from "../support/worker-process.ts";
 import { untilEnded } from "../support/jobs.ts";
 
 // Issue 19 through the compiled binary and its simulated trainer, which takes sd-scripts' samples as real PNGs.
 // A fast run checkpoints every 40 steps: with samples it draws them at 40, 80, ... 400, at 768 px.
 setDefaultTimeout(90_000);
-
-const FAILING = (secondsPerStep: number, plan: string) =>
-  SIMULATE_TABLES(secondsPerStep).replace("[gpu]", `fail = ${JSON.stringify(plan)}\n[gpu]`);
 
 let binary: string;
 beforeAll(() => {
@@ -133,7 +130,7 @@ describe("preview samples (compiled binary, simulated trainer)", () => {
 
   test("an OOM while sampling is cuda_oom with phase sampling, and says so", async () => {
     using tree = makeHostTree();
-    await using worker = await startWorker(tree.writeConfig(FAILING(0.002, "sample-oom@80")), { command: [binary] });
+    await using worker = await startWorker(tree.writeConfig(FAILING_TABLES(0.002, "sample-oom@80")), { command: [binary] });
     const id = (await worker.postTrain(tree.validRequest({ samples: 2 }))).body.worker_job_id;
     const final = await untilEnded(worker, id);
     expect(final).toMatchObject({ status: "failed", error_code: "cuda_oom", phase: "sampling", resume_step: 40, resumable: true });

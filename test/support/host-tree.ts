@@ -66,3 +66,6 @@ export function simulateConfig(tree: Pick<HostTree, "handoff" | "models" | "stat
 
 export const SIMULATE_TABLES = (secondsPerStep: number) =>
   `[trainer]\nmode = "simulate"\ncancel_grace_seconds = 2\n[simulate]\nseconds_per_step = ${secondsPerStep}\n[gpu]\nnvidia_smi = ${JSON.stringify(FAKE_NVIDIA_SMI)}\n`;
+// The same, with the simulator told to fail as `plan` says (the simulate.fail grammar).
+export const FAILING_TABLES = (secondsPerStep: number, plan: string) =>
+  SIMULATE_TABLES(secondsPerStep).replace("[gpu]", `fail = ${JSON.stringify(plan)}\n[gpu]`);
