@@ -92,3 +92,14 @@ export async function sizeOf(path: string): Promise<number> {
   for (const name of await readdir(path).catch(() => [])) sum += await sizeOf(join(path, name));
   return sum;
 }
+
+/** What a file is, in words, for a message: "a FIFO", "a symbolic link", "a directory"… */
+export function fileKind(st: Stats): string {
+  if (st.isFile()) return "a regular file";
+  if (st.isDirectory()) return "a directory";
+  if (st.isSymbolicLink()) return "a symbolic link";
+  if (st.isFIFO()) return "a FIFO";
+  if (st.isSocket()) return "a socket";
+  if (st.isCharacterDevice() || st.isBlockDevice()) return "a device";
+  return "not a regular file";
+}

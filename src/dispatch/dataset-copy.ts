@@ -1,13 +1,16 @@
 import { constants, readdirSync } from "node:fs";
-import { type FileHandle, link, mkdir, open, readdir } from "node:fs/promises";
+import { type FileHandle, link, lstat, mkdir, open, readdir } from "node:fs/promises";
 import { dirname, extname, join } from "node:path";
+import { fileKind } from "../fs.ts";
 import { type Dataset, type DatasetFile, IMAGE_EXTENSIONS } from "../request/dataset.ts";
 
 // The dataset the trainer reads is the one that was checked: each checked file is copied into the job directory,
 // opened without following a symbolic link at its last component and refused unless it is the very file (device,
 // inode, size) the check saw. A swap after the check is caught here or lands in arbo's folder, which the trainer
 // never reads. (device, inode, size and ctime, so a replacement that reuses the inode number is caught too.)
+// O_NONBLOCK: a FIFO swapped in opens at once (and is refused) rather than holding the copy until a writer comes.
 const CHUNK = 1024 * 1024;
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
 export interface DatasetCopy {
   files: number;
@@ -16,9 +19,10 @@ export interface DatasetCopy {
   sha256: string;
 }
 
+/** A checked file that is no longer what was checked: arbo's, not the job directory's, doing. */
 export class DatasetChanged extends Error {
-  constructor(readonly rel: string) {
-    super(`${rel} changed after it was checked`);
+  constructor(readonly rel: string, why?: string) {
+    super(`${rel} changed after it was checked${why === undefined ? "" : `: ${why}`}`);
   }
 }
 
@@ -33,13 +37,15 @@ export async function snapshotDataset(dataset: Dataset, dest: string, signal?: A
 }
 
 async function copyChecked(file: DatasetFile, to: string, signal?: AbortSignal): Promise<string> {
-  const from = await open(file.real, constants.O_RDONLY | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => {
-    throw err.code === "ELOOP" || err.code === "ENOENT" ? new DatasetChanged(file.rel) : err;
+  const from = await open(file.real, OPEN_FLAGS).catch(async (err: NodeJS.ErrnoException) => {
+    const why = await openFailure(file.real, err);
+    throw why === null ? err : new DatasetChanged(file.rel, why);
   });
   try {
     const st = await from.stat();
+    if (!st.isFile()) throw new DatasetChanged(file.rel, `it is ${fileKind(st)} now, not a regular file`);
     const same = st.dev === file.dev && st.ino === file.ino && st.size === file.size && st.ctimeMs === file.ctimeMs;
-    if (!same || !st.isFile()) throw new DatasetChanged(file.rel);
+    if (!same) throw new DatasetChanged(file.rel);
     await mkdir(dirname(to), { recursive: true, mode: 0o750 });
     const out = await open(to, "wx", 0o640);
     try {
@@ -50,6 +56,15 @@ async function copyChecked(file: DatasetFile, to: string, signal?: AbortSignal):
   } finally {
     await from.close();
   }
+}
+
+// The file was there, regular and readable when it was checked: what keeps it from opening now was done to it
+// since. Null for a fault of the worker's own (too many open files, say).
+async function openFailure(path: string, err: NodeJS.ErrnoException): Promise<string | null> {
+  if (err.code === "EACCES" || err.code === "EPERM") return `the worker may no longer read it (${err.code})`;
+  const st = await lstat(path).catch(() => null);
+  if (st === null) return "it is gone";
+  return st.isFile() ? null : `it is ${fileKind(st)} now, not a regular file`;
 }
 
 async function pump(from: FileHandle, out: FileHandle, file: DatasetFile, signal?: AbortSignal): Promise<string> {

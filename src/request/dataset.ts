@@ -1,6 +1,7 @@
 import { accessSync, constants, realpathSync, statSync, type Stats } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
+import { fileKind } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { isStrictlyInside } from "./contained-path.ts";
 import type { Problem } from "./schema.ts";
@@ -122,7 +123,7 @@ function checkFile(
     return fail({ msg, type: "dataset_file_outside_root" });
   }
   if (!st.isFile()) {
-    return fail({ msg: `${rel} is ${kindOf(st)}, not a regular file`, type: "dataset_file_not_regular" });
+    return fail({ msg: `${rel} is ${fileKind(st)}, not a regular file`, type: "dataset_file_not_regular" });
   }
   if (st.size > bounds.max_file_bytes) {
     return fail({
@@ -138,14 +139,6 @@ function checkFile(
     return fail({ msg: `${rel} cannot be read by the worker (${code})`, type: "dataset_file_unreadable" });
   }
   return ok({ rel, real, dev: st.dev, ino: st.ino, size: st.size, ctimeMs: st.ctimeMs });
-}
-
-function kindOf(st: Stats): string {
-  if (st.isDirectory()) return "a directory";
-  if (st.isFIFO()) return "a FIFO";
-  if (st.isSocket()) return "a socket";
-  if (st.isCharacterDevice() || st.isBlockDevice()) return "a device";
-  return "not a regular file";
 }
 
 async function entries(dir: string): Promise<Result<Entry[], Problem>> {

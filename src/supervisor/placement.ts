@@ -22,6 +22,8 @@ export interface RunContext {
   // Where the trainer writes its final LoRA (the job's run directory), and where the worker publishes it.
   runFile: string;
   outputFile: string;
+  // The handoff root as configured: the publish reaches outputFile's folder from it, never through a link.
+  handoffRoot: string;
   store: JobStore;
   now: () => Date;
   log: Logger;

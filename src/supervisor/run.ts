@@ -203,7 +203,8 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
   // keeps its copy, so a publish a crash cut short is done again when the run is adopted.
   const publish = async (decided: Outcome): Promise<Outcome> => {
     if (ctx.runFile === ctx.outputFile || decided.lora_sha256 === null) return decided;
-    const published = await publishLora(ctx.runFile, ctx.outputFile, decided.lora_sha256, ctx.id);
+    const target = { root: ctx.handoffRoot, file: ctx.outputFile };
+    const published = await publishLora(ctx.runFile, target, decided.lora_sha256, ctx.id);
     if (published.ok) return decided;
     const { code, detail } = published.error;
     ctx.log.error("could not publish the LoRA", { job_id: ctx.id, error_code: code, error: detail });
