@@ -6,7 +6,7 @@ import { scanDataset } from "../../src/request/dataset.ts";
 import { verifySafetensors } from "../../src/safetensors/verify.ts";
 import { makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { snapshotFiles } from "../support/leftovers.ts";
-import { waitFor } from "../support/wait.ts";
+import { waitFor, within } from "../support/wait.ts";
 import { dispatchOk, SIMULATOR, simulateModeConfig, supervisorFor } from "../support/real-mode.ts";
 
 // A dataset arbo might hand over: two images with captions, one without.
@@ -142,6 +142,42 @@ describe("the copy takes only the file that was checked", () => {
       await expect(copied).rejects.toThrow("img1.png changed after it was checked");
     });
   }
+
+  // Issue 35 §2: what arbo lays in place of a checked image can neither hold the copy nor be blamed on the job
+  // directory. (Root reads a file whatever its mode, so "made unreadable" is held in test/binary/handoff-swaps.)
+  const kinds: Array<[string, (path: string) => Disposable, string]> = [
+    ["a FIFO", (path) => (Bun.spawnSync(["mkfifo", path]), { [Symbol.dispose]() {} }), "a FIFO"],
+    ["a socket", (path) => {
+      const socket = Bun.listen({ unix: path, socket: { data() {} } });
+      return { [Symbol.dispose]: () => socket.stop(true) };
+    }, "a socket"],
+  ];
+  for (const [name, make, said] of kinds) {
+    test(`an image swapped for ${name} after the check is refused at once as changed, never waited on`, async () => {
+      using tree = makeHostTree();
+      const bounds = { max_files: 100, max_bytes: 1 << 20, max_file_bytes: 1 << 20 };
+      const scan = await scanDataset(tree.dataset, tree.handoff, bounds);
+      if (!scan.ok) throw new Error(scan.error.msg);
+      rmSync(join(tree.dataset, "img1.png"));
+      using _swapped = make(join(tree.dataset, "img1.png"));
+
+      const copied = await within(snapshotDataset(scan.value, join(tree.state, "copy")).catch((err) => err), 10_000);
+
+      expect(copied).toBeInstanceOf(DatasetChanged);
+      expect(copied.message).toBe(`img1.png changed after it was checked: it is ${said} now, not a regular file`);
+    });
+  }
+
+  test("an image removed after the check is refused as changed: it is gone", async () => {
+    using tree = makeHostTree();
+    const scan = await scanDataset(tree.dataset, tree.handoff, { max_files: 100, max_bytes: 1 << 20, max_file_bytes: 1 << 20 });
+    if (!scan.ok) throw new Error(scan.error.msg);
+    rmSync(join(tree.dataset, "img1.png"));
+
+    const copied = snapshotDataset(scan.value, join(tree.state, "copy"));
+
+    await expect(copied).rejects.toThrow(new DatasetChanged("img1.png", "it is gone"));
+  });
 
   test("contrast: the untouched dataset copies whole", async () => {
     using tree = makeHostTree();
