@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { mkdirSync, rmSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import type { Config, Device } from "../config/schema.ts";
+import { NotAsExpected, pinChain, pinChild, type PinnedDir } from "../pinned-dir.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { detailFromIssues, fieldError, type JobRequest } from "../request/schema.ts";
 import { SMOKE_CLASS, SMOKE_TRIGGER, writeSmokeDataset } from "../smoke/dataset.ts";
@@ -34,11 +35,15 @@ export async function dispatchSmoke(body: unknown, config: Config, dispatcher: D
   // Nothing is written for a run that could not be claimed.
   const busy = dispatcher.busyWith();
   if (busy !== null) return fail({ kind: "busy", activeId: busy, unsupervised: false });
-  const root = join(config.handoff_root, SMOKE_FOLDER, randomUUID());
-  const written = writeDataset(root);
+  const id = randomUUID();
+  const folder = await pinSmokeFolder(config.handoff_root);
+  if (!folder.ok) return folder;
+  await using smoke = folder.value;
+  const written = await writeDataset(smoke, id);
   if (!written.ok) return written;
-  const result = await dispatcher.dispatchComposed(smokeRequest(root, model, device.value));
-  if (!result.ok) rmSync(root, { recursive: true, force: true });
+  const request = smokeRequest(join(config.handoff_root, SMOKE_FOLDER, id), model, device.value);
+  const result = await dispatcher.dispatchComposed(request);
+  if (!result.ok) await rm(smoke.at(id), { recursive: true, force: true });
   return result;
 }
 
@@ -71,14 +76,32 @@ function deviceFor(index: number | undefined, config: Config): Result<Device, Di
   return fail({ kind: "invalid", detail: [fieldError("device_index", msg, type)] });
 }
 
-function writeDataset(root: string): Result<void, DispatchRefusal> {
+// The smoke folder as the worker made it: created when missing, never reached through a link arbo laid there
+// (pinned-dir.ts), so nothing below is written outside the handoff root.
+async function pinSmokeFolder(handoffRoot: string): Promise<Result<PinnedDir, DispatchRefusal>> {
   try {
-    mkdirSync(root, { recursive: true, mode: SHARED_DIR_MODE });
-    writeSmokeDataset(join(root, "dataset"));
+    return ok(await pinChain(handoffRoot, [SMOKE_FOLDER], SHARED_DIR_MODE));
+  } catch (err) {
+    return fail({ kind: "smoke_unavailable", detail: `the smoke run's folder cannot be used: ${described(err)}` });
+  }
+}
+
+// The run's own folder is new (a fresh id, made exclusively); its files are written in it as it was opened.
+async function writeDataset(smoke: PinnedDir, id: string): Promise<Result<void, DispatchRefusal>> {
+  try {
+    await using run = await pinChild(smoke, id, { mode: SHARED_DIR_MODE, exclusive: true });
+    await using dataset = await pinChild(run, "dataset", { mode: SHARED_DIR_MODE, exclusive: true });
+    writeSmokeDataset(dataset.at(""));
     return ok(undefined);
   } catch (err) {
-    rmSync(root, { recursive: true, force: true });
-    const detail = `the smoke dataset could not be written into the handoff root: ${(err as Error).message}`;
+    await rm(smoke.at(id), { recursive: true, force: true });
+    const detail = `the smoke dataset could not be written into the handoff root: ${described(err)}`;
     return fail({ kind: "smoke_unavailable", detail });
   }
+}
+
+// What failed, in words that name the folder under the handoff root rather than a descriptor's path.
+function described(err: unknown): string {
+  if (err instanceof NotAsExpected) return `${err.rel} in the handoff root is ${err.found}, not a folder the worker made`;
+  return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
 }

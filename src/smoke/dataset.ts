@@ -12,15 +12,18 @@ const SIZE = 256;
 const DIR_MODE = 0o2770;
 const FILE_MODE = 0o660;
 
-/** Writes a few small pictures with captions into `dir`: enough for sd-scripts to build a bucket and train. */
+/**
+ * Writes a few small pictures with captions into `dir`: enough for sd-scripts to build a bucket and train. Each
+ * file is created exclusively ("wx"): a name already there, even a link, is an error, never written through.
+ */
 export function writeSmokeDataset(dir: string): void {
   mkdirSync(dir, { recursive: true, mode: DIR_MODE });
   for (let i = 0; i < IMAGES; i++) {
     const name = `smoke-${i}`;
     // A different gradient and stripe per image, so the latents differ.
     const png = encodePng(SIZE, SIZE, (x, y) => [(x + 40 * i) % 256, (y * (i + 1)) % 256, ((x ^ y) >> i) & 255]);
-    writeFileSync(join(dir, `${name}.png`), png, { mode: FILE_MODE });
+    writeFileSync(join(dir, `${name}.png`), png, { mode: FILE_MODE, flag: "wx" });
     const caption = `${SMOKE_TRIGGER} ${SMOKE_CLASS}, test pattern ${i}, gradient, stripes`;
-    writeFileSync(join(dir, `${name}${CAPTION_EXTENSION}`), `${caption}\n`, { mode: FILE_MODE });
+    writeFileSync(join(dir, `${name}${CAPTION_EXTENSION}`), `${caption}\n`, { mode: FILE_MODE, flag: "wx" });
   }
 }

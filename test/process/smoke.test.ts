@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { SMOKE_FOLDER } from "../../src/dispatch/smoke.ts";
 import { inProcessApp } from "../support/app-harness.ts";
@@ -88,6 +88,26 @@ describe("POST /smoke", () => {
     expect(answer).toEqual({ status: 409, body: { detail: expect.any(String), reason: "busy", active_job_id: active } });
     expect(smokeFolders(tree)).toEqual([]);
     await a.app.request(`/train/${active}/cancel`, { method: "POST" });
+  }, TIMEOUT_MS);
+
+  test("a smoke folder replaced by a link out of the handoff root is 409 smoke_unavailable; nothing is written through it", async () => {
+    using tree = makeHostTree();
+    const outside = join(tree.root, "outside");
+    mkdirSync(outside);
+    symlinkSync(outside, join(tree.handoff, SMOKE_FOLDER));
+    await using a = appWith(tree);
+    const answer = await a.smokePost({ device_index: 0 });
+    expect(answer).toEqual({ status: 409, body: {
+      reason: "smoke_unavailable",
+      detail: `the smoke run's folder cannot be used: ${SMOKE_FOLDER} in the handoff root is a symbolic link, not a folder the worker made`,
+    } });
+    expect(readdirSync(outside)).toEqual([]);
+    // Contrast: the link gone, the same worker writes its run's folder and claims the run.
+    rmSync(join(tree.handoff, SMOKE_FOLDER));
+    const ran = await a.smokePost({ device_index: 0 });
+    expect(ran.status).toBe(200);
+    expect(smokeFolders(tree)).toHaveLength(1);
+    await a.app.request(`/train/${ran.body.worker_job_id}/cancel`, { method: "POST" });
   }, TIMEOUT_MS);
 
   test("without smoke.base_model is 409 smoke_unavailable, naming the key to set", async () => {
