@@ -102,6 +102,8 @@ async function writeDataset(smoke: PinnedDir, id: string): Promise<Result<void, 
 
 // What failed, in words that name the folder under the handoff root rather than a descriptor's path.
 function described(err: unknown): string {
-  if (err instanceof NotAsExpected) return `${err.rel} in the handoff root is ${err.found}, not a folder the worker made`;
+  if (err instanceof NotAsExpected) {
+    return `${err.rel} in the handoff root is ${err.found}, not a folder the worker made`;
+  }
   return (err as NodeJS.ErrnoException).code ?? (err as Error).message;
 }

@@ -1,10 +1,11 @@
 import { constants, realpathSync } from "node:fs";
 import { type FileHandle, link, lstat, open, unlink } from "node:fs/promises";
-import { basename, dirname, relative, sep } from "node:path";
+import { basename, dirname, join, relative, sep } from "node:path";
 import type { ErrorCode } from "../job.ts";
 import { fileKind } from "../fs.ts";
 import { NotAsExpected, openFileIn, pinChain, type PinnedDir } from "../pinned-dir.ts";
-import { isStrictlyInside } from "../request/contained-path.ts";
+import { isStrictlyInside, resolveInside } from "../request/contained-path.ts";
+import type { JobRequest } from "../request/schema.ts";
 import { fail, ok, type Result } from "../result.ts";
 
 // The trainer writes into the job's private run directory; arbo's output_dir only ever receives the final LoRA,
@@ -25,10 +26,21 @@ interface PublishFailure {
   detail: string;
 }
 
+type Published = Result<void, PublishFailure>;
+
 /** Where a LoRA is published: `file`, whose folder lies inside the handoff root `root`. */
 export interface PublishTarget {
   root: string;
   file: string;
+}
+
+/**
+ * Where a run found after a restart publishes: output_dir resolved again, as its check did, when it still lies
+ * inside the handoff root; else the path as sent, on which the publish then finds and names what changed.
+ */
+export function adoptedOutputFile(request: JobRequest, handoffRoot: string): string {
+  const dir = resolveInside(request.output_dir, { paths: [handoffRoot], label: "the handoff root" }, true);
+  return join(dir.ok ? dir.value : request.output_dir, `${request.output_name}.safetensors`);
 }
 
 // The name the LoRA is copied to before it is linked into place: hidden, and this job's own.
@@ -43,7 +55,7 @@ export async function publishLora(
   target: PublishTarget,
   sha256: string,
   jobId: string,
-): Promise<Result<void, PublishFailure>> {
+): Promise<Published> {
   const name = basename(target.file);
   const shown = `output_dir/${name}`;
   const partial = partialName(name, jobId);
@@ -64,7 +76,7 @@ interface Names {
   shown: string;
 }
 
-async function publishIn(dir: PinnedDir, from: string, names: Names, sha256: string): Promise<Result<void, PublishFailure>> {
+async function publishIn(dir: PinnedDir, from: string, names: Names, sha256: string): Promise<Published> {
   const { name, partial, shown } = names;
   const out = await createPartial(dir, partial, shown);
   try {
@@ -118,7 +130,8 @@ async function linkInPlace(
   const found = await digestIn(dir, names.name);
   if (found === sha256) return ok("there");
   const what = typeof found === "object" ? ` (${found.kind})` : "";
-  const detail = `${names.shown} appeared while the job ran${what}; it was not replaced, and the LoRA was not published`;
+  const detail =
+    `${names.shown} appeared while the job ran${what}; it was not replaced, and the LoRA was not published`;
   return fail({ code: "publish_failed", detail });
 }
 

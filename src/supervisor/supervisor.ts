@@ -8,6 +8,7 @@ import type { Job, JobStore } from "../store/job-store.ts";
 import { createWriteGuard, writeUntilDone } from "../store/write-guard.ts";
 import { jobDir, type LaunchFile } from "./job-dir.ts";
 import { isStrictlyInside } from "../request/contained-path.ts";
+import { adoptedOutputFile } from "./publish.ts";
 import { reconcileOnStart } from "./reconcile.ts";
 import { FRESH_MS } from "./run.ts";
 import type { Backends } from "./backend.ts";
@@ -215,7 +216,7 @@ export function createSupervisor(deps: SupervisorDeps) {
       reconcileOnStart({ store, stateDir: config.state_dir, now, log }, (adoption) => {
         const { row } = adoption;
         const { request } = row;
-        const outputFile = join(request.output_dir, `${request.output_name}.safetensors`);
+        const outputFile = adoptedOutputFile(request, config.handoff_root);
         try {
           const backend = deps.backends.of(adoption.placedBy);
           track(backend.adopt(contextFor(row, outputFile, backend), request, adoption));

@@ -102,6 +102,45 @@ describe("a link laid where output_dir's folders were", () => {
   });
 });
 
+describe("a run adopted after a restart", () => {
+  // A worker killed -9 mid-run, the trainer ended while it was down, `between` done, and the worker started again.
+  async function adoptedEnd(tree: HostTree, request: Record<string, unknown>, between: () => void): Promise<any> {
+    const config = tree.writeConfig(SIMULATE_TABLES(0.005));
+    let id: string;
+    {
+      await using first = await startWorker(config, { command: [binary] });
+      id = (await first.postTrain(request)).body.worker_job_id;
+      await untilStep(first, id);
+    }
+    await waitFor(() => existsSync(join(tree.state, "jobs", id, "exit.json")), "the trainer to end while the worker is down", 30_000);
+    between();
+    await using second = await startWorker(config, { command: [binary] });
+    return await untilEnded(second, id, 30_000);
+  }
+
+  test("publishes through an output_dir reached by a link inside the root, as its check did", async () => {
+    using tree = makeHostTree();
+    symlinkSync(join(tree.handoff, "job1"), join(tree.handoff, "alias"));
+    const final = await adoptedEnd(tree, tree.validRequest({ output_dir: join(tree.handoff, "alias", "out") }), () => {});
+    expect(final).toMatchObject({ status: "succeeded", lora_path: join(outDir(tree), "mylora.safetensors") });
+    expect(readdirSync(outDir(tree))).toEqual(["mylora.safetensors"]);
+  });
+
+  test("contrast: that link turned out of the root while the worker was down is publish_failed, nothing lands outside", async () => {
+    using tree = makeHostTree();
+    const outside = join(tree.root, "outside");
+    mkdirSync(outside);
+    symlinkSync(join(tree.handoff, "job1"), join(tree.handoff, "alias"));
+    const final = await adoptedEnd(tree, tree.validRequest({ output_dir: join(tree.handoff, "alias", "out") }), () => {
+      rmSync(join(tree.handoff, "alias"));
+      symlinkSync(outside, join(tree.handoff, "alias"));
+    });
+    expect(final).toMatchObject({ status: "failed", error_code: "publish_failed" });
+    expect(final.error).toStartWith("alias in the handoff root, on the way to output_dir, is a symbolic link now");
+    expect(readdirSync(outside)).toEqual([]);
+  });
+});
+
 describe("an image swapped while the dataset is copied", () => {
   const READ_DELAY_MS = 400;
   // Four 1 MiB reads of img0.png, each held READ_DELAY_MS: img1.png is opened about 1.6 s after the 200.
