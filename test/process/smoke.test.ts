@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { SMOKE_FOLDER } from "../../src/dispatch/smoke.ts";
 import { inProcessApp } from "../support/app-harness.ts";
@@ -65,6 +65,34 @@ describe("lora-worker smoke against a running worker", () => {
     expect(lines[2]).toContain("cuda_oom");
     expect(exitCode).toBe(1);
     expect(smokeFolders(tree)).toEqual([]);
+  }, TIMEOUT_MS);
+});
+
+describe("lora-worker smoke when arbo lays a link over the smoke folder mid-run", () => {
+  test("the publish refuses to write through it and the clean stage removes nothing through it", async () => {
+    using tree = makeHostTree();
+    // At 0.5 s a step the resumed run trains its 4 steps for 2 s: time enough to lay the link before it publishes.
+    await using worker = await startWorker(smokeConfig(tree, "", 0.5));
+    const cli = smokeCli(worker.url, ["--device", "1"]);
+    // Once the resumed run trains, the folder moves out of the root and a link takes its place.
+    const resumedTrains = async () => {
+      const [job] = (await worker.json("/train?limit=1")).body.jobs;
+      return (job?.resumed_from ?? null) !== null && job.phase === "training";
+    };
+    await waitFor(resumedTrains, "the resumed run to train", 30_000);
+    const run = smokeFolders(tree)[0]!;
+    const outside = join(tree.root, "outside");
+    renameSync(join(tree.handoff, SMOKE_FOLDER), outside);
+    symlinkSync(outside, join(tree.handoff, SMOKE_FOLDER));
+    const { exitCode, lines } = await cli;
+    expect(lines.map((l) => l.split(/\s+/).slice(0, 2).join(" "))).toEqual([
+      "PASS dispatch", "PASS pause", "FAIL resume", "SKIP lora", "SKIP sample", "FAIL clean", "smoke: FAILED",
+    ]);
+    expect(lines[2]).toContain("publish_failed");
+    expect(lines[5]).toContain(`${SMOKE_FOLDER} is a symbolic link`);
+    expect(exitCode).toBe(1);
+    // Contrast: the run's folder, reachable through the link, is still there: nothing was removed through it.
+    expect(readdirSync(outside)).toEqual([run]);
   }, TIMEOUT_MS);
 });
 

@@ -1,6 +1,7 @@
-import { rmSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { SMOKE_FOLDER } from "../../../dispatch/smoke.ts";
+import { pinChain } from "../../../pinned-dir.ts";
 import { loraProblem, pngSize } from "../../../smoke/verify.ts";
 import { TIERS } from "../../../tiers.ts";
 import { UsageError } from "../../args.ts";
@@ -135,7 +136,7 @@ function smokeStages(client: WorkerClient, device: number | undefined): Stage[] 
         const folder = dirname(job.request.dataset_dir);
         if (basename(dirname(folder)) !== SMOKE_FOLDER) throw new StageFailed(`${folder} is not a smoke run's folder`);
         try {
-          rmSync(folder, { recursive: true, force: true });
+          await removeRunFolder(folder);
         } catch (err) {
           throw new StageFailed(`could not remove ${folder}: ${(err as Error).message}`);
         }
@@ -143,4 +144,11 @@ function smokeStages(client: WorkerClient, device: number | undefined): Stage[] 
       },
     },
   ];
+}
+
+// The run's folder is removed in the smoke folder as opened from the handoff root, never through a link laid
+// there since (this command may run as root).
+async function removeRunFolder(folder: string): Promise<void> {
+  await using smoke = await pinChain(dirname(dirname(folder)), [SMOKE_FOLDER]);
+  await rm(smoke.at(basename(folder)), { recursive: true, force: true });
 }
