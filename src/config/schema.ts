@@ -261,8 +261,9 @@ export const ConfigSchema = z.strictObject({
         )),
       vram_need_mib: z
         .strictObject({
-          fast: VramNeed.prefault({ "24gb": 14_000, "48gb": 16_000 }),
-          balanced: VramNeed.prefault({ "24gb": 18_000, "48gb": 22_000 }),
+          // fast and balanced train batch 1 on either card (tiers.ts), so they need the same on both.
+          fast: VramNeed.prefault({ "24gb": 14_000, "48gb": 14_000 }),
+          balanced: VramNeed.prefault({ "24gb": 18_000, "48gb": 18_000 }),
           quality: VramNeed.prefault({ "48gb": 36_000 }),
         })
         .prefault({})

@@ -1,4 +1,7 @@
 import { randomUUID } from "node:crypto";
+import { join } from "node:path";
+import { captionTokens } from "../dataset/clip-tokens.ts";
+import { TOKENIZERS, tokenizerDir } from "../tokenizers/layout.ts";
 import type { Config } from "../config/schema.ts";
 import { type Admission, judgeAdmission } from "../gpu/admission.ts";
 import type { GpuProbe } from "../gpu/probe.ts";
@@ -52,6 +55,8 @@ export function createDispatcher(deps: DispatcherDeps) {
   const expectedTotal = (request: JobRequest) => (replaying ? null : TIERS[request.tier].maxTrainSteps);
   const dirOf = (id: string) => jobDir(config.state_dir, id);
   const { alreadyResumed, baseModelReplaced, resumable } = createResumeChecks(store, config.state_dir);
+  // Read for each job: `tokenizers import` may have run since the worker started.
+  const captionTokensOf = () => captionTokens(join(tokenizerDir(config), TOKENIZERS[0]!.folder));
 
   // A retried request is the same job: the one its Idempotency-Key claimed (if it asked the same), or without a key
   // an active job that asks the same.
@@ -212,7 +217,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     const train = checked.value;
     const admitted = await admit(train, train.dataset.bytes);
     if (!admitted.ok) return admitted;
-    const origin = await freshOrigin(train);
+    const origin = await freshOrigin(train, captionTokensOf);
     return claim(train, origin, { key, retry, admissionWarning: admitted.value });
   };
 

@@ -1,6 +1,6 @@
 import {
   ACTIVE_STATUSES, type Checkpoint, type ErrorCode, type JobFilter, type JobStatus, type LossPoint, type Outcome,
-  type Phase, type ResumePoint, type Sample, type StopReason,
+  type Phase, type ResumePoint, type Sample, type StopReason, type DatasetReport,
 } from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import type { JobRequest } from "../request/schema.ts";
@@ -43,6 +43,8 @@ interface JobRow {
   dataset_files: number | null;
   dataset_bytes: number | null;
   dataset_sha256: string | null;
+  /** JSON of DatasetReport: what the worker did to the copy and found in it; null until it is prepared. */
+  dataset_report: string | null;
   pruned_at: string | null;
   /** The final LoRA's resolved path; null for a job recorded before checkpoints existed. */
   output_file: string | null;
@@ -69,7 +71,9 @@ interface JobRow {
 }
 
 /** A job on record, as every reader outside the store sees it. */
-export type Job = Omit<JobRow, "request" | "simulated" | "forced_kill" | "checkpoints" | "samples"> & {
+export type Job = Omit<
+  JobRow, "request" | "simulated" | "forced_kill" | "checkpoints" | "samples" | "dataset_report"
+> & {
   request: JobRequest;
   simulated: boolean;
   forced_kill: boolean;
@@ -77,7 +81,12 @@ export type Job = Omit<JobRow, "request" | "simulated" | "forced_kill" | "checkp
   checkpoints: Checkpoint[];
   /** The preview images of the run (and of the runs it resumed), as found on disk. */
   samples: Sample[];
+  /** What the worker did to the dataset copy and found in it (a resume's is its predecessor's copy's). */
+  dataset_report: DatasetReport | null;
 };
+
+const reportJson = (dataset: DatasetOnRecord | null) =>
+  dataset?.report == null ? null : JSON.stringify(dataset.report);
 
 // Frozen: readers share what the store caches.
 function toJob(row: JobRow): Job {
@@ -88,7 +97,16 @@ function toJob(row: JobRow): Job {
     forced_kill: row.forced_kill === 1,
     checkpoints: row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]),
     samples: row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]),
+    dataset_report: row.dataset_report === null ? null : (JSON.parse(row.dataset_report) as DatasetReport),
   });
+}
+
+/** What a job directory's dataset copy holds, and what preparing it did (absent for a job recorded again). */
+export interface DatasetOnRecord {
+  files: number;
+  bytes: number;
+  sha256: string;
+  report?: DatasetReport | null;
 }
 
 interface NewJob {
@@ -106,7 +124,7 @@ interface NewJob {
   totalSteps: number | null;
   /** What the job directory's copy of the dataset holds: null until the copy is done, and for a job recorded again
    * after its database was lost. */
-  dataset: { files: number; bytes: number; sha256: string } | null;
+  dataset: DatasetOnRecord | null;
   outputFile?: string | null;
   /** A resume: the job it continues and the state it starts from (its step is where progress starts). */
   resumes?: { id: string; step: number; state: string; digest: string | null } | null;
@@ -191,11 +209,13 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
 
   const insert = db.prepare(
     `INSERT INTO jobs (id, status, phase, step, total_steps, created_at, request, request_hash, idempotency_key,
-       admission_warning, simulated, log_path, dataset_files, dataset_bytes, dataset_sha256, output_file, resumed_from,
-       resumed_from_step, resume_step, resume_state, resume_digest, samples, base_model_print)
+       admission_warning, simulated, log_path, dataset_files, dataset_bytes, dataset_sha256, dataset_report,
+       output_file, resumed_from, resumed_from_step, resume_step, resume_state, resume_digest, samples,
+       base_model_print)
      SELECT $id, 'starting', $phase, $step, $total_steps, $now, $request, $request_hash, $idempotency_key,
-       $admission_warning, $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256, $output_file,
-       $resumed_from, $resume_step, $resume_step, $resume_state, $resume_digest, $samples, $base_model_print
+       $admission_warning, $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256, $dataset_report,
+       $output_file, $resumed_from, $resume_step, $resume_step, $resume_state, $resume_digest, $samples,
+       $base_model_print
      WHERE (SELECT count(*) FROM jobs WHERE ${ACTIVE_SQL}) < $max_active`,
   );
   // A resume takes its predecessor once: the first to link wins.
@@ -226,7 +246,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         id: job.id, now: job.now, phase: job.phase, total_steps: job.totalSteps, request: JSON.stringify(job.request),
         request_hash: job.requestHash,
         dataset_files: job.dataset?.files ?? null, dataset_bytes: job.dataset?.bytes ?? null,
-        dataset_sha256: job.dataset?.sha256 ?? null,
+        dataset_sha256: job.dataset?.sha256 ?? null, dataset_report: reportJson(job.dataset),
         idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0,
         log_path: job.logPath,
         step: resumes?.step ?? 0, output_file: job.outputFile ?? null, resumed_from: resumes?.id ?? null,
@@ -314,11 +334,12 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     },
     // The job directory is filled: what its dataset copy holds goes on record (a resume's was known at its claim),
     // and the job moves on to its launch.
-    markPrepared(id: string, dataset: { files: number; bytes: number; sha256: string } | null): boolean {
+    markPrepared(id: string, dataset: DatasetOnRecord | null): boolean {
       const sql = `UPDATE jobs SET phase='loading', dataset_files=COALESCE(?, dataset_files),
-          dataset_bytes=COALESCE(?, dataset_bytes), dataset_sha256=COALESCE(?, dataset_sha256)
+          dataset_bytes=COALESCE(?, dataset_bytes), dataset_sha256=COALESCE(?, dataset_sha256),
+          dataset_report=COALESCE(?, dataset_report)
         WHERE id=? AND ${ACTIVE_SQL}`;
-      const values = [dataset?.files ?? null, dataset?.bytes ?? null, dataset?.sha256 ?? null, id];
+      const values = [dataset?.files ?? null, dataset?.bytes ?? null, dataset?.sha256 ?? null, reportJson(dataset), id];
       return write(() => changed(db.run(sql, values)));
     },
     saveSamples(id: string, samples: Sample[]): boolean {

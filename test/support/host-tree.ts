@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CHECKPOINT_KEYS, writeCheckpoint } from "./checkpoints.ts";
+import { solidPng } from "../../src/png.ts";
 
 export const REPO = join(import.meta.dir, "../..");
 export const MAIN = join(REPO, "src/main.ts");
@@ -27,7 +28,8 @@ export function makeHostTree(images = 3): HostTree {
   const state = join(root, "state");
   const dataset = join(handoff, "job1", "dataset");
   for (const dir of [handoff, models, state, dataset]) mkdirSync(dir, { recursive: true });
-  for (let i = 0; i < images; i++) writeFileSync(join(dataset, `img${i}.png`), "png");
+  // Real pictures, each its own colour: the worker decodes every image of its copy before the trainer starts.
+  for (let i = 0; i < images; i++) writeFileSync(join(dataset, `img${i}.png`), solidPng(8, 8, [i * 40, 120, 200]));
   const model = writeCheckpoint(join(models, "sdxl.safetensors"), CHECKPOINT_KEYS.sdxl);
   const configPath = join(root, "config.toml");
   const tree: HostTree = {
