@@ -31,7 +31,8 @@ TMPDIR="$2" "$3" -c "$4"
 export async function checkTrainerTmpdir(deps: DoctorDeps): Promise<DoctorCheck> {
   const { config, account, runAs } = deps;
   if (!(await holdsFor(runAs, ["-d", TMP_LINK_ROOT, "-a", "-w", TMP_LINK_ROOT, "-a", "-x", TMP_LINK_ROOT]))) {
-    const fix = `mount a tmpfs on ${TMP_LINK_ROOT} with mode 1777 (every Linux host has one; torch's data loader needs it too)`;
+    const fix = `mount a tmpfs on ${TMP_LINK_ROOT} with mode 1777 ` +
+      "(every Linux host has one; torch's data loader needs it too)";
     return failed(NAME, `${account.user} cannot make the trainer's TMPDIR link in ${TMP_LINK_ROOT}`, fix);
   }
   const link = tmpLink(join(jobsDir(config.state_dir), crypto.randomUUID()));
@@ -45,7 +46,9 @@ export async function checkTrainerTmpdir(deps: DoctorDeps): Promise<DoctorCheck>
     timeoutMs: SOCKETS_DEADLINE_MS,
   });
   const who = `${python} as ${account.user}`;
-  if (run.exitCode === 0 && run.stdout.includes(SOCKETS_OK)) return passed(NAME, `${fits}; ${who} binds its sockets there`);
+  const bound = run.exitCode === 0 && run.stdout.includes(SOCKETS_OK);
+  if (bound) return passed(NAME, `${fits}; ${who} binds its sockets there`);
   const fix = `the state dir's filesystem must take AF_UNIX sockets, and ${account.user} must write ${TMP_LINK_ROOT}`;
-  return failed(NAME, `${who} could not bind multiprocessing's sockets under such a TMPDIR: ${whyStopped(run, SOCKETS_DEADLINE_MS)}`, fix);
+  const why = whyStopped(run, SOCKETS_DEADLINE_MS);
+  return failed(NAME, `${who} could not bind multiprocessing's sockets under such a TMPDIR: ${why}`, fix);
 }
