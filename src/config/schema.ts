@@ -73,8 +73,10 @@ export const ConfigSchema = z.strictObject({
   )),
   state_dir: absolutePath.default(DEFAULTS.state_dir).meta(doc(
     "SQLite job records (`jobs.db`) and per-job directories (`jobs/<id>/`: `train.log`, `dataset.toml`, the " +
-      "dataset copy in `dataset/` with its latent caches, the trainer's private `run/`). Size it for the datasets " +
-      "and runs too: each job keeps them until retention removes its directory. The unit's `StateDirectory=`",
+      "dataset copy in `dataset/` with its latent caches, the trainer's private `run/` and temporary `tmp/`). Size " +
+      "it for the datasets and runs too: each job keeps them until retention removes its directory. Any length: " +
+      "the trainer's `TMPDIR` is a short link to `tmp/` in `/dev/shm` (docs/supervision.md). The unit's " +
+      "`StateDirectory=`",
   )),
   handoff_root: absolutePath.default(DEFAULTS.handoff_root).meta(doc(
     "`dataset_dir` and `output_dir` must resolve (symlinks followed) strictly inside it; must exist. Also in the " +

@@ -44,6 +44,7 @@ interface LaunchPaths {
   datasetConfig: string;
   samplePrompts: string;
   hfHome: string;
+  tmp: string;
 }
 
 /** Which GPU the trainer sees: set here by this host's backend, or taken from the job's environment on Slurm. */
@@ -189,8 +190,8 @@ function childEnv(config: Config, paths: LaunchPaths, gpu: GpuPlacement): Record
     PYTHONUNBUFFERED: "1",
     HF_HOME: paths.hfHome,
     HF_HUB_OFFLINE: "1",
-    // PrivateTmp is deleted when the unit stops; a training that outlives a restart must not live there.
-    TMPDIR: join(paths.dir, "tmp"),
+    // The job's tmp folder through a short link (supervisor/tmp-link.ts): Python's sockets fit whatever state_dir is.
+    TMPDIR: paths.tmp,
     [JOB_MARKER_ENV]: paths.id,
   };
   if (config.trainer.mode === "simulate") {

@@ -5,6 +5,7 @@ import {
 import type { ProcessIdentity } from "../os/proc.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { fail, ok, type Result } from "../result.ts";
+import { createJobTallies } from "./job-tallies.ts";
 import { openChecked, type OpenOptions } from "./open.ts";
 
 // A job as the database holds it: JSON in text columns, booleans as 0/1. Decoded once, into a Job, as it is read.
@@ -171,23 +172,8 @@ const FILTER_SQL: Partial<Record<JobFilter, string>> = {
 // Every transition is an UPDATE guarded by the states it may leave; `changes` says if it happened.
 export function openJobStore(path: string, options: OpenOptions = { integrityCheck: true }) {
   const db = openChecked(path, options);
-  // Per-status counts kept at every transition, so /metrics never scans the history.
-  const counts = new Map(
-    db.query<{ status: string; n: number }, []>("SELECT status, count(*) AS n FROM jobs GROUP BY status")
-      .all()
-      .map((r) => [r.status, r.n]),
-  );
-  // Failed jobs by error_code, kept the same way: what an operator alerts on.
-  const failures = new Map(
-    db.query<{ code: string; n: number }, []>(
-      "SELECT error_code AS code, count(*) AS n FROM jobs WHERE status = 'failed' AND error_code IS NOT NULL " +
-        "GROUP BY error_code",
-    ).all().map((r) => [r.code, r.n]),
-  );
-  const bump = (from: string | null, to: string) => {
-    if (from !== null) counts.set(from, (counts.get(from) ?? 0) - 1);
-    counts.set(to, (counts.get(to) ?? 0) + 1);
-  };
+  const tallies = createJobTallies(db);
+  const bump = (from: string | null, to: string) => tallies.moved(from, to);
   const statusOf = db.prepare<{ status: string }, [string]>("SELECT status FROM jobs WHERE id = ?");
   let failure: WriteFailure | null = null;
   // Rows as last read, for the answers that read one job many times a second: any write empties it, so a row here
@@ -381,12 +367,8 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         })
         .map(toJob);
     },
-    countByStatus(): Record<string, number> {
-      return Object.fromEntries(counts);
-    },
-    countFailuresByCode(): Record<string, number> {
-      return Object.fromEntries(failures);
-    },
+    countByStatus: tallies.byStatus,
+    countFailuresByCode: tallies.failuresByCode,
     /** The ended jobs a person looks for: paused ones, and those a resume can still continue. */
     countSaved(): { paused: number; resumable: number } {
       return { paused: countPaused.get()!.n, resumable: countResumable.get()!.n };
@@ -499,9 +481,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         ),
       ));
       if (ended && from !== null) bump(from, o.status);
-      if (ended && o.status === "failed" && o.error_code !== null) {
-        failures.set(o.error_code, (failures.get(o.error_code) ?? 0) + 1);
-      }
+      if (ended && o.status === "failed" && o.error_code !== null) tallies.failed(o.error_code);
       return ended;
     },
     close(): void {

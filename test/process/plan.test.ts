@@ -79,7 +79,7 @@ describe("lora-worker plan", () => {
       PYTHONUNBUFFERED: "1",
       HF_HOME: join(tree.state, "hf-home"),
       HF_HUB_OFFLINE: "1",
-      TMPDIR: join(tree.state, "jobs/plan/tmp"),
+      TMPDIR: "/dev/shm/lora-worker-plan",
       LORA_WORKER_JOB: "plan",
       LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0.5",
     });

@@ -17,15 +17,18 @@ function tokenizerAnswers(ids: number | null): string {
   return `[ -n "$3" ] && printf '%s' "$3" | grep -o '"[^"]*"' | tr -d '"' | while read -r f; do printf '${report}' "$f"; done\n`;
 }
 
+// Doctor's sockets probe needs nothing of the venv: the system's python3 binds them for real.
+const SOCKETS_BY_PYTHON3 = 'case "$2" in *DupFd*) exec python3 "$@";; esac\n';
+
 /** A stand-in for the venv's python: answers doctor's probes with `reports` (and each tokenizer folder asked about
- * with `tokenizerIds`), prints `stderr`, exits with `exit`. */
+ * with `tokenizerIds`), prints `stderr`, exits with `exit`; the sockets probe (tmpdir-check.ts) runs the system's. */
 export function writeFakePython(
   path: string,
   { reports = HEALTHY, stderr = "", exit = 0, tokenizerIds = 77 }:
     { reports?: Report[]; stderr?: string; exit?: number; tokenizerIds?: number | null } = {},
 ): string {
   const quotedStderr = stderr.replaceAll("'", `'"'"'`);
-  return writeExecutable(path, `#!/bin/sh\ncat <<'REPORTS'\n${reportLines(reports)}\nREPORTS\n${tokenizerAnswers(tokenizerIds)}printf '%s' '${quotedStderr}' >&2\nexit ${exit}\n`);
+  return writeExecutable(path, `#!/bin/sh\n${SOCKETS_BY_PYTHON3}cat <<'REPORTS'\n${reportLines(reports)}\nREPORTS\n${tokenizerAnswers(tokenizerIds)}printf '%s' '${quotedStderr}' >&2\nexit ${exit}\n`);
 }
 
 /** A python that reports `reports`, then hangs in a child that holds its output open; it writes its pid to `pidFile`. */

@@ -1,6 +1,7 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { unlinkTmp } from "../../src/supervisor/tmp-link.ts";
 import { CHECKPOINT_KEYS, writeCheckpoint } from "./checkpoints.ts";
 import { solidPng } from "../../src/png.ts";
 
@@ -51,9 +52,18 @@ export function makeHostTree(images = 3): HostTree {
       writeFileSync(configPath, simulateConfig(tree) + extra);
       return configPath;
     },
-    [Symbol.dispose]: () => rmSync(root, { recursive: true, force: true }),
+    [Symbol.dispose]() {
+      removeTmpLinks(tree.state);
+      rmSync(root, { recursive: true, force: true });
+    },
   };
   return tree;
+}
+
+// The trainer's TMPDIR links in /dev/shm that a shim killed with -9 (a crash test) never removed.
+function removeTmpLinks(state: string): void {
+  const jobs = join(state, "jobs");
+  for (const id of existsSync(jobs) ? readdirSync(jobs) : []) unlinkTmp(join(jobs, id));
 }
 
 export function simulateConfig(tree: Pick<HostTree, "handoff" | "models" | "state">): string {
