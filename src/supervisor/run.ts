@@ -11,6 +11,7 @@ import { decideOutcome } from "./outcome.ts";
 import { publishLora } from "./publish.ts";
 import { readOomKills } from "../os/proc.ts";
 import { untilDone } from "../os/terminate.ts";
+import { stateDirFull } from "../store/state-health.ts";
 import { createWriteGuard, writeUntilDone } from "../store/write-guard.ts";
 import { startWatchdog } from "./watchdog.ts";
 import type { PendingStop, Placement, Run, RunContext, Unrecorded } from "./placement.ts";
@@ -174,6 +175,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
         ? null
         : (readOomKills(ctx.memoryEvents) ?? oomKillsAtStart) - oomKillsAtStart,
       phase: tracker.progress().phase,
+      stateFull: stateDirFull(ctx.stateDir),
     });
     const outcome = decided.status === "succeeded" ? await publish(decided) : decided;
     const point = await settle(outcome.status === "succeeded");
