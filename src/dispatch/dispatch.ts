@@ -167,7 +167,10 @@ export function createDispatcher(deps: DispatcherDeps) {
     }
     // A record no longer active has nothing left to launch.
     if (!store.markPrepared(row.id, filled.value)) return null;
-    return launch(row, train, origin.resume);
+    // A trainer that could not be started trained nothing: the job keeps no copy.
+    const ended = await launch(row, train, origin.resume);
+    if (ended !== null) dirOf(row.id).removeDataset();
+    return ended;
   };
   // A refusal may be the mark of the very job this request retries, claimed while it was being checked (its output
   // in use, the slot taken, the state resumed): that job is the answer.
