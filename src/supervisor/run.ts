@@ -192,6 +192,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       unrecorded = { outcome, ended_at: endedAt };
       ctx.changed();
     });
+    if ("spawn_error" in ended) removeCopy();
     ctx.changed();
     ctx.log[outcome.status === "failed" ? "warn" : "info"]("job ended", {
       job_id: ctx.id,
@@ -224,6 +225,16 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     } catch (err) {
       ctx.log.error("could not settle the run's saved states", { job_id: ctx.id, error: (err as Error).message });
       return null;
+    }
+  };
+  // A trainer that never started trained nothing: the job keeps no dataset copy.
+  const removeCopy = () => {
+    try {
+      ctx.jobDir.removeDataset();
+    } catch (err) {
+      ctx.log.error("could not remove the dataset copy of a job that never trained", {
+        job_id: ctx.id, error: (err as Error).message,
+      });
     }
   };
   // A pausing run is read at the watched pace, so it stops at the state it saves next, not one a slow read finds.
