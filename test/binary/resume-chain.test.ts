@@ -2,14 +2,14 @@ import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBinary } from "../support/binary.ts";
-import { FAILING_TABLES, type HostTree, makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
+import { type HostTree, makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
 import { untilEnded } from "../support/jobs.ts";
 import { slowCalls } from "../support/slow-reads.ts";
 import { waitFor } from "../support/wait.ts";
 import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 
-// Issue 35, §3, through the compiled binary: a resume that ends before its trainer starts (cancelled, or its worker
-// killed, while it links its predecessor's dataset copy) takes nothing from the chain: its predecessor stays the job
+// Issue 35, §3, through the compiled binary: a resume of a paused job that ends before its trainer starts (cancelled,
+// or its worker killed, while it links its predecessor's dataset copy) takes nothing from the chain: its predecessor stays the job
 // to resume, and it keeps no copy. The links are held in the middle by strace delaying each link() of one image.
 setDefaultTimeout(120_000);
 
@@ -25,11 +25,11 @@ const jobDir = (tree: HostTree, id: string) => join(tree.state, "jobs", id);
 const heldImage = (tree: HostTree, id: string) => join(jobDir(tree, id), "dataset", "images", "img0.png");
 const post = (worker: WorkerProcess, path: string) => worker.json(path, { method: "POST" });
 
-// A job failed cuda_oom at step 50, after its state at step 40: resumable. Its id.
-async function failedAfterState(tree: HostTree): Promise<string> {
-  await using worker = await startWorker(tree.writeConfig(FAILING_TABLES(0.002, "oom@50")), { command: [binary] });
+// A job paused at its first saved state (step 40): resumable. Its id.
+async function pausedAtState(worker: WorkerProcess, tree: HostTree): Promise<string> {
   const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
-  expect(await untilEnded(worker, id)).toMatchObject({ status: "failed", resume_step: 40, resumable: true });
+  const paused = await post(worker, `/train/${id}/pause`);
+  expect(paused.body).toMatchObject({ status: "cancelled", paused: true, resume_step: 40, resumable: true });
   return id;
 }
 
@@ -52,8 +52,8 @@ async function expectChainHandedBack(worker: WorkerProcess, tree: HostTree, firs
 describe("a resume chain, when a resume ends before it trains", () => {
   test("cancelled while it links its predecessor's copy, it hands the chain back: the predecessor resumes to the end", async () => {
     using tree = makeHostTree();
-    const first = await failedAfterState(tree);
     await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.02)), { command: [binary] });
+    const first = await pausedAtState(worker, tree);
     let successor: string;
     {
       await using _slow = await slowCalls(worker.proc.pid, "link", heldImage(tree, first), LINK_DELAY_MS);
@@ -77,11 +77,12 @@ describe("a resume chain, when a resume ends before it trains", () => {
 
   test("its worker killed -9 while it links, the restart fails it, removes its links and hands the chain back", async () => {
     using tree = makeHostTree();
-    const first = await failedAfterState(tree);
-    const config = tree.writeConfig(SIMULATE_TABLES(0.002));
+    const config = tree.writeConfig(SIMULATE_TABLES(0.005));
+    let first: string;
     let successor: string;
     {
       const killed = await startWorker(config, { command: [binary] });
+      first = await pausedAtState(killed, tree);
       await using _slow = await slowCalls(killed.proc.pid, "link", heldImage(tree, first), LINK_DELAY_MS);
       successor = (await post(killed, `/train/${first}/resume`)).body.worker_job_id;
       const links = join(jobDir(tree, successor), "dataset", "images");
