@@ -172,8 +172,16 @@ export function createDispatcher(deps: DispatcherDeps) {
     }
     // A record no longer active has nothing left to launch.
     if (!store.markPrepared(row.id, filled.value)) return null;
-    return launch(row, train, origin.resume);
+    // A trainer that could not be started trained nothing: the job keeps no copy.
+    const ended = await launch(row, train, origin.resume);
+    if (ended !== null) dirOf(row.id).removeDataset();
+    return ended;
   };
+  // A refusal may be the mark of the very job this request retries, claimed while it was being checked (its output
+  // in use, the slot taken, the state resumed): that job is the answer.
+  const unlessRetried = (result: DispatchResult, retry: () => DispatchResult | null): DispatchResult =>
+    result.ok ? result : (retry() ?? result);
+
   const launch = async (row: Job, train: CheckedTrain, resume: ResumeFrom | null): Promise<Outcome | null> => {
     const dir = dirOf(row.id);
     try {
@@ -212,6 +220,12 @@ export function createDispatcher(deps: DispatcherDeps) {
     // Before the filesystem checks: a retry after success must not read as "output exists".
     const earlier = retry();
     if (earlier) return earlier;
+    return unlessRetried(await dispatchFresh(request, key, retry), retry);
+  };
+  // A request's own steps, after its retry check.
+  const dispatchFresh = async (
+    request: JobRequest, key: string | null, retry: () => DispatchResult | null,
+  ): Promise<DispatchResult> => {
     const checked = await checkRequest(request, config);
     if (!checked.ok) return checked;
     const train = checked.value;
@@ -219,6 +233,28 @@ export function createDispatcher(deps: DispatcherDeps) {
     if (!admitted.ok) return admitted;
     const origin = await freshOrigin(train, captionTokensOf);
     return claim(train, origin, { key, retry, admissionWarning: admitted.value });
+  };
+
+  // A resume's own steps, after its retry check: resumable → its copy → check → refusals → claim.
+  const resumeFresh = async (
+    job: Job, samplesAsked: number | undefined, key: string | null, retry: () => DispatchResult | null,
+  ): Promise<DispatchResult> => {
+    const from = await resumable(job);
+    if (!from.ok) return from;
+    const copy = readCopy(dirOf(job.id).dataset);
+    if (copy === null) {
+      const detail = `job ${job.id} cannot be resumed: its dataset copy is missing from its job directory`;
+      return fail({ kind: "not_resumable", detail });
+    }
+    const request = samplesAsked === undefined ? job.request : { ...job.request, samples: samplesAsked };
+    const checked = await checkResume(request, copy, config);
+    if (!checked.ok) return checked;
+    const train = checked.value;
+    const admitted = await admit(train, 0);
+    if (!admitted.ok) return admitted;
+    const replaced = await baseModelReplaced(job, train);
+    if (replaced !== null) return replaced;
+    return claim(train, resumeOrigin(job, from.value, copy, train), { key, retry, admissionWarning: admitted.value });
   };
 
   return {
@@ -245,22 +281,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       const retry = () => retryOf(key, (row) => row.resumed_from === predecessorId && sameSamples(row), OTHER_REQUEST);
       const earlier = retry();
       if (earlier) return earlier;
-      const from = await resumable(job);
-      if (!from.ok) return from;
-      const copy = readCopy(dirOf(job.id).dataset);
-      if (copy === null) {
-        const detail = `job ${job.id} cannot be resumed: its dataset copy is missing from its job directory`;
-        return fail({ kind: "not_resumable", detail });
-      }
-      const request = samplesAsked === undefined ? job.request : { ...job.request, samples: samplesAsked };
-      const checked = await checkResume(request, copy, config);
-      if (!checked.ok) return checked;
-      const train = checked.value;
-      const admitted = await admit(train, 0);
-      if (!admitted.ok) return admitted;
-      const replaced = await baseModelReplaced(job, train);
-      if (replaced !== null) return replaced;
-      return claim(train, resumeOrigin(job, from.value, copy, train), { key, retry, admissionWarning: admitted.value });
+      return unlessRetried(await resumeFresh(job, samplesAsked, key, retry), retry);
     },
   };
 }

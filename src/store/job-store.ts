@@ -274,6 +274,37 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     `UPDATE jobs SET resume_step=NULL, resume_state=NULL, resume_digest=NULL, resume_gone=?
      WHERE resume_state=? AND id!=?`,
   );
+  // A resume that ended before its trainer started took nothing from its predecessor: the chain goes back to it, and
+  // the resume no longer offers the state it never trained from (nor its dataset copy, which it does not keep).
+  const untrainedResume = db.prepare<{ from_id: string; step: number }, [string]>(
+    `SELECT s.resumed_from AS from_id, s.resume_step AS step FROM jobs s JOIN jobs p ON p.id = s.resumed_from
+     WHERE s.id = ? AND s.started_at IS NULL AND p.resumed_by = s.id AND s.resume_state = p.resume_state`,
+  );
+  const unlinkResume = db.prepare("UPDATE jobs SET resumed_by=NULL WHERE id=? AND resumed_by=?");
+  const handBack = (id: string) => {
+    const chain = untrainedResume.get(id);
+    if (chain === null) return;
+    unlinkResume.run(chain.from_id, id);
+    const why = `it ended before its trainer started and took nothing from job ${chain.from_id}: ` +
+      `resume job ${chain.from_id} instead (its saved state at step ${chain.step})`;
+    db.run("UPDATE jobs SET resume_step=NULL, resume_state=NULL, resume_digest=NULL, resume_gone=? WHERE id=?", [
+      why, id,
+    ]);
+  };
+  const endJob = db.prepare(
+    `UPDATE jobs SET status=?, exit_code=?, signal=?, forced_kill=?, error=?, error_code=?,
+       lora_path=?, lora_sha256=?, lora_bytes=?, ended_at=?, eta_s=NULL
+     WHERE id=? AND ${ACTIVE_SQL}`,
+  );
+  const finishTx = db.transaction((id: string, o: Outcome, now: string): boolean => {
+    const values = [
+      o.status, o.exit_code, o.signal, o.forced_kill ? 1 : 0, o.error, o.error_code,
+      o.lora_path, o.lora_sha256, o.lora_bytes, now, id,
+    ];
+    if (!changed(endJob.run(...values))) return false;
+    handBack(id);
+    return true;
+  });
   const appendPoints = db.transaction((id: string, points: LossPoint[]) => {
     for (const [step, loss] of points) insertPoint.run(id, step, loss);
   });
@@ -467,19 +498,10 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         ),
       ));
     },
+    // The job's one final record; a resume that never started a trainer hands its chain back in the same commit.
     finish(id: string, o: Outcome, now: string): boolean {
       const from = statusOf.get(id)?.status ?? null;
-      const ended = write(() => changed(
-        db.run(
-          `UPDATE jobs SET status=?, exit_code=?, signal=?, forced_kill=?, error=?, error_code=?,
-             lora_path=?, lora_sha256=?, lora_bytes=?, ended_at=?, eta_s=NULL
-           WHERE id=? AND ${ACTIVE_SQL}`,
-          [
-            o.status, o.exit_code, o.signal, o.forced_kill ? 1 : 0, o.error, o.error_code,
-            o.lora_path, o.lora_sha256, o.lora_bytes, now, id,
-          ],
-        ),
-      ));
+      const ended = write(() => finishTx.immediate(id, o, now));
       if (ended && from !== null) bump(from, o.status);
       if (ended && o.status === "failed" && o.error_code !== null) tallies.failed(o.error_code);
       return ended;
