@@ -1,20 +1,33 @@
-import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { BYTE_SYMBOLS } from "../../src/tokenizers/clip-bpe.ts";
 import { TOKENIZERS } from "../../src/tokenizers/layout.ts";
 
-export interface TokenizerShape {
-  // CLIP's vocabulary begins with "!" at id 0; tokenizer 2 pads with it.
-  idZero?: boolean;
-  maxLength?: number;
+/** CLIP's real merges.txt (test/fixtures/clip/SOURCES.md). */
+export const CLIP_MERGES = new TextDecoder().decode(
+  Bun.gunzipSync(readFileSync(join(import.meta.dir, "..", "fixtures", "clip", "merges.txt.gz"))),
+);
+
+// CLIP's vocab.json, built from its merges as CLIP builds it.
+function clipVocab(): Record<string, number> {
+  const merged = CLIP_MERGES.trim().split("\n").slice(1).map((line) => line.replace(" ", ""));
+  const tokens = [...BYTE_SYMBOLS, ...BYTE_SYMBOLS.map((s) => `${s}</w>`), ...merged, "<|startoftext|>", "<|endoftext|>"];
+  return Object.fromEntries(tokens.map((token, id) => [token, id]));
 }
 
-// A small CLIP-shaped tokenizer: the files CLIPTokenizer reads, with CLIP's special-token ids.
-function tokenizerFiles({ idZero = true, maxLength = 77 }: TokenizerShape = {}): Record<string, string> {
-  const letters = Object.fromEntries([..."abcdefghijklmnopqrstuvwxyz"].map((c, i) => [`${c}</w>`, i + 1]));
-  const vocab = { ...(idZero ? { "!": 0 } : {}), ...letters, "<|startoftext|>": 49406, "<|endoftext|>": 49407 };
+export const CLIP_VOCAB = JSON.stringify(clipVocab());
+
+export interface TokenizerShape {
+  maxLength?: number;
+  merges?: string;
+  vocab?: string;
+}
+
+// A real CLIP tokenizer: the files CLIPTokenizer reads, as the hub holds them.
+function tokenizerFiles({ maxLength = 77, merges = CLIP_MERGES, vocab = CLIP_VOCAB }: TokenizerShape = {}) {
   return {
-    "vocab.json": JSON.stringify(vocab),
-    "merges.txt": "#version: 0.2\na b\n",
+    "vocab.json": vocab,
+    "merges.txt": merges,
     "tokenizer_config.json": JSON.stringify({ model_max_length: maxLength, tokenizer_class: "CLIPTokenizer" }),
     "special_tokens_map.json": JSON.stringify({ bos_token: "<|startoftext|>", eos_token: "<|endoftext|>" }),
   };
