@@ -63,7 +63,8 @@ export async function checkTokenizers(deps: DoctorDeps): Promise<DoctorCheck> {
     const ids = `[${of(astray)!.caption.join(", ")}], not CLIP's [${EXPECTED_IDS.join(", ")}]`;
     return failed(NAME, `${who} tokenizes ${JSON.stringify(CAPTION)} with ${astray.id} from ${dir} as ${ids}`, FIX);
   }
-  return passed(NAME, `both load offline from ${dir} in ${who}, ${CONTEXT_IDS} ids a caption, CLIP's ids for a known one`);
+  const what = `${CONTEXT_IDS} ids a caption, CLIP's ids for a known one`;
+  return passed(NAME, `both load offline from ${dir} in ${who}, ${what}`);
 }
 
 function readLoaded(stdout: string): Map<string, Loaded> {

@@ -4,7 +4,7 @@
 // is lower-cased, split by CLIP's pattern, each piece's UTF-8 bytes spelt in BYTE_SYMBOLS with "</w>" on the last,
 // merged by rank, and each merged symbol looked up in the vocabulary.
 
-/** How many merges CLIPTokenizer reads from merges.txt, at most: the vocabulary less bytes, bytes</w> and the two specials. */
+/** How many merges CLIPTokenizer reads from merges.txt, at most: its vocabulary less bytes, bytes</w>, 2 specials. */
 export const MERGES_READ = 49152 - 256 - 2;
 
 /** CLIP's printable stand-in for each byte (GPT-2's bytes_to_unicode), in the order of ids 0-255. */
@@ -28,7 +28,7 @@ function byteSymbols(): [number, string][] {
   ];
 }
 
-/** The merges as CLIPTokenizer takes them from merges.txt: past the first line, at most MERGES_READ, each split on space. */
+/** The merges as CLIPTokenizer takes them: past merges.txt's first line, at most MERGES_READ, each split on space. */
 export function readMerges(text: string): string[][] {
   return text.trim().split("\n").slice(1, MERGES_READ + 1).map((line) => line.trim().split(/\s+/));
 }

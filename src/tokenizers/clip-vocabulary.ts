@@ -10,7 +10,8 @@ const SPECIAL_IDS: Readonly<Record<string, number>> = { "<|startoftext|>": 49406
 /** Captions and the ids CLIP's own tokenizer gives them (transformers' CLIPTokenizer and open_clip's agree). */
 export const KNOWN_CAPTIONS: Readonly<Record<string, readonly number[]>> = {
   "a photo of ohwx person": [320, 1125, 539, 47993, 2533],
-  "close-up portrait of sks woman, soft light, 85mm": [2660, 268, 705, 5352, 539, 48136, 2308, 267, 3773, 1395, 267, 279, 276, 2848],
+  "close-up portrait of sks woman, soft light, 85mm":
+    [2660, 268, 705, 5352, 539, 48136, 2308, 267, 3773, 1395, 267, 279, 276, 2848],
   "Candid photo: the dog's tail in a café": [19206, 1125, 281, 518, 1929, 568, 4132, 530, 320, 15304],
 };
 
@@ -43,7 +44,9 @@ function parseVocab(text: string): Vocab | string {
 
 // CLIPTokenizer drops the first line unread and reads no more than MERGES_READ: a short file is a cut one.
 function mergesProblems(text: string, merges: string[][]): string[] {
-  if (!text.startsWith("#version")) return ["merges.txt does not begin with its #version line, so its first merge is lost"];
+  if (!text.startsWith("#version")) {
+    return ["merges.txt does not begin with its #version line, so its first merge is lost"];
+  }
   if (merges.length !== MERGES_READ) {
     return [`merges.txt holds ${merges.length} merges after its #version line, not CLIP's ${MERGES_READ} (cut short?)`];
   }
@@ -72,6 +75,7 @@ function captionProblems(vocab: Vocab, merges: string[][]): string[] {
     const got = encodeCaption(caption, vocab, ranks);
     if ("ids" in got && got.ids.join() === want.join()) return [];
     const gave = "ids" in got ? `[${got.ids.join(", ")}]` : `a symbol it lacks, ${JSON.stringify(got.unknown)}`;
-    return [`vocab.json and merges.txt tokenize ${JSON.stringify(caption)} as ${gave}, not CLIP's [${want.join(", ")}]`];
+    const clip = `not CLIP's [${want.join(", ")}]`;
+    return [`vocab.json and merges.txt tokenize ${JSON.stringify(caption)} as ${gave}, ${clip}`];
   });
 }

@@ -31,7 +31,8 @@ function readInside(root: string, path: string): Result<Uint8Array> {
     return fail(`${path} cannot be followed (${(err as NodeJS.ErrnoException).code})`);
   }
   const inside = relative(root, real);
-  if (inside === ".." || inside.startsWith("../") || isAbsolute(inside)) return fail(`${path} leads out of ${root}, to ${real}`);
+  const outside = inside === ".." || inside.startsWith("../") || isAbsolute(inside);
+  if (outside) return fail(`${path} leads out of ${root}, to ${real}`);
   return readRegularFile(real);
 }
 
