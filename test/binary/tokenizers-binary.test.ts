@@ -4,17 +4,13 @@ import { join } from "node:path";
 import { TOKENIZERS } from "../../src/tokenizers/layout.ts";
 import { ensureBinary } from "../support/binary.ts";
 import { makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
-import { CLIP_MERGES, writeTokenizers } from "../support/tokenizers.ts";
+import { CLIP_MERGES, runTokenizers, writeTokenizers } from "../support/tokenizers.ts";
 import { startWorker } from "../support/worker-process.ts";
 
 const binary = ensureBinary();
 const [CLIP_L, CLIP_G] = TOKENIZERS;
 
-async function tokenizers(...args: string[]) {
-  const proc = Bun.spawn([binary, "tokenizers", ...args], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH! } });
-  const [code, stdout, stderr] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
-  return { code, stdout, stderr };
-}
+const tokenizers = (...args: string[]) => runTokenizers([binary], args);
 
 describe("the compiled binary's tokenizers", () => {
   test("import refuses a cut merges.txt and a link out of the source, takes the whole folder, and /healthz follows the files' content", async () => {

@@ -1,43 +1,20 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { TOKENIZERS } from "../../src/tokenizers/layout.ts";
 import { MAIN, makeHostTree, type HostTree } from "../support/host-tree.ts";
-import { CLIP_MERGES, CLIP_VOCAB, writeTokenizerFolder, writeTokenizers } from "../support/tokenizers.ts";
+import { CLIP_MERGES, CLIP_VOCAB, filesUnder, runTokenizers, secondImport, writeTokenizers } from "../support/tokenizers.ts";
 
 const [CLIP_L, CLIP_G] = TOKENIZERS;
 const CUT_MERGES = CLIP_MERGES.slice(0, 300_000);
 // Above every file of a compact tokenizer, below CLIP's vocab.json written one token a line.
 const FILE_SIZE_LIMIT = 900_000;
 
-interface Cli {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-// The CLI as a process; `limit` runs it with files capped at that many bytes (SIGXFSZ ignored: a write fails EFBIG).
-async function tokenizers(args: string[], limit?: number): Promise<Cli> {
-  const command = [process.execPath, MAIN, "tokenizers", ...args];
-  const capped = limit === undefined ? command : ["sh", "-c", `trap '' XFSZ; exec prlimit --fsize=${limit} -- "$@"`, "sh", ...command];
-  const proc = Bun.spawn(capped, { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH! } });
-  const [code, stdout, stderr] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
-  return { code, stdout, stderr };
-}
+const tokenizers = (args: string[], limit?: number) => runTokenizers([process.execPath, MAIN], args, limit);
 
 function host(): HostTree & { config: string; dir: string } {
   const tree = makeHostTree();
   return Object.assign(tree, { config: tree.writeConfig('[trainer]\nmode = "simulate"\n'), dir: join(tree.state, "tokenizers") });
-}
-
-// Every file under `dir`, by path, with its contents: what an import may or may not have changed.
-function snapshot(dir: string): Record<string, string> {
-  return Object.fromEntries(
-    readdirSync(dir, { recursive: true, encoding: "utf8" }).sort().map((p) => {
-      const path = join(dir, p);
-      return [p, lstatSync(path).isFile() ? readFileSync(path, "utf8") : "(folder)"];
-    }),
-  );
 }
 
 describe("tokenizers import checks what the trainer will read", () => {
@@ -111,33 +88,25 @@ describe("tokenizers import copies regular files from inside the source only", (
 });
 
 describe("tokenizers import installs both or changes nothing", () => {
-  // A second import whose tokenizer 2 cannot be written (its vocab.json is over the file size limit).
-  function secondSource(h: HostTree): string {
-    const source = writeTokenizers(join(h.root, "second"));
-    writeFileSync(join(source, CLIP_L!.folder, "tokenizer.json"), "{}");
-    writeTokenizerFolder(join(source, CLIP_G!.folder), { vocab: JSON.stringify(JSON.parse(CLIP_VOCAB), null, 1) });
-    return source;
-  }
-
   test("a write that fails on the second tokenizer leaves the first as it was and no staging folder, said in one line", async () => {
     using h = host();
     expect((await tokenizers(["import", "--config", h.config, writeTokenizers(join(h.root, "first"))], FILE_SIZE_LIMIT)).code).toBe(0);
-    const before = snapshot(h.dir);
-    const failed = await tokenizers(["import", "--config", h.config, secondSource(h)], FILE_SIZE_LIMIT);
+    const before = filesUnder(h.dir);
+    const failed = await tokenizers(["import", "--config", h.config, secondImport(join(h.root, "second"))], FILE_SIZE_LIMIT);
     expect(failed.code).toBe(1);
     expect(failed.stdout).toBe("");
     expect(failed.stderr).toMatch(
       new RegExp(`^tokenizers: nothing imported into ${h.dir}: writing ${join(h.dir, CLIP_G!.folder)}\\.import-\\d+/vocab\\.json failed: EFBIG[^\\n]*\\n$`),
     );
-    expect(snapshot(h.dir)).toEqual(before);
+    expect(filesUnder(h.dir)).toEqual(before);
   });
 
   test("contrast: without the limit the same import replaces both", async () => {
     using h = host();
     expect((await tokenizers(["import", "--config", h.config, writeTokenizers(join(h.root, "first"))])).code).toBe(0);
-    const before = snapshot(h.dir);
-    expect((await tokenizers(["import", "--config", h.config, secondSource(h)])).code).toBe(0);
-    const after = snapshot(h.dir);
+    const before = filesUnder(h.dir);
+    expect((await tokenizers(["import", "--config", h.config, secondImport(join(h.root, "second"))])).code).toBe(0);
+    const after = filesUnder(h.dir);
     expect(Object.keys(after)).toEqual([...Object.keys(before), `${CLIP_L!.folder}/tokenizer.json`].sort());
     expect(after[`${CLIP_G!.folder}/vocab.json`]).not.toBe(before[`${CLIP_G!.folder}/vocab.json`]);
   });

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BYTE_SYMBOLS } from "../../src/tokenizers/clip-bpe.ts";
 import { TOKENIZERS } from "../../src/tokenizers/layout.ts";
@@ -62,4 +62,35 @@ export function writeHubCache(home: string, revision = "0123abcd"): string {
     }
   }
   return home;
+}
+
+/**
+ * A second import, unlike writeTokenizers' in both: tokenizer 1 with a tokenizer.json, tokenizer 2 with its
+ * vocab.json written one token a line (about 950 kB, the compact one 850 kB).
+ */
+export function secondImport(dir: string): string {
+  const [first, second] = TOKENIZERS;
+  writeTokenizers(dir);
+  writeFileSync(join(dir, first!.folder, "tokenizer.json"), "{}");
+  writeTokenizerFolder(join(dir, second!.folder), { vocab: JSON.stringify(JSON.parse(CLIP_VOCAB), null, 1) });
+  return dir;
+}
+
+/** Every file under `dir`, by path, with its contents: what an import may or may not have changed. */
+export function filesUnder(dir: string): Record<string, string> {
+  return Object.fromEntries(
+    readdirSync(dir, { recursive: true, encoding: "utf8" }).sort().map((p) => {
+      const path = join(dir, p);
+      return [p, lstatSync(path).isFile() ? readFileSync(path, "utf8") : "(folder)"];
+    }),
+  );
+}
+
+/** `lora-worker tokenizers ARGS` run by `command`; `limit` caps files at that many bytes (SIGXFSZ ignored: EFBIG). */
+export async function runTokenizers(command: string[], args: string[], limit?: number) {
+  const argv = [...command, "tokenizers", ...args];
+  const capped = limit === undefined ? argv : ["sh", "-c", `trap '' XFSZ; exec prlimit --fsize=${limit} -- "$@"`, "sh", ...argv];
+  const proc = Bun.spawn(capped, { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH! } });
+  const [code, stdout, stderr] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+  return { code, stdout, stderr };
 }
