@@ -42,9 +42,10 @@ function parseVocab(text: string): Vocab | string {
   return vocab as Vocab;
 }
 
-// CLIPTokenizer drops the first line unread and reads no more than MERGES_READ: a short file is a cut one.
+// CLIPTokenizer drops the first line unread (a "#version" line, however it is written: open_clip's begins with
+// `"bpe_simple_vocab_16e6.txt#version`) and reads no more than MERGES_READ: a short file is a cut one.
 function mergesProblems(text: string, merges: string[][]): string[] {
-  if (!text.startsWith("#version")) {
+  if (!text.trim().split("\n", 1)[0]!.includes("#version")) {
     return ["merges.txt does not begin with its #version line, so its first merge is lost"];
   }
   if (merges.length !== MERGES_READ) {

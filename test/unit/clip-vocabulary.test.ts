@@ -40,6 +40,11 @@ describe("CLIP's vocabulary as CLIPTokenizer reads it", () => {
     expect(clipVocabularyProblems(CLIP_VOCAB, mergesOf([...MERGE_LINES, "x y"]))).toEqual([]);
   });
 
+  test("the #version line may be written as open_clip writes it, since the tokenizer drops it unread", () => {
+    const openClip = `"bpe_simple_vocab_16e6.txt#version: 0.2\n${MERGE_LINES.join("\n")}\n`;
+    expect(clipVocabularyProblems(CLIP_VOCAB, openClip)).toEqual([]);
+  });
+
   test("a merge that is not two symbols is named by its line", () => {
     const lines = [...MERGE_LINES];
     lines[9] = "t h e";
