@@ -1,4 +1,5 @@
 import { BYTE_SYMBOLS, encodeCaption, MERGES_READ, mergeRanks, readMerges } from "./clip-bpe.ts";
+import type { NamedToken } from "./named-tokens.ts";
 
 // CLIP's vocabulary is built, in id order, from the 256 byte symbols, the same with "</w>", one token per merge
 // (its two halves joined) and the two special tokens; the text encoders embed exactly this many ids.
@@ -17,14 +18,19 @@ export const KNOWN_CAPTIONS: Readonly<Record<string, readonly number[]>> = {
 
 type Vocab = Record<string, number>;
 
-/** What keeps vocab.json and merges.txt from being CLIP's tokenizer as the trainer reads them; none when they are. */
-export function clipVocabularyProblems(vocabText: string, mergesText: string): string[] {
+/**
+ * What keeps vocab.json and merges.txt from being CLIP's tokenizer as the trainer reads them, with the tokens the
+ * folder names besides (named-tokens.ts: each must be in vocab.json, at its id where one is given); none when they are.
+ */
+export function clipVocabularyProblems(
+  vocabText: string, mergesText: string, named: readonly NamedToken[] = [],
+): string[] {
   const vocab = parseVocab(vocabText);
   if (typeof vocab === "string") return [`vocab.json ${vocab}`];
   const merges = readMerges(mergesText);
   const problems = mergesProblems(mergesText, merges);
   if (problems.length > 0) return problems;
-  const disagreement = agreementProblems(vocab, merges);
+  const disagreement = [...agreementProblems(vocab, merges), ...namedProblems(vocab, named)];
   return disagreement.length > 0 ? disagreement : captionProblems(vocab, merges);
 }
 
@@ -68,6 +74,15 @@ function agreementProblems(vocab: Vocab, merges: string[][]): string[] {
   const [token, id] = wrong;
   const has = Object.hasOwn(vocab, token) ? `has it as ${vocab[token]}` : "lacks it";
   return [`vocab.json and merges.txt disagree: ${JSON.stringify(token)} should be id ${id}, vocab.json ${has}`];
+}
+
+function namedProblems(vocab: Vocab, named: readonly NamedToken[]): string[] {
+  return named.flatMap(({ token, id, file }) => {
+    const quoted = JSON.stringify(token);
+    if (!Object.hasOwn(vocab, token)) return [`${file} names the token ${quoted}, which vocab.json lacks`];
+    if (id !== null && vocab[token] !== id) return [`${file} gives ${quoted} the id ${id}, vocab.json ${vocab[token]}`];
+    return [];
+  });
 }
 
 function captionProblems(vocab: Vocab, merges: string[][]): string[] {

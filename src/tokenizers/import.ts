@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { installTokenizers, type Checked } from "./install.ts";
-import { OPTIONAL_FILES, REQUIRED_FILES, TOKENIZERS, tokenizerFilesProblems, type TokenizerSpec } from "./layout.ts";
+import { COPIED_FILES, TOKENIZERS, tokenizerFilesProblems, type TokenizerSpec } from "./layout.ts";
 import { readSourceFiles } from "./source-files.ts";
 
 interface Imported {
@@ -17,7 +17,6 @@ interface Found extends Checked {
   from: string;
 }
 
-const FILES = [...REQUIRED_FILES, ...OPTIONAL_FILES];
 
 /**
  * Copies both tokenizers from `source` into `dir`, or nothing: a Hugging Face cache (HF_HOME or its hub/
@@ -47,7 +46,7 @@ function findTokenizer(source: string, root: string, spec: TokenizerSpec): Resul
 }
 
 function checkCandidate(root: string, from: string, spec: TokenizerSpec): Result<Found> {
-  const read = readSourceFiles(root, from, FILES);
+  const read = readSourceFiles(root, from, COPIED_FILES);
   if (!read.ok) return fail(`tokenizer ${spec.id} in ${from} is not imported: ${read.error}`);
   const problems = tokenizerFilesProblems(read.value, spec);
   if (problems.length > 0) return fail(`tokenizer ${spec.id} in ${from} is not usable: ${problems.join("; ")}`);

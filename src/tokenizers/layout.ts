@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { statOrNull } from "../fs.ts";
 import { clipVocabularyProblems } from "./clip-vocabulary.ts";
+import { namedTokens } from "./named-tokens.ts";
 
 // The two CLIP tokenizers sdxl_train_network.py loads (library/strategy_sdxl.py). Given --tokenizer_cache_dir,
 // sd-scripts reads <dir>/<id with "/" as "_"> (strategy_base.py _load_tokenizer); a folder that is not there
@@ -19,9 +20,13 @@ export const TOKENIZERS: readonly TokenizerSpec[] = [
   { id: "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k", padsWithIdZero: true },
 ].map((t) => ({ ...t, folder: t.id.replace("/", "_") }));
 
-// What CLIPTokenizer.from_pretrained reads; the others are copied when present.
+// What CLIPTokenizer.from_pretrained reads, checked; tokenizer.json (the fast tokenizer's, which it does not read) is
+// copied when present.
 export const REQUIRED_FILES = ["vocab.json", "merges.txt", "tokenizer_config.json"] as const;
-export const OPTIONAL_FILES = ["special_tokens_map.json", "added_tokens.json", "tokenizer.json"] as const;
+const OPTIONAL_FILES = ["special_tokens_map.json", "added_tokens.json"] as const;
+const READ_FILES = [...REQUIRED_FILES, ...OPTIONAL_FILES];
+/** Every file an import copies when the source has it. */
+export const COPIED_FILES = [...READ_FILES, "tokenizer.json"];
 
 // CLIP's context: sd-scripts tokenizes every caption to exactly this many ids.
 const MODEL_MAX_LENGTH = 77;
@@ -51,19 +56,21 @@ export function tokenizerFilesProblems(files: TokenizerFiles, spec: TokenizerSpe
   const where = (problem: string) => `${spec.folder}/${problem}`;
   const missing = REQUIRED_FILES.filter((file) => !files.has(file));
   if (missing.length > 0) return missing.map((file) => where(`${file} is missing`));
-  const text = (file: (typeof REQUIRED_FILES)[number]) => decodeUtf8(files.get(file)!);
-  const [vocab, merges] = [text("vocab.json"), text("merges.txt")];
-  const bpe = vocab === null || merges === null
-    ? [`${vocab === null ? "vocab.json" : "merges.txt"} is not UTF-8 text`]
-    : clipVocabularyProblems(vocab, merges);
-  const config = configProblems(text("tokenizer_config.json") ?? "").map((p) => `tokenizer_config.json ${p}`);
-  return [...bpe, ...config].map(where);
+  const texts = new Map(READ_FILES.map((file) => [file, files.has(file) ? decodeUtf8(files.get(file)!) : undefined]));
+  const notText = READ_FILES.filter((file) => texts.get(file) === null).map((file) => `${file} is not UTF-8 text`);
+  if (notText.length > 0) return notText.map(where);
+  const text = (file: (typeof READ_FILES)[number]) => texts.get(file) ?? undefined;
+  const config = text("tokenizer_config.json")!;
+  const named = namedTokens({ added: text("added_tokens.json"), config, special: text("special_tokens_map.json") });
+  if (typeof named === "string") return [where(named)];
+  const bpe = clipVocabularyProblems(text("vocab.json")!, text("merges.txt")!, named);
+  return [...bpe, ...configProblems(config).map((p) => `tokenizer_config.json ${p}`)].map(where);
 }
 
 // What CLIPTokenizer reads, as it reads it: an unreadable file is one it would not find either.
 function readFolder(folder: string): TokenizerFiles {
   const files = new Map<string, Uint8Array>();
-  for (const file of REQUIRED_FILES) {
+  for (const file of READ_FILES) {
     try {
       files.set(file, readFileSync(join(folder, file)));
     } catch {
@@ -108,7 +115,7 @@ export function watchTokenizers(dir: string): () => TokenizerReadiness {
   let seen: { key: string; readiness: TokenizerReadiness } | null = null;
   return () => {
     const key = TOKENIZERS.flatMap((t) =>
-      [".", ...REQUIRED_FILES].map((file) => {
+      [".", ...READ_FILES].map((file) => {
         const st = statOrNull(join(dir, t.folder, file));
         return st === null ? "-" : `${st.ino}:${st.size}:${st.mtimeMs}`;
       })

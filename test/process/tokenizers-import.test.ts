@@ -50,6 +50,24 @@ describe("tokenizers import checks what the trainer will read", () => {
   });
 });
 
+describe("tokenizers import checks the tokens a folder names besides its vocabulary", () => {
+  test("an added token vocab.json lacks is refused, as CLIPTokenizer would give it id 49408; one at its own id is taken", async () => {
+    using h = host();
+    const source = writeTokenizers(join(h.root, "from"));
+    const added = join(source, CLIP_L!.folder, "added_tokens.json");
+    writeFileSync(added, JSON.stringify({ ohwx: 49408 }));
+    const refused = await tokenizers(["import", "--config", h.config, source]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toEndWith(`${CLIP_L!.folder}/added_tokens.json names the token "ohwx", which vocab.json lacks\n`);
+    writeFileSync(added, JSON.stringify({ "ohwx</w>": 47993 }));
+    expect((await tokenizers(["import", "--config", h.config, source])).code).toBe(0);
+    writeFileSync(join(h.dir, CLIP_G!.folder, "special_tokens_map.json"), JSON.stringify({ pad_token: "<|pad|>" }));
+    const check = await tokenizers(["check", "--config", h.config]);
+    expect(check.code).toBe(1);
+    expect(check.stderr).toContain(`${CLIP_G!.folder}/special_tokens_map.json names the token "<|pad|>", which vocab.json lacks`);
+  });
+});
+
 describe("tokenizers import copies regular files from inside the source only", () => {
   test("a link out of the source is refused, though what it leads to is a good vocab.json; a link inside is followed", async () => {
     using h = host();
