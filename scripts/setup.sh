@@ -30,16 +30,6 @@ if [ "${1:-}" = "--test-tools" ]; then
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
-  # CLIP's byte-pair merges, which the caption token count is checked against: the file OpenCLIP's wheel ships
-  # (the same merges as the openai/clip-vit-large-patch14 tokenizer's merges.txt).
-  clip_bpe=test/.cache/open_clip/bpe_simple_vocab_16e6.txt.gz
-  if [ ! -f "$clip_bpe" ]; then
-    wheel_dir=$(mktemp -d)
-    python3 -m pip download --quiet --no-deps --disable-pip-version-check -d "$wheel_dir" open-clip-torch==3.3.0
-    python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("open_clip/bpe_simple_vocab_16e6.txt.gz", sys.argv[2])' \
-      "$wheel_dir"/open_clip_torch-3.3.0-py3-none-any.whl test/.cache
-    rm -rf "$wheel_dir"
-  fi
 fi
 
 bun install --frozen-lockfile

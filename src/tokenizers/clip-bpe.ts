@@ -43,16 +43,20 @@ export function encodeCaption(
   caption: string, vocab: Readonly<Record<string, number>>, ranks: ReadonlyMap<string, number>,
 ): { ids: number[] } | { unknown: string } {
   const ids: number[] = [];
-  const text = caption.split(/\s+/).filter(Boolean).join(" ").toLowerCase();
-  for (const piece of text.match(PIECE) ?? []) {
-    const bytes = [...new TextEncoder().encode(piece)].map((b) => SYMBOL_OF_BYTE[b]!);
-    for (const symbol of mergeWord(bytes, ranks)) {
-      const id = Object.hasOwn(vocab, symbol) ? vocab[symbol] : undefined;
-      if (id === undefined) return { unknown: symbol };
-      ids.push(id);
-    }
+  for (const symbol of captionSymbols(caption, ranks)) {
+    const id = Object.hasOwn(vocab, symbol) ? vocab[symbol] : undefined;
+    if (id === undefined) return { unknown: symbol };
+    ids.push(id);
   }
   return { ids };
+}
+
+/** The merged symbols a caption becomes, one a token: as many as the trainer's text encoders read of it. */
+export function captionSymbols(caption: string, ranks: ReadonlyMap<string, number>): string[] {
+  // ftfy, which CLIPTokenizer runs first where it is installed (sd-scripts' venv), leaves text in NFC.
+  const text = caption.normalize("NFC").split(/\s+/).filter(Boolean).join(" ").toLowerCase();
+  return (text.match(PIECE) ?? []).flatMap((piece) =>
+    mergeWord([...new TextEncoder().encode(piece)].map((b) => SYMBOL_OF_BYTE[b]!), ranks));
 }
 
 // BPE of one word: merge the lowest-ranked adjacent pair everywhere it occurs, until no pair has a rank.

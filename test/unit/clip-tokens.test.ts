@@ -1,22 +1,17 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { clipTokenCounter, tokensAtMost } from "../../src/dataset/clip-tokens.ts";
 import { REPO } from "../support/host-tree.ts";
 
-// CLIP's merges as OpenCLIP's wheel ships them (scripts/setup.sh --test-tools fetches it), laid out as the HF
-// tokenizer's merges.txt is: a "#version" line, then the merges.
-const BPE = join(REPO, "test/.cache/open_clip/bpe_simple_vocab_16e6.txt.gz");
+// CLIP's merges.txt, as the tokenizers sd-scripts loads hold it (test/fixtures/clip/SOURCES.md).
+const MERGES = join(REPO, "test/fixtures/clip/merges.txt.gz");
 // Each caption's token count by transformers' CLIPTokenizer over those merges (test/fixtures/real/SOURCES.md).
 const COUNTS: Array<{ caption: string; tokens: number }> = JSON.parse(
   readFileSync(join(REPO, "test/fixtures/real/clip-token-counts-1.json"), "utf8"),
 );
 
-function realMerges(): string {
-  if (!existsSync(BPE)) throw new Error(`${BPE} is missing: run bash scripts/setup.sh --test-tools`);
-  const lines = new TextDecoder().decode(Bun.gunzipSync(readFileSync(BPE))).split("\n");
-  return ["#version: 0.2", ...lines.slice(1)].join("\n");
-}
+const realMerges = () => new TextDecoder().decode(Bun.gunzipSync(readFileSync(MERGES)));
 
 describe("a caption's CLIP tokens, counted as the trainer's tokenizer counts them", () => {
   const count = clipTokenCounter(realMerges());
