@@ -33,6 +33,7 @@ export const ErrorCode = z.enum([
   "cuda_oom", "host_oom_killed", "nan_loss", "dataset_empty", "base_model_invalid", "stalled", "timeout",
   "output_missing", "output_invalid", "disk_full", "worker_restarted", "host_rebooted", "node_failed",
   "spawn_failed", "tokenizer_missing", "trainer_crashed", "publish_failed", "dataset_changed", "dataset_copy_failed",
+  "dataset_invalid",
 ]);
 export type ErrorCode = z.infer<typeof ErrorCode>;
 
@@ -98,3 +99,35 @@ export interface ResumePoint {
 
 // A step of the loss curve and its loss (null: not finite).
 export type LossPoint = [step: number, loss: number | null];
+
+/** An image named with what was found of it. */
+export interface ImageSize {
+  image: string;
+  width: number;
+  height: number;
+}
+
+/**
+ * What the worker did to the job's own copy of the dataset before the trainer read it, and what it found; images
+ * and captions are named as they lie in arbo's dataset dir.
+ */
+export interface DatasetReport {
+  captions: {
+    /** Caption files whose trained line lacked the trigger as a whole word, and now starts `<trigger> <class>, `. */
+    trigger_added: number;
+    /** Caption files whose trained line held the trigger already, left as they were. */
+    trigger_present: number;
+    /** Images with no caption file: sd-scripts trains them on `<trigger> <class>` (the subset's class_tokens). */
+    images_without_caption: number;
+    /** Captions longer than the text encoders read: the words past the limit are not trained on. */
+    cut: Array<{ caption: string; tokens: number }>;
+    /** The CLIP tokenizer the trainer uses, or (with none on disk) a bound that never counts fewer tokens. */
+    tokens_counted_by: "clip tokenizer" | "upper bound";
+  };
+  /** Images stored turned or mirrored with an EXIF orientation, stored upright (as PNG) in the copy. */
+  turned_upright: string[];
+  /** Images under the tier's resolution in pixel count: sd-scripts scales them up, and the LoRA learns the blur. */
+  small: ImageSize[];
+  /** Sets of images whose bytes are identical: each trains as often as the set is large. */
+  duplicates: string[][];
+}

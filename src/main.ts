@@ -1,5 +1,6 @@
 #!/usr/bin/env bun
 import { UsageError } from "./cli/args.ts";
+import { asksForHelp, COMMAND_USAGE } from "./cli/usage.ts";
 import { BUILD } from "./version.ts";
 
 const EXIT_USAGE = 2;
@@ -22,7 +23,9 @@ Usage:
   lora-worker shim JOB_DIR                     internal: the per-job shim that starts the trainer and records its exit
   lora-worker --version | --help
 
-Talking to a running worker (--url URL, --token TOKEN or --config FILE; COMMAND --help for options and exit codes):
+Each command's options and exit codes: lora-worker COMMAND --help.
+
+Talking to a running worker (--url URL, --token TOKEN or --config FILE):
   lora-worker submit REQUEST.json [--follow] [--json] [--idempotency-key KEY]
                                                dispatch a train; --follow draws it until it ends
   lora-worker status [ID] [--json] [--follow]  one job, or the active one; --follow draws it live until it ends
@@ -47,6 +50,11 @@ Client commands: 0 succeeded or done, 1 job failed, 2 usage error, 3 job cancell
 // Commands load only their own modules: the shim and the simulator start without the HTTP stack.
 async function main(argv: string[]): Promise<number | undefined> {
   const [command, ...rest] = argv;
+  const usage = command === undefined ? undefined : COMMAND_USAGE[command];
+  if (usage !== undefined && asksForHelp(rest)) {
+    process.stdout.write(usage);
+    return 0;
+  }
   switch (command) {
     case "serve":
       await (await import("./cli/serve.ts")).serveCommand(rest);

@@ -5,8 +5,6 @@ import { z } from "zod";
 export const DeviceClass = z.enum(["24gb", "48gb"]);
 export type DeviceClass = z.infer<typeof DeviceClass>;
 
-export const BATCH_SIZE: Record<DeviceClass, number> = { "24gb": 1, "48gb": 2 };
-
 // The tiers a request may name.
 export const TIER_NAMES = ["fast", "balanced", "quality"] as const;
 type TierName = (typeof TIER_NAMES)[number];
@@ -19,6 +17,8 @@ export interface Tier {
   maxTrainSteps: number;
   networkDim: number;
   resolution: number;
+  /** Images per step: the tier's, not the card's, so a request trains the same on either. */
+  batchSize: number;
   deviceClasses: readonly DeviceClass[];
   /** A state and an intermediate LoRA are saved every this many steps: the most a failure or a pause loses. */
   checkpointEvery: number;
@@ -35,7 +35,7 @@ const BOTH = DeviceClass.options;
 
 const SAMPLE_STEPS = 28;
 const FAST: Tier = {
-  maxTrainSteps: 400, networkDim: 16, resolution: 768, deviceClasses: BOTH, checkpointEvery: 40,
+  maxTrainSteps: 400, networkDim: 16, resolution: 768, batchSize: 1, deviceClasses: BOTH, checkpointEvery: 40,
   sampleSteps: SAMPLE_STEPS, budget: "fast",
 };
 
@@ -43,7 +43,8 @@ export const TIERS: Record<RunTier, Tier> = {
   fast: FAST,
   balanced: { ...FAST, maxTrainSteps: 1500, networkDim: 32, checkpointEvery: 150, budget: "balanced" },
   quality: {
-    ...FAST, maxTrainSteps: 3000, networkDim: 32, resolution: 1024, deviceClasses: ["48gb"], checkpointEvery: 100,
+    ...FAST, maxTrainSteps: 3000, networkDim: 32, resolution: 1024, batchSize: 2, deviceClasses: ["48gb"],
+    checkpointEvery: 100,
     budget: "quality",
   },
   // The fast tier's argv but for its length: a state every 2 steps, 6 steps in all, and a quick preview, so a

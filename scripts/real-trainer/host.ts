@@ -2,7 +2,9 @@
 // mode whose trainer.accelerate is the CPU adapter, and the worker process (optionally inside a memory cgroup).
 import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { encodePng } from "../../src/png.ts";
 import { writeSmokeDataset } from "../../src/smoke/dataset.ts";
+import { jpegWithOrientation } from "../../test/support/exif.ts";
 
 const REPO = join(import.meta.dir, "../..");
 
@@ -70,11 +72,25 @@ function configText(f: ConfigFacts, extraTrainer = ""): string {
   ].join("\n");
 }
 
-/** The smoke run's four pictures with captions, in a kohya folder, for a request the harness sends. */
-export function writeDataset(host: Host, name: string): string {
+/**
+ * The smoke run's four pictures in a kohya folder, for a request the harness sends (trigger `ohwx`): their captions
+ * say `smoke person, …`, but for the first, rewritten to hold the trigger; and a fifth, a phone photo stored turned
+ * (EXIF orientation 6) without a caption. The worker turns it upright and puts the trigger in front of three.
+ */
+export async function writeDataset(host: Host, name: string): Promise<string> {
   const dataset = join(host.handoff, name, "dataset");
-  writeSmokeDataset(join(dataset, "1_ohwx person"));
+  const folder = join(dataset, DATASET_FOLDER);
+  writeSmokeDataset(folder);
+  writeFileSync(join(folder, "smoke-0.txt"), "ohwx, test pattern 0, gradient, stripes\n");
+  writeFileSync(join(folder, "phone.jpg"), await jpegWithOrientation(turnedPicture(), 6));
   return dataset;
+}
+
+export const DATASET_FOLDER = "1_ohwx person";
+
+// Wider than high as stored: upright it is 192 x 256, another bucket than the smoke pictures' square one.
+function turnedPicture(): Uint8Array {
+  return encodePng(256, 192, (x, y) => [x % 256, (y * 2) % 256, x < 128 ? 40 : 200]);
 }
 
 export interface Worker extends AsyncDisposable {

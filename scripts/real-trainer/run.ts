@@ -5,7 +5,8 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { recordJob, recordSmoke } from "./record.ts";
-import { freePort, layOutHost, startWorker, writeDataset, type Host, type Worker } from "./host.ts";
+import { DATASET_FOLDER, freePort, layOutHost, startWorker, writeDataset, type Host, type Worker } from "./host.ts";
+import { verifySafetensors } from "../../src/safetensors/verify.ts";
 import { checkpointPath, ensureCheckpoint, ensureVenv, placeAdapter, writeTokenizerSource } from "./setup.ts";
 import { CheckFailed, createChecks, mustRun, runLogged, tail } from "./steps.ts";
 import { markedProcessesOf } from "../../src/os/proc.ts";
@@ -74,8 +75,8 @@ await check("smoke", async () => {
 const post = (path: string, body: unknown) =>
   worker.json(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
 // A fast request of its own dataset (written now unless one is given) and output.
-const request = (name: string, dataset?: string) => ({
-  dataset_dir: dataset ?? writeDataset(host, name),
+const request = async (name: string, dataset?: string) => ({
+  dataset_dir: dataset ?? (await writeDataset(host, name)),
   base_model_path: model,
   output_dir: join(host.handoff, name, "out"),
   output_name: name,
@@ -98,7 +99,7 @@ async function untilEnded(id: string): Promise<any> {
 
 // A fast job that is to fail with `code`: its record and log are kept under `name`; `lines` of its error are shown.
 async function failsWith(name: string, code: string, lines: number): Promise<string> {
-  const { status, body } = await post("/train", request(name));
+  const { status, body } = await post("/train", await request(name));
   if (status !== 200) throw new CheckFailed(`POST /train answered ${status}: ${JSON.stringify(body)}`);
   const ended = await untilEnded(body.worker_job_id);
   recordJob(host, ended, recordings, name);
@@ -108,7 +109,7 @@ async function failsWith(name: string, code: string, lines: number): Promise<str
 
 let paused: any = null;
 await check(`fast: pause at the first state (step ${FIRST_STATE})`, async () => {
-  const { status, body } = await post("/train", request("fast"));
+  const { status, body } = await post("/train", await request("fast"));
   if (status !== 200) throw new CheckFailed(`POST /train answered ${status}: ${JSON.stringify(body)}`);
   paused = (await post(`/train/${body.worker_job_id}/pause`, {})).body;
   recordJob(host, paused, recordings, "fast-paused");
@@ -116,6 +117,32 @@ await check(`fast: pause at the first state (step ${FIRST_STATE})`, async () => 
     throw new CheckFailed(`job ${paused.worker_job_id} ended ${paused.status} at step ${paused.step}: ${paused.error ?? ""}`);
   }
   return `job ${paused.worker_job_id} paused, resume_step ${paused.resume_step}`;
+});
+
+await check("fast: the trigger reached each caption that lacked it, the phone photo trained upright, the LoRA names both", async () => {
+  if (paused === null) throw new CheckFailed("no paused job to read");
+  const prepared = paused.dataset?.prepared;
+  const captions = prepared?.captions;
+  const turned = `${DATASET_FOLDER}/phone.jpg`;
+  if (captions?.trigger_added !== 3 || captions.trigger_present !== 1 || captions.images_without_caption !== 1 ||
+    JSON.stringify(prepared.turned_upright) !== JSON.stringify([turned])) {
+    throw new CheckFailed(`the record says ${JSON.stringify(prepared)}`);
+  }
+  // What sd-scripts itself trained on: the caption tags of the intermediate LoRA at the first state.
+  const lora = join(host.state, "jobs", paused.worker_job_id, "run", `fast-step${String(FIRST_STATE).padStart(8, "0")}.safetensors`);
+  const verdict = await verifySafetensors(lora);
+  if (!verdict.ok) throw new CheckFailed(`${lora}: ${verdict.error.detail}`);
+  const meta = verdict.value.metadata;
+  const tags = JSON.parse(meta.ss_tag_frequency ?? "{}")[DATASET_FOLDER] ?? {};
+  // Three captions led by "ohwx person", and the uncaptioned photo trained on the class tokens "ohwx person".
+  const named = { trigger_phrase: meta["modelspec.trigger_phrase"], title: meta["modelspec.title"], max_token_length: meta.ss_max_token_length };
+  if (tags["ohwx person"] !== 4 || tags.ohwx !== 1 || tags["smoke person"] !== 3) {
+    throw new CheckFailed(`ss_tag_frequency: ${JSON.stringify(tags)}`);
+  }
+  if (JSON.stringify(named) !== JSON.stringify({ trigger_phrase: "ohwx", title: "fast", max_token_length: "225" })) {
+    throw new CheckFailed(`the LoRA's header: ${JSON.stringify(named)}`);
+  }
+  return `${JSON.stringify(captions)}; turned ${turned}; ss_tag_frequency ${JSON.stringify(tags)}; ${JSON.stringify(named)}`;
 });
 
 await check(`fast: resume to the next state (step ${2 * FIRST_STATE}), then cancel`, async () => {
@@ -151,9 +178,9 @@ await check("missing tokenizer: tokenizer_missing", async () => {
 await check("empty dataset: refused before the spawn, and real sd-scripts' own words", async () => {
   const odd = join(host.handoff, "odd", "dataset");
   mkdirSync(odd, { recursive: true });
-  writeDataset(host, "odd-source");
+  await writeDataset(host, "odd-source");
   renameSync(join(host.handoff, "odd-source", "dataset", "1_ohwx person", "smoke-0.png"), join(odd, "a.Png"));
-  const { status, body } = await post("/train", request("odd", odd));
+  const { status, body } = await post("/train", await request("odd", odd));
   if (status !== 422 || body.detail?.[0]?.type !== "dataset_empty") {
     throw new CheckFailed(`POST /train of a dataset of only a.Png answered ${status}: ${JSON.stringify(body)}`);
   }
@@ -203,7 +230,7 @@ function memoryCgroup(name: string, limit: string): string {
 async function noDataFound(host: Host, dataset: string): Promise<string> {
   const requestFile = join(host.dir, "odd-request.json");
   // No previews: the plan writes no prompts file for the flags to name.
-  writeFileSync(requestFile, JSON.stringify({ ...request("odd-plan"), samples: 0 }));
+  writeFileSync(requestFile, JSON.stringify({ ...(await request("odd-plan")), samples: 0 }));
   const planned = await runLogged([BINARY, "plan", "--config", host.config, requestFile], join(logs, "odd-plan.log"));
   const plan = JSON.parse(planned.output);
   const toml = join(host.dir, "odd-dataset.toml");

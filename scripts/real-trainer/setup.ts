@@ -1,7 +1,8 @@
 // What a real run needs and the repository cannot hold, made once outside it and reused: sd-scripts' venv (torch
 // from this machine's wheels), a full-size SDXL checkpoint with random weights, and a pair of small CLIP tokenizers.
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
+import { checkBaseModelHeader } from "../../src/request/base-model.ts";
 import { CheckFailed, mustRun, tail } from "./steps.ts";
 
 const HERE = import.meta.dir;
@@ -56,17 +57,30 @@ export function placeAdapter(work: string): string {
 
 export const checkpointPath = (work: string) => join(work, "models", "sdxl-random.safetensors");
 
-/** sd-scripts' own model classes and save function write it; it is written beside, then renamed, so a half is never reused. */
+/**
+ * sd-scripts' own model classes and save function write it, beside its final name, then the worker's own check of a
+ * base model (the header names the four SDXL parts and covers the file) passes it before it is renamed: a half or a
+ * wrong file is never reused. sd-scripts' writer picks the format by the file name's extension, so the name being
+ * written ends in `.safetensors` too (`<model>.partial` got a torch zip archive).
+ */
 export async function ensureCheckpoint(work: string, sdScripts: string): Promise<string> {
   const model = checkpointPath(work);
-  if (existsSync(model)) return `reused ${model}`;
+  if (existsSync(model)) return `reused ${model} (${await checkedModel(model)})`;
   mkdirSync(join(work, "models"), { recursive: true });
-  const partial = `${model}.partial`;
+  const partial = join(work, "models", `.partial-${basename(model)}`);
   const env = { ...process.env, PYTHONPATH: sdScripts };
   const log = join(work, "logs", "checkpoint.log");
   const out = await mustRun([venvPython(work), join(HERE, "make-checkpoint.py"), partial], log, { env });
+  const checked = await checkedModel(partial);
   renameSync(partial, model);
-  return `made ${model}: ${out.trim().split("\n").at(-1)}`;
+  return `made ${model}: ${out.trim().split("\n").at(-1)}; ${checked}`;
+}
+
+// What `POST /train` asks of a base model (request/base-model.ts), asked of the harness's own before it is used.
+async function checkedModel(path: string): Promise<string> {
+  const verdict = await checkBaseModelHeader(path, path, statSync(path).size);
+  if (!verdict.ok) throw new CheckFailed(`the worker refuses it as a base model: ${verdict.error.msg}`);
+  return "the worker's base-model check passes";
 }
 
 // Written offline and loaded back by the venv's transformers (make-tokenizers.py checks them itself).

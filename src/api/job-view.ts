@@ -78,7 +78,12 @@ export function jobView(recorded: Job, live: LiveProgress | null) {
     ...optional({ queue_reason: live?.queue_reason ?? null, slurm_job_id: row.slurm_job_id }),
     ...(row.dataset_sha256 === null
       ? {}
-      : { dataset: { files: row.dataset_files, bytes: row.dataset_bytes, sha256: row.dataset_sha256 } }),
+      : {
+        dataset: {
+          files: row.dataset_files, bytes: row.dataset_bytes, sha256: row.dataset_sha256,
+          ...(row.dataset_report === null ? {} : { prepared: row.dataset_report }),
+        },
+      }),
     ...resumeView(row),
     ...(terminal ? {} : optional({ pause_step: pauseStep(row, request, progress.step, progress.total_steps) })),
     samples: row.samples.map(({ path: _path, ...sample }) => ({

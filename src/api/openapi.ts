@@ -17,6 +17,39 @@ export const CheckpointView = z.strictObject({
   url: z.string().describe("serves the intermediate LoRA (behind the same token)"),
 });
 
+const ImageSizeView = z.strictObject({ image: z.string(), width: z.int().min(1), height: z.int().min(1) });
+
+/** What the worker did to the job's own copy of the dataset before the trainer read it, and what it found. */
+export const DatasetReportView = z
+  .strictObject({
+    captions: z.strictObject({
+      trigger_added: z
+        .int()
+        .min(0)
+        .describe("caption files whose trained (first) line lacked the trigger as a whole word: it now starts " +
+          "`<trigger> <subject_class>, `"),
+      trigger_present: z.int().min(0).describe("caption files that held the trigger already, left as they were"),
+      images_without_caption: z
+        .int()
+        .min(0)
+        .describe("images with no caption file: sd-scripts trains them on `<trigger> <subject_class>`"),
+      cut: z
+        .array(z.strictObject({ caption: z.string(), tokens: z.int().min(1) }))
+        .describe("captions longer than the text encoders read (225 tokens): the words past it are not trained on"),
+      tokens_counted_by: z
+        .enum(["clip tokenizer", "upper bound"])
+        .describe("the CLIP tokenizer the trainer uses, or with none on disk a bound never below its count"),
+    }),
+    turned_upright: z
+      .array(z.string())
+      .describe("images stored turned or mirrored with an EXIF orientation: trained upright (stored as PNG)"),
+    small: z
+      .array(ImageSizeView)
+      .describe("images of fewer pixels than the tier's resolution squared: sd-scripts scales them up"),
+    duplicates: z.array(z.array(z.string())).describe("sets of images whose bytes are identical"),
+  })
+  .describe("images and captions are named as they lie in the request's dataset_dir");
+
 /** A preview PNG the run drew at a checkpoint; `url` serves it (behind the same token). */
 export const SampleView = z.strictObject({
   step: z.int().min(1).describe("the checkpoint's step"),
@@ -63,7 +96,15 @@ export const JobView = z.strictObject({
     .describe("Slurm backend: the run's batch job, once submitted; a run Slurm holds keeps it after a switch to local"),
   /** The private copy of the dataset the trainer read: two runs with the same sha256 trained on the same files. */
   dataset: z
-    .strictObject({ files: z.int().min(1), bytes: z.int().min(0), sha256: z.string().regex(/^[0-9a-f]{64}$/) })
+    .strictObject({
+      files: z.int().min(1),
+      bytes: z.int().min(0),
+      sha256: z
+        .string()
+        .regex(/^[0-9a-f]{64}$/)
+        .describe("of the files as arbo sent them, before the copy was prepared"),
+      prepared: DatasetReportView.optional(),
+    })
     .optional(),
   resume_step: z
     .int()

@@ -29,6 +29,7 @@ import {
   checkTrainerPython,
 } from "../doctor/trainer-checks.ts";
 import { checkTokenizers } from "../doctor/tokenizer-checks.ts";
+import { checkTrainerTmpdir } from "../doctor/tmpdir-check.ts";
 import { parseArgs, UsageError } from "./args.ts";
 
 const EXIT_FAIL = 1;
@@ -66,6 +67,7 @@ async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
     checkHandoffRoot(config, account, runAs),
     ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
     checkStateDir(config, account, runAs),
+    checkTrainerTmpdir(deps),
     checkNvidiaSmi(config),
     checkSlurm(config, process.env.SLURM_CONF),
     checkNvidiaUvm(config, deps.devDir),

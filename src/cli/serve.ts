@@ -1,10 +1,11 @@
+import type { Server } from "bun";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { setUpAuth, type AuthGate } from "../auth/setup.ts";
 import type { Config } from "../config/schema.ts";
 import { createLogger, formatFor, type LogFormat, type Logger } from "../logger.ts";
 import { acquireInstanceLock, LockHeld } from "../store/state-health.ts";
-import { openJobStore } from "../store/job-store.ts";
+import { openJobStore, type JobStore } from "../store/job-store.ts";
 import { StoreUnusable } from "../store/open.ts";
 import { ownMemoryEvents } from "../os/proc.ts";
 import { jobsDir } from "../supervisor/job-dir.ts";
@@ -38,6 +39,9 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const auth = authOrExit(config, log, refusals);
   mkdirSync(jobsDir(config.state_dir), { recursive: true, mode: 0o750 });
   const { lock, store } = claimStateOrExit(config.state_dir, refusals);
+  let server: Server<undefined> | null = null;
+  // Before anything is adopted or listens: a SIGTERM from here on takes the stop path, whenever it lands.
+  installStopPath({ log, store, lock, server: () => server });
   const now = () => new Date();
   const { keep_days: keepDays, keep_last: keepLast } = config.retention;
   const retention = createRetention({ store, stateDir: config.state_dir, keepDays, keepLast, now, log });
@@ -58,20 +62,19 @@ export async function serveCommand(argv: string[]): Promise<void> {
     stateBytes: retention.stateBytes,
   });
   supervisor.reconcile();
-  retention.start();
   // One probe at start-up so the log and /healthz say at once whether nvidia-smi answers.
   void gpu.read().then((r) => {
     if (r.ok) log.info("gpu probe", { devices: r.value.length });
     else log.warn("gpu probe failed", { detail: r.error });
   });
-  const server = Bun.serve({
+  server = Bun.serve({
     hostname: config.listen.host,
     port: config.listen.port,
     fetch: app.fetch,
     maxRequestBodySize: TRANSPORT_BODY_LIMIT,
     idleTimeout: IDLE_TIMEOUT_S,
   });
-  keepOpen = (req) => server.timeout(req, 0);
+  keepOpen = (req) => server?.timeout(req, 0);
   const host = server.hostname?.includes(":") ? `[${server.hostname}]` : server.hostname;
   log.info("listening", {
     url: `http://${host}:${server.port}`,
@@ -94,11 +97,24 @@ export async function serveCommand(argv: string[]): Promise<void> {
   }
   warnIfOpen(auth, config, log);
   warnIfNoTokenizers(config, log);
+  // Its first round walks the state dir and the history: after the worker listens, not in its way.
+  retention.start();
+}
+
+interface StopDeps {
+  log: Logger;
+  store: JobStore;
+  lock: { release(): void };
+  server: () => Server<undefined> | null;
+}
+
+// SIGTERM and SIGINT stop the worker (trainings run on); the last line of defence logs an unhandled rejection.
+function installStopPath({ log, store, lock, server }: StopDeps): void {
   const stop = (signal: string) => {
     log.info("stopping", { signal, active_job_id: store.activeJobs()[0]?.id ?? null });
     setTimeout(() => process.exit(0), STOP_DEADLINE_MS);
     // Event streams and keep-alive connections would hold a graceful stop open for as long as they last.
-    void server.stop(true).finally(() => {
+    void Promise.resolve(server()?.stop(true)).finally(() => {
       store.close();
       lock.release();
       process.exit(0);
@@ -106,8 +122,8 @@ export async function serveCommand(argv: string[]): Promise<void> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
-  // The last line of defence: background work catches its own errors, and one that slips through is a bug
-  // to log, not a reason to leave running trainings unsupervised.
+  // Background work catches its own errors; one that slips through is a bug to log, not a reason to leave running
+  // trainings unsupervised.
   process.on("unhandledRejection", (err) => {
     log.error("unhandled rejection", { error: String(err), stack: (err as Error)?.stack });
   });

@@ -23,8 +23,9 @@ export async function tokenizersCommand(argv: string[]): Promise<number> {
 function importInto(source: string, dir: string): number {
   const result = importTokenizers(source, dir);
   if (!result.ok) {
-    const problems = result.error.map((e) => `  - ${e}\n`).join("");
-    process.stderr.write(`tokenizers: nothing imported into ${dir}:\n${problems}`);
+    const [only, ...more] = result.error;
+    const problems = more.length === 0 ? ` ${only}\n` : `\n${result.error.map((e) => `  - ${e}\n`).join("")}`;
+    process.stderr.write(`tokenizers: nothing imported into ${dir}:${problems}`);
     return EXIT_PROBLEM;
   }
   for (const t of result.value) process.stdout.write(`imported ${t.id}: ${t.from} -> ${t.to}\n`);

@@ -73,8 +73,10 @@ export const ConfigSchema = z.strictObject({
   )),
   state_dir: absolutePath.default(DEFAULTS.state_dir).meta(doc(
     "SQLite job records (`jobs.db`) and per-job directories (`jobs/<id>/`: `train.log`, `dataset.toml`, the " +
-      "dataset copy in `dataset/` with its latent caches, the trainer's private `run/`). Size it for the datasets " +
-      "and runs too: each job keeps them until retention removes its directory. The unit's `StateDirectory=`",
+      "dataset copy in `dataset/` with its latent caches, the trainer's private `run/` and temporary `tmp/`). Size " +
+      "it for the datasets and runs too: each job keeps them until retention removes its directory. Any length: " +
+      "the trainer's `TMPDIR` is a short link to `tmp/` in `/dev/shm` (docs/supervision.md). The unit's " +
+      "`StateDirectory=`",
   )),
   handoff_root: absolutePath.default(DEFAULTS.handoff_root).meta(doc(
     "`dataset_dir` and `output_dir` must resolve (symlinks followed) strictly inside it; must exist. Also in the " +
@@ -261,8 +263,9 @@ export const ConfigSchema = z.strictObject({
         )),
       vram_need_mib: z
         .strictObject({
-          fast: VramNeed.prefault({ "24gb": 14_000, "48gb": 16_000 }),
-          balanced: VramNeed.prefault({ "24gb": 18_000, "48gb": 22_000 }),
+          // fast and balanced train batch 1 on either card (tiers.ts), so they need the same on both.
+          fast: VramNeed.prefault({ "24gb": 14_000, "48gb": 14_000 }),
+          balanced: VramNeed.prefault({ "24gb": 18_000, "48gb": 18_000 }),
           quality: VramNeed.prefault({ "48gb": 36_000 }),
         })
         .prefault({})

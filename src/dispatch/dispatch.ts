@@ -1,4 +1,7 @@
 import { randomUUID } from "node:crypto";
+import { join } from "node:path";
+import { captionTokens } from "../dataset/clip-tokens.ts";
+import { TOKENIZERS, tokenizerDir } from "../tokenizers/layout.ts";
 import type { Config } from "../config/schema.ts";
 import { type Admission, judgeAdmission } from "../gpu/admission.ts";
 import type { GpuProbe } from "../gpu/probe.ts";
@@ -52,6 +55,8 @@ export function createDispatcher(deps: DispatcherDeps) {
   const expectedTotal = (request: JobRequest) => (replaying ? null : TIERS[request.tier].maxTrainSteps);
   const dirOf = (id: string) => jobDir(config.state_dir, id);
   const { alreadyResumed, baseModelReplaced, resumable } = createResumeChecks(store, config.state_dir);
+  // Read for each job: `tokenizers import` may have run since the worker started.
+  const captionTokensOf = () => captionTokens(join(tokenizerDir(config), TOKENIZERS[0]!.folder));
 
   // A retried request is the same job: the one its Idempotency-Key claimed (if it asked the same), or without a key
   // an active job that asks the same.
@@ -167,8 +172,16 @@ export function createDispatcher(deps: DispatcherDeps) {
     }
     // A record no longer active has nothing left to launch.
     if (!store.markPrepared(row.id, filled.value)) return null;
-    return launch(row, train, origin.resume);
+    // A trainer that could not be started trained nothing: the job keeps no copy.
+    const ended = await launch(row, train, origin.resume);
+    if (ended !== null) dirOf(row.id).removeDataset();
+    return ended;
   };
+  // A refusal may be the mark of the very job this request retries, claimed while it was being checked (its output
+  // in use, the slot taken, the state resumed): that job is the answer.
+  const unlessRetried = (result: DispatchResult, retry: () => DispatchResult | null): DispatchResult =>
+    result.ok ? result : (retry() ?? result);
+
   const launch = async (row: Job, train: CheckedTrain, resume: ResumeFrom | null): Promise<Outcome | null> => {
     const dir = dirOf(row.id);
     try {
@@ -207,13 +220,41 @@ export function createDispatcher(deps: DispatcherDeps) {
     // Before the filesystem checks: a retry after success must not read as "output exists".
     const earlier = retry();
     if (earlier) return earlier;
+    return unlessRetried(await dispatchFresh(request, key, retry), retry);
+  };
+  // A request's own steps, after its retry check.
+  const dispatchFresh = async (
+    request: JobRequest, key: string | null, retry: () => DispatchResult | null,
+  ): Promise<DispatchResult> => {
     const checked = await checkRequest(request, config);
     if (!checked.ok) return checked;
     const train = checked.value;
     const admitted = await admit(train, train.dataset.bytes);
     if (!admitted.ok) return admitted;
-    const origin = await freshOrigin(train);
+    const origin = await freshOrigin(train, captionTokensOf);
     return claim(train, origin, { key, retry, admissionWarning: admitted.value });
+  };
+
+  // A resume's own steps, after its retry check: resumable → its copy → check → refusals → claim.
+  const resumeFresh = async (
+    job: Job, samplesAsked: number | undefined, key: string | null, retry: () => DispatchResult | null,
+  ): Promise<DispatchResult> => {
+    const from = await resumable(job);
+    if (!from.ok) return from;
+    const copy = readCopy(dirOf(job.id).dataset);
+    if (copy === null) {
+      const detail = `job ${job.id} cannot be resumed: its dataset copy is missing from its job directory`;
+      return fail({ kind: "not_resumable", detail });
+    }
+    const request = samplesAsked === undefined ? job.request : { ...job.request, samples: samplesAsked };
+    const checked = await checkResume(request, copy, config);
+    if (!checked.ok) return checked;
+    const train = checked.value;
+    const admitted = await admit(train, 0);
+    if (!admitted.ok) return admitted;
+    const replaced = await baseModelReplaced(job, train);
+    if (replaced !== null) return replaced;
+    return claim(train, resumeOrigin(job, from.value, copy, train), { key, retry, admissionWarning: admitted.value });
   };
 
   return {
@@ -240,22 +281,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       const retry = () => retryOf(key, (row) => row.resumed_from === predecessorId && sameSamples(row), OTHER_REQUEST);
       const earlier = retry();
       if (earlier) return earlier;
-      const from = await resumable(job);
-      if (!from.ok) return from;
-      const copy = readCopy(dirOf(job.id).dataset);
-      if (copy === null) {
-        const detail = `job ${job.id} cannot be resumed: its dataset copy is missing from its job directory`;
-        return fail({ kind: "not_resumable", detail });
-      }
-      const request = samplesAsked === undefined ? job.request : { ...job.request, samples: samplesAsked };
-      const checked = await checkResume(request, copy, config);
-      if (!checked.ok) return checked;
-      const train = checked.value;
-      const admitted = await admit(train, 0);
-      if (!admitted.ok) return admitted;
-      const replaced = await baseModelReplaced(job, train);
-      if (replaced !== null) return replaced;
-      return claim(train, resumeOrigin(job, from.value, copy, train), { key, retry, admissionWarning: admitted.value });
+      return unlessRetried(await resumeFresh(job, samplesAsked, key, retry), retry);
     },
   };
 }

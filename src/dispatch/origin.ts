@@ -1,24 +1,27 @@
 import { cancelledOutcome, failedOutcome, type Outcome, type Sample } from "../job.ts";
 import type { ResumeFrom } from "../recipe/command.ts";
-import { resumeRepeatsScale } from "../recipe/dataset-toml.ts";
+import { resumeRepeatsScale, snapshotImageDir } from "../recipe/dataset-toml.ts";
+import { MAX_TOKEN_LENGTH } from "../recipe/command.ts";
+import { DatasetInvalid, prepareCopy } from "../dataset/prepare.ts";
+import type { CaptionTokens } from "../dataset/clip-tokens.ts";
 import { baseModelPrint } from "../request/base-model.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { fail, ok, type Result } from "../result.ts";
-import type { Job } from "../store/job-store.ts";
+import type { DatasetOnRecord, Job } from "../store/job-store.ts";
 import { PreparationCancelled } from "../supervisor/supervisor.ts";
-import { BATCH_SIZE, TIERS } from "../tiers.ts";
+import { TIERS } from "../tiers.ts";
 import {
-  DatasetChanged, type DatasetCopy, linkSnapshot, type PredecessorCopy, snapshotDataset,
+  DatasetChanged, linkSnapshot, type PredecessorCopy, snapshotDataset,
 } from "./dataset-copy.ts";
 
-// How a job's first phase ended: what its dataset copy holds (null when it was known before: a resume's), or how
-// the job ended before a trainer was started.
-type Filled = Result<DatasetCopy | null, Outcome>;
+// How a job's first phase ended: what its dataset copy holds and what preparing it did (null when it was known
+// before: a resume's), or how the job ended before a trainer was started.
+type Filled = Result<DatasetOnRecord | null, Outcome>;
 
 // What a claim starts from: a fresh copy of arbo's dataset, or a resume of a predecessor's state on its copy.
 export interface Origin {
   // Known at the claim for a resume (its predecessor's copy); a fresh job's is recorded once `fill` copied it.
-  dataset: DatasetCopy | null;
+  dataset: DatasetOnRecord | null;
   // Fills the job directory's dataset (`dest`), after the answer.
   fill: (dest: string, signal: AbortSignal) => Promise<Filled>;
   // A resume's predecessor's preview images, which the run's strip goes on from.
@@ -29,22 +32,38 @@ export interface Origin {
   baseModelPrint: string | null;
 }
 
-// A fresh job's directory is filled with a copy of the checked files. A file rewritten or swapped since the
-// check, a cancel and a failing disk each end the job before any trainer starts.
-export async function freshOrigin(train: CheckedTrain): Promise<Origin> {
+// A fresh job's directory is filled with a copy of the checked files, then the copy is made ready for the trainer
+// (dataset/prepare.ts: upright images, the trigger in every caption). A file rewritten or swapped since the check,
+// one the trainer could not read, a cancel and a failing disk each end the job before any trainer starts.
+// `tokens` counts a caption's tokens as the trainer's tokenizer will.
+export async function freshOrigin(train: CheckedTrain, tokens: () => CaptionTokens): Promise<Origin> {
   const print = await baseModelPrint(train.baseModel);
   return {
     dataset: null, samples: null, resumes: null, resume: null, baseModelPrint: print && JSON.stringify(print),
-    fill: (dest, signal) => copyDataset(dest, train, signal),
+    fill: (dest, signal) => copyDataset(dest, train, tokens, signal),
   };
 }
-async function copyDataset(dest: string, train: CheckedTrain, signal: AbortSignal): Promise<Filled> {
+async function copyDataset(
+  dest: string,
+  train: CheckedTrain,
+  tokens: () => CaptionTokens,
+  signal: AbortSignal,
+): Promise<Filled> {
+  const { request, dataset } = train;
   try {
-    return ok(await snapshotDataset(train.dataset, dest, signal));
+    const copy = await snapshotDataset(dataset, dest, signal);
+    const shownAs = (name: string) => (dataset.folder === null ? name : `${dataset.folder}/${name}`);
+    const target = {
+      trigger: request.trigger, subjectClass: request.subject_class, resolution: TIERS[request.tier].resolution,
+      maxTokens: MAX_TOKEN_LENGTH, tokens: tokens(),
+    };
+    const report = await prepareCopy(snapshotImageDir(dest, dataset.folder), shownAs, target, signal);
+    return ok({ ...copy, report });
   } catch (err) {
     if (err instanceof PreparationCancelled) return fail(cancelledOutcome());
     const at = `${train.request.dataset_dir}: `;
     if (err instanceof DatasetChanged) return fail(failedOutcome("dataset_changed", `${at}${err.message}`));
+    if (err instanceof DatasetInvalid) return fail(failedOutcome("dataset_invalid", `${at}${err.message}`));
     const cause = err as NodeJS.ErrnoException;
     const error = `the dataset could not be copied into the job directory: ${cause.message}`;
     return fail(failedOutcome(cause.code === "ENOSPC" ? "disk_full" : "dataset_copy_failed", error));
@@ -54,10 +73,13 @@ async function copyDataset(dest: string, train: CheckedTrain, signal: AbortSigna
 // is copied.
 export function resumeOrigin(job: Job, from: ResumeFrom, copy: PredecessorCopy, train: CheckedTrain): Origin {
   const { request } = train;
-  const batch = BATCH_SIZE[train.device.class];
-  const scale = resumeRepeatsScale(copy.images, request.repeats, batch, TIERS[request.tier].maxTrainSteps);
+  const tier = TIERS[request.tier];
+  const scale = resumeRepeatsScale(copy.images, request.repeats, tier.batchSize, tier.maxTrainSteps);
   return {
-    dataset: { files: job.dataset_files ?? 0, bytes: job.dataset_bytes ?? 0, sha256: job.dataset_sha256 ?? "" },
+    dataset: {
+      files: job.dataset_files ?? 0, bytes: job.dataset_bytes ?? 0, sha256: job.dataset_sha256 ?? "",
+      report: job.dataset_report,
+    },
     samples: job.samples,
     resumes: { id: job.id, step: from.step, state: from.state, digest: job.resume_digest },
     resume: { ...from, repeatsScale: scale },

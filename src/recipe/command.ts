@@ -11,19 +11,22 @@ import { tokenizerDir } from "../tokenizers/layout.ts";
 // The system's directories on a child's PATH, after the venv's: the trainer, and doctor's checks as it runs them.
 export const BASE_PATH = "/usr/local/bin:/usr/bin:/bin";
 
-// Every training constant of the recipe, in one auditable place (SPEC §4).
+// Every training constant of the recipe, in one auditable place (SPEC §4); docs/recipe.md gives each one's source.
 const LEARNING_RATE = "1e-4";
 const LR_SCHEDULER = "cosine";
 const LR_WARMUP_STEPS = 0;
 const OPTIMIZER = "AdamW8bit";
 const MIN_SNR_GAMMA = 5;
-const NOISE_OFFSET = 0.1;
+// SDXL base's own (sd-scripts' docs/train_network_advanced.md); 0.1 on every step was 2.8 times that.
+const NOISE_OFFSET = 0.0357;
 const MIXED_PRECISION = "bf16";
 const SAVE_PRECISION = "fp16";
 const NETWORK_MODULE = "networks.lora";
 const DATA_LOADER_WORKERS = 1;
 // Alpha at half the rank keeps the LoRA's effective scale at 0.5, kohya's usual SDXL choice.
 const NETWORK_ALPHA_RATIO = 0.5;
+/** The caption tokens the text encoders read (three CLIP windows of 75); sd-scripts' default reads one. */
+export const MAX_TOKEN_LENGTH = 225;
 
 /** A resumed run: the state it starts from, and how many times the dataset's repeats are taken (dataset-toml.ts). */
 export interface ResumeFrom {
@@ -41,6 +44,7 @@ interface LaunchPaths {
   datasetConfig: string;
   samplePrompts: string;
   hfHome: string;
+  tmp: string;
 }
 
 /** Which GPU the trainer sees: set here by this host's backend, or taken from the job's environment on Slurm. */
@@ -108,6 +112,9 @@ function scriptFlags(train: CheckedTrain, paths: LaunchPaths, config: Config): s
     ["network_module", NETWORK_MODULE],
     ["network_dim", tier.networkDim],
     ["network_alpha", tier.networkDim * NETWORK_ALPHA_RATIO],
+    // The LoRA's modelspec.* header names it and its trigger for the UIs that load it (sai_model_spec.py).
+    ["metadata_title", request.output_name],
+    ["metadata_trigger_phrase", request.trigger],
   ];
   const training: Array<[string, string | number]> = [
     ["learning_rate", LEARNING_RATE],
@@ -130,6 +137,7 @@ function scriptFlags(train: CheckedTrain, paths: LaunchPaths, config: Config): s
     "--cache_text_encoder_outputs",
     flag(["min_snr_gamma", MIN_SNR_GAMMA]),
     flag(["noise_offset", NOISE_OFFSET]),
+    flag(["max_token_length", MAX_TOKEN_LENGTH]),
     flag(["max_data_loader_n_workers", DATA_LOADER_WORKERS]),
     "--persistent_data_loader_workers",
     "--console_log_simple",
@@ -182,8 +190,8 @@ function childEnv(config: Config, paths: LaunchPaths, gpu: GpuPlacement): Record
     PYTHONUNBUFFERED: "1",
     HF_HOME: paths.hfHome,
     HF_HUB_OFFLINE: "1",
-    // PrivateTmp is deleted when the unit stops; a training that outlives a restart must not live there.
-    TMPDIR: join(paths.dir, "tmp"),
+    // The job's tmp folder through a short link (supervisor/tmp-link.ts): Python's sockets fit whatever state_dir is.
+    TMPDIR: paths.tmp,
     [JOB_MARKER_ENV]: paths.id,
   };
   if (config.trainer.mode === "simulate") {

@@ -1,21 +1,27 @@
 import { join } from "node:path";
-import { BATCH_SIZE, TIERS } from "../tiers.ts";
+import { TIERS } from "../tiers.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
+
+const MAX_BUCKET_RESO = 2048;
 
 // Only the keys sd-scripts' config schema knows; Bun's TOML writer escapes every string.
 // The images are read from the job's own copy (datasetCopy), never from the handoff folder. `repeatsScale`
 // is 1 but for a resumed run (see resumeRepeatsScale).
 export function datasetToml(train: CheckedTrain, datasetCopy: string, repeatsScale = 1): string {
-  const { request, device } = train;
+  const { request } = train;
+  const tier = TIERS[request.tier];
   const imageDir = snapshotImageDir(datasetCopy, train.dataset.folder);
   return Bun.TOML.stringify({
     general: { caption_extension: CAPTION_EXTENSION },
     datasets: [
       {
-        resolution: TIERS[request.tier].resolution,
-        batch_size: BATCH_SIZE[device.class],
+        resolution: tier.resolution,
+        batch_size: tier.batchSize,
         enable_bucket: true,
+        // sd-scripts' default of 1024 keeps a 2:3 portrait at 704x1024 in the quality tier (model_util's buckets);
+        // 2048, as every kohya_ss SDXL preset sets, lets it reach SDXL's own 832x1216.
+        max_bucket_reso: MAX_BUCKET_RESO,
         subsets: [
           {
             image_dir: imageDir,

@@ -149,12 +149,26 @@ export const TrainRequest = z.strictObject({
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     .refine((s) => !s.includes(".."), 'must not contain ".."'),
-  trigger: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$/, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"),
+  trigger: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$/, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")
+    .describe(
+      "the word that calls the LoRA up: put in front of every caption of the job's dataset copy that lacks it " +
+        "(`<trigger> <subject_class>, `), and named in the LoRA's header (modelspec.trigger_phrase)",
+    ),
   subject_class: z
     .string()
     .regex(/^[a-z]+( [a-z]+)*$/, "must be lowercase words separated by single spaces, e.g. \"young woman\"")
     .max(32, "must be at most 32 characters"),
-  repeats: z.int("must be an integer").min(1).max(100),
+  repeats: z
+    .int("must be an integer")
+    .min(1)
+    .max(100)
+    .describe(
+      "how many times each image is taken in one epoch (sd-scripts' num_repeats). The tier pins the steps, so it " +
+        "sets the epoch's length, not how much is trained: every image is seen about steps x batch / images " +
+        "times whatever it is",
+    ),
   tier: z.enum(TIER_NAMES),
   device_index: z.int("must be an integer").min(0).max(63),
   seed: z.int("must be an integer").min(0).max(2 ** 32 - 1),

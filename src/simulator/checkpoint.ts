@@ -115,7 +115,11 @@ function loraMetadata(args: ScriptArgs, plan: TrainingPlan, steps: number, epoch
     ss_steps: String(steps),
     ss_epoch: String(epoch),
     ss_tag_frequency: JSON.stringify(plan.tagFrequency),
+    ss_max_token_length: args.max_token_length ?? "None",
     "modelspec.architecture": "stable-diffusion-xl-v1-base/lora",
+    // sai_model_spec.build_metadata: the title defaults to the output name; a trigger phrase only when given.
+    "modelspec.title": args.metadata_title ?? args.output_name ?? "None",
+    ...(args.metadata_trigger_phrase === null ? {} : { "modelspec.trigger_phrase": args.metadata_trigger_phrase }),
     lora_worker_simulated: "true",
   };
 }

@@ -41,7 +41,7 @@ export type StartStep = { epoch: number; initialStep: number };
 // upper case, so never a hidden file nor "a.Png".
 const IMAGE_FILE = /^[^.].*\.(?:png|jpe?g|webp|PNG|JPE?G|WEBP)$/;
 const Size = z.number().int().positive();
-const Subset = z.object({ image_dir: z.string(), num_repeats: Size.default(1) });
+const Subset = z.object({ image_dir: z.string(), num_repeats: Size.default(1), class_tokens: z.string().optional() });
 const Resolution = z.union([Size, z.tuple([Size, Size])]);
 const DatasetTable = z.object({ resolution: Resolution, batch_size: Size.default(1), subsets: z.array(Subset) });
 const DatasetConfig = z.object({ datasets: z.array(DatasetTable).min(1) });
@@ -143,7 +143,7 @@ async function readDataset(dataset: z.infer<typeof DatasetTable>, captionExtensi
   const listed = dataset.subsets.map(async (subset) => {
     const names = await readdir(subset.image_dir).catch(() => []);
     const images = names.filter((name) => IMAGE_FILE.test(name)).sort().map((name) => join(subset.image_dir, name));
-    return { ...subset, images, tags: await countTags(images, captionExtension) };
+    return { ...subset, images, tags: await countTags(images, captionExtension, subset.class_tokens ?? null) };
   });
   const subsets = await Promise.all(listed);
   return {
@@ -154,15 +154,31 @@ async function readDataset(dataset: z.infer<typeof DatasetTable>, captionExtensi
   };
 }
 
-// A caption is comma-separated tags; a missing caption adds none.
-async function countTags(images: string[], captionExtension: string): Promise<Record<string, number>> {
+// As train_util.py's set_tag_frequency counts them: each image's caption (read_caption: the first line, stripped;
+// the subset's class_tokens for an image without one) split at commas, each tag stripped and lowercased.
+async function countTags(
+  images: string[],
+  captionExtension: string,
+  classTokens: string | null,
+): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
   for (const image of images) {
-    const caption = await Bun.file(stem(image) + captionExtension).text().catch(() => "");
-    const tags = caption.split(",").map((tag) => tag.trim());
+    const caption = (await readCaption(image, captionExtension)) ?? classTokens ?? "";
+    const tags = caption.split(",").map((tag) => tag.trim().toLowerCase());
     for (const tag of tags.filter((t) => t !== "")) counts[tag] = (counts[tag] ?? 0) + 1;
   }
   return counts;
+}
+
+// read_caption tries the image's stem, then (five or more "_"-parts) the stem less its last four.
+async function readCaption(image: string, captionExtension: string): Promise<string | null> {
+  const parts = stem(image).split("_");
+  const candidates = [stem(image), parts.length >= 5 ? parts.slice(0, -4).join("_") : stem(image)];
+  for (const candidate of candidates) {
+    const text = await Bun.file(candidate + captionExtension).text().catch(() => null);
+    if (text !== null) return (text.split(/\r\n|\r|\n/)[0] ?? "").trim();
+  }
+  return null;
 }
 
 function stem(path: string): string {

@@ -1,10 +1,11 @@
 import {
   ACTIVE_STATUSES, type Checkpoint, type ErrorCode, type JobFilter, type JobStatus, type LossPoint, type Outcome,
-  type Phase, type ResumePoint, type Sample, type StopReason,
+  type Phase, type ResumePoint, type Sample, type StopReason, type DatasetReport,
 } from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { fail, ok, type Result } from "../result.ts";
+import { createJobTallies } from "./job-tallies.ts";
 import { openChecked, type OpenOptions } from "./open.ts";
 
 // A job as the database holds it: JSON in text columns, booleans as 0/1. Decoded once, into a Job, as it is read.
@@ -43,6 +44,8 @@ interface JobRow {
   dataset_files: number | null;
   dataset_bytes: number | null;
   dataset_sha256: string | null;
+  /** JSON of DatasetReport: what the worker did to the copy and found in it; null until it is prepared. */
+  dataset_report: string | null;
   pruned_at: string | null;
   /** The final LoRA's resolved path; null for a job recorded before checkpoints existed. */
   output_file: string | null;
@@ -69,7 +72,9 @@ interface JobRow {
 }
 
 /** A job on record, as every reader outside the store sees it. */
-export type Job = Omit<JobRow, "request" | "simulated" | "forced_kill" | "checkpoints" | "samples"> & {
+export type Job = Omit<
+  JobRow, "request" | "simulated" | "forced_kill" | "checkpoints" | "samples" | "dataset_report"
+> & {
   request: JobRequest;
   simulated: boolean;
   forced_kill: boolean;
@@ -77,7 +82,12 @@ export type Job = Omit<JobRow, "request" | "simulated" | "forced_kill" | "checkp
   checkpoints: Checkpoint[];
   /** The preview images of the run (and of the runs it resumed), as found on disk. */
   samples: Sample[];
+  /** What the worker did to the dataset copy and found in it (a resume's is its predecessor's copy's). */
+  dataset_report: DatasetReport | null;
 };
+
+const reportJson = (dataset: DatasetOnRecord | null) =>
+  dataset?.report == null ? null : JSON.stringify(dataset.report);
 
 // Frozen: readers share what the store caches.
 function toJob(row: JobRow): Job {
@@ -88,7 +98,16 @@ function toJob(row: JobRow): Job {
     forced_kill: row.forced_kill === 1,
     checkpoints: row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]),
     samples: row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]),
+    dataset_report: row.dataset_report === null ? null : (JSON.parse(row.dataset_report) as DatasetReport),
   });
+}
+
+/** What a job directory's dataset copy holds, and what preparing it did (absent for a job recorded again). */
+export interface DatasetOnRecord {
+  files: number;
+  bytes: number;
+  sha256: string;
+  report?: DatasetReport | null;
 }
 
 interface NewJob {
@@ -106,7 +125,7 @@ interface NewJob {
   totalSteps: number | null;
   /** What the job directory's copy of the dataset holds: null until the copy is done, and for a job recorded again
    * after its database was lost. */
-  dataset: { files: number; bytes: number; sha256: string } | null;
+  dataset: DatasetOnRecord | null;
   outputFile?: string | null;
   /** A resume: the job it continues and the state it starts from (its step is where progress starts). */
   resumes?: { id: string; step: number; state: string; digest: string | null } | null;
@@ -153,23 +172,8 @@ const FILTER_SQL: Partial<Record<JobFilter, string>> = {
 // Every transition is an UPDATE guarded by the states it may leave; `changes` says if it happened.
 export function openJobStore(path: string, options: OpenOptions = { integrityCheck: true }) {
   const db = openChecked(path, options);
-  // Per-status counts kept at every transition, so /metrics never scans the history.
-  const counts = new Map(
-    db.query<{ status: string; n: number }, []>("SELECT status, count(*) AS n FROM jobs GROUP BY status")
-      .all()
-      .map((r) => [r.status, r.n]),
-  );
-  // Failed jobs by error_code, kept the same way: what an operator alerts on.
-  const failures = new Map(
-    db.query<{ code: string; n: number }, []>(
-      "SELECT error_code AS code, count(*) AS n FROM jobs WHERE status = 'failed' AND error_code IS NOT NULL " +
-        "GROUP BY error_code",
-    ).all().map((r) => [r.code, r.n]),
-  );
-  const bump = (from: string | null, to: string) => {
-    if (from !== null) counts.set(from, (counts.get(from) ?? 0) - 1);
-    counts.set(to, (counts.get(to) ?? 0) + 1);
-  };
+  const tallies = createJobTallies(db);
+  const bump = (from: string | null, to: string) => tallies.moved(from, to);
   const statusOf = db.prepare<{ status: string }, [string]>("SELECT status FROM jobs WHERE id = ?");
   let failure: WriteFailure | null = null;
   // Rows as last read, for the answers that read one job many times a second: any write empties it, so a row here
@@ -191,11 +195,13 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
 
   const insert = db.prepare(
     `INSERT INTO jobs (id, status, phase, step, total_steps, created_at, request, request_hash, idempotency_key,
-       admission_warning, simulated, log_path, dataset_files, dataset_bytes, dataset_sha256, output_file, resumed_from,
-       resumed_from_step, resume_step, resume_state, resume_digest, samples, base_model_print)
+       admission_warning, simulated, log_path, dataset_files, dataset_bytes, dataset_sha256, dataset_report,
+       output_file, resumed_from, resumed_from_step, resume_step, resume_state, resume_digest, samples,
+       base_model_print)
      SELECT $id, 'starting', $phase, $step, $total_steps, $now, $request, $request_hash, $idempotency_key,
-       $admission_warning, $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256, $output_file,
-       $resumed_from, $resume_step, $resume_step, $resume_state, $resume_digest, $samples, $base_model_print
+       $admission_warning, $simulated, $log_path, $dataset_files, $dataset_bytes, $dataset_sha256, $dataset_report,
+       $output_file, $resumed_from, $resume_step, $resume_step, $resume_state, $resume_digest, $samples,
+       $base_model_print
      WHERE (SELECT count(*) FROM jobs WHERE ${ACTIVE_SQL}) < $max_active`,
   );
   // A resume takes its predecessor once: the first to link wins.
@@ -226,7 +232,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         id: job.id, now: job.now, phase: job.phase, total_steps: job.totalSteps, request: JSON.stringify(job.request),
         request_hash: job.requestHash,
         dataset_files: job.dataset?.files ?? null, dataset_bytes: job.dataset?.bytes ?? null,
-        dataset_sha256: job.dataset?.sha256 ?? null,
+        dataset_sha256: job.dataset?.sha256 ?? null, dataset_report: reportJson(job.dataset),
         idempotency_key: job.idempotencyKey, admission_warning: job.admissionWarning, simulated: job.simulated ? 1 : 0,
         log_path: job.logPath,
         step: resumes?.step ?? 0, output_file: job.outputFile ?? null, resumed_from: resumes?.id ?? null,
@@ -268,6 +274,37 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     `UPDATE jobs SET resume_step=NULL, resume_state=NULL, resume_digest=NULL, resume_gone=?
      WHERE resume_state=? AND id!=?`,
   );
+  // A resume that ended before its trainer started took nothing from its predecessor: the chain goes back to it, and
+  // the resume no longer offers the state it never trained from (nor its dataset copy, which it does not keep).
+  const untrainedResume = db.prepare<{ from_id: string; step: number }, [string]>(
+    `SELECT s.resumed_from AS from_id, s.resume_step AS step FROM jobs s JOIN jobs p ON p.id = s.resumed_from
+     WHERE s.id = ? AND s.started_at IS NULL AND p.resumed_by = s.id AND s.resume_state = p.resume_state`,
+  );
+  const unlinkResume = db.prepare("UPDATE jobs SET resumed_by=NULL WHERE id=? AND resumed_by=?");
+  const handBack = (id: string) => {
+    const chain = untrainedResume.get(id);
+    if (chain === null) return;
+    unlinkResume.run(chain.from_id, id);
+    const why = `it ended before its trainer started and took nothing from job ${chain.from_id}: ` +
+      `resume job ${chain.from_id} instead (its saved state at step ${chain.step})`;
+    db.run("UPDATE jobs SET resume_step=NULL, resume_state=NULL, resume_digest=NULL, resume_gone=? WHERE id=?", [
+      why, id,
+    ]);
+  };
+  const endJob = db.prepare(
+    `UPDATE jobs SET status=?, exit_code=?, signal=?, forced_kill=?, error=?, error_code=?,
+       lora_path=?, lora_sha256=?, lora_bytes=?, ended_at=?, eta_s=NULL
+     WHERE id=? AND ${ACTIVE_SQL}`,
+  );
+  const finishTx = db.transaction((id: string, o: Outcome, now: string): boolean => {
+    const values = [
+      o.status, o.exit_code, o.signal, o.forced_kill ? 1 : 0, o.error, o.error_code,
+      o.lora_path, o.lora_sha256, o.lora_bytes, now, id,
+    ];
+    if (!changed(endJob.run(...values))) return false;
+    handBack(id);
+    return true;
+  });
   const appendPoints = db.transaction((id: string, points: LossPoint[]) => {
     for (const [step, loss] of points) insertPoint.run(id, step, loss);
   });
@@ -314,11 +351,12 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     },
     // The job directory is filled: what its dataset copy holds goes on record (a resume's was known at its claim),
     // and the job moves on to its launch.
-    markPrepared(id: string, dataset: { files: number; bytes: number; sha256: string } | null): boolean {
+    markPrepared(id: string, dataset: DatasetOnRecord | null): boolean {
       const sql = `UPDATE jobs SET phase='loading', dataset_files=COALESCE(?, dataset_files),
-          dataset_bytes=COALESCE(?, dataset_bytes), dataset_sha256=COALESCE(?, dataset_sha256)
+          dataset_bytes=COALESCE(?, dataset_bytes), dataset_sha256=COALESCE(?, dataset_sha256),
+          dataset_report=COALESCE(?, dataset_report)
         WHERE id=? AND ${ACTIVE_SQL}`;
-      const values = [dataset?.files ?? null, dataset?.bytes ?? null, dataset?.sha256 ?? null, id];
+      const values = [dataset?.files ?? null, dataset?.bytes ?? null, dataset?.sha256 ?? null, reportJson(dataset), id];
       return write(() => changed(db.run(sql, values)));
     },
     saveSamples(id: string, samples: Sample[]): boolean {
@@ -360,12 +398,8 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         })
         .map(toJob);
     },
-    countByStatus(): Record<string, number> {
-      return Object.fromEntries(counts);
-    },
-    countFailuresByCode(): Record<string, number> {
-      return Object.fromEntries(failures);
-    },
+    countByStatus: tallies.byStatus,
+    countFailuresByCode: tallies.failuresByCode,
     /** The ended jobs a person looks for: paused ones, and those a resume can still continue. */
     countSaved(): { paused: number; resumable: number } {
       return { paused: countPaused.get()!.n, resumable: countResumable.get()!.n };
@@ -464,23 +498,12 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         ),
       ));
     },
+    // The job's one final record; a resume that never started a trainer hands its chain back in the same commit.
     finish(id: string, o: Outcome, now: string): boolean {
       const from = statusOf.get(id)?.status ?? null;
-      const ended = write(() => changed(
-        db.run(
-          `UPDATE jobs SET status=?, exit_code=?, signal=?, forced_kill=?, error=?, error_code=?,
-             lora_path=?, lora_sha256=?, lora_bytes=?, ended_at=?, eta_s=NULL
-           WHERE id=? AND ${ACTIVE_SQL}`,
-          [
-            o.status, o.exit_code, o.signal, o.forced_kill ? 1 : 0, o.error, o.error_code,
-            o.lora_path, o.lora_sha256, o.lora_bytes, now, id,
-          ],
-        ),
-      ));
+      const ended = write(() => finishTx.immediate(id, o, now));
       if (ended && from !== null) bump(from, o.status);
-      if (ended && o.status === "failed" && o.error_code !== null) {
-        failures.set(o.error_code, (failures.get(o.error_code) ?? 0) + 1);
-      }
+      if (ended && o.status === "failed" && o.error_code !== null) tallies.failed(o.error_code);
       return ended;
     },
     close(): void {

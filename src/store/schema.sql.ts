@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   dataset_files INTEGER,
   dataset_bytes INTEGER,
   dataset_sha256 TEXT,
+  dataset_report TEXT,
   pruned_at TEXT,
   output_file TEXT,
   resume_step INTEGER,

@@ -20,13 +20,19 @@ export interface StateHealth {
 export function createStateHealth(store: JobStore, dir: string, now: () => Date): StateHealth {
   let fullSince: string | null = null;
   const full = (): WriteFailure | null => {
-    const free = freeBytes(dir);
-    if (free === null || free >= STATE_MIN_FREE_BYTES) return (fullSince = null);
+    const error = stateDirFull(dir);
+    if (error === null) return (fullSince = null);
     fullSince ??= now().toISOString();
-    const error = `the state dir's disk is full: ${free} bytes free at ${dir}, below ${STATE_MIN_FREE_BYTES}`;
     return { error, since: fullSince };
   };
   return { failure: () => store.writeFailure() ?? full(), full };
+}
+
+/** Why the state dir `dir` is full, naming it; null while it has room (or cannot be looked at). */
+export function stateDirFull(dir: string): string | null {
+  const free = freeBytes(dir);
+  if (free === null || free >= STATE_MIN_FREE_BYTES) return null;
+  return `the state dir's disk is full: ${free} bytes free at ${dir}, below ${STATE_MIN_FREE_BYTES}`;
 }
 
 function freeBytes(dir: string): number | null {

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { readJsonOrNull, sizeOf, writeJsonAtomic } from "../fs.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import { cutsNow, settledCuts } from "./log-cut.ts";
+import { tmpFolder, tmpLink, unlinkTmp } from "./tmp-link.ts";
 
 // The files a job directory holds, shared by the worker and the shim that outlives it; together they say
 // what the job is and what of it is alive even when the job database is lost:
@@ -14,7 +15,7 @@ import { cutsNow, settledCuts } from "./log-cut.ts";
 //   run/          the trainer's --output_dir: its states, intermediate LoRAs, samples and final LoRA, out of arbo's
 //                 reach; the worker publishes the verified final LoRA into arbo's output_dir
 //   sample-prompts.json  the preview prompts the trainer reads, for a run that takes samples
-//   tmp/          the trainer's TMPDIR
+//   tmp/          the trainer's temporary files; its TMPDIR is a short link to here (tmp-link.ts), removed with it
 //   job.json      the record's origin: request and bookkeeping (written by the worker before the shim starts)
 //   launch.json   what to run (written by the worker before the shim starts)
 //   shim.json     the shim's identity (written by the shim before it starts the trainer)
@@ -34,6 +35,8 @@ export interface JobDir {
   readonly datasetConfig: string;
   readonly samplePrompts: string;
   readonly hfHome: string;
+  /** The trainer's TMPDIR: a short link to the job's tmp folder, which the shim makes where the trainer runs. */
+  readonly tmp: string;
   readonly slurmScript: string;
   exists(): boolean;
   /** What the trainer reads besides its dataset, and where it writes: its TMPDIR and its output directory. */
@@ -47,9 +50,9 @@ export interface JobDir {
   /** After the run: a cut record its shim left half written (killed in a cut) is settled, to be trusted again. */
   settleLogCuts(): void;
   removeDataset(): void;
-  /** The whole directory, off the event loop; returns the bytes it held. */
+  /** The whole directory and the TMPDIR link, off the event loop; returns the bytes it held. */
   remove(): Promise<number>;
-  /** The whole directory, at once (at start-up, before any request). */
+  /** The whole directory and the TMPDIR link, at once (at start-up, before any request). */
   removeNow(): void;
 }
 
@@ -66,10 +69,11 @@ export function jobDir(stateDir: string, id: string): JobDir {
   return {
     id, dir, dataset, run, log, datasetConfig, samplePrompts,
     hfHome: join(stateDir, "hf-home"),
+    tmp: tmpLink(dir),
     slurmScript: slurmScriptPath(dir),
     exists: () => existsSync(dir),
     writeRecipe(files) {
-      mkdirSync(join(dir, "tmp"), { recursive: true, mode: 0o750 });
+      mkdirSync(tmpFolder(dir), { recursive: true, mode: 0o750 });
       writeFileSync(datasetConfig, files.datasetToml, { mode: 0o640 });
       if (files.samplePrompts !== undefined) writeFileSync(samplePrompts, files.samplePrompts, { mode: 0o640 });
       mkdirSync(run, { mode: 0o750 });
@@ -92,9 +96,13 @@ export function jobDir(stateDir: string, id: string): JobDir {
     async remove() {
       const bytes = await sizeOf(dir);
       await rm(dir, { recursive: true, force: true });
+      unlinkTmp(dir);
       return bytes;
     },
-    removeNow: () => rmSync(dir, { recursive: true, force: true }),
+    removeNow() {
+      rmSync(dir, { recursive: true, force: true });
+      unlinkTmp(dir);
+    },
   };
 }
 

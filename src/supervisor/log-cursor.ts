@@ -55,28 +55,58 @@ function readFrom(log: string, cursor: LogCursor, cuts: LogCuts): LogRead {
     return { kind: "unknown", why: "names a generation this log never had (it was never cut)" };
   }
   const start = current ? cursor.offset : carryOffset(cursor, cuts);
-  const { size, from, bytes } = bytesFrom(log, start);
+  const { size, from, bytes, splits } = bytesFrom(log, start);
   if (current && start > size) return { kind: "unknown", why: `points past the log's end (${size} bytes)` };
+  // Every answer ends on a whole character and every tail on a line: a cursor inside one was never handed out.
+  if (splits) return { kind: "unknown", why: `points inside a UTF-8 character (byte ${start} continues it)` };
   return { kind: "bytes", bytes, next: { generation: cuts.generation, offset: from + bytes.length }, cut: !current };
 }
 
-// At most READ_MAX_BYTES of the log from `start` (from its end, if that is sooner); a missing log is an empty one.
-function bytesFrom(log: string, start: number): { size: number; from: number; bytes: Uint8Array<ArrayBuffer> } {
+interface BytesFrom {
+  size: number;
+  from: number;
+  bytes: Uint8Array<ArrayBuffer>;
+  /** `from` is inside a UTF-8 character that begins before it. */
+  splits: boolean;
+}
+
+// The longest UTF-8 character, less the byte at `from`: how far back its first byte can be.
+const UTF8_LOOKBACK = 3;
+
+// At most READ_MAX_BYTES of the log from `start` (from its end, if that is sooner), with the few bytes before it that
+// say whether it splits a character; a missing log is an empty one.
+function bytesFrom(log: string, start: number): BytesFrom {
   let fd: number;
   try {
     fd = openSync(log, "r");
   } catch {
-    return { size: 0, from: 0, bytes: Buffer.alloc(0) };
+    return { size: 0, from: 0, bytes: Buffer.alloc(0), splits: false };
   }
   try {
     const size = fstatSync(fd).size;
     const from = Math.min(start, size);
-    const buf = Buffer.alloc(Math.min(size - from, READ_MAX_BYTES));
-    const got = buf.length === 0 ? 0 : readSync(fd, buf, 0, buf.length, from);
-    return { size, from, bytes: buf.subarray(0, utf8End(buf.subarray(0, got))) };
+    const back = Math.min(from, UTF8_LOOKBACK);
+    const buf = Buffer.alloc(back + Math.min(size - from, READ_MAX_BYTES));
+    const got = buf.length === 0 ? 0 : readSync(fd, buf, 0, buf.length, from - back);
+    const read = buf.subarray(back, Math.max(back, got));
+    const splits = splitsCharacter(buf.subarray(0, back), read[0]);
+    return { size, from, bytes: read.subarray(0, utf8End(read)), splits };
   } finally {
     closeSync(fd);
   }
+}
+
+// A continuation byte that a lead byte before it (with only continuation bytes between) still claims. A stray one
+// (a trainer's invalid UTF-8) splits nothing: an answer may have ended just before it.
+function splitsCharacter(before: Buffer, first: number | undefined): boolean {
+  if (first === undefined || (first & 0xc0) !== 0x80) return false;
+  for (let at = before.length - 1; at >= 0; at--) {
+    const byte = before[at]!;
+    if ((byte & 0xc0) === 0x80) continue;
+    const length = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1;
+    return length > before.length - at;
+  }
+  return false;
 }
 
 // The length of `bytes` less a UTF-8 character cut short at its end, which the next read answers whole.

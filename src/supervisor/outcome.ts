@@ -16,6 +16,8 @@ interface ExitFacts {
   oomKills: number | null;
   // The phase the run was in when it ended.
   phase: Phase;
+  // Why the state dir is full as the run ends (it names it), or null while it has room.
+  stateFull: string | null;
 }
 
 interface Failure {
@@ -77,6 +79,10 @@ function classify(facts: ExitFacts, exitCode: number | null, signal: string | nu
   if (found) return { code: found.code, what: found.what, line };
   if (facts.lastLossNan) return { code: "nan_loss", what: "the trainer stopped while its loss was nan" };
   if (signal === "SIGKILL" || (exitCode !== 0 && (facts.oomKills ?? 0) > 0)) return killedFromOutside(facts);
+  // A trainer that cannot write its log cannot say why it stopped: the full disk under it is the reason.
+  if (facts.stateFull !== null && exitCode !== null) {
+    return { code: "disk_full", what: `${facts.stateFull}; the trainer could not write its run directory or its log` };
+  }
   // Named by its file name: the trainer wrote it in the job's run directory, and errors quote no resolved path.
   if (exitCode === 0) return unusableOutput(verdict, basename(facts.outputFile));
   if ("lost" in ended) {

@@ -19,6 +19,8 @@ import type { ExitWatch, JobDir, JobFile, LaunchFile } from "./job-dir.ts";
 export interface RunContext {
   id: string;
   jobDir: JobDir;
+  // The state dir the job directory lies in: a trainer that fails as it fills is said to have filled it.
+  stateDir: string;
   // Where the trainer writes its final LoRA (the job's run directory), and where the worker publishes it.
   runFile: string;
   outputFile: string;

@@ -41,21 +41,7 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
       adopt({ row: job, ids: verdict, pendingStop: pendingStopOf(job, deps.now), placedBy: "local" });
       continue;
     }
-    const error = verdict === "host_rebooted"
-      ? "the host rebooted while this job ran; its trainer is gone"
-      : job.phase === "preparing"
-      ? "the worker restarted while it copied this job's dataset, before any trainer was started; " +
-        "nothing was trained: send the request again"
-      : "the worker restarted while this job ran and its trainer was no longer running; " +
-        "its exit status was not recorded";
-    try {
-      deps.store.finish(job.id, failedOutcome(verdict, error), deps.now().toISOString());
-      deps.log.warn("failed job after restart", { job_id: job.id, error_code: verdict });
-    } catch (err) {
-      // Left active, the job keeps new trains out until a restart with a writable state dir records it.
-      const fields = { job_id: job.id, error_code: verdict, error: (err as Error).message };
-      deps.log.error("could not record a job that ended while the worker was away", fields);
-    }
+    failLeftover(deps, job, verdict);
   }
   for (const [id, pids] of marked) {
     const dir = jobDir(deps.stateDir, id);
@@ -71,6 +57,36 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
     void sweepStrays(id);
   }
   removeUnrecorded(deps, marked);
+}
+
+// A job the restart found with nothing running ends failed. One that never started a trainer keeps nothing: its
+// dataset copy (a resume's links to its predecessor's) goes now, not with its directory at retention.
+function failLeftover(deps: ReconcileDeps, job: Job, verdict: "host_rebooted" | "worker_restarted"): void {
+  const dir = jobDir(deps.stateDir, job.id);
+  const again = job.resumed_from === null ? "send the request again" : `resume job ${job.resumed_from} again`;
+  const error = verdict === "host_rebooted"
+    ? "the host rebooted while this job ran; its trainer is gone"
+    : job.phase === "preparing"
+    ? "the worker restarted while it copied this job's dataset, before any trainer was started; " +
+      `nothing was trained: ${again}`
+    : "the worker restarted while this job ran and its trainer was no longer running; " +
+      "its exit status was not recorded";
+  try {
+    deps.store.finish(job.id, failedOutcome(verdict, error), deps.now().toISOString());
+    deps.log.warn("failed job after restart", { job_id: job.id, error_code: verdict });
+  } catch (err) {
+    // Left active, the job keeps new trains out until a restart with a writable state dir records it.
+    const fields = { job_id: job.id, error_code: verdict, error: (err as Error).message };
+    deps.log.error("could not record a job that ended while the worker was away", fields);
+    return;
+  }
+  if (job.started_at !== null || dir.readTrainer() !== null) return;
+  try {
+    dir.removeDataset();
+  } catch (err) {
+    const fields = { job_id: job.id, error: (err as Error).message };
+    deps.log.error("could not remove the dataset copy of a job that never trained", fields);
+  }
 }
 
 // A dispatch killed while it copied the dataset leaves a job directory that no record names, with no job.json

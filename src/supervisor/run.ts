@@ -11,6 +11,7 @@ import { decideOutcome } from "./outcome.ts";
 import { publishLora } from "./publish.ts";
 import { readOomKills } from "../os/proc.ts";
 import { untilDone } from "../os/terminate.ts";
+import { stateDirFull } from "../store/state-health.ts";
 import { createWriteGuard, writeUntilDone } from "../store/write-guard.ts";
 import { startWatchdog } from "./watchdog.ts";
 import type { PendingStop, Placement, Run, RunContext, Unrecorded } from "./placement.ts";
@@ -174,6 +175,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
         ? null
         : (readOomKills(ctx.memoryEvents) ?? oomKillsAtStart) - oomKillsAtStart,
       phase: tracker.progress().phase,
+      stateFull: stateDirFull(ctx.stateDir),
     });
     const outcome = decided.status === "succeeded" ? await publish(decided) : decided;
     const point = await settle(outcome.status === "succeeded");
@@ -190,6 +192,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       unrecorded = { outcome, ended_at: endedAt };
       ctx.changed();
     });
+    if ("spawn_error" in ended) removeCopy();
     ctx.changed();
     ctx.log[outcome.status === "failed" ? "warn" : "info"]("job ended", {
       job_id: ctx.id,
@@ -223,6 +226,16 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     } catch (err) {
       ctx.log.error("could not settle the run's saved states", { job_id: ctx.id, error: (err as Error).message });
       return null;
+    }
+  };
+  // A trainer that never started trained nothing: the job keeps no dataset copy.
+  const removeCopy = () => {
+    try {
+      ctx.jobDir.removeDataset();
+    } catch (err) {
+      ctx.log.error("could not remove the dataset copy of a job that never trained", {
+        job_id: ctx.id, error: (err as Error).message,
+      });
     }
   };
   // A pausing run is read at the watched pace, so it stops at the state it saves next, not one a slow read finds.

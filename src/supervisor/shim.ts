@@ -7,6 +7,7 @@ import {
 import { identify } from "../os/proc.ts";
 import { signalGroup } from "../os/terminate.ts";
 import { capLog, settledCuts } from "./log-cut.ts";
+import { linkTmp, unlinkTmp } from "./tmp-link.ts";
 
 // One shim per job, like containerd's: it starts the trainer, outlives any restart of the worker,
 // and records the trainer's exit status in exit.json, which nothing else could learn once the
@@ -30,8 +31,9 @@ export async function runShim(jobDir: string): Promise<number> {
   } catch {
     // no room for it (a full state dir): the run goes on, its log followed by no cursor; the first cut tries again
   }
-  const proc = spawnTrainer(launch);
+  const proc = spawnTrainer(jobDir, launch);
   if ("spawn_error" in proc) {
+    forgetTmp(jobDir);
     await recordExit(jobDir, { ...proc, ended_at: new Date().toISOString() });
     return 1;
   }
@@ -45,6 +47,7 @@ export async function runShim(jobDir: string): Promise<number> {
   await proc.exited;
   clearInterval(cap);
   cut(launch);
+  forgetTmp(jobDir);
   const signal = proc.signalCode === null ? null : String(proc.signalCode);
   const recorded = await recordExit(jobDir, { exit_code: proc.exitCode, signal, ended_at: new Date().toISOString() });
   return recorded ? 0 : 1;
@@ -98,9 +101,20 @@ function cut(launch: LaunchFile): void {
   }
 }
 
-function spawnTrainer(launch: LaunchFile) {
+// The link is this node's (on Slurm the worker's host never sees it): the trainer is gone, so is its TMPDIR.
+function forgetTmp(jobDir: string): void {
+  try {
+    unlinkTmp(jobDir);
+  } catch {
+    // left for the worker, which removes it with the job directory
+  }
+}
+
+// The TMPDIR link first, here where the trainer runs: a trainer without it could not make its sockets.
+function spawnTrainer(jobDir: string, launch: LaunchFile) {
   const fd = openSync(launch.log, "a", 0o640);
   try {
+    linkTmp(jobDir);
     const inherited = Object.fromEntries(
       (launch.inheritEnv ?? []).flatMap((name) => {
         const value = process.env[name];

@@ -60,7 +60,8 @@ export function createSupervisor(deps: SupervisorDeps) {
     // A run launched before run directories existed writes its LoRA straight into the output dir.
     const runFile = existsSync(dir.run) ? join(dir.run, basename(outputFile)) : outputFile;
     return {
-      id: row.id, jobDir: dir, runFile, outputFile, handoffRoot: config.handoff_root, store, now, log,
+      id: row.id, jobDir: dir, stateDir: config.state_dir, runFile, outputFile, handoffRoot: config.handoff_root,
+      store, now, log,
       graceMs: config.trainer.cancel_grace_seconds * 1000,
       stallMs: config.watchdog.stall_seconds * 1000,
       deadline: backend.deadline(startedAt, boundMs),

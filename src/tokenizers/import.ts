@@ -1,8 +1,10 @@
-import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { readdirSync, readFileSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
-import { OPTIONAL_FILES, REQUIRED_FILES, TOKENIZERS, tokenizerProblems, type TokenizerSpec } from "./layout.ts";
+import { installTokenizers, type Checked } from "./install.ts";
+import { COPIED_FILES, TOKENIZERS, tokenizerFilesProblems, type TokenizerSpec } from "./layout.ts";
+import { readSourceFiles } from "./source-files.ts";
 
 interface Imported {
   id: string;
@@ -10,35 +12,45 @@ interface Imported {
   to: string;
 }
 
-// Tokenizers are public data the trainer (the service user) reads, whoever ran the import.
-const DIR_MODE = 0o755;
-const FILE_MODE = 0o644;
+// A tokenizer found usable under the source, and where.
+interface Found extends Checked {
+  from: string;
+}
+
 
 /**
  * Copies both tokenizers from `source` into `dir`, or nothing: a Hugging Face cache (HF_HOME or its hub/
- * folder) or folders already in --tokenizer_cache_dir's layout. Each is checked before anything is written.
+ * folder) or folders already in --tokenizer_cache_dir's layout. What is written is the very bytes that were checked,
+ * read from regular files inside `source` only.
  */
 export function importTokenizers(source: string, dir: string): Result<Imported[], string[]> {
   if (!statOrNull(source)?.isDirectory()) return fail([`${source} is not a directory`]);
-  const found = TOKENIZERS.map((spec) => findTokenizer(source, spec));
-  const problems = found.flatMap((f) => (f.ok ? [] : [f.error]));
-  if (problems.length > 0) return fail(problems);
-  mkdirSync(dir, { recursive: true, mode: DIR_MODE });
-  return ok(found.map((f, i) => install(f.ok ? f.value : "", dir, TOKENIZERS[i]!)));
+  const root = realpathSync(source);
+  const found = TOKENIZERS.map((spec) => findTokenizer(source, root, spec));
+  const usable = found.flatMap((f) => (f.ok ? [f.value] : []));
+  if (usable.length < found.length) return fail(found.flatMap((f) => (f.ok ? [] : [f.error])));
+  const installed = installTokenizers(dir, usable);
+  if (!installed.ok) return fail([installed.error]);
+  return ok(usable.map(({ spec, from }) => ({ id: spec.id, from, to: join(dir, spec.folder) })));
 }
 
 // The first place under `source` that holds a usable copy; else what is wrong with the nearest one.
-function findTokenizer(source: string, spec: TokenizerSpec): Result<string> {
+function findTokenizer(source: string, root: string, spec: TokenizerSpec): Result<Found> {
   const candidates = candidateFolders(source, spec);
-  for (const folder of candidates) {
-    if (tokenizerProblems(folder, spec).length === 0) return ok(folder);
-  }
   if (candidates.length === 0) {
     const looked = `${spec.folder}/, models--${spec.id.replace("/", "--")}/snapshots/ or hub/models--…`;
     return fail(`tokenizer ${spec.id} is not in ${source} (looked for ${looked})`);
   }
-  const why = tokenizerProblems(candidates[0]!, spec).join("; ");
-  return fail(`tokenizer ${spec.id} in ${candidates[0]} is not usable: ${why}`);
+  const tried = candidates.map((from) => checkCandidate(root, from, spec));
+  return tried.find((t) => t.ok) ?? tried[0]!;
+}
+
+function checkCandidate(root: string, from: string, spec: TokenizerSpec): Result<Found> {
+  const read = readSourceFiles(root, from, COPIED_FILES);
+  if (!read.ok) return fail(`tokenizer ${spec.id} in ${from} is not imported: ${read.error}`);
+  const problems = tokenizerFilesProblems(read.value, spec);
+  if (problems.length > 0) return fail(`tokenizer ${spec.id} in ${from} is not usable: ${problems.join("; ")}`);
+  return ok({ spec, files: read.value, from });
 }
 
 // The cache-dir layout first, then a hub cache's snapshots, the one refs/main names first.
@@ -67,25 +79,4 @@ function readText(path: string): string | null {
   } catch {
     return null;
   }
-}
-
-// Written beside, then swapped in: a trainer starting meanwhile sees the old folder or the new, never half.
-function install(from: string, dir: string, spec: TokenizerSpec): Imported {
-  const to = join(dir, spec.folder);
-  const fresh = `${to}.import-${process.pid}`;
-  const old = `${to}.old-${process.pid}`;
-  rmSync(fresh, { recursive: true, force: true });
-  mkdirSync(fresh, { mode: DIR_MODE });
-  chmodSync(fresh, DIR_MODE);
-  // A hub snapshot's files are links into blobs/: the copies are the contents.
-  for (const file of [...REQUIRED_FILES, ...OPTIONAL_FILES]) {
-    if (!statOrNull(join(from, file))?.isFile()) continue;
-    copyFileSync(join(from, file), join(fresh, file));
-    chmodSync(join(fresh, file), FILE_MODE);
-  }
-  const replacing = statOrNull(to) !== null;
-  if (replacing) renameSync(to, old);
-  renameSync(fresh, to);
-  if (replacing) rmSync(old, { recursive: true, force: true });
-  return { id: spec.id, from, to };
 }

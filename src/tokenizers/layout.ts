@@ -2,6 +2,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { statOrNull } from "../fs.ts";
+import { clipVocabularyProblems } from "./clip-vocabulary.ts";
+import { namedTokens } from "./named-tokens.ts";
 
 // The two CLIP tokenizers sdxl_train_network.py loads (library/strategy_sdxl.py). Given --tokenizer_cache_dir,
 // sd-scripts reads <dir>/<id with "/" as "_"> (strategy_base.py _load_tokenizer); a folder that is not there
@@ -9,7 +11,7 @@ import { statOrNull } from "../fs.ts";
 export interface TokenizerSpec {
   id: string;
   folder: string;
-  // sd-scripts sets tokenizer 2's pad_token_id to 0, so the vocabulary must hold an id 0.
+  // sd-scripts sets tokenizer 2's pad_token_id to 0 (CLIP's "!"); doctor loads it the same way.
   padsWithIdZero: boolean;
 }
 
@@ -18,13 +20,16 @@ export const TOKENIZERS: readonly TokenizerSpec[] = [
   { id: "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k", padsWithIdZero: true },
 ].map((t) => ({ ...t, folder: t.id.replace("/", "_") }));
 
-// What CLIPTokenizer.from_pretrained reads; the others are copied when present.
+// What CLIPTokenizer.from_pretrained reads, checked; tokenizer.json (the fast tokenizer's, which it does not read) is
+// copied when present.
 export const REQUIRED_FILES = ["vocab.json", "merges.txt", "tokenizer_config.json"] as const;
-export const OPTIONAL_FILES = ["special_tokens_map.json", "added_tokens.json", "tokenizer.json"] as const;
+const OPTIONAL_FILES = ["special_tokens_map.json", "added_tokens.json"] as const;
+const READ_FILES = [...REQUIRED_FILES, ...OPTIONAL_FILES];
+/** Every file an import copies when the source has it. */
+export const COPIED_FILES = [...READ_FILES, "tokenizer.json"];
 
 // CLIP's context: sd-scripts tokenizes every caption to exactly this many ids.
 const MODEL_MAX_LENGTH = 77;
-const SPECIAL_TOKENS = ["<|startoftext|>", "<|endoftext|>"];
 
 const DEFAULT_TOKENIZER_FOLDER = "tokenizers";
 
@@ -32,18 +37,13 @@ export function tokenizerDir(config: Config): string {
   return config.trainer.tokenizer_dir ?? join(config.state_dir, DEFAULT_TOKENIZER_FOLDER);
 }
 
+/** A tokenizer's files by name, their contents as the trainer will read them. */
+export type TokenizerFiles = ReadonlyMap<string, Uint8Array>;
+
 /** What is wrong with one tokenizer folder, each as a sentence; none when sd-scripts can load it. */
 export function tokenizerProblems(folder: string, spec: TokenizerSpec): string[] {
-  const where = (file: string) => `${spec.folder}/${file}`;
   if (!statOrNull(folder)?.isDirectory()) return [`${spec.folder} is missing (tokenizer ${spec.id})`];
-  const missing = REQUIRED_FILES.filter((file) => !statOrNull(join(folder, file))?.isFile());
-  if (missing.length > 0) return missing.map((file) => `${where(file)} is missing`);
-  const vocabulary = vocabularyProblems(readJson(join(folder, "vocab.json")), spec);
-  const config = configProblems(readJson(join(folder, "tokenizer_config.json")));
-  return [
-    ...vocabulary.map((p) => `${where("vocab.json")} ${p}`),
-    ...config.map((p) => `${where("tokenizer_config.json")} ${p}`),
-  ];
+  return tokenizerFilesProblems(readFolder(folder), spec);
 }
 
 /** Every problem of the two tokenizers in `dir`; none when both are ready. */
@@ -51,27 +51,54 @@ export function tokenizersProblems(dir: string): string[] {
   return TOKENIZERS.flatMap((spec) => tokenizerProblems(join(dir, spec.folder), spec));
 }
 
-function vocabularyProblems(vocab: unknown, spec: TokenizerSpec): string[] {
-  if (typeof vocab !== "object" || vocab === null || Array.isArray(vocab)) return ["is not a JSON object of ids"];
-  const entries = Object.entries(vocab);
-  if (!entries.every(([, id]) => Number.isInteger(id))) return ["maps a token to something other than an integer id"];
-  const problems = SPECIAL_TOKENS.filter((t) => !(t in vocab)).map((t) => `has no ${t} token`);
-  if (spec.padsWithIdZero && !entries.some(([, id]) => id === 0)) {
-    problems.push("has no id 0, which sd-scripts uses as this tokenizer's padding id");
-  }
-  return problems;
+/** What is wrong with one tokenizer's files: one missing, or their content not CLIP's as CLIPTokenizer reads it. */
+export function tokenizerFilesProblems(files: TokenizerFiles, spec: TokenizerSpec): string[] {
+  const where = (problem: string) => `${spec.folder}/${problem}`;
+  const missing = REQUIRED_FILES.filter((file) => !files.has(file));
+  if (missing.length > 0) return missing.map((file) => where(`${file} is missing`));
+  const texts = new Map(READ_FILES.map((file) => [file, files.has(file) ? decodeUtf8(files.get(file)!) : undefined]));
+  const notText = READ_FILES.filter((file) => texts.get(file) === null).map((file) => `${file} is not UTF-8 text`);
+  if (notText.length > 0) return notText.map(where);
+  const text = (file: (typeof READ_FILES)[number]) => texts.get(file) ?? undefined;
+  const config = text("tokenizer_config.json")!;
+  const named = namedTokens({ added: text("added_tokens.json"), config, special: text("special_tokens_map.json") });
+  if (typeof named === "string") return [where(named)];
+  const bpe = clipVocabularyProblems(text("vocab.json")!, text("merges.txt")!, named);
+  return [...bpe, ...configProblems(config).map((p) => `tokenizer_config.json ${p}`)].map(where);
 }
 
-function configProblems(config: unknown): string[] {
+// What CLIPTokenizer reads, as it reads it: an unreadable file is one it would not find either.
+function readFolder(folder: string): TokenizerFiles {
+  const files = new Map<string, Uint8Array>();
+  for (const file of READ_FILES) {
+    try {
+      files.set(file, readFileSync(join(folder, file)));
+    } catch {
+      continue;
+    }
+  }
+  return files;
+}
+
+function decodeUtf8(bytes: Uint8Array): string | null {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+function configProblems(text: string): string[] {
+  const config = parseJson(text);
   if (typeof config !== "object" || config === null) return ["is not a JSON object"];
   const length = (config as Record<string, unknown>).model_max_length;
   if (length === MODEL_MAX_LENGTH) return [];
   return [`says model_max_length ${JSON.stringify(length ?? null)}, not CLIP's ${MODEL_MAX_LENGTH}`];
 }
 
-function readJson(path: string): unknown {
+function parseJson(text: string): unknown {
   try {
-    return JSON.parse(readFileSync(path, "utf8"));
+    return JSON.parse(text);
   } catch {
     return null;
   }
@@ -88,7 +115,7 @@ export function watchTokenizers(dir: string): () => TokenizerReadiness {
   let seen: { key: string; readiness: TokenizerReadiness } | null = null;
   return () => {
     const key = TOKENIZERS.flatMap((t) =>
-      [".", ...REQUIRED_FILES].map((file) => {
+      [".", ...READ_FILES].map((file) => {
         const st = statOrNull(join(dir, t.folder, file));
         return st === null ? "-" : `${st.ino}:${st.size}:${st.mtimeMs}`;
       })

@@ -1,6 +1,6 @@
 import { Database } from "bun:sqlite";
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ownMemoryEvents, readOomKills } from "../../src/os/proc.ts";
 import { liveGroupMembers } from "../../src/os/terminate.ts";
@@ -137,6 +137,8 @@ describe("the compiled binary, simulated trainer", () => {
     await waitFor(() => liveGroupMembers(row.pid).length === 0 && liveGroupMembers(row.shim_pid).length === 0, "the job's processes to die");
     await using restarted = await startWorker(config, { command: [binary] });
     expect((await restarted.json(`/train/${id}`)).body).toMatchObject({ status: "failed", error_code: "worker_restarted" });
+    // A job that trained keeps its dataset copy (a resume reads it); only one that never trained loses it.
+    expect(existsSync(join(tree.state, "jobs", id, "dataset", "images"))).toBe(true);
   });
 });
 

@@ -81,7 +81,7 @@ describe("the preparing phase", () => {
     expect(final).toMatchObject({ status: "succeeded", dataset: { files: 3, bytes: BIG_IMAGE_BYTES + 6 } });
   });
 
-  test("a worker killed -9 while it copies: the job stays on record and the next start fails it, saying so", async () => {
+  test("a worker killed -9 while it copies: the job stays on record and the next start fails it, saying so, and removes its copy", async () => {
     using tree = treeWithBigImage();
     const config = tree.writeConfig(SIMULATE_TABLES(0.002));
     let id: string;
@@ -95,6 +95,8 @@ describe("the preparing phase", () => {
       await first.proc.exited;
     }
     expect(readdirSync(join(tree.state, "jobs"))).toEqual([id]);
+    // Contrast: the partial copy is there until the restart.
+    expect(existsSync(join(jobDir(tree, id), "dataset", "images", "img0.png"))).toBe(true);
     await using second = await startWorker(config, { command: [binary] });
     const failed = (await second.json(`/train/${id}`)).body;
     expect(failed).toMatchObject({ status: "failed", error_code: "worker_restarted" });
@@ -102,6 +104,8 @@ describe("the preparing phase", () => {
       "the worker restarted while it copied this job's dataset, before any trainer was started; nothing was " +
         "trained: send the request again",
     );
+    // A job that never trained keeps nothing: its copy goes at the restart, not with retention a month later.
+    expect(existsSync(join(jobDir(tree, id), "dataset"))).toBe(false);
     // Contrast: the slot is free again, and the same request now trains.
     const again = (await second.postTrain(tree.validRequest())).body.worker_job_id;
     expect(await untilEnded(second, again)).toMatchObject({ status: "succeeded" });

@@ -3,14 +3,14 @@ import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBinary } from "../support/binary.ts";
-import { SIMULATE_TABLES, makeHostTree } from "../support/host-tree.ts";
+import { FAILING_TABLES, SIMULATE_TABLES, makeHostTree } from "../support/host-tree.ts";
 import { killJobAtEnd } from "../support/job-processes.ts";
 import { parseExposition } from "../support/prometheus-format.ts";
 import { runPeakBytes, TIERS } from "../../src/tiers.ts";
 import { fillUntilFull, mountTmpfs, tmpfsUnavailable } from "../support/small-tmpfs.ts";
 import { waitFor } from "../support/wait.ts";
 import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
-import { ENDED_STATUSES } from "../support/jobs.ts";
+import { ENDED_STATUSES, untilEnded } from "../support/jobs.ts";
 
 // Item 5 of issue 11: a state dir that cannot take writes (a real tmpfs, filled to the last page) degrades the
 // worker instead of ending it. Real compiled binary, real simulated trainer, real SQLite in WAL mode.
@@ -120,6 +120,40 @@ describe.skipIf(unavailable !== null)("a state dir that fills up", () => {
     }, "the record to land", 30_000);
     expect(final).toMatchObject({ status: known.status, error_code: known.error_code, ended_at: known.ended_at });
     expect((await worker.json("/healthz")).body.unrecorded_job_ids).toEqual([]);
+  });
+
+  test("a trainer that dies as the state dir fills (its traceback cannot reach its log) ends disk_full, naming the state dir", async () => {
+    using tree = makeHostTree();
+    await using _tmpfs = await mountTmpfs(tree.state, TMPFS_BYTES);
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.02)), { command: [binary] });
+    const id: string = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    using _job = killJobAtEnd(() => id);
+    await waitFor(async () => (await worker.json(`/train/${id}`)).body.step >= 5, "the training to be under way", 60_000);
+    using filler = fillUntilFull(tree.state);
+    const ended = await waitFor(async () => {
+      const { body } = await worker.json(`/train/${id}`);
+      return ENDED_STATUSES.includes(body.status) ? body : null;
+    }, "the trainer to end on the full disk", 60_000);
+    expect(ended).toMatchObject({ status: "failed", error_code: "disk_full", exit_code: 1 });
+    expect(ended.error).toStartWith(`the state dir's disk is full: `);
+    expect(ended.error).toContain(` bytes free at ${tree.state}, below 1048576; the trainer could not write`);
+    filler.remove();
+    const final = await waitFor(async () => {
+      const { body } = await worker.json(`/train/${id}`);
+      return body.recorded === undefined ? body : null;
+    }, "the record to land", 30_000);
+    expect(final).toMatchObject({ status: "failed", error_code: "disk_full", error: ended.error });
+  });
+
+  test("contrast: a trainer that exits 1 with room on the same state dir is trainer_crashed", async () => {
+    using tree = makeHostTree();
+    await using _tmpfs = await mountTmpfs(tree.state, TMPFS_BYTES);
+    await using worker = await startWorker(tree.writeConfig(FAILING_TABLES(0.02, "exit@10:1")), { command: [binary] });
+    const id: string = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    using _job = killJobAtEnd(() => id);
+    const final = await untilEnded(worker, id);
+    expect(final).toMatchObject({ status: "failed", error_code: "trainer_crashed", exit_code: 1 });
+    expect(final.error).not.toContain("disk is full");
   });
 
   test("POST /train on a full state dir is refused 503 state_unwritable and leaves no row and no job dir", async () => {

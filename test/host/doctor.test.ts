@@ -2,13 +2,14 @@ import { describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeDoctorHost, runDoctor, type DoctorHost } from "../support/doctor-host.ts";
-import { BITSANDBYTES_REPORT, CUDA_REPORT, TORCH_REPORT, writeFakePython } from "../support/fake-python.ts";
+import { BITSANDBYTES_REPORT, CLIP_CAPTION_IDS, CUDA_REPORT, TORCH_REPORT, writeFakePython } from "../support/fake-python.ts";
+import { CLIP_MERGES } from "../support/tokenizers.ts";
 import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
 import { AS_ROOT, STAND_IN } from "../support/install-root.ts";
 import { startWorker } from "../support/worker-process.ts";
 
 const TIMEOUT_MS = 30_000;
-const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "tokenizers", "handoff root", "model root", "state dir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
+const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "tokenizers", "handoff root", "model root", "state dir", "trainer tmpdir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
 
 const checkName = (line: string) => /^(?:OK|WARN|FAIL) +([^:]+?)(?: \/\S+)?:/.exec(line)?.[1];
 const failLines = (lines: string[]) => lines.filter((l) => l.startsWith("FAIL"));
@@ -72,6 +73,18 @@ const MISSING: Missing[] = [
     check: "tokenizers",
     says: (h) => `${h.python} as nobody did not load openai/clip-vit-large-patch14 and laion/CLIP-ViT-bigG-14-laion2B-39B-b160k from ${h.tokenizers}: exit 1, OSError: Unable to load vocabulary from file.`,
   },
+  {
+    what: "a whole merges.txt",
+    breakIt: (h) => writeFileSync(join(h.tokenizers, "openai_clip-vit-large-patch14", "merges.txt"), CLIP_MERGES.slice(0, 300_000)),
+    check: "tokenizers",
+    says: (h) => `not ready in ${h.tokenizers}: openai_clip-vit-large-patch14/merges.txt holds 29418 merges after its #version line, not CLIP's 48894 (cut short?)`,
+  },
+  {
+    what: "tokenizers the trainer's Python reads as CLIP's",
+    breakIt: (h) => void writeFakePython(h.python, { captionIds: [49406, 320, 1125, 539, 49407] }),
+    check: "tokenizers",
+    says: (h) => `${h.python} as nobody tokenizes "a photo of ohwx person" with openai/clip-vit-large-patch14 from ${h.tokenizers} as [49406, 320, 1125, 539, 49407], not CLIP's [${CLIP_CAPTION_IDS.join(", ")}]`,
+  },
   { what: "/dev/nvidia-uvm", breakIt: (h) => rmSync(h.uvm), check: "nvidia-uvm", says: (h) => `${h.uvm} does not exist` },
   {
     what: "a free port",
@@ -94,7 +107,7 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
     using host = makeDoctorHost();
     const { code, lines } = await host.doctor();
     expect(lines.slice(0, -1).map(checkName)).toEqual(CHECKS);
-    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 15 OK"]);
+    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 16 OK"]);
     expect(lines).toContain("OK   cuda: torch sees 2 CUDA device(s): 0 NVIDIA GeForce RTX 3090, 1 NVIDIA RTX A6000 (torch built for CUDA 12.4)");
     expect(code).toBe(0);
   }, TIMEOUT_MS);

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { MAX_BODY_BYTES, MAX_JSON_DEPTH } from "../../src/api/body.ts";
 import { TOKENIZERS } from "../../src/tokenizers/layout.ts";
@@ -9,7 +9,7 @@ import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
 import { inProcessApp } from "../support/app-harness.ts";
 import { TRAINERS, realModeConfig } from "../support/real-mode.ts";
 import { waitFor } from "../support/wait.ts";
-import { writeTokenizers } from "../support/tokenizers.ts";
+import { CLIP_MERGES, writeTokenizers } from "../support/tokenizers.ts";
 
 // The app in process over a fixture trainer whose tree ignores SIGTERM.
 function appFor(tree: HostTree, nvidiaSmi = FAKE_NVIDIA_SMI, bodyDeadlineMs?: number) {
@@ -97,6 +97,21 @@ describe("HTTP surface", () => {
     writeTokenizers(dir);
     const after = ((await (await a.app.request("/healthz")).json()) as any).tokenizers;
     expect(after).toEqual({ dir, ready: true, problems: [] });
+  });
+
+  test("/healthz says not ready once a tokenizer's merges.txt is cut, though every file is there", async () => {
+    using tree = makeHostTree();
+    await using a = appFor(tree);
+    const dir = writeTokenizers(join(tree.state, "tokenizers"));
+    const readiness = async () => ((await (await a.app.request("/healthz")).json()) as any).tokenizers;
+    expect(await readiness()).toEqual({ dir, ready: true, problems: [] });
+    const [clipL] = TOKENIZERS;
+    writeFileSync(join(dir, clipL!.folder, "merges.txt"), CLIP_MERGES.slice(0, 300_000));
+    expect(await readiness()).toEqual({
+      dir,
+      ready: false,
+      problems: [`${clipL!.folder}/merges.txt holds 29418 merges after its #version line, not CLIP's 48894 (cut short?)`],
+    });
   });
 
   test("/gpu-status joins processes to devices and marks the TTS co-tenant on the 3090", async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DatasetChanged, snapshotDataset } from "../../src/dispatch/dataset-copy.ts";
 import { scanDataset } from "../../src/request/dataset.ts";
@@ -14,6 +14,9 @@ function captioned(tree: HostTree): void {
   writeFileSync(join(tree.dataset, "img0.txt"), "ohwx, blue shirt");
   writeFileSync(join(tree.dataset, "img1.txt"), "ohwx, smiling");
 }
+
+const imageBytes = (tree: HostTree) =>
+  [0, 1, 2].reduce((sum, i) => sum + statSync(join(tree.dataset, `img${i}.png`)).size, 0);
 
 function harness(tree: HostTree, dataset: Record<string, number> = {}) {
   const config = simulateModeConfig(tree, { seconds_per_step: 0 });
@@ -67,7 +70,8 @@ describe("every file the trainer would read is checked at dispatch", () => {
     await using s = harness(tree);
     const row = await trained(s, tree);
     expect(row.status).toBe("succeeded");
-    expect(await tagsIn(row.lora_path!)).toEqual({ images: { ohwx: 1, "red hat": 1 } });
+    // The two images without a caption train on the class tokens, as sd-scripts counts them.
+    expect(await tagsIn(row.lora_path!)).toEqual({ images: { ohwx: 1, "red hat": 1, "ohwx person": 2 } });
   });
 });
 
@@ -87,7 +91,7 @@ describe("the trainer reads a private copy", () => {
     const toml = Bun.TOML.parse(readFileSync(join(tree.state, "jobs", job.id, "dataset.toml"), "utf8")) as any;
     expect(toml.datasets[0].subsets[0].image_dir).toBe(join(tree.state, "jobs", job.id, "dataset", "images"));
     // The checked bytes, and only those, were trained on: the captions' tags are in the LoRA, the secret is not.
-    expect(await tagsIn(row.lora_path!)).toEqual({ images: { ohwx: 2, "blue shirt": 1, smiling: 1 } });
+    expect(await tagsIn(row.lora_path!)).toEqual({ images: { ohwx: 2, "blue shirt": 1, smiling: 1, "ohwx person": 1 } });
   });
 
   test("arbo's dataset folder holds exactly what it held before the run; the latent caches land in the job directory", async () => {
@@ -114,7 +118,7 @@ describe("the trainer reads a private copy", () => {
     writeFileSync(join(tree.dataset, "img1.txt"), "ohwx, frowning");
     const third = await trained(s, tree, { output_name: "third" });
 
-    expect(first).toMatchObject({ dataset_files: 5, dataset_bytes: 9 + 16 + 13 });
+    expect(first).toMatchObject({ dataset_files: 5, dataset_bytes: imageBytes(tree) + 16 + 13 });
     expect(second.dataset_sha256).toBe(first.dataset_sha256!);
     expect(third.dataset_sha256).not.toBe(first.dataset_sha256!);
   });
@@ -122,7 +126,11 @@ describe("the trainer reads a private copy", () => {
 
 describe("the copy takes only the file that was checked", () => {
   const swaps: Array<[string, (t: HostTree) => void]> = [
-    ["replaced by a file of the same size", (t) => (rmSync(join(t.dataset, "img1.png")), writeFileSync(join(t.dataset, "img1.png"), "PNG"))],
+    ["replaced by a file of the same size", (t) => {
+      const size = statSync(join(t.dataset, "img1.png")).size;
+      rmSync(join(t.dataset, "img1.png"));
+      writeFileSync(join(t.dataset, "img1.png"), Buffer.alloc(size, 0x50));
+    }],
     ["rewritten in place", (t) => writeFileSync(join(t.dataset, "img1.png"), "PNG")],
     ["swapped for a link out of the root", (t) => (rmSync(join(t.dataset, "img1.png")), symlinkSync("/etc/hostname", join(t.dataset, "img1.png")))],
   ];
@@ -187,7 +195,7 @@ describe("the copy takes only the file that was checked", () => {
     const dest = join(tree.state, "copy");
     mkdirSync(dest);
 
-    expect(await snapshotDataset(scan.value, dest)).toMatchObject({ files: 3, bytes: 9 });
+    expect(await snapshotDataset(scan.value, dest)).toMatchObject({ files: 3, bytes: imageBytes(tree) });
     expect(readdirSync(join(dest, "images")).sort()).toEqual(["img0.png", "img1.png", "img2.png"]);
   });
 });

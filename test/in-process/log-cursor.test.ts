@@ -116,6 +116,19 @@ describe("GET /train/{id}/log with a cursor", () => {
     expect(await getLog(job.app.app, id, "?lines=3")).toMatchObject({ status: 200, cursor: "0.0", text: "one\n" });
   });
 
+  test("a cursor inside a UTF-8 character is refused 422, as one this log never handed out; one at its start is answered", async () => {
+    using tree = makeHostTree();
+    const job = fedJob(tree);
+    await using _ = job.app;
+    const { id } = await job.start("héllo\n");
+    const res = await job.app.app.request(`/train/${id}/log?after=0.2`);
+    expect({ status: res.status, body: await res.json() }).toEqual({
+      status: 422,
+      body: { detail: [{ loc: ["query", "after"], msg: "is not a cursor of this log: it points inside a UTF-8 character (byte 2 continues it)", type: "value_error" }] },
+    });
+    expect(await getLog(job.app.app, id, "?after=0.3")).toEqual({ status: 200, cursor: "0.7", cut: null, text: "llo\n" });
+  });
+
   test("a cut record left half written (a shim killed in a cut) answers 503 to a cursor while the run lasts, and is settled when it ends", async () => {
     using tree = makeHostTree();
     const job = fedJob(tree);

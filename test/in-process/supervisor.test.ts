@@ -128,6 +128,18 @@ describe("supervisor outcomes", () => {
     expect(s.store.get(job.id)).toMatchObject({ status: "failed", error_code: "spawn_failed", pid: null });
     expect(s.store.get(job.id)!.error).toContain("no-such-accelerate");
     expect(s.store.activeJobs()).toEqual([]);
+    // A job that never trained keeps no dataset copy.
+    expect(existsSync(join(tree.state, "jobs", job.id, "dataset"))).toBe(false);
+  });
+
+  test("contrast: a trainer that started and failed leaves its job its dataset copy", async () => {
+    using tree = makeHostTree();
+    const trainer = join(TRAINERS, "exit-zero-without-file.sh");
+    await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
+    const job = await dispatchOk(s, tree.validRequest());
+    await s.supervisor.settle();
+    expect(s.store.get(job.id)).toMatchObject({ status: "failed", error_code: "output_missing" });
+    expect(existsSync(join(tree.state, "jobs", job.id, "dataset"))).toBe(true);
   });
 });
 

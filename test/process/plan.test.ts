@@ -6,10 +6,10 @@ import { MAIN, makeHostTree, type HostTree } from "../support/host-tree.ts";
 // Every flag sd-scripts' sdxl_train_network.py is given: full names only (argparse accepts prefixes).
 const SCRIPT_FLAGS = [
   "pretrained_model_name_or_path", "tokenizer_cache_dir", "dataset_config", "output_dir", "output_name", "save_model_as", "save_precision",
-  "network_module", "network_dim", "network_alpha", "network_train_unet_only", "learning_rate", "unet_lr",
+  "network_module", "network_dim", "network_alpha", "metadata_title", "metadata_trigger_phrase", "network_train_unet_only", "learning_rate", "unet_lr",
   "optimizer_type", "lr_scheduler", "lr_warmup_steps", "max_train_steps", "seed", "mixed_precision",
   "gradient_checkpointing", "sdpa", "cache_latents", "cache_latents_to_disk", "cache_text_encoder_outputs",
-  "min_snr_gamma", "noise_offset", "max_data_loader_n_workers", "persistent_data_loader_workers",
+  "min_snr_gamma", "noise_offset", "max_token_length", "max_data_loader_n_workers", "persistent_data_loader_workers",
   "console_log_simple", "caption_extension", "save_every_n_steps", "save_state", "save_last_n_steps",
   "save_last_n_steps_state",
 ];
@@ -61,6 +61,12 @@ describe("lora-worker plan", () => {
     expect(flags).toContain("--network_dim=16");
     expect(flags).toContain("--seed=42");
     expect(flags).toContain("--caption_extension=.txt");
+    // SDXL base's own noise offset; three CLIP windows of caption (works with cached text-encoder outputs).
+    expect(flags).toContain("--noise_offset=0.0357");
+    expect(flags).toContain("--max_token_length=225");
+    // The LoRA's modelspec header names it and its trigger.
+    expect(flags).toContain("--metadata_title=mylora");
+    expect(flags).toContain("--metadata_trigger_phrase=ohwx");
     // A fast run saves a state and an intermediate LoRA every 40 steps and keeps only the newest of each.
     expect(flags.slice(-4)).toEqual(["--save_every_n_steps=40", "--save_state", "--save_last_n_steps=39", "--save_last_n_steps_state=39"]);
     expect(out.cwd).toBe(join(tree.state, "jobs/plan"));
@@ -73,7 +79,7 @@ describe("lora-worker plan", () => {
       PYTHONUNBUFFERED: "1",
       HF_HOME: join(tree.state, "hf-home"),
       HF_HUB_OFFLINE: "1",
-      TMPDIR: join(tree.state, "jobs/plan/tmp"),
+      TMPDIR: "/dev/shm/lora-worker-plan",
       LORA_WORKER_JOB: "plan",
       LORA_WORKER_SIMULATE_SECONDS_PER_STEP: "0.5",
     });
@@ -95,11 +101,22 @@ describe("lora-worker plan", () => {
     expect(Bun.TOML.parse(out.dataset_toml)).toEqual({
       general: { caption_extension: ".txt" },
       // The trainer reads the job's own copy of the dataset, never the handoff folder.
-      datasets: [{ resolution: 1024, batch_size: 2, enable_bucket: true, subsets: [{ image_dir: expect.stringMatching(/\/jobs\/[^/]+\/dataset\/images$/), class_tokens: "ohwx young woman", num_repeats: 7 }] }],
+      datasets: [{ resolution: 1024, batch_size: 2, enable_bucket: true, max_bucket_reso: 2048, subsets: [{ image_dir: expect.stringMatching(/\/jobs\/[^/]+\/dataset\/images$/), class_tokens: "ohwx young woman", num_repeats: 7 }] }],
     });
     expect((Bun.TOML.parse(out.dataset_toml) as any).datasets[0].subsets[0].image_dir).toStartWith(join(tree.state, "jobs"));
     expect(out.argv).toContain("--max_train_steps=3000");
     expect(out.env.CUDA_VISIBLE_DEVICES).toBe("1");
+  });
+
+  test("the batch is the tier's, whichever card runs it: fast trains batch 1 on the 48 GB card too", async () => {
+    using tree = makeHostTree();
+    const batchOf = async (overrides: Record<string, unknown>) =>
+      (Bun.TOML.parse((await plan(tree, tree.validRequest(overrides))).out.dataset_toml) as any).datasets[0].batch_size;
+    expect(await batchOf({ tier: "fast", device_index: 0 })).toBe(1);
+    expect(await batchOf({ tier: "fast", device_index: 1 })).toBe(1);
+    expect(await batchOf({ tier: "balanced", device_index: 1 })).toBe(1);
+    // Contrast: the quality tier trains batch 2 (it runs on the 48 GB card only).
+    expect(await batchOf({ tier: "quality", device_index: 1 })).toBe(2);
   });
 
   // Request paths may not hold such characters (see the hostile catalog); a kohya folder inside the dataset may.

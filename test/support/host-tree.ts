@@ -1,7 +1,9 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { unlinkTmp } from "../../src/supervisor/tmp-link.ts";
 import { CHECKPOINT_KEYS, writeCheckpoint } from "./checkpoints.ts";
+import { solidPng } from "../../src/png.ts";
 
 export const REPO = join(import.meta.dir, "../..");
 export const MAIN = join(REPO, "src/main.ts");
@@ -27,7 +29,8 @@ export function makeHostTree(images = 3): HostTree {
   const state = join(root, "state");
   const dataset = join(handoff, "job1", "dataset");
   for (const dir of [handoff, models, state, dataset]) mkdirSync(dir, { recursive: true });
-  for (let i = 0; i < images; i++) writeFileSync(join(dataset, `img${i}.png`), "png");
+  // Real pictures, each its own colour: the worker decodes every image of its copy before the trainer starts.
+  for (let i = 0; i < images; i++) writeFileSync(join(dataset, `img${i}.png`), solidPng(8, 8, [i * 40, 120, 200]));
   const model = writeCheckpoint(join(models, "sdxl.safetensors"), CHECKPOINT_KEYS.sdxl);
   const configPath = join(root, "config.toml");
   const tree: HostTree = {
@@ -49,9 +52,18 @@ export function makeHostTree(images = 3): HostTree {
       writeFileSync(configPath, simulateConfig(tree) + extra);
       return configPath;
     },
-    [Symbol.dispose]: () => rmSync(root, { recursive: true, force: true }),
+    [Symbol.dispose]() {
+      removeTmpLinks(tree.state);
+      rmSync(root, { recursive: true, force: true });
+    },
   };
   return tree;
+}
+
+// The trainer's TMPDIR links in /dev/shm that a shim killed with -9 (a crash test) never removed.
+function removeTmpLinks(state: string): void {
+  const jobs = join(state, "jobs");
+  for (const id of existsSync(jobs) ? readdirSync(jobs) : []) unlinkTmp(join(jobs, id));
 }
 
 export function simulateConfig(tree: Pick<HostTree, "handoff" | "models" | "state">): string {

@@ -1,20 +1,33 @@
-import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { BYTE_SYMBOLS } from "../../src/tokenizers/clip-bpe.ts";
 import { TOKENIZERS } from "../../src/tokenizers/layout.ts";
 
-export interface TokenizerShape {
-  // CLIP's vocabulary begins with "!" at id 0; tokenizer 2 pads with it.
-  idZero?: boolean;
-  maxLength?: number;
+/** CLIP's real merges.txt (test/fixtures/clip/SOURCES.md). */
+export const CLIP_MERGES = new TextDecoder().decode(
+  Bun.gunzipSync(readFileSync(join(import.meta.dir, "..", "fixtures", "clip", "merges.txt.gz"))),
+);
+
+// CLIP's vocab.json, built from its merges as CLIP builds it.
+function clipVocab(): Record<string, number> {
+  const merged = CLIP_MERGES.trim().split("\n").slice(1).map((line) => line.replace(" ", ""));
+  const tokens = [...BYTE_SYMBOLS, ...BYTE_SYMBOLS.map((s) => `${s}</w>`), ...merged, "<|startoftext|>", "<|endoftext|>"];
+  return Object.fromEntries(tokens.map((token, id) => [token, id]));
 }
 
-// A small CLIP-shaped tokenizer: the files CLIPTokenizer reads, with CLIP's special-token ids.
-function tokenizerFiles({ idZero = true, maxLength = 77 }: TokenizerShape = {}): Record<string, string> {
-  const letters = Object.fromEntries([..."abcdefghijklmnopqrstuvwxyz"].map((c, i) => [`${c}</w>`, i + 1]));
-  const vocab = { ...(idZero ? { "!": 0 } : {}), ...letters, "<|startoftext|>": 49406, "<|endoftext|>": 49407 };
+export const CLIP_VOCAB = JSON.stringify(clipVocab());
+
+export interface TokenizerShape {
+  maxLength?: number;
+  merges?: string;
+  vocab?: string;
+}
+
+// A real CLIP tokenizer: the files CLIPTokenizer reads, as the hub holds them.
+function tokenizerFiles({ maxLength = 77, merges = CLIP_MERGES, vocab = CLIP_VOCAB }: TokenizerShape = {}) {
   return {
-    "vocab.json": JSON.stringify(vocab),
-    "merges.txt": "#version: 0.2\na b\n",
+    "vocab.json": vocab,
+    "merges.txt": merges,
     "tokenizer_config.json": JSON.stringify({ model_max_length: maxLength, tokenizer_class: "CLIPTokenizer" }),
     "special_tokens_map.json": JSON.stringify({ bos_token: "<|startoftext|>", eos_token: "<|endoftext|>" }),
   };
@@ -49,4 +62,35 @@ export function writeHubCache(home: string, revision = "0123abcd"): string {
     }
   }
   return home;
+}
+
+/**
+ * A second import, unlike writeTokenizers' in both: tokenizer 1 with a tokenizer.json, tokenizer 2 with its
+ * vocab.json written one token a line (about 950 kB, the compact one 850 kB).
+ */
+export function secondImport(dir: string): string {
+  const [first, second] = TOKENIZERS;
+  writeTokenizers(dir);
+  writeFileSync(join(dir, first!.folder, "tokenizer.json"), "{}");
+  writeTokenizerFolder(join(dir, second!.folder), { vocab: JSON.stringify(JSON.parse(CLIP_VOCAB), null, 1) });
+  return dir;
+}
+
+/** Every file under `dir`, by path, with its contents: what an import may or may not have changed. */
+export function filesUnder(dir: string): Record<string, string> {
+  return Object.fromEntries(
+    readdirSync(dir, { recursive: true, encoding: "utf8" }).sort().map((p) => {
+      const path = join(dir, p);
+      return [p, lstatSync(path).isFile() ? readFileSync(path, "utf8") : "(folder)"];
+    }),
+  );
+}
+
+/** `lora-worker tokenizers ARGS` run by `command`; `limit` caps files at that many bytes (SIGXFSZ ignored: EFBIG). */
+export async function runTokenizers(command: string[], args: string[], limit?: number) {
+  const argv = [...command, "tokenizers", ...args];
+  const capped = limit === undefined ? argv : ["sh", "-c", `trap '' XFSZ; exec prlimit --fsize=${limit} -- "$@"`, "sh", ...argv];
+  const proc = Bun.spawn(capped, { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH! } });
+  const [code, stdout, stderr] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
+  return { code, stdout, stderr };
 }

@@ -11,29 +11,56 @@ function countsOnDisk(path: string): Record<string, number> {
   return Object.fromEntries(db.query<{ status: string; n: number }, []>("SELECT status, count(*) AS n FROM jobs GROUP BY status").all().map((r) => [r.status, r.n]));
 }
 
-describe("per-status counts kept in memory", () => {
-  test("follow every transition exactly as the database records it, and survive a reopen", () => {
+// What the database itself says, failed jobs by error_code.
+function failuresOnDisk(path: string): Record<string, number> {
+  using db = new Database(path, { readonly: true });
+  return Object.fromEntries(db.query<{ code: string; n: number }, []>("SELECT error_code AS code, count(*) AS n FROM jobs WHERE status = 'failed' GROUP BY error_code").all().map((r) => [r.code, r.n]));
+}
+
+const job = (i: number) => ({ id: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`, request: {}, requestHash: `h${i}`, idempotencyKey: null, admissionWarning: null, simulated: true, logPath: `/x/${i}`, now: new Date(i * 1000).toISOString(), totalSteps: 400, dataset: null, phase: "preparing" as const });
+const nonZero = (c: Record<string, number>) => Object.fromEntries(Object.entries(c).filter(([, n]) => n !== 0));
+
+// Three jobs through every transition: two fail cuda_oom, one is cancelled; each claim and end is tried twice.
+function runThree(store: ReturnType<typeof openJobStore>, from = 0): void {
+  for (let i = from; i < from + 3; i++) {
+    store.insertIfIdle(job(i));
+    // Contrast: a second claim while one is active changes nothing, in memory as on disk.
+    store.insertIfIdle(job(100 + i));
+    store.markTraining(job(i).id);
+    store.markTraining(job(i).id);
+    store.finish(job(i).id, i === from + 2 ? { ...failedOutcome("trainer_crashed", "x"), status: "cancelled", error_code: null } : failedOutcome("cuda_oom", "x"), new Date().toISOString());
+    store.finish(job(i).id, failedOutcome("cuda_oom", "again"), new Date().toISOString());
+  }
+}
+
+describe("per-status and per-error_code counts kept in memory", () => {
+  test("follow every transition after the first read exactly as the database records it, and survive a reopen", () => {
     using tree = makeHostTree();
     const path = join(tree.state, "jobs.db");
     const store = openJobStore(path);
-    const job = (i: number) => ({ id: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`, request: {}, requestHash: `h${i}`, idempotencyKey: null, admissionWarning: null, simulated: true, logPath: `/x/${i}`, now: new Date(i * 1000).toISOString(), totalSteps: 400, dataset: null, phase: "preparing" as const });
-    for (let i = 0; i < 3; i++) {
-      store.insertIfIdle(job(i));
-      // Contrast: a second claim while one is active changes nothing, in memory as on disk.
-      store.insertIfIdle(job(100 + i));
-      store.markTraining(job(i).id);
-      store.markTraining(job(i).id);
-      store.finish(job(i).id, i === 2 ? { ...failedOutcome("trainer_crashed", "x"), status: "cancelled", error_code: null } : failedOutcome("cuda_oom", "x"), new Date().toISOString());
-      store.finish(job(i).id, failedOutcome("cuda_oom", "again"), new Date().toISOString());
-    }
+    expect(store.countByStatus()).toEqual({});
+    runThree(store);
     const onDisk = countsOnDisk(path);
-    const nonZero = (c: Record<string, number>) => Object.fromEntries(Object.entries(c).filter(([, n]) => n !== 0));
     expect(nonZero(store.countByStatus())).toEqual(onDisk);
     expect(onDisk).toEqual({ failed: 2, cancelled: 1 });
+    expect(store.countFailuresByCode()).toEqual(failuresOnDisk(path));
     store.close();
     const reopened = openJobStore(path, { integrityCheck: false });
     expect(nonZero(reopened.countByStatus())).toEqual(onDisk);
     reopened.close();
+  });
+
+  test("are counted at the first read, not at open: transitions before it are counted once, those after it kept", () => {
+    using tree = makeHostTree();
+    const path = join(tree.state, "jobs.db");
+    const store = openJobStore(path);
+    runThree(store);
+    expect(nonZero(store.countByStatus())).toEqual({ failed: 2, cancelled: 1 });
+    runThree(store, 10);
+    expect(nonZero(store.countByStatus())).toEqual(countsOnDisk(path));
+    expect(nonZero(store.countByStatus())).toEqual({ failed: 4, cancelled: 2 });
+    expect(store.countFailuresByCode()).toEqual({ cuda_oom: 4 });
+    store.close();
   });
 });
 

@@ -52,6 +52,20 @@ describe("reading a log from a cursor", () => {
     expect(text(await readAfter(log, { generation: "0", offset: 2 }, 0))).toBe("€");
   });
 
+  test("a cursor inside a UTF-8 character is unknown (no answer ends there); one at each character's start is read", async () => {
+    const log = newLog();
+    const text = "aé€😀\n";
+    // A stray continuation byte (invalid UTF-8 a trainer may print) begins no character: an answer may end before it.
+    appendFileSync(log, Buffer.concat([Buffer.from(text), Buffer.from([0x78, 0x80, 0x79])]));
+    const starts = [0, 1, 3, 6, 10, 11, 12, 13, 14];
+    const answers = await Promise.all(Array.from({ length: 15 }, (_, offset) => readAfter(log, { generation: "0", offset }, 0)));
+    expect(answers.flatMap((read, offset) => (read.kind === "bytes" ? [offset] : []))).toEqual(starts);
+    expect(answers[2]).toEqual({ kind: "unknown", why: "points inside a UTF-8 character (byte 2 continues it)" });
+    expect(answers.filter((read) => read.kind === "unknown").map((read) => (read as { why: string }).why)).toEqual(
+      [2, 4, 5, 7, 8, 9].map((at) => `points inside a UTF-8 character (byte ${at} continues it)`),
+    );
+  });
+
   test("a cursor the log never handed out is unknown: another generation of a log never cut, or past the end", async () => {
     const log = newLog();
     appendFileSync(log, "one\n");

@@ -22,7 +22,9 @@ describe("POST /train validation (INV-T7)", () => {
     const result = await checkTrain(tree.validRequest(), configFor(tree));
     if (!result.ok) throw new Error(JSON.stringify(result));
     expect(result.value.datasetDir).toBe(tree.dataset);
-    expect(result.value.dataset).toMatchObject({ folder: null, bytes: 9 });
+    const bytes = result.value.dataset.files.reduce((sum, f) => sum + f.size, 0);
+    expect(result.value.dataset).toMatchObject({ folder: null, bytes });
+    expect(bytes).toBeGreaterThan(3 * 8);
     expect(result.value.dataset.files.map((f) => f.rel)).toEqual(["img0.png", "img1.png", "img2.png"]);
     expect(result.value.outputFile).toBe(join(tree.handoff, "job1", "out", "mylora.safetensors"));
   });

@@ -86,11 +86,32 @@ export function statusLines(view: JobView, baseUrl: string): string[] {
     ["created", view.created_at],
     ...(view.started_at ? [["started", view.started_at] as [string, string]] : []),
     ...(view.ended_at ? [["ended", view.ended_at] as [string, string]] : []),
+    ...datasetRows(view),
     ...resumeRows(view, baseUrl),
     ...sampleRows(view, baseUrl),
   ];
   const hint = resumeHint(view);
   return [...rows.map(([k, v]) => `${k.padEnd(9)}${v}`), ...outcomeLines(view), ...(hint === null ? [] : [hint])];
+}
+
+// What the worker did to the job's dataset copy, and what sd-scripts would have done to it unsaid. An older worker
+// sends no report.
+function datasetRows(view: JobView): [string, string][] {
+  const report = view.dataset?.prepared;
+  if (report === undefined) return [];
+  const c = report.captions;
+  const rows: [string, string][] = [[
+    "captions",
+    `trigger added to ${c.trigger_added}, already in ${c.trigger_present}, ` +
+      `${c.images_without_caption} images without one`,
+  ]];
+  if (report.turned_upright.length > 0) rows.push(["upright", `turned: ${report.turned_upright.join(", ")}`]);
+  if (report.small.length > 0) {
+    rows.push(["small", report.small.map((s) => `${s.image} (${s.width}x${s.height})`).join(", ")]);
+  }
+  for (const set of report.duplicates) rows.push(["same", set.join(" = ")]);
+  for (const cut of c.cut) rows.push(["cut", `${cut.caption}: ${cut.tokens} tokens, more than the text encoders read`]);
+  return rows;
 }
 
 // The runs before and after this one, its newest saved state and the intermediate LoRAs beside it.

@@ -1,0 +1,39 @@
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { captionSymbols, mergeRanks, readMerges } from "../tokenizers/clip-bpe.ts";
+
+// How many tokens of a caption the trainer's text encoders read: CLIP's BPE over the merges of the tokenizer the
+// trainer loads (tokenizers/clip-bpe.ts, as transformers' CLIPTokenizer with ftfy; ftfy's repairs of broken text,
+// mojibake and ligatures, are not made: they only ever shorten a caption). BOS and EOS are not counted.
+
+/** Counts a caption's tokens, BOS and EOS not included. */
+export type TokenCounter = (caption: string) => number;
+
+/** A counter and how it counts, for the record. */
+export interface CaptionTokens {
+  count: TokenCounter;
+  by: "clip tokenizer" | "upper bound";
+}
+
+/** CLIP's count over `merges` (merges.txt's text; the two SDXL tokenizers share it). */
+export function clipTokenCounter(merges: string): TokenCounter {
+  const ranks = mergeRanks(readMerges(merges));
+  return (caption) => captionSymbols(caption, ranks).length;
+}
+
+/**
+ * The CLIP tokenizer's count where its merges.txt is in `folder` (as `tokenizers import` lays it: the trainer
+ * cannot run without it); else, as in simulate mode without tokenizers, the bound below.
+ */
+export function captionTokens(folder: string): CaptionTokens {
+  const merges = join(folder, "merges.txt");
+  if (!existsSync(merges)) return { count: tokensAtMost, by: "upper bound" };
+  return { count: clipTokenCounter(readFileSync(merges, "utf8")), by: "clip tokenizer" };
+}
+
+/**
+ * A count that is never below CLIP's, for when no tokenizer is on disk: every piece's tokens are each at least
+ * one UTF-8 byte of it, and every character but whitespace is in some piece.
+ */
+export const tokensAtMost: TokenCounter = (caption) =>
+  new TextEncoder().encode(caption.toLowerCase().replace(/\s+/g, "")).length;

@@ -1,0 +1,154 @@
+import { readdir, rename, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { DatasetReport } from "../job.ts";
+import { IMAGE_EXTENSIONS } from "../request/dataset.ts";
+import type { CaptionTokens } from "./clip-tokens.ts";
+import { captionCandidates, hasTrigger, trainedLine, withTrigger } from "./captions.ts";
+import { type Orientation, readOrientation, uprightOf } from "./orientation.ts";
+
+// The job's own copy of the dataset, made ready for the trainer: each image stored upright, each caption leading
+// with the trigger, and what sd-scripts would do quietly (scale a small image up, cut a long caption, train a
+// duplicate twice) named in the record. Only the copy changes, never arbo's files; each change is written beside
+// and renamed over, so a copy a resume reads through hard links keeps its own inode and never changes under it.
+
+/** What the copy is prepared for: the request's trigger and class, the tier's resolution, and the caption limit. */
+export interface PrepareFor {
+  trigger: string;
+  subjectClass: string;
+  resolution: number;
+  /** How many tokens of a caption the trainer keeps, and how many a caption holds (never fewer than the trainer's). */
+  maxTokens: number;
+  tokens: CaptionTokens;
+}
+
+/** An image no decoder reads, or a caption sd-scripts cannot read: the job ends before the trainer starts. */
+export class DatasetInvalid extends Error {}
+
+// Pillow refuses an image over 89 M pixels as a decompression bomb; so does the worker, before decoding it.
+const MAX_PIXELS = 89_478_485;
+
+/**
+ * `imageDir` holds the copy's images and captions; `shownAs` names a file there as it lies in arbo's dataset dir.
+ * `signal` stops the work between two files.
+ */
+export async function prepareCopy(
+  imageDir: string,
+  shownAs: (name: string) => string,
+  target: PrepareFor,
+  signal?: AbortSignal,
+): Promise<DatasetReport> {
+  const names = new Set(await readdir(imageDir));
+  const images = [...names].filter(isImage).sort();
+  const report: DatasetReport = {
+    captions: {
+      trigger_added: 0, trigger_present: 0, images_without_caption: 0, cut: [], tokens_counted_by: target.tokens.by,
+    },
+    turned_upright: [],
+    small: [],
+    duplicates: [],
+  };
+  const byDigest = new Map<string, string[]>();
+  for (const image of images) {
+    signal?.throwIfAborted();
+    const found = await uprightImage(join(imageDir, image), shownAs(image));
+    if (found.turned) report.turned_upright.push(shownAs(image));
+    if (found.width * found.height < target.resolution ** 2) {
+      report.small.push({ image: shownAs(image), width: found.width, height: found.height });
+    }
+    byDigest.set(found.sha256, [...(byDigest.get(found.sha256) ?? []), shownAs(image)]);
+  }
+  report.duplicates = [...byDigest.values()].filter((set) => set.length > 1);
+  await leadCaptions(imageDir, images, names, shownAs, target, report, signal);
+  return report;
+}
+
+interface ImageFacts {
+  turned: boolean;
+  width: number;
+  height: number;
+  /** Of the bytes arbo sent, so identical uploads are found whatever their orientation. */
+  sha256: string;
+}
+
+async function uprightImage(path: string, shown: string): Promise<ImageFacts> {
+  const bytes = await Bun.file(path).bytes();
+  const sha256 = new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
+  const orientation = readOrientation(bytes);
+  try {
+    // As stored, then as seen: a quarter turn swaps the sides.
+    const stored = await new Bun.Image(bytes, { autoOrient: false, maxPixels: MAX_PIXELS }).metadata();
+    const quarter = uprightOf(orientation).rotate % 180 !== 0;
+    const [width, height] = quarter ? [stored.height, stored.width] : [stored.width, stored.height];
+    if (orientation !== 1) await writeBeside(path, await uprightPng(bytes, orientation));
+    return { turned: orientation !== 1, width, height, sha256 };
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === undefined || !code.startsWith("ERR_IMAGE")) throw err;
+    throw new DatasetInvalid(`${shown} cannot be decoded as an image (${code}): the trainer could not read it either`);
+  }
+}
+
+// PNG keeps every decoded pixel; the file keeps its name (sd-scripts finds images by extension and Pillow reads
+// them by content), so its caption and the record go on naming it as arbo did.
+async function uprightPng(bytes: Uint8Array, orientation: Orientation): Promise<Uint8Array> {
+  const { rotate, mirror } = uprightOf(orientation);
+  const image = new Bun.Image(bytes, { autoOrient: false, maxPixels: MAX_PIXELS }).rotate(rotate);
+  return (mirror ? image.flop() : image).png().bytes();
+}
+
+async function leadCaptions(
+  imageDir: string,
+  images: string[],
+  names: Set<string>,
+  shownAs: (name: string) => string,
+  target: PrepareFor,
+  report: DatasetReport,
+  signal?: AbortSignal,
+): Promise<void> {
+  const read = new Set<string>();
+  for (const image of images) {
+    const caption = captionCandidates(image).find((name) => names.has(name));
+    if (caption === undefined) report.captions.images_without_caption += 1;
+    else read.add(caption);
+  }
+  const classTokens = `${target.trigger} ${target.subjectClass}`;
+  for (const caption of [...read].sort()) {
+    signal?.throwIfAborted();
+    const path = join(imageDir, caption);
+    const text = decodeCaption(await Bun.file(path).bytes(), shownAs(caption));
+    const led = hasTrigger(text, target.trigger) ? text : withTrigger(text, classTokens);
+    if (led === text) report.captions.trigger_present += 1;
+    else {
+      report.captions.trigger_added += 1;
+      await writeBeside(path, led);
+    }
+    const tokens = target.tokens.count(trainedLine(led));
+    if (tokens > target.maxTokens) report.captions.cut.push({ caption: shownAs(caption), tokens });
+  }
+}
+
+// sd-scripts reads a caption as UTF-8 and stops the run on any other byte ("illegal char in file (not UTF-8)").
+function decodeCaption(bytes: Uint8Array, shown: string): string {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    throw new DatasetInvalid(`${shown} is not UTF-8 text: sd-scripts stops the run on it`);
+  }
+}
+
+async function writeBeside(path: string, data: string | Uint8Array): Promise<void> {
+  const tmp = `${path}.upright-tmp`;
+  try {
+    await writeFile(tmp, data, { mode: 0o640, flag: "wx" });
+    await rename(tmp, path);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
+}
+
+// As the dataset scan chose them: by extension, never a hidden name.
+function isImage(name: string): boolean {
+  if (name.startsWith(".")) return false;
+  return IMAGE_EXTENSIONS.some((ext) => name.endsWith(ext) || name.endsWith(ext.toUpperCase()));
+}

@@ -1,0 +1,101 @@
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { solidPng } from "../../src/png.ts";
+import { verifySafetensors } from "../../src/safetensors/verify.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { runCli } from "../support/cli-process.ts";
+import { cornersPng, jpegWithOrientation } from "../support/exif.ts";
+import { SIMULATE_TABLES, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { ENDED_STATUSES } from "../support/jobs.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker } from "../support/worker-process.ts";
+
+// Real processes on a shared 2-core machine: generous bounds, conditions waited on, never slept.
+setDefaultTimeout(60_000);
+
+let binary: string;
+beforeAll(() => {
+  binary = ensureBinary();
+}, 120_000);
+
+// arbo's dataset as a studio sends it: a kohya folder of phone photos, captioned without the trigger.
+function studioDataset(tree: HostTree): string {
+  rmSync(tree.dataset, { recursive: true });
+  const folder = join(tree.dataset, "10_ohwx person");
+  mkdirSync(folder, { recursive: true });
+  writeFileSync(join(folder, "a.png"), solidPng(8, 8, [10, 20, 30]));
+  writeFileSync(join(folder, "a.txt"), "a woman in a red coat, smiling");
+  writeFileSync(join(folder, "b.png"), solidPng(8, 8, [40, 50, 60]));
+  writeFileSync(join(folder, "b.txt"), "Ohwx, close-up portrait");
+  writeFileSync(join(folder, "c.png"), solidPng(8, 8, [40, 50, 60]));
+  return folder;
+}
+
+// The ended job's record, and what `lora-worker status ID` prints of it.
+async function trainedJob(tree: HostTree): Promise<any> {
+  await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.002)), { command: [binary] });
+  const dispatched = await worker.postTrain(tree.validRequest());
+  expect(dispatched.status).toBe(200);
+  const id = dispatched.body.worker_job_id;
+  const ended = await waitFor(async () => {
+    const { body } = await worker.json(`/train/${id}`);
+    return ENDED_STATUSES.includes(body.status) ? body : null;
+  }, "the job to end", 30_000);
+  const status = await runCli(binary, ["status", id], { LORA_WORKER_URL: worker.url });
+  return { ...ended, statusLines: status.stdout.split("\n") };
+}
+
+describe("the dataset the trainer reads is the one a person meant", () => {
+  test("a caption without the trigger reaches the trainer with it; the record says what was done", async () => {
+    using tree = makeHostTree(0);
+    const folder = studioDataset(tree);
+    writeFileSync(join(folder, "d.jpg"), await jpegWithOrientation(cornersPng(), 6));
+    const final = await trainedJob(tree);
+
+    expect(final.status).toBe("succeeded");
+    expect(final.dataset.prepared).toEqual({
+      captions: {
+        trigger_added: 1, trigger_present: 1, images_without_caption: 2, cut: [], tokens_counted_by: "upper bound",
+      },
+      turned_upright: ["10_ohwx person/d.jpg"],
+      small: ["a.png", "b.png", "c.png", "d.jpg"].map((name) => ({
+        // d.jpg is stored 6 x 4 and seen (and now stored) 4 x 6.
+        image: `10_ohwx person/${name}`, width: name === "d.jpg" ? 4 : 8, height: name === "d.jpg" ? 6 : 8,
+      })),
+      duplicates: [["10_ohwx person/b.png", "10_ohwx person/c.png"]],
+    });
+    // What the trainer trained on, from the LoRA's own header: the trigger leads a.png's caption now.
+    const verdict = await verifySafetensors(final.lora_path);
+    if (!verdict.ok) throw new Error(verdict.error.detail);
+    expect(JSON.parse(verdict.value.metadata.ss_tag_frequency!)).toEqual({
+      "10_ohwx person": { "ohwx person": 3, "a woman in a red coat": 1, smiling: 1, ohwx: 1, "close-up portrait": 1 },
+    });
+    expect(verdict.value.metadata["modelspec.trigger_phrase"]).toBe("ohwx");
+    expect(verdict.value.metadata["modelspec.title"]).toBe("mylora");
+    // arbo's files are as they were; the job's copy holds the changes.
+    expect(readFileSync(join(folder, "a.txt"), "utf8")).toBe("a woman in a red coat, smiling");
+    const copy = join(tree.state, "jobs", final.worker_job_id, "dataset", "10_ohwx person");
+    expect(readFileSync(join(copy, "a.txt"), "utf8")).toBe("ohwx person, a woman in a red coat, smiling");
+    expect(readFileSync(join(copy, "b.txt"), "utf8")).toBe("Ohwx, close-up portrait");
+    expect(final.statusLines).toEqual(expect.arrayContaining([
+      "captions trigger added to 1, already in 1, 2 images without one",
+      "upright  turned: 10_ohwx person/d.jpg",
+      "same     10_ohwx person/b.png = 10_ohwx person/c.png",
+    ]));
+  });
+
+  test("an image no decoder reads ends the job dataset_invalid before the trainer starts, naming it", async () => {
+    using tree = makeHostTree(0);
+    const folder = studioDataset(tree);
+    writeFileSync(join(folder, "broken.jpg"), "not a picture at all");
+    const final = await trainedJob(tree);
+    expect(final).toMatchObject({
+      status: "failed",
+      error_code: "dataset_invalid",
+      error: `${tree.dataset}: 10_ohwx person/broken.jpg cannot be decoded as an image (ERR_IMAGE_UNKNOWN_FORMAT): ` +
+        "the trainer could not read it either",
+    });
+    expect(final.exit_code).toBeUndefined();
+  });
+});

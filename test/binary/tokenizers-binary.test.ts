@@ -1,0 +1,45 @@
+import { describe, expect, test } from "bun:test";
+import { existsSync, lstatSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { TOKENIZERS } from "../../src/tokenizers/layout.ts";
+import { ensureBinary } from "../support/binary.ts";
+import { makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
+import { CLIP_MERGES, runTokenizers, writeTokenizers } from "../support/tokenizers.ts";
+import { startWorker } from "../support/worker-process.ts";
+
+const binary = ensureBinary();
+const [CLIP_L, CLIP_G] = TOKENIZERS;
+
+const tokenizers = (...args: string[]) => runTokenizers([binary], args);
+
+describe("the compiled binary's tokenizers", () => {
+  test("import refuses a cut merges.txt and a link out of the source, takes the whole folder, and /healthz follows the files' content", async () => {
+    using tree = makeHostTree();
+    const config = tree.writeConfig(SIMULATE_TABLES(0.01));
+    const dir = join(tree.state, "tokenizers");
+    const source = writeTokenizers(join(tree.root, "from"));
+    const merges = join(source, CLIP_G!.folder, "merges.txt");
+    writeFileSync(merges, CLIP_MERGES.slice(0, 300_000));
+    const cut = await tokenizers("import", "--config", config, source);
+    expect(cut.code).toBe(1);
+    expect(cut.stderr).toEndWith("merges.txt holds 29418 merges after its #version line, not CLIP's 48894 (cut short?)\n");
+    writeFileSync(join(tree.root, "merges.txt"), CLIP_MERGES);
+    rmSync(merges);
+    symlinkSync(join(tree.root, "merges.txt"), merges);
+    const linked = await tokenizers("import", "--config", config, source);
+    expect(linked.code).toBe(1);
+    expect(linked.stderr).toEndWith(`${merges} leads out of ${source}, to ${join(tree.root, "merges.txt")}\n`);
+    expect(existsSync(dir)).toBe(false);
+    rmSync(merges);
+    writeFileSync(merges, CLIP_MERGES);
+    expect(await tokenizers("import", "--config", config, source)).toMatchObject({ code: 0, stderr: "" });
+    expect(lstatSync(join(dir, CLIP_G!.folder, "merges.txt")).isFile()).toBe(true);
+
+    await using worker = await startWorker(config, { command: [binary] });
+    const readiness = async () => ((await (await fetch(`${worker.url}/healthz`)).json()) as any).tokenizers;
+    expect(await readiness()).toEqual({ dir, ready: true, problems: [] });
+    writeFileSync(join(dir, CLIP_L!.folder, "merges.txt"), "");
+    expect(await readiness()).toMatchObject({ ready: false, problems: [`${CLIP_L!.folder}/merges.txt does not begin with its #version line, so its first merge is lost`] });
+    expect((await tokenizers("check", "--config", config)).code).toBe(1);
+  }, 60_000);
+});

@@ -1,0 +1,62 @@
+// Pictures as phone cameras store them: pixels as the sensor read them, and an EXIF orientation that tells a viewer
+// how to turn them. Built from the containers' own layouts (the TIFF IFD, JPEG's APP1, PNG's eXIf, RIFF's EXIF).
+import { encodePng } from "../../src/png.ts";
+
+/** 6 x 4 pixels, each corner its own colour: a turn or a mirror of it is never the same picture. */
+export function cornersPng(): Uint8Array {
+  return encodePng(6, 4, (x, y) => {
+    if (y < 2) return x < 3 ? [255, 0, 0] : [0, 255, 0];
+    return x < 3 ? [0, 0, 255] : [255, 255, 0];
+  });
+}
+
+/** A TIFF header and one IFD holding only the orientation (SHORT, count 1). */
+export function orientationTiff(orientation: number, littleEndian = true): Uint8Array {
+  const tiff = new Uint8Array(8 + 2 + 12 + 4);
+  const view = new DataView(tiff.buffer);
+  tiff.set(littleEndian ? [0x49, 0x49] : [0x4d, 0x4d], 0);
+  view.setUint16(2, 42, littleEndian);
+  view.setUint32(4, 8, littleEndian);
+  view.setUint16(8, 1, littleEndian);
+  view.setUint16(10, 0x0112, littleEndian);
+  view.setUint16(12, 3, littleEndian);
+  view.setUint32(14, 1, littleEndian);
+  view.setUint16(18, orientation, littleEndian);
+  return tiff;
+}
+
+const EXIF_PREFIX = [0x45, 0x78, 0x69, 0x66, 0, 0];
+
+/** A JPEG of `png`'s pixels with an APP1 Exif segment right after SOI. */
+export async function jpegWithOrientation(png: Uint8Array, orientation: number, littleEndian = true): Promise<Uint8Array> {
+  const jpeg = await new Bun.Image(png).jpeg({ quality: 100 }).bytes();
+  const body = Uint8Array.from([...EXIF_PREFIX, ...orientationTiff(orientation, littleEndian)]);
+  const length = body.length + 2;
+  const app1 = Uint8Array.from([0xff, 0xe1, length >> 8, length & 0xff, ...body]);
+  return Uint8Array.from([...jpeg.subarray(0, 2), ...app1, ...jpeg.subarray(2)]);
+}
+
+/** `png` with an eXIf chunk after IHDR (the signature is 8 bytes, IHDR 25). */
+export function pngWithOrientation(png: Uint8Array, orientation: number): Uint8Array {
+  const data = orientationTiff(orientation, false);
+  const typed = Uint8Array.from([..."eXIf"].map((c) => c.charCodeAt(0)).concat([...data]));
+  const chunk = new Uint8Array(4 + typed.length + 4);
+  const view = new DataView(chunk.buffer);
+  view.setUint32(0, data.length);
+  chunk.set(typed, 4);
+  view.setUint32(4 + typed.length, Bun.hash.crc32(typed));
+  return Uint8Array.from([...png.subarray(0, 33), ...chunk, ...png.subarray(33)]);
+}
+
+/** A lossless WebP of `png`'s pixels with a RIFF EXIF chunk appended, the RIFF size mended. */
+export async function webpWithOrientation(png: Uint8Array, orientation: number): Promise<Uint8Array> {
+  const webp = await new Bun.Image(png).webp({ lossless: true }).bytes();
+  const data = Uint8Array.from([...EXIF_PREFIX, ...orientationTiff(orientation)]);
+  const chunk = new Uint8Array(8 + data.length + (data.length % 2));
+  chunk.set([..."EXIF"].map((c) => c.charCodeAt(0)), 0);
+  new DataView(chunk.buffer).setUint32(4, data.length, true);
+  chunk.set(data, 8);
+  const out = Uint8Array.from([...webp, ...chunk]);
+  new DataView(out.buffer).setUint32(4, out.length - 8, true);
+  return out;
+}

@@ -1,0 +1,110 @@
+import { afterEach, describe, expect, test } from "bun:test";
+import { linkSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { tokensAtMost } from "../../src/dataset/clip-tokens.ts";
+import { DatasetInvalid, prepareCopy, type PrepareFor } from "../../src/dataset/prepare.ts";
+import { solidPng } from "../../src/png.ts";
+import { cornersPng, jpegWithOrientation, pngWithOrientation } from "../support/exif.ts";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function copyDir(files: Record<string, string | Uint8Array>): string {
+  const dir = mkdtempSync(join(tmpdir(), "lora-worker-prepare-"));
+  dirs.push(dir);
+  for (const [name, data] of Object.entries(files)) writeFileSync(join(dir, name), data);
+  return dir;
+}
+
+const TARGET: PrepareFor = {
+  trigger: "ohwx", subjectClass: "person", resolution: 8, maxTokens: 225,
+  tokens: { count: tokensAtMost, by: "upper bound" },
+};
+const shownAs = (name: string) => `10_ohwx person/${name}`;
+const png = (shade: number) => solidPng(8, 8, [shade, 10, 10]);
+
+describe("the job's copy made ready for the trainer", () => {
+  test("a caption without the trigger gets it in front; one with it, and an image without a caption, stay", async () => {
+    const dir = copyDir({
+      "a.png": png(1), "a.txt": "a man smiling, outdoors",
+      "b.png": png(2), "b.txt": "OHWX, close-up\nnotes",
+      "c.png": png(3),
+    });
+    const report = await prepareCopy(dir, shownAs, TARGET);
+    expect(report.captions).toEqual({
+      trigger_added: 1, trigger_present: 1, images_without_caption: 1, cut: [], tokens_counted_by: "upper bound",
+    });
+    expect(readFileSync(join(dir, "a.txt"), "utf8")).toBe("ohwx person, a man smiling, outdoors");
+    expect(readFileSync(join(dir, "b.txt"), "utf8")).toBe("OHWX, close-up\nnotes");
+  });
+
+  test("a caption is written beside and renamed: a hard link to it elsewhere (a resume's copy) keeps its text", async () => {
+    const dir = copyDir({ "a.png": png(1), "a.txt": "a man" });
+    const other = join(dir, "linked.caption");
+    linkSync(join(dir, "a.txt"), other);
+    await prepareCopy(dir, shownAs, TARGET);
+    expect(readFileSync(join(dir, "a.txt"), "utf8")).toBe("ohwx person, a man");
+    // Contrast: the link still names the file as it was; an in-place write would have changed both.
+    expect(readFileSync(other, "utf8")).toBe("a man");
+  });
+
+  test("an image stored turned is stored upright, as PNG under its own name, exactly as a viewer shows it", async () => {
+    const turned = await jpegWithOrientation(cornersPng(), 6);
+    const dir = copyDir({ "phone.jpg": turned, "flat.png": pngWithOrientation(cornersPng(), 1) });
+    const report = await prepareCopy(dir, shownAs, TARGET);
+    expect(report.turned_upright).toEqual(["10_ohwx person/phone.jpg"]);
+    const stored = new Uint8Array(readFileSync(join(dir, "phone.jpg")));
+    expect(await new Bun.Image(stored).metadata()).toEqual({ width: 4, height: 6, format: "png" });
+    // What Bun's own EXIF handling (libjpeg-turbo's orientation) shows of the original, pixel for pixel.
+    const shown = await new Bun.Image(turned).png().bytes();
+    expect(await new Bun.Image(stored).png().bytes()).toEqual(shown);
+    // Contrast: the stored pixels as they were are not that picture.
+    expect(await new Bun.Image(turned, { autoOrient: false }).png().bytes()).not.toEqual(shown);
+  });
+
+  test("every orientation is turned as a viewer turns it", async () => {
+    for (const orientation of [2, 3, 4, 5, 6, 7, 8]) {
+      const jpeg = await jpegWithOrientation(cornersPng(), orientation);
+      const dir = copyDir({ "p.jpg": jpeg });
+      await prepareCopy(dir, shownAs, TARGET);
+      const stored = await new Bun.Image(new Uint8Array(readFileSync(join(dir, "p.jpg")))).png().bytes();
+      expect({ orientation, same: Bun.deepEquals(stored, await new Bun.Image(jpeg).png().bytes()) })
+        .toEqual({ orientation, same: true });
+    }
+  });
+
+  test("small images and identical images are named; bigger, distinct ones are not", async () => {
+    const dir = copyDir({
+      "big.png": solidPng(16, 16, [1, 2, 3]), "tiny.png": solidPng(4, 6, [4, 5, 6]),
+      "one.png": png(9), "two.png": png(9),
+    });
+    const report = await prepareCopy(dir, shownAs, { ...TARGET, resolution: 12 });
+    expect(report.small).toEqual([
+      { image: "10_ohwx person/one.png", width: 8, height: 8 },
+      { image: "10_ohwx person/tiny.png", width: 4, height: 6 },
+      { image: "10_ohwx person/two.png", width: 8, height: 8 },
+    ]);
+    expect(report.duplicates).toEqual([["10_ohwx person/one.png", "10_ohwx person/two.png"]]);
+  });
+
+  test("a caption longer than the trainer reads is named with its count", async () => {
+    const long = Array.from({ length: 40 }, (_, i) => `word${i}`).join(" ");
+    const dir = copyDir({ "a.png": png(1), "a.txt": `ohwx ${long}`, "b.png": png(2), "b.txt": "ohwx short" });
+    const report = await prepareCopy(dir, shownAs, { ...TARGET, maxTokens: 100 });
+    expect(report.captions.cut).toEqual([{ caption: "10_ohwx person/a.txt", tokens: tokensAtMost(`ohwx ${long}`) }]);
+  });
+
+  test("an image no decoder reads, and a caption that is not UTF-8, end the preparation naming the file", async () => {
+    const broken = copyDir({ "a.png": "not a picture" });
+    await expect(prepareCopy(broken, shownAs, TARGET)).rejects.toThrow(
+      new DatasetInvalid("10_ohwx person/a.png cannot be decoded as an image (ERR_IMAGE_UNKNOWN_FORMAT): the trainer could not read it either"),
+    );
+    const latin1 = copyDir({ "a.png": png(1), "a.txt": Uint8Array.of(0x63, 0x61, 0x66, 0xe9) });
+    await expect(prepareCopy(latin1, shownAs, TARGET)).rejects.toThrow(
+      new DatasetInvalid("10_ohwx person/a.txt is not UTF-8 text: sd-scripts stops the run on it"),
+    );
+  });
+});
