@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SMOKE_FOLDER } from "../../src/dispatch/smoke.ts";
+import { solidPng } from "../../src/png.ts";
 import { ensureBinary } from "../support/binary.ts";
 import { type HostTree, makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
 import { untilEnded } from "../support/jobs.ts";
@@ -19,6 +20,12 @@ beforeAll(() => {
   binary = ensureBinary();
 }, 120_000);
 
+// A decodable PNG padded to `bytes` (decoders stop at IEND): big enough to hold the copy on it.
+const bigPng = (bytes: number) => {
+  const padded = new Uint8Array(bytes);
+  padded.set(solidPng(8, 8, [0, 120, 200]));
+  return padded;
+};
 const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
 const outDir = (tree: HostTree) => join(tree.handoff, "job1", "out");
 const mkfifo = (path: string) => expect(Bun.spawnSync(["mkfifo", path]).exitCode).toBe(0);
@@ -155,7 +162,7 @@ describe("an image swapped while the dataset is copied", () => {
   for (const [kind, make] of kinds) {
     test(`for ${kind}: dataset_changed naming it as arbo sent it, at once, and the worker takes the next job`, async () => {
       using tree = makeHostTree();
-      writeFileSync(join(tree.dataset, "img0.png"), new Uint8Array(BIG_IMAGE_BYTES).fill(7));
+      writeFileSync(join(tree.dataset, "img0.png"), bigPng(BIG_IMAGE_BYTES));
       await using w = await worker(tree);
       let id: string;
       {
@@ -170,7 +177,7 @@ describe("an image swapped while the dataset is copied", () => {
       expect(existsSync(join(tree.state, "jobs", id, "run"))).toBe(false);
       // (Written over, the FIFO would hold this test as it held the copy.)
       rmSync(join(tree.dataset, "img1.png"), { force: true });
-      writeFileSync(join(tree.dataset, "img1.png"), "png");
+      writeFileSync(join(tree.dataset, "img1.png"), solidPng(8, 8, [40, 120, 200]));
       await stillServes(w, tree);
     });
   }

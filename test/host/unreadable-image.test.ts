@@ -1,6 +1,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { chmodSync, chownSync, existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { solidPng } from "../../src/png.ts";
 import { ensureBinary } from "../support/binary.ts";
 import { makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
 import { AS_ROOT, STAND_IN } from "../support/install-root.ts";
@@ -19,7 +20,10 @@ const BIG_IMAGE_BYTES = 4 * 1024 * 1024;
 describe.skipIf(!AS_ROOT)("an image made unreadable while the dataset is copied", () => {
   test("fails the job dataset_changed, naming the file as sent; untouched, the same request trains", async () => {
     using tree = makeHostTree();
-    writeFileSync(join(tree.dataset, "img0.png"), new Uint8Array(BIG_IMAGE_BYTES).fill(7));
+    // A decodable PNG padded to size (decoders stop at IEND): big enough to hold the copy on it.
+    const big = new Uint8Array(BIG_IMAGE_BYTES);
+    big.set(solidPng(8, 8, [0, 120, 200]));
+    writeFileSync(join(tree.dataset, "img0.png"), big);
     const config = tree.writeConfig(SIMULATE_TABLES(0.002));
     Bun.spawnSync(["chown", "-R", `${STAND_IN.uid}:${STAND_IN.gid}`, tree.root]);
     const asAccount = ["setpriv", `--reuid=${STAND_IN.uid}`, `--regid=${STAND_IN.gid}`, "--clear-groups", ensureBinary()];
