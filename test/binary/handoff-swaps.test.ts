@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { SMOKE_FOLDER } from "../../src/dispatch/smoke.ts";
 import { solidPng } from "../../src/png.ts";
 import { ensureBinary } from "../support/binary.ts";
-import { type HostTree, makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
+import { type HostTree, makeHostTree, paddedPng, SIMULATE_TABLES } from "../support/host-tree.ts";
 import { untilEnded } from "../support/jobs.ts";
 import { slowReads } from "../support/slow-reads.ts";
 import { waitFor } from "../support/wait.ts";
@@ -20,12 +20,6 @@ beforeAll(() => {
   binary = ensureBinary();
 }, 120_000);
 
-// A decodable PNG padded to `bytes` (decoders stop at IEND): big enough to hold the copy on it.
-const bigPng = (bytes: number) => {
-  const padded = new Uint8Array(bytes);
-  padded.set(solidPng(8, 8, [0, 120, 200]));
-  return padded;
-};
 const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
 const outDir = (tree: HostTree) => join(tree.handoff, "job1", "out");
 const mkfifo = (path: string) => expect(Bun.spawnSync(["mkfifo", path]).exitCode).toBe(0);
@@ -162,7 +156,7 @@ describe("an image swapped while the dataset is copied", () => {
   for (const [kind, make] of kinds) {
     test(`for ${kind}: dataset_changed naming it as arbo sent it, at once, and the worker takes the next job`, async () => {
       using tree = makeHostTree();
-      writeFileSync(join(tree.dataset, "img0.png"), bigPng(BIG_IMAGE_BYTES));
+      writeFileSync(join(tree.dataset, "img0.png"), paddedPng(BIG_IMAGE_BYTES));
       await using w = await worker(tree);
       let id: string;
       {

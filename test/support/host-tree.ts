@@ -22,6 +22,13 @@ export interface HostTree extends Disposable {
   writeConfig(extra?: string): string;
 }
 
+/** A decodable PNG padded to `bytes` (decoders stop at IEND): an image big enough to hold a copy on it. */
+export function paddedPng(bytes: number): Uint8Array {
+  const padded = new Uint8Array(bytes);
+  padded.set(solidPng(8, 8, [0, 120, 200]));
+  return padded;
+}
+
 export function makeHostTree(images = 3): HostTree {
   const root = mkdtempSync(join(tmpdir(), "lora-worker-test-"));
   const handoff = join(root, "handoff");
