@@ -9,6 +9,7 @@ import type { StateHealth } from "../store/state-health.ts";
 import { tokenizerDir, watchTokenizers } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { ApiError } from "./errors.ts";
+import type { JobViews } from "./job-view.ts";
 import { gpuFamilies, jobFamilies, type HttpMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi-document.ts";
 import { render } from "./prometheus.ts";
@@ -58,7 +59,7 @@ function activeJobs(ids: string[]) {
   return { active_job_id: ids[0] ?? null, active_job_ids: ids };
 }
 
-export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics }) {
+export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics; views: JobViews }) {
   const { loaded, supervisor, backend, gpu } = deps;
   const { config } = loaded;
   const document = openApiDocument(deps.version);
@@ -88,8 +89,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
     .get("/metrics", async (c) => {
       deps.keepOpen?.(c.req.raw); // may wait on one nvidia-smi run, bounded by its timeout
       const metricsDeps = {
-        store: deps.store,
-        supervisor,
+        views: deps.views,
         stateHealth: deps.stateHealth,
         gpu,
         config,
