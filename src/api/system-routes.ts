@@ -6,6 +6,7 @@ import type { Backend } from "../supervisor/placement.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import type { JobStore } from "../store/job-store.ts";
 import type { StateHealth } from "../store/state-health.ts";
+import type { Trainer } from "../trainer/trainer.ts";
 import { tokenizerDir, watchTokenizers } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { ApiError } from "./errors.ts";
@@ -20,6 +21,8 @@ export interface SystemRouteDeps {
   store: JobStore;
   supervisor: Supervisor;
   backend: Backend;
+  /** What runs as the trainer: /healthz says whether it is simulated. */
+  trainer: Trainer;
   stateHealth: StateHealth;
   gpu: GpuProbe;
   version: string;
@@ -73,7 +76,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics;
         unrecorded_job_ids: supervisor.unrecordedJobIds(),
         ...backend.facts,
         trainer_mode: config.trainer.mode,
-        simulated: config.trainer.mode === "simulate",
+        simulated: deps.trainer.simulated,
         auth_mode: deps.auth.mode,
         gpu: gpuFact(gpu.last()),
         state_dir: stateFact(deps.stateHealth, config.state_dir),
