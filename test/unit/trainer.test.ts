@@ -15,7 +15,7 @@ function configFor(tree: HostTree, trainer: Record<string, unknown>, simulate: R
 }
 
 describe("the trainer described once from trainer.mode", () => {
-  test("a simulated trainer is this program, in the job's directory, with the config's knobs the simulator reads", () => {
+  test("a simulated trainer is this program, in the job's directory, with the knobs the simulator reads", () => {
     using tree = makeHostTree();
     const simulate = { seconds_per_step: 0.02, fail: "nan@5", replay_log: "" };
     const trainer = describeTrainer(configFor(tree, { mode: "simulate" }, simulate), SELF);
@@ -29,7 +29,8 @@ describe("the trainer described once from trainer.mode", () => {
 
   test("a replay hands the simulator its log and speed, and the log's own steps decide the total", () => {
     using tree = makeHostTree();
-    const trainer = describeTrainer(configFor(tree, { mode: "simulate" }, { replay_log: REPLAY, replay_speed: 4 }), SELF);
+    const config = configFor(tree, { mode: "simulate" }, { replay_log: REPLAY, replay_speed: 4 });
+    const trainer = describeTrainer(config, SELF);
     const knobs = readKnobs(trainer.env);
     expect(knobs.ok && knobs.value.replay).toEqual({ logPath: REPLAY, speed: 4 });
     expect(trainer.expectedTotal("fast")).toBeNull();
