@@ -9,6 +9,7 @@ import { ApiError } from "./errors.ts";
 import { createHttpMetrics } from "./metrics.ts";
 import { statusPageRoutes } from "./status-page.ts";
 import { smokeRoutes } from "./smoke-routes.ts";
+import { createJobViews } from "./job-view.ts";
 import { systemRoutes, type SystemRouteDeps } from "./system-routes.ts";
 import { trainRoutes, type TrainRouteDeps } from "./train-routes.ts";
 
@@ -68,9 +69,10 @@ export function createApp(deps: AppDeps) {
   app.use("*", httpMetrics.middleware);
   app.use("*", closeIfBodyUnread);
   app.use("*", bearerAuth(deps.auth));
-  app.route("/train", trainRoutes(deps));
+  const views = createJobViews(deps.store, deps.supervisor);
+  app.route("/train", trainRoutes({ ...deps, views }));
   app.route("/smoke", smokeRoutes(deps));
-  app.route("/", systemRoutes({ ...deps, httpMetrics }));
+  app.route("/", systemRoutes({ ...deps, httpMetrics, views }));
   app.route("/", statusPageRoutes());
   for (const [path, methods] of methodsByPath(app.routes)) {
     const allow = methods.join(", ");

@@ -6,37 +6,54 @@ import { SAMPLE_TEMPLATES, samplePrompt } from "../recipe/samples.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { TIERS } from "../tiers.ts";
 
-// The one way the API reads a job: fresh (its run's output up to FRESH_MS ago taken in before its record is read),
-// merged with the run's live progress, and serialised once per change of either (both stay the same objects until
-// they change), however many clients poll or stream it.
+/** A job on record with its run's live progress over it (null when no run of it is live). */
+export interface FreshJob {
+  job: Job;
+  live: LiveProgress | null;
+}
+
+/** The API's one reader of jobs: every read is fresh (`supervisor.fresh`: the runs' output up to FRESH_MS ago taken
+ * in before a record is read), and a job's answer is serialised once per change of its record or its run's progress
+ * (both stay the same objects until they change), however many clients poll or stream it. */
 export function createJobViews(store: JobStore, supervisor: Supervisor) {
   const answers = new WeakMap<Job, { live: LiveProgress | null; json: string }>();
-  const answerOf = (job: Job, live: LiveProgress | null): string => {
+  const answerOf = ({ job, live }: FreshJob): string => {
     const known = answers.get(job);
     if (known && known.live === live) return known.json;
     const json = JSON.stringify(jobView(job, live));
     answers.set(job, { live, json });
     return json;
   };
-  return {
-    view(id: string): { job: Job; json: string } | null {
-      const live = supervisor.progress(id);
+  const read = (id: string): FreshJob | null =>
+    supervisor.fresh((live) => {
       const job = store.get(id);
-      return job === null ? null : { job, json: answerOf(job, live) };
-    },
-    // The record alone, as fresh.
-    job(id: string): Job | null {
-      supervisor.progress(id);
-      return store.get(id);
+      return job === null ? null : { job, live: live(id) };
+    });
+  return {
+    read,
+    view(id: string): { job: Job; json: string } | null {
+      const fresh = read(id);
+      return fresh === null ? null : { job: fresh.job, json: answerOf(fresh) };
     },
     // Newest first, a page of them.
     list(filter: JobFilter | null, limit: number, after: { createdAt: string; id: string } | null) {
-      supervisor.refresh();
-      const jobs = store.list(filter, limit, after);
-      return jobs.map((job) => ({ job, view: jobView(job, supervisor.progress(job.id)) }));
+      return supervisor.fresh((live) =>
+        store.list(filter, limit, after).map((job) => ({ job, view: jobView(job, live(job.id)) })));
+    },
+    // What /metrics counts: the active jobs with their runs' progress, and the tallies of every job.
+    tally() {
+      return supervisor.fresh((live) => ({
+        active: store.activeJobs().map((job) => ({ job, live: live(job.id) })),
+        byStatus: store.countByStatus(),
+        failuresByCode: store.countFailuresByCode(),
+        saved: store.countSaved(),
+      }));
     },
   };
 }
+
+/** The API's reader of jobs. */
+export type JobViews = ReturnType<typeof createJobViews>;
 
 // The wire shape of SPEC §3; optional fields appear only when they carry a value. A run whose outcome the state dir
 // has not taken yet is answered with that outcome, marked `recorded: false`.

@@ -3,9 +3,9 @@ import type { Config } from "../config/schema.ts";
 import { cotenantsOf } from "../gpu/admission.ts";
 import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
 import { ErrorCode, JobStatus } from "../job.ts";
-import type { JobStore } from "../store/job-store.ts";
 import type { StateHealth } from "../store/state-health.ts";
-import type { LiveProgress, Supervisor } from "../supervisor/supervisor.ts";
+import type { LiveProgress } from "../supervisor/supervisor.ts";
+import type { JobViews } from "./job-view.ts";
 import type { Family } from "./prometheus.ts";
 
 // Upper bounds in seconds: loopback answers live in the first few; cancel and gpu-status in the last.
@@ -83,8 +83,7 @@ export function createHttpMetrics() {
 export type HttpMetrics = ReturnType<typeof createHttpMetrics>;
 
 interface WorkerMetricsDeps {
-  store: JobStore;
-  supervisor: Supervisor;
+  views: JobViews;
   stateHealth: StateHealth;
   gpu: GpuProbe;
   config: Config;
@@ -95,15 +94,9 @@ interface WorkerMetricsDeps {
 }
 
 export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
-  // One sample per active job, labelled by it: one on this host, up to slurm.max_active_jobs on Slurm. Read first:
-  // reading a run's progress takes in what its trainer wrote, so the counts below include it.
-  const live = deps.store.activeJobs().flatMap(({ id }) => {
-    const progress = deps.supervisor.progress(id);
-    return progress === null ? [] : [{ id, progress }];
-  });
-  const counts = deps.store.countByStatus();
-  const failures = deps.store.countFailuresByCode();
-  const saved = deps.store.countSaved();
+  const { active: jobs, byStatus: counts, failuresByCode: failures, saved } = deps.views.tally();
+  // One sample per active job, labelled by it: one on this host, up to slurm.max_active_jobs on Slurm.
+  const live = jobs.flatMap(({ job, live }) => (live === null ? [] : [{ id: job.id, progress: live }]));
   const active = (name: string, help: string, value: (p: LiveProgress) => number | null): Family => ({
     name,
     help,

@@ -6,9 +6,11 @@ import type { Backend } from "../supervisor/placement.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import type { JobStore } from "../store/job-store.ts";
 import type { StateHealth } from "../store/state-health.ts";
+import type { Trainer } from "../trainer/trainer.ts";
 import { tokenizerDir, watchTokenizers } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { ApiError } from "./errors.ts";
+import type { JobViews } from "./job-view.ts";
 import { gpuFamilies, jobFamilies, type HttpMetrics } from "./metrics.ts";
 import { openApiDocument } from "./openapi-document.ts";
 import { render } from "./prometheus.ts";
@@ -19,6 +21,8 @@ export interface SystemRouteDeps {
   store: JobStore;
   supervisor: Supervisor;
   backend: Backend;
+  /** What runs as the trainer: /healthz says whether it is simulated. */
+  trainer: Trainer;
   stateHealth: StateHealth;
   gpu: GpuProbe;
   version: string;
@@ -58,7 +62,7 @@ function activeJobs(ids: string[]) {
   return { active_job_id: ids[0] ?? null, active_job_ids: ids };
 }
 
-export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics }) {
+export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics; views: JobViews }) {
   const { loaded, supervisor, backend, gpu } = deps;
   const { config } = loaded;
   const document = openApiDocument(deps.version);
@@ -72,7 +76,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
         unrecorded_job_ids: supervisor.unrecordedJobIds(),
         ...backend.facts,
         trainer_mode: config.trainer.mode,
-        simulated: config.trainer.mode === "simulate",
+        simulated: deps.trainer.simulated,
         auth_mode: deps.auth.mode,
         gpu: gpuFact(gpu.last()),
         state_dir: stateFact(deps.stateHealth, config.state_dir),
@@ -88,8 +92,7 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics 
     .get("/metrics", async (c) => {
       deps.keepOpen?.(c.req.raw); // may wait on one nvidia-smi run, bounded by its timeout
       const metricsDeps = {
-        store: deps.store,
-        supervisor,
+        views: deps.views,
         stateHealth: deps.stateHealth,
         gpu,
         config,

@@ -11,7 +11,7 @@ import { createJobFeeds, jobEvents } from "./events.ts";
 import { idempotencyKeyOf, readJsonBody, readOptionalJsonBody } from "./body.ts";
 import { CurveQuery, encodeCursor, JOB_ID, ListQuery, parseQuery } from "./query.ts";
 import { logAnswer } from "./log-answer.ts";
-import { createJobViews, jobView } from "./job-view.ts";
+import { type JobViews, jobView } from "./job-view.ts";
 import { lossCurve } from "./loss-curve.ts";
 
 const JSON_TYPE = { "content-type": "application/json" };
@@ -26,8 +26,8 @@ export interface TrainRouteDeps {
   bodyDeadlineMs?: number;
 }
 
-export function trainRoutes({ store, dispatcher, supervisor, loaded, keepOpen, bodyDeadlineMs }: TrainRouteDeps) {
-  const views = createJobViews(store, supervisor);
+export function trainRoutes(deps: TrainRouteDeps & { views: JobViews }) {
+  const { store, dispatcher, supervisor, loaded, keepOpen, bodyDeadlineMs, views } = deps;
   // A job read through `read`, or 404 for an id that is not a job's.
   const known = <T>(id: string, read: (id: string) => T | null): T => {
     const found = JOB_ID.test(id) ? read(id) : null;
@@ -35,7 +35,7 @@ export function trainRoutes({ store, dispatcher, supervisor, loaded, keepOpen, b
     return found;
   };
   const viewOf = (id: string) => known(id, views.view);
-  const jobOf = (id: string) => known(id, views.job);
+  const jobOf = (id: string) => known(id, views.read).job;
   const feeds = createJobFeeds({ supervisor, answer: (id: string) => viewOf(id) });
 
   return new Hono()

@@ -1,5 +1,6 @@
 import type { Config } from "../config/schema.ts";
 import type { ShimCommand } from "../supervisor/local.ts";
+import { describeTrainer, type Trainer } from "../trainer/trainer.ts";
 
 // This program, whether compiled or run from source: it is the shim and the simulated trainer.
 function selfCommand(): string[] {
@@ -12,7 +13,7 @@ export function shimCommand(): ShimCommand {
   return { command: selfCommand(), path: process.env.PATH ?? "/usr/bin:/bin" };
 }
 
-// In simulate mode this very program stands in for accelerate; only the executable differs.
-export function trainerCommand(config: Config): string[] {
-  return config.trainer.mode === "real" ? [config.trainer.accelerate] : selfCommand();
+// The configured trainer: in simulate mode this very program stands in for accelerate.
+export function chooseTrainer(config: Config): Trainer {
+  return describeTrainer(config, selfCommand());
 }

@@ -4,7 +4,7 @@ import { checkTrain } from "../request/check.ts";
 import { createBackends } from "../supervisor/backend.ts";
 import { jobDir } from "../supervisor/job-dir.ts";
 import { UsageError, parseArgs } from "./args.ts";
-import { shimCommand, trainerCommand } from "./executables.ts";
+import { chooseTrainer, shimCommand } from "./executables.ts";
 import { loadConfigOrExit } from "./start.ts";
 
 // The job id in a plan is the literal "plan": the real one is drawn at dispatch.
@@ -25,7 +25,7 @@ export async function planCommand(argv: string[]): Promise<number> {
   const { config } = loaded;
   const gpu = createBackends(config, shimCommand(), process.env.SLURM_CONF).chosen.launch(checked.value.device);
   const paths = jobDir(config.state_dir, PLAN_JOB_ID);
-  const plan = buildLaunch(checked.value, config, paths, trainerCommand(config), gpu);
+  const plan = buildLaunch(checked.value, config, paths, chooseTrainer(config), gpu);
   process.stdout.write(`${JSON.stringify(plan, null, 2)}\n`);
   return 0;
 }

@@ -13,7 +13,7 @@ import { createRetention } from "../supervisor/retention.ts";
 import { tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
-import { shimCommand, trainerCommand } from "./executables.ts";
+import { chooseTrainer, shimCommand } from "./executables.ts";
 import { EXIT_CONFIG, loadConfigOrExit, refuseToStart } from "./start.ts";
 import { createWorker } from "./worker.ts";
 
@@ -46,13 +46,14 @@ export async function serveCommand(argv: string[]): Promise<void> {
   const { keep_days: keepDays, keep_last: keepLast } = config.retention;
   const retention = createRetention({ store, stateDir: config.state_dir, keepDays, keepLast, now, log });
   let keepOpen: (req: Request) => void = () => {};
+  const trainer = chooseTrainer(config);
   const { app, gpu, supervisor } = createWorker({
     loaded,
     store,
     log,
     auth,
     now,
-    trainerCommand: trainerCommand(config),
+    trainer,
     shim: shimCommand(),
     slurmConf: process.env.SLURM_CONF,
     memoryEvents: ownMemoryEvents(),
@@ -81,7 +82,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     version: BUILD.version,
     commit: BUILD.commit,
     trainer_mode: config.trainer.mode,
-    simulated: config.trainer.mode === "simulate",
+    simulated: trainer.simulated,
     auth_mode: auth.mode,
     ...(auth.source && {
       auth_token_source: auth.source.kind,
@@ -92,11 +93,11 @@ export async function serveCommand(argv: string[]): Promise<void> {
     config_defaults_in_use: loaded.defaultsInUse,
     env_overrides: loaded.envOverrides,
   });
-  if (config.trainer.mode === "simulate") {
+  if (trainer.simulated) {
     log.warn("trainer mode is SIMULATE: no real training happens and every job is marked simulated");
   }
   warnIfOpen(auth, config, log);
-  warnIfNoTokenizers(config, log);
+  if (!trainer.simulated) warnIfNoTokenizers(config, log);
   // Its first round walks the state dir and the history: after the worker listens, not in its way.
   retention.start();
 }
@@ -156,7 +157,6 @@ function authOrExit(config: Config, log: Logger, refusals: LogFormat): AuthGate 
 
 // Every real run would fail before its first step (tokenizer_missing): said at start-up, not at the first job.
 function warnIfNoTokenizers(config: Config, log: Logger): void {
-  if (config.trainer.mode !== "real") return;
   const dir = tokenizerDir(config);
   const problems = tokenizersProblems(dir);
   if (problems.length === 0) return;

@@ -8,12 +8,13 @@ import { createStateHealth } from "../store/state-health.ts";
 import { createBackends } from "../supervisor/backend.ts";
 import type { ShimCommand } from "../supervisor/local.ts";
 import { createSupervisor, type SupervisorDeps } from "../supervisor/supervisor.ts";
+import type { Trainer } from "../trainer/trainer.ts";
 
 export interface WorkerDeps extends Omit<AppDeps, "supervisor" | "dispatcher" | "backend" | "stateHealth" | "gpu"> {
   store: JobStore;
   log: Logger;
-  /** How a run is started: accelerate (or the simulator), and this program as the shim. */
-  trainerCommand: string[];
+  /** How a run is started: the trainer (accelerate, or the simulator), and this program as the shim. */
+  trainer: Trainer;
   shim: ShimCommand;
   /** Where Slurm's commands find their cluster, when not at their built-in path. */
   slurmConf: string | undefined;
@@ -42,9 +43,9 @@ export function createWorker(deps: WorkerDeps) {
   const stateHealth = createStateHealth(store, config.state_dir, now);
   const supervisor = createSupervisor({ store, config, backends, now, log, memoryEvents: deps.memoryEvents ?? null });
   const markedJobs = () => markedProcesses().keys();
-  const { trainerCommand } = deps;
+  const { trainer } = deps;
   const dispatcher = createDispatcher({
-    store, gpu, config, supervisor, backend, stateHealth, markedJobs, trainerCommand, now, log,
+    store, gpu, config, supervisor, backend, stateHealth, markedJobs, trainer, now, log,
   });
   const app = createApp({ ...deps, supervisor, dispatcher, backend, stateHealth, gpu });
   return { store, gpu, supervisor, dispatcher, app };

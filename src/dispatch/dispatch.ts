@@ -17,6 +17,7 @@ import { jobDir } from "../supervisor/job-dir.ts";
 import type { Backend } from "../supervisor/placement.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import { TIERS } from "../tiers.ts";
+import type { Trainer } from "../trainer/trainer.ts";
 import { readCopy } from "./dataset-copy.ts";
 import { diskShortfall } from "./disk.ts";
 import { freshOrigin, type Origin, resumeOrigin } from "./origin.ts";
@@ -34,7 +35,8 @@ interface DispatcherDeps {
   stateHealth: StateHealth;
   /** The jobs whose marker some process on this host carries (os/proc's markedProcesses). */
   markedJobs: () => Iterable<string>;
-  trainerCommand: string[];
+  /** What runs as the trainer, described once at start-up. */
+  trainer: Trainer;
   now: () => Date;
   log: Logger;
 }
@@ -48,11 +50,8 @@ const OTHER_REQUEST = "this Idempotency-Key was already used for another request
 // parse → retry → check → admit → origin → claim → answer; after the answer, the job's preparing phase (its dataset
 // copied or linked, then the launch) is held by the supervisor. The steps come first, in that order.
 export function createDispatcher(deps: DispatcherDeps) {
-  const { store, config, supervisor, backend, now, log } = deps;
+  const { store, config, supervisor, backend, trainer, now, log } = deps;
   const { maxActive } = backend;
-  // A replayed recording trains for its own number of steps, not the tier's.
-  const replaying = config.trainer.mode === "simulate" && config.simulate.replay_log !== "";
-  const expectedTotal = (request: JobRequest) => (replaying ? null : TIERS[request.tier].maxTrainSteps);
   const dirOf = (id: string) => jobDir(config.state_dir, id);
   const { alreadyResumed, baseModelReplaced, resumable } = createResumeChecks(store, config.state_dir);
   // Read for each job: `tokenizers import` may have run since the worker started.
@@ -133,10 +132,10 @@ export function createDispatcher(deps: DispatcherDeps) {
         requestHash: requestHash(train.request),
         idempotencyKey: claimant.key,
         admissionWarning: claimant.admissionWarning,
-        simulated: config.trainer.mode === "simulate",
+        simulated: trainer.simulated,
         logPath: dirOf(id).log,
         now: now().toISOString(),
-        totalSteps: expectedTotal(train.request),
+        totalSteps: trainer.expectedTotal(train.request.tier),
         phase: "preparing",
         dataset: origin.dataset,
         outputFile: train.outputFile,
@@ -186,7 +185,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     const dir = dirOf(row.id);
     try {
       const placing = backend.launch(train.device);
-      const plan = buildLaunch(train, config, dir, deps.trainerCommand, placing, resume);
+      const plan = buildLaunch(train, config, dir, trainer, placing, resume);
       dir.writeRecipe({ datasetToml: plan.dataset_toml, samplePrompts: plan.sample_prompts });
       const launchFile = {
         argv: plan.argv,
@@ -207,7 +206,7 @@ export function createDispatcher(deps: DispatcherDeps) {
       job_id: row.id,
       tier: train.request.tier,
       device_index: train.device.index,
-      simulated: config.trainer.mode === "simulate",
+      simulated: trainer.simulated,
       ...(resume === null ? {} : { resumed_from: row.resumed_from, resume_step: resume.step }),
     });
     return null;

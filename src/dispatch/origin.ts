@@ -4,7 +4,7 @@ import { resumeRepeatsScale, snapshotImageDir } from "../recipe/dataset-toml.ts"
 import { MAX_TOKEN_LENGTH } from "../recipe/command.ts";
 import { DatasetInvalid, prepareCopy } from "../dataset/prepare.ts";
 import type { CaptionTokens } from "../dataset/clip-tokens.ts";
-import { baseModelPrint } from "../request/base-model.ts";
+import { type BaseModelPrint, baseModelPrint } from "../request/base-model.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { fail, ok, type Result } from "../result.ts";
 import type { DatasetOnRecord, Job } from "../store/job-store.ts";
@@ -28,8 +28,8 @@ export interface Origin {
   samples: Sample[] | null;
   resumes: { id: string; step: number; state: string; digest: string | null } | null;
   resume: ResumeFrom | null;
-  // The base model as it was when the chain's first run started (JSON of BaseModelPrint).
-  baseModelPrint: string | null;
+  // The base model as it was when the chain's first run started.
+  baseModelPrint: BaseModelPrint | null;
 }
 
 // A fresh job's directory is filled with a copy of the checked files, then the copy is made ready for the trainer
@@ -37,9 +37,8 @@ export interface Origin {
 // one the trainer could not read, a cancel and a failing disk each end the job before any trainer starts.
 // `tokens` counts a caption's tokens as the trainer's tokenizer will.
 export async function freshOrigin(train: CheckedTrain, tokens: () => CaptionTokens): Promise<Origin> {
-  const print = await baseModelPrint(train.baseModel);
   return {
-    dataset: null, samples: null, resumes: null, resume: null, baseModelPrint: print && JSON.stringify(print),
+    dataset: null, samples: null, resumes: null, resume: null, baseModelPrint: await baseModelPrint(train.baseModel),
     fill: (dest, signal) => copyDataset(dest, train, tokens, signal),
   };
 }

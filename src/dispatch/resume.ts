@@ -1,6 +1,6 @@
 import { isActive } from "../job.ts";
 import type { ResumeFrom } from "../recipe/command.ts";
-import { baseModelChange, type BaseModelPrint, baseModelPrint } from "../request/base-model.ts";
+import { baseModelChange, baseModelPrint } from "../request/base-model.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { isStrictlyInside, realOrNull } from "../request/contained-path.ts";
 import { fail, ok, type Result } from "../result.ts";
@@ -41,8 +41,7 @@ export function createResumeChecks(store: JobStore, stateDir: string) {
   // would resume onto another model.
   const baseModelReplaced = async (job: Job, train: CheckedTrain): Promise<Refused | null> => {
     if (job.base_model_print === null) return null;
-    const then = JSON.parse(job.base_model_print) as BaseModelPrint;
-    const change = baseModelChange(then, await baseModelPrint(train.baseModel));
+    const change = baseModelChange(job.base_model_print, await baseModelPrint(train.baseModel));
     if (change === null) return null;
     const detail = `job ${job.id} cannot be resumed: base_model_path ${train.request.base_model_path} is not the ` +
       `file the run started on (${change}); dispatch a new run instead`;

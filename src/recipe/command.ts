@@ -7,6 +7,7 @@ import { datasetToml } from "./dataset-toml.ts";
 import { SAMPLE_SAMPLER, samplePrompts } from "./samples.ts";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
 import { tokenizerDir } from "../tokenizers/layout.ts";
+import type { Trainer } from "../trainer/trainer.ts";
 
 // The system's directories on a child's PATH, after the venv's: the trainer, and doctor's checks as it runs them.
 export const BASE_PATH = "/usr/local/bin:/usr/bin:/bin";
@@ -73,12 +74,12 @@ export const LAUNCH_FLAGS = [
   "--num_cpu_threads_per_process=1",
 ];
 
-// `trainer` replaces the accelerate executable in simulate mode; nothing else differs.
+// `trainer` says what runs the command, where, and what its environment adds; the command itself is the same.
 export function buildLaunch(
   train: CheckedTrain,
   config: Config,
   paths: LaunchPaths,
-  trainer: string[],
+  trainer: Trainer,
   gpu: GpuPlacement,
   resume: ResumeFrom | null = null,
 ): LaunchPlan {
@@ -86,11 +87,10 @@ export function buildLaunch(
   const script = [join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths, config), ...resumeFlags(resume)];
   const samples = (train.request.samples ?? 0) > 0;
   return {
-    argv: [...trainer, "launch", ...LAUNCH_FLAGS, ...script],
-    env: childEnv(config, paths, gpu),
+    argv: [...trainer.command, "launch", ...LAUNCH_FLAGS, ...script],
+    env: { ...childEnv(config, paths, gpu), ...trainer.env },
     ...(gpu.inheritEnv === undefined ? {} : { inheritEnv: gpu.inheritEnv }),
-    // No sd-scripts checkout exists in simulate mode; the job's own directory stands in.
-    cwd: config.trainer.mode === "simulate" ? paths.dir : sdScripts,
+    cwd: trainer.cwd(paths.dir),
     dataset_toml: datasetToml(train, paths.dataset, resume?.repeatsScale ?? 1),
     ...(samples ? { sample_prompts: JSON.stringify(samplePrompts(train.request), null, 2) } : {}),
   };
@@ -181,7 +181,7 @@ function flag([name, value]: [string, string | number]): string {
 }
 
 function childEnv(config: Config, paths: LaunchPaths, gpu: GpuPlacement): Record<string, string> {
-  const env: Record<string, string> = {
+  return {
     PATH: `${dirname(config.trainer.accelerate)}:${BASE_PATH}`,
     HOME: config.state_dir,
     LANG: "C.UTF-8",
@@ -194,13 +194,4 @@ function childEnv(config: Config, paths: LaunchPaths, gpu: GpuPlacement): Record
     TMPDIR: paths.tmp,
     [JOB_MARKER_ENV]: paths.id,
   };
-  if (config.trainer.mode === "simulate") {
-    env.LORA_WORKER_SIMULATE_SECONDS_PER_STEP = String(config.simulate.seconds_per_step);
-    if (config.simulate.fail !== "") env.LORA_WORKER_SIMULATE_FAIL = config.simulate.fail;
-    if (config.simulate.replay_log !== "") {
-      env.LORA_WORKER_SIMULATE_REPLAY_LOG = config.simulate.replay_log;
-      env.LORA_WORKER_SIMULATE_REPLAY_SPEED = String(config.simulate.replay_speed);
-    }
-  }
-  return env;
 }

@@ -7,6 +7,7 @@
 //                                          ignore-sigterm
 //   LORA_WORKER_SIMULATE_REPLAY_LOG        absolute path of a recorded sd-scripts log to replay
 //   LORA_WORKER_SIMULATE_REPLAY_SPEED      how many times faster than the log's own clock, > 0 (default 1)
+import type { Config } from "../config/schema.ts";
 import { type FailurePlan, parseFailurePlan, replayClash } from "../config/simulate-fail.ts";
 import { fail, ok, type Result } from "../result.ts";
 
@@ -22,6 +23,17 @@ const SECONDS_PER_STEP = "LORA_WORKER_SIMULATE_SECONDS_PER_STEP";
 const FAIL = "LORA_WORKER_SIMULATE_FAIL";
 export const REPLAY_LOG = "LORA_WORKER_SIMULATE_REPLAY_LOG";
 const REPLAY_SPEED = "LORA_WORKER_SIMULATE_REPLAY_SPEED";
+
+/** The knobs as the worker hands them to the simulator: its `simulate` keys, in the variables readKnobs reads. */
+export function simulatorEnv(simulate: Config["simulate"]): Record<string, string> {
+  return {
+    [SECONDS_PER_STEP]: String(simulate.seconds_per_step),
+    ...(simulate.fail === "" ? {} : { [FAIL]: simulate.fail }),
+    ...(simulate.replay_log === ""
+      ? {}
+      : { [REPLAY_LOG]: simulate.replay_log, [REPLAY_SPEED]: String(simulate.replay_speed) }),
+  };
+}
 
 export function readKnobs(env: Env): Result<Knobs> {
   const secondsPerStep = readNumber(env, SECONDS_PER_STEP, 0.5, (value) => value >= 0);

@@ -3,6 +3,7 @@ import {
   type Phase, type ResumePoint, type Sample, type StopReason, type DatasetReport,
 } from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
+import type { BaseModelPrint } from "../request/base-model.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { createJobTallies } from "./job-tallies.ts";
@@ -73,7 +74,7 @@ interface JobRow {
 
 /** A job on record, as every reader outside the store sees it. */
 export type Job = Omit<
-  JobRow, "request" | "simulated" | "forced_kill" | "checkpoints" | "samples" | "dataset_report"
+  JobRow, "request" | "simulated" | "forced_kill" | "checkpoints" | "samples" | "dataset_report" | "base_model_print"
 > & {
   request: JobRequest;
   simulated: boolean;
@@ -84,6 +85,8 @@ export type Job = Omit<
   samples: Sample[];
   /** What the worker did to the dataset copy and found in it (a resume's is its predecessor's copy's). */
   dataset_report: DatasetReport | null;
+  /** What the base model was at dispatch: a resume refuses a replaced one. */
+  base_model_print: BaseModelPrint | null;
 };
 
 const reportJson = (dataset: DatasetOnRecord | null) =>
@@ -99,6 +102,7 @@ function toJob(row: JobRow): Job {
     checkpoints: row.checkpoints === null ? [] : (JSON.parse(row.checkpoints) as Checkpoint[]),
     samples: row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]),
     dataset_report: row.dataset_report === null ? null : (JSON.parse(row.dataset_report) as DatasetReport),
+    base_model_print: row.base_model_print === null ? null : (JSON.parse(row.base_model_print) as BaseModelPrint),
   });
 }
 
@@ -129,8 +133,8 @@ interface NewJob {
   outputFile?: string | null;
   /** A resume: the job it continues and the state it starts from (its step is where progress starts). */
   resumes?: { id: string; step: number; state: string; digest: string | null } | null;
-  /** What the base model was at dispatch (size, mtime, header digest; JSON): a resume refuses a replaced one. */
-  baseModelPrint?: string | null;
+  /** What the base model was at dispatch (size, mtime, header digest): a resume refuses a replaced one. */
+  baseModelPrint?: BaseModelPrint | null;
   /** The preview images the job starts with (a resume's predecessor's). */
   samples?: Sample[] | null;
   /** How many jobs may be active at once: 1 on this host, slurm.max_active_jobs on the Slurm backend. */
@@ -238,7 +242,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         step: resumes?.step ?? 0, output_file: job.outputFile ?? null, resumed_from: resumes?.id ?? null,
         resume_step: resumes?.step ?? null, resume_state: resumes?.state ?? null,
         resume_digest: resumes?.digest ?? null, samples: job.samples == null ? null : JSON.stringify(job.samples),
-        base_model_print: job.baseModelPrint ?? null,
+        base_model_print: job.baseModelPrint == null ? null : JSON.stringify(job.baseModelPrint),
         max_active: job.maxActive ?? 1,
       });
       if (res.changes !== 1) return fail({ activeId: activeQuery.get()?.id ?? "unknown" });

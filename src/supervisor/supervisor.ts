@@ -52,6 +52,22 @@ export function createSupervisor(deps: SupervisorDeps) {
     for (const watcher of watchers.get(id) ?? []) watcher();
   };
 
+  // A run's progress as last taken in; a run Slurm still holds shows as queued, with Slurm's reason. The same object
+  // until the run's progress or its place in a queue changes: answers built from it are serialised once per change.
+  const liveOf = (id: string): LiveProgress | null => {
+    const run = runs.get(id);
+    if (!run) return null;
+    const [progress, reason, unrecorded] = [run.progress(), run.queued(), run.unrecorded()];
+    const last = lives.get(run);
+    const same = last?.progress === progress && last.live.queue_reason === reason;
+    if (same && last.live.unrecorded === unrecorded) return last.live;
+    const live: LiveProgress = reason === null
+      ? { ...progress, queue_reason: null, unrecorded }
+      : { ...progress, phase: "queued", queue_reason: reason, unrecorded };
+    lives.set(run, { progress, live });
+    return live;
+  };
+
   const contextFor = (row: Job, outputFile: string, backend: Backend): RunContext => {
     const { request } = row;
     const dir = jobDir(config.state_dir, row.id);
@@ -174,32 +190,15 @@ export function createSupervisor(deps: SupervisorDeps) {
       };
     },
 
-    // Before a list of jobs: what every active run's trainer wrote since the last read is taken in, so their
-    // records are at most FRESH_MS behind their logs.
-    refresh(): void {
-      for (const run of runs.values()) run.refresh(FRESH_MS);
-    },
-
     isRunning(id: string): boolean {
       return runs.has(id);
     },
 
-    // Fresh: what the trainer wrote up to FRESH_MS ago is taken in first (and so is on record). A run Slurm still
-    // holds shows as queued, with Slurm's reason. The same object until the run's progress or its place in a queue
-    // changes: answers built from it are serialised once per change.
-    progress(id: string): LiveProgress | null {
-      const run = runs.get(id);
-      if (!run) return null;
-      run.refresh(FRESH_MS);
-      const [progress, reason, unrecorded] = [run.progress(), run.queued(), run.unrecorded()];
-      const last = lives.get(run);
-      const same = last?.progress === progress && last.live.queue_reason === reason;
-      if (same && last.live.unrecorded === unrecorded) return last.live;
-      const live: LiveProgress = reason === null
-        ? { ...progress, queue_reason: null, unrecorded }
-        : { ...progress, phase: "queued", queue_reason: reason, unrecorded };
-      lives.set(run, { progress, live });
-      return live;
+    /** The one read of jobs as they stand: what every run's trainer wrote up to FRESH_MS ago is taken in (onto its
+     * record) first, then `read` reads the records and, through `live`, each run's progress over them. */
+    fresh<T>(read: (live: (id: string) => LiveProgress | null) => T): T {
+      for (const run of runs.values()) run.refresh(FRESH_MS);
+      return read(liveOf);
     },
 
     activeTrainerPid(): number | null {

@@ -29,8 +29,7 @@ async function fanoutHarness(secondsPerStep: number) {
   };
   const feeds = createJobFeeds({ supervisor, answer: (id) => {
     counts.builds++;
-    const live = s.supervisor.progress(id);
-    const job = s.store.get(id)!;
+    const { job, live } = s.supervisor.fresh((live) => ({ job: s.store.get(id)!, live: live(id) }));
     return { job, json: JSON.stringify(jobView(job, live)) };
   } });
   const app = new Hono().get("/:id/events", (c) => jobEvents(c, feeds, c.req.param("id")));

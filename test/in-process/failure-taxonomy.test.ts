@@ -151,8 +151,7 @@ describe("a nan loss stops the run whatever its bar's total", () => {
     const job = await dispatchOk(s, tree.validRequest());
     // Read as an answer about the job reads it, until the run has ended.
     const row = await waitFor(() => {
-      s.supervisor.progress(job.id);
-      const now = s.store.get(job.id)!;
+      const now = s.supervisor.fresh(() => s.store.get(job.id)!);
       return now.status === "failed" ? now : null;
     }, "the run to be stopped");
     expect(row).toMatchObject({ status: "failed", error_code: "nan_loss", stop_reason: "nan_loss", step: 0 });
@@ -200,6 +199,6 @@ describe("total_steps", () => {
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const job = await dispatchOk(s, tree.validRequest({ tier: "balanced" }));
     expect(job.total_steps).toBe(1500);
-    expect(s.supervisor.progress(job.id)?.total_steps).toBe(1500);
+    expect(s.supervisor.fresh((live) => live(job.id))?.total_steps).toBe(1500);
   });
 });

@@ -68,7 +68,7 @@ describe("misbehaving simulated trainers", () => {
       await using s = supervisorFor(tree, simulateModeConfig(tree, { seconds_per_step: 0.05, fail }), SIMULATOR);
       const job = await dispatchOk(s, tree.validRequest());
       const id = job.id;
-      await waitFor(() => (s.supervisor.progress(id)?.step ?? 0) >= 3, "the orphan to be spawned at step 2");
+      await waitFor(() => (s.supervisor.fresh((live) => live(id))?.step ?? 0) >= 3, "the orphan to be spawned at step 2");
       const pgid = s.store.get(id)!.pid!;
       const members = [...liveGroupMembers(pgid), ...strayProcesses(id)];
       expect(members.length).toBeGreaterThanOrEqual(2);

@@ -67,7 +67,7 @@ describe("supervisor outcomes", () => {
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const job = await dispatchOk(s, tree.validRequest());
     const progress = await waitFor(() => {
-      const p = s.supervisor.progress(job.id);
+      const p = s.supervisor.fresh((live) => live(job.id));
       return p && p.step === 3 ? p : null;
     }, "step 3, which no later \r ever closes");
     expect(progress).toMatchObject({ step: 3, total_steps: 400, loss: 0.3 });
@@ -83,7 +83,7 @@ describe("supervisor outcomes", () => {
     // Contrast: nobody follows the job, so until an answer asks, its output waits for the next tick (seconds away):
     // nothing of it is on record yet.
     expect(s.store.get(job.id)!.status).toBe("starting");
-    expect(s.supervisor.progress(job.id)).toMatchObject({ step: 3, total_steps: 400, loss: 0.3 });
+    expect(s.supervisor.fresh((live) => live(job.id))).toMatchObject({ step: 3, total_steps: 400, loss: 0.3 });
     expect(s.store.get(job.id)!.status).toBe("training");
   });
 
@@ -93,7 +93,7 @@ describe("supervisor outcomes", () => {
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const job = await dispatchOk(s, tree.validRequest());
     const seen = new Set<number>();
-    const unwatch = s.supervisor.watch(job.id, () => seen.add(s.supervisor.progress(job.id)?.step ?? 0));
+    const unwatch = s.supervisor.watch(job.id, () => seen.add(s.supervisor.fresh((live) => live(job.id))?.step ?? 0));
     await waitFor(() => seen.has(20), "step 20 through the watcher");
     unwatch();
     // Twenty steps over two seconds: read every 100 ms, the watcher sees most of them one by one (a loaded host

@@ -42,7 +42,7 @@ describe("watchdogs", () => {
     await using s = supervisorFor(tree, realModeConfig(tree, trainer, { watchdog: { stall_seconds: 0.5, nan_updates: 100_000 } }), [trainer]);
     const job = await dispatchOk(s, tree.validRequest());
     // 200 steps at 10 ms each is well past the 0.5 s stall limit, measured by the trainer's own output.
-    await waitFor(() => (s.supervisor.progress(job.id)?.step ?? 0) >= 200, "200 steps");
+    await waitFor(() => (s.supervisor.fresh((live) => live(job.id))?.step ?? 0) >= 200, "200 steps");
     expect(s.store.get(job.id)).toMatchObject({ status: "training", stop_reason: null });
     await s.supervisor.cancel(job.id);
   });

@@ -8,6 +8,7 @@ import { isActive } from "../../src/job.ts";
 import type { Dispatcher } from "../../src/dispatch/dispatch.ts";
 import type { Supervisor } from "../../src/supervisor/supervisor.ts";
 import { createWorker, type WorkerDeps } from "../../src/cli/worker.ts";
+import { describeTrainer, type Trainer } from "../../src/trainer/trainer.ts";
 import { openGate } from "./auth-setup.ts";
 import { FAKE_NVIDIA_SMI, MAIN, type HostTree } from "./host-tree.ts";
 import { waitFor } from "./wait.ts";
@@ -80,11 +81,16 @@ export function replayTrainer(tree: HostTree, log: string, exitCode: number): st
 }
 
 // The worker in process as serve.ts makes it (createWorker), on the tree's state dir, with no token and no log.
+// The configured trainer, run as `command`: a test may put a fixture script in accelerate's (or the simulator's) place.
+function trainerFor(config: Config, command: string[]): Trainer {
+  return { ...describeTrainer(config, command), command };
+}
+
 export function supervisorFor(tree: HostTree, config: Config, trainerCommand: string[], opts: WorkerOptions = {}) {
   const store = openJobStore(join(tree.state, "jobs.db"));
   const loaded = { config, file: null, defaultsInUse: [], envOverrides: [] };
   const worker = createWorker({
-    loaded, store, log: silentLogger, auth: openGate(), trainerCommand,
+    loaded, store, log: silentLogger, auth: openGate(), trainer: trainerFor(config, trainerCommand),
     shim: { command: [process.execPath, MAIN], path: process.env.PATH! }, slurmConf: undefined,
     version: "test", startedAt: Date.now(), ...opts,
   });
