@@ -7,8 +7,8 @@ import { reasonsOf } from "../dispatch/refusal.ts";
 import { DetailItem, JobRequest, MAX_SAMPLES } from "../request/schema.ts";
 import { END_EVENT_ID } from "./events.ts";
 
-// Response shapes, in zod so the OpenAPI document (openapi-document.ts), the client and the tests that check real
-// answers share them.
+// Response shapes, in zod so the OpenAPI document (openapi-document.ts and its parts), the client and the tests
+// that check real answers share them.
 
 /** A verified intermediate LoRA a run saved beside its state. */
 export const CheckpointView = z.strictObject({
