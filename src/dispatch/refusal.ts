@@ -35,14 +35,14 @@ type AnsweredRefusal =
 type Kind = AnsweredRefusal["kind"];
 type Of<K extends Kind> = Extract<AnsweredRefusal, { kind: K }>;
 
-/** An answer's body, as JSON. */
-export type RefusalBody = Record<string, unknown>;
+// An answer's body, as JSON.
+type RefusalBody = Record<string, unknown>;
 
 interface Row<K extends Kind> {
-  /** 409 and 503 send the kind as `reason`, and list it in the OpenAPI enum of their answer. */
+  // 409 and 503 send the kind as `reason`, and list it in the OpenAPI enum of their answer.
   status: 404 | 409 | 422 | 503;
   retryAfterS?: number;
-  /** The body; `reason` is the row's kind, placed where the answer has always carried it. */
+  // The body; `reason` is the row's kind, placed where the answer has always carried it.
   body: (refusal: Of<K>, reason: K) => RefusalBody;
 }
 
@@ -64,8 +64,8 @@ const said = (r: { detail: string }, reason: string) => ({ detail: r.detail, rea
 const vram = (r: { refusal: VramRefusal }) => ({ ...r.refusal });
 
 /**
- * Every refusal's SPEC §3 answer, one row per kind: its status, whether the kind goes out as `reason`, its Retry-After
- * and its body. The OpenAPI enums of reasons list the rows of 409 and 503 in this order.
+ * Every refusal's SPEC §3 answer, one row per kind: its status, its Retry-After and its body. A row of 409 or 503
+ * sends its kind as `reason`, and the OpenAPI enums of reasons list those rows in this order.
  */
 export const REFUSALS = {
   invalid: { status: 422, body: (r) => ({ detail: r.detail }) },
@@ -116,8 +116,8 @@ export const REFUSALS = {
   },
 } satisfies { [K in Kind]: Row<K> };
 
-/** A refusal as answered: its status, its body and, where the row has one, its Retry-After in seconds. */
-export interface RefusalAnswer {
+// A refusal as answered: its status, its body and, where the row has one, its Retry-After in seconds.
+interface RefusalAnswer {
   status: Row<Kind>["status"];
   body: RefusalBody;
   retryAfterS?: number;

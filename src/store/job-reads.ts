@@ -5,14 +5,14 @@ import { ACTIVE_SQL, FILTER_SQL, type Job, type JobRow, toJob } from "./job-row.
 // Enough for every job a status page or a client follows at once; past it the cache starts again.
 const CACHED_ROWS = 256;
 
-/** Where a page of the job list goes on from: the last job of the page before. */
-export interface PageAfter {
+// Where a page of the job list goes on from: the last job of the page before.
+interface PageAfter {
   createdAt: string;
   id: string;
 }
 
-/** An ended job retention may remove the directory of, with what ties its state to other jobs. */
-export type PrunableJob = Pick<JobRow, "id" | "resume_state" | "resumed_by">;
+// An ended job retention may remove the directory of, with what ties its state to other jobs.
+type PrunableJob = Pick<JobRow, "id" | "resume_state" | "resumed_by">;
 
 /**
  * The store's reads over its database: one job (cached until a write, which calls `forget`), pages, counts, the
@@ -69,6 +69,7 @@ export function createJobReads(db: Database) {
     activeId(): string | null {
       return activeId.get()?.id ?? null;
     },
+    /** The status on record: what a transition moves the tallies from. */
     statusOf(id: string): string | null {
       return statusOf.get(id)?.status ?? null;
     },
@@ -77,8 +78,8 @@ export function createJobReads(db: Database) {
   };
 }
 
-/** Newest first, keyset-paged on (created_at, id) so a page never shifts under inserts. */
-export function listJobs(db: Database, filter: JobFilter | null, limit: number, after: PageAfter | null): Job[] {
+// Newest first, keyset-paged on (created_at, id) so a page never shifts under inserts.
+function listJobs(db: Database, filter: JobFilter | null, limit: number, after: PageAfter | null): Job[] {
   const status = filter === null || filter in FILTER_SQL ? null : filter;
   const where = [
     filter === null ? "1" : (FILTER_SQL[filter] ?? "status = $status"),
@@ -96,14 +97,14 @@ export function listJobs(db: Database, filter: JobFilter | null, limit: number, 
     .map(toJob);
 }
 
-/** The job a POST with this Idempotency-Key claimed, if one did. */
-export function jobByIdempotencyKey(db: Database, key: string): Job | null {
+// The job a POST with this Idempotency-Key claimed, if one did.
+function jobByIdempotencyKey(db: Database, key: string): Job | null {
   const row = db.query<JobRow, [string]>("SELECT * FROM jobs WHERE idempotency_key = ?").get(key);
   return row === null ? null : toJob(row);
 }
 
-/** Ended before `endedBefore` and not among the newest `keepLast` jobs: their directories may go; records stay. */
-export function prunableJobs(db: Database, endedBefore: string, keepLast: number): PrunableJob[] {
+// Ended before `endedBefore` and not among the newest `keepLast` jobs: their directories may go; records stay.
+function prunableJobs(db: Database, endedBefore: string, keepLast: number): PrunableJob[] {
   return db
     .query<PrunableJob, [string, number]>(
       `SELECT id, resume_state, resumed_by FROM jobs
@@ -113,13 +114,13 @@ export function prunableJobs(db: Database, endedBefore: string, keepLast: number
     .all(endedBefore, keepLast);
 }
 
-/** Every active job. */
-export function activeJobs(db: Database): Job[] {
+// Every active job.
+function activeJobs(db: Database): Job[] {
   return db.query<JobRow, []>(`SELECT * FROM jobs WHERE ${ACTIVE_SQL}`).all().map(toJob);
 }
 
-/** A job's recorded loss points, by step. */
-export function lossHistory(db: Database, id: string): LossPoint[] {
+// A job's recorded loss points, by step.
+function lossHistory(db: Database, id: string): LossPoint[] {
   return db
     .query<{ step: number; loss: number | null }, [string]>(
       "SELECT step, loss FROM loss_points WHERE job_id = ? ORDER BY step",
