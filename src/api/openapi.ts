@@ -3,11 +3,12 @@ import { AuthMode } from "../auth/setup.ts";
 import { GpuAdmission, TrainerBackend, TrainerMode } from "../config/schema.ts";
 import { ErrorCode, JobStatus, Phase } from "../job.ts";
 import { SAMPLE_TEMPLATES, samplePrompt } from "../recipe/samples.ts";
+import { reasonsOf } from "../dispatch/refusal.ts";
 import { DetailItem, JobRequest, MAX_SAMPLES } from "../request/schema.ts";
 import { END_EVENT_ID } from "./events.ts";
 
-// Response shapes, in zod so the OpenAPI document (openapi-document.ts), the client and the tests that check real
-// answers share them.
+// Response shapes, in zod so the OpenAPI document (openapi-document.ts and its parts), the client and the tests
+// that check real answers share them.
 
 /** A verified intermediate LoRA a run saved beside its state. */
 export const CheckpointView = z.strictObject({
@@ -164,17 +165,7 @@ const Cotenant = z.strictObject({
 });
 export const Conflict = z.strictObject({
   detail: z.string(),
-  reason: z.enum([
-    "busy",
-    "output_exists",
-    "output_in_use",
-    "insufficient_vram",
-    "cotenant_active",
-    "insufficient_disk",
-    "not_resumable",
-    "base_model_changed",
-    "smoke_unavailable",
-  ]),
+  reason: z.enum(reasonsOf(409)),
   active_job_id: z.uuid().optional().describe("busy, output_in_use: the job in the way"),
   device_index: z.int().optional().describe("insufficient_vram, cotenant_active: the device asked for"),
   free_mib: z.int().optional(),
@@ -188,7 +179,7 @@ export const Conflict = z.strictObject({
 });
 export const Unavailable = z.strictObject({
   detail: z.string(),
-  reason: z.enum(["gpu_probe_failed", "state_unwritable", "slurm_refused"]),
+  reason: z.enum(reasonsOf(503)),
 });
 export const Problem = z.strictObject({ detail: z.string() });
 
