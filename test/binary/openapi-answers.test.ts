@@ -165,7 +165,9 @@ describe("the served OpenAPI document describes every answer the worker gives", 
     // What the GPUs refuse: a co-tenant in the way, too little VRAM for the previews, nvidia-smi failing.
     local.gpu.use("busy-cards");
     expect((await api.post("/train", local.tree.validRequest({ output_name: "refused" }))).json.reason).toBe("cotenant_active");
-    expect((await api.post("/train", local.tree.validRequest({ device_index: 1, samples: 1 }))).json.reason).toBe("insufficient_vram");
+    // The A6000 has 19136 MiB free: a balanced run with previews needs 18000 + 3584.
+    const balanced = local.tree.validRequest({ device_index: 1, tier: "balanced", samples: 1 });
+    expect((await api.post("/train", balanced)).json.reason).toBe("insufficient_vram");
     local.gpu.use("no-driver");
     expect((await api.get("/gpu-status")).status).toBe(503);
     for (const [path, body] of [["/train", local.tree.validRequest()], ["/smoke", { device_index: 0 }]]) {
