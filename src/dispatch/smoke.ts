@@ -6,13 +6,12 @@ import type { Config, Device } from "../config/schema.ts";
 import { NotAsExpected, pinChain, pinChild, type PinnedDir } from "../pinned-dir.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { detailFromIssues, fieldError, type JobRequest } from "../request/schema.ts";
-import { SMOKE_CLASS, SMOKE_TRIGGER, writeSmokeDataset } from "../smoke/dataset.ts";
+import { SMOKE_CLASS, SMOKE_FOLDER, SMOKE_TRIGGER, writeSmokeDataset } from "../smoke/dataset.ts";
 import type { Dispatcher } from "./dispatch.ts";
 import type { DispatchRefusal, DispatchResult } from "./refusal.ts";
 
 // Smoke runs write in the handoff root, as arbo's jobs do: the run proves the worker can read a dataset there and
 // publish a LoRA there. One folder per run, which `lora-worker smoke` removes once it has checked the results.
-export const SMOKE_FOLDER = ".lora-worker-smoke";
 const SMOKE_OUTPUT_NAME = "smoke";
 const SMOKE_SEED = 1;
 // In the setgid handoff root, arbo's group keeps the run's folders.

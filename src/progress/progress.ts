@@ -169,6 +169,11 @@ function sameProgress(a: Progress, b: Progress): boolean {
 // `{desc}: {percentage}%|{bar}| {n}/{total} [{elapsed}<{remaining}, {rate}{postfix}]`.
 // Colab-style output has no `|{bar}|`; whatever follows the closing "]" was printed by
 // someone else onto the same record and is returned as `trailing`.
+/** What a terminal shows of a line: of a tqdm bar redrawn with "\r", only the last drawing. */
+export function screenLine(line: string): string {
+  return line.split("\r").filter((part) => part !== "").at(-1) ?? "";
+}
+
 export interface TqdmBar {
   description: string;
   n: number;

@@ -3,6 +3,8 @@ import { join } from "node:path";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
 import { encodePng } from "../png.ts";
 
+/** The folder of the handoff root that holds the smoke runs' datasets and outputs, one folder a run. */
+export const SMOKE_FOLDER = ".lora-worker-smoke";
 // A smoke run's subject: the words its captions and its folder name use.
 export const SMOKE_TRIGGER = "smoke";
 export const SMOKE_CLASS = "person";

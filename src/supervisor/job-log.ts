@@ -1,5 +1,6 @@
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { carryOffset, cutsNow } from "./log-cut.ts";
+import { screenLine } from "../progress/progress.ts";
 
 // train.log, from the worker's side: followed as the trainer appends (in slices that yield to the HTTP server), and
 // tailed for GET /train/{id}/log and the outcome. The shim cuts it to a cap (log-cut.ts).
@@ -177,10 +178,6 @@ function dropPartial(text: string): string {
   return redraw < 0 ? text.slice(first.length + 1) : text.slice(redraw);
 }
 
-/** What a terminal shows of a line: of a tqdm bar redrawn with "\r", only the last drawing. */
-export function screenLine(line: string): string {
-  return line.split("\r").filter((part) => part !== "").at(-1) ?? "";
-}
 
 function screenLines(text: string): string[] {
   const lines = text.split("\n").map(screenLine);

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { SMOKE_FOLDER } from "../../src/dispatch/smoke.ts";
+import { SMOKE_FOLDER } from "../../src/smoke/dataset.ts";
 import { solidPng } from "../../src/png.ts";
 import { ensureBinary } from "../support/binary.ts";
 import { type HostTree, makeHostTree, paddedPng, SIMULATE_TABLES } from "../support/host-tree.ts";

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
-import { SMOKE_FOLDER } from "../../src/dispatch/smoke.ts";
+import { SMOKE_FOLDER } from "../../src/smoke/dataset.ts";
 import { inProcessApp } from "../support/app-harness.ts";
 import { makeHostTree, MAIN, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
 import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";

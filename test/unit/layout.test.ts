@@ -78,6 +78,103 @@ describe("the folders of src/ form floors", () => {
   });
 });
 
+// The floors as docs/development.md's layout table lists them, top to bottom: one row a floor, its folders (and
+// the root's files, one floor) named in its first cell.
+function documentedFloors(): Map<string, number> {
+  const doc = readFileSync(join(REPO, "docs/development.md"), "utf8");
+  const table = doc.slice(doc.indexOf("## Layout"), doc.indexOf("### One request"));
+  const rows = table.split("\n").filter((line) => line.startsWith("| `")).map((line) => line.split("|")[1]!);
+  const floors = new Map<string, number>();
+  rows.forEach((cell, i) => {
+    for (const [, name] of cell.matchAll(/`([^`]+)`/g)) {
+      const floor = name!.endsWith("/") ? name!.slice(0, -1) : name === "main.ts" ? "(main)" : "(root)";
+      floors.set(floor, i);
+    }
+  });
+  return floors;
+}
+
+// Each import from one folder to another that does not point down the documented floors, or names a folder the
+// table does not list.
+function againstFloors(edges: Array<[string, string]>, floors: Map<string, number>): string[] {
+  return edges.flatMap(([file, imported]) => {
+    const [from, to] = [floorOf(file), floorOf(imported)];
+    if (from === to || !imported.startsWith(SRC)) return [];
+    const [above, below] = [floors.get(from), floors.get(to)];
+    if (above === undefined || below === undefined) return [`${from} or ${to} is not in the layout table`];
+    return below > above ? [] : [`${relative(SRC, file)} -> ${relative(SRC, imported)}`];
+  });
+}
+
+describe("the floors are the ones docs/development.md gives", () => {
+  test("every import between folders points down the layout table", () => {
+    const floors = documentedFloors();
+    // Contrast: the table is read: the HTTP layer stands above the store, and every folder of src/ is in it.
+    expect(floors.get("api")!).toBeLessThan(floors.get("store")!);
+    const folders = readdirSync(SRC, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+    expect(folders.filter((f) => !floors.has(f))).toEqual([]);
+    expect(againstFloors(imports(), floors)).toEqual([]);
+  });
+
+  test("contrast: an import up the table, or between two folders of one row, is named", () => {
+    const floors = new Map([["api", 0], ["store", 1], ["gpu", 2], ["auth", 2]]);
+    const edge = (a: string, b: string): [string, string] => [join(SRC, a), join(SRC, b)];
+    const edges = [edge("api/a.ts", "store/b.ts"), edge("store/b.ts", "api/a.ts"), edge("gpu/c.ts", "auth/d.ts")];
+    expect(againstFloors(edges, floors)).toEqual(["store/b.ts -> api/a.ts", "gpu/c.ts -> auth/d.ts"]);
+  });
+});
+
+// What the client commands may import besides their own folder: the wire's shapes, the job's vocabulary and
+// tiers, the option parser, the token file, tqdm's framing of a log line, and for the smoke run's local checks
+// its dataset and LoRA checks and the handoff root's walk. Never the worker's insides.
+const CLIENT_MAY_IMPORT = [
+  "api/openapi.ts", "job.ts", "tiers.ts", "fs.ts", "pinned-dir.ts", "cli/args.ts", "auth/tokens.ts",
+  "progress/", "smoke/",
+];
+
+function clientReachesInside(edges: Array<[string, string]>): string[] {
+  const client = join(SRC, "cli/client") + "/";
+  return edges.flatMap(([file, imported]) => {
+    if (!file.startsWith(client) || imported.startsWith(client) || !imported.startsWith(SRC)) return [];
+    const target = relative(SRC, imported);
+    return CLIENT_MAY_IMPORT.some((ok) => (ok.endsWith("/") ? target.startsWith(ok) : target === ok))
+      ? []
+      : [`${relative(SRC, file)} -> ${target}`];
+  });
+}
+
+describe("the faces the docs claim", () => {
+  test("cli/client/ speaks to the worker only over the wire", () => {
+    const edges = imports();
+    // Contrast: the client's files are read, and they do import the wire's shapes.
+    expect(edges.some(([f, i]) => f.includes("/cli/client/") && i.endsWith("api/openapi.ts"))).toBe(true);
+    expect(clientReachesInside(edges)).toEqual([]);
+  });
+
+  test("contrast: a client file that reaches the supervisor is named", () => {
+    const edge: [string, string] = [join(SRC, "cli/client/commands/logs.ts"), join(SRC, "supervisor/job-log.ts")];
+    expect(clientReachesInside([edge])).toEqual(["cli/client/commands/logs.ts -> supervisor/job-log.ts"]);
+  });
+
+  // test/unit/ is the tier that runs nothing but the code: no worker, no CLI, no child process.
+  const STARTS_A_PROCESS = /Bun\.spawn|spawnSync|node:child_process|startWorker|runCli|spawnCli|process\.execPath/;
+  const startsAProcess = (text: string) => STARTS_A_PROCESS.test(text);
+
+  test("test/unit/ starts no process", () => {
+    const dir = join(REPO, "test/unit");
+    // This file names the calls to find them.
+    const files = readdirSync(dir).filter((f) => f.endsWith(".ts") && f !== "layout.test.ts");
+    expect(files.length).toBeGreaterThan(10);
+    expect(files.filter((f) => startsAProcess(readFileSync(join(dir, f), "utf8")))).toEqual([]);
+  });
+
+  test("contrast: a unit test that spawns is found", () => {
+    expect(startsAProcess('const p = Bun.spawn(["true"]);')).toBe(true);
+    expect(startsAProcess('import { execFile } from "node:child_process";')).toBe(true);
+    expect(startsAProcess("expect(1).toBe(1);")).toBe(false);
+  });
+});
+
 const MAX_COLUMNS = 120;
 
 // Every line of src/ (code, the status page, its inline script and style) fits 120 columns.

@@ -1,6 +1,6 @@
 import { rm } from "node:fs/promises";
 import { basename, dirname } from "node:path";
-import { SMOKE_FOLDER } from "../../../dispatch/smoke.ts";
+import { SMOKE_FOLDER } from "../../../smoke/dataset.ts";
 import { pinChain } from "../../../pinned-dir.ts";
 import { loraProblem, pngSize } from "../../../smoke/verify.ts";
 import { TIERS } from "../../../tiers.ts";
