@@ -38,7 +38,7 @@ const sampleName = {
   description: "a `name` of the job's `samples`",
   schema: { type: "string" },
 };
-// zod writes a default first; the document has always listed it last.
+// zod writes a default first; a query parameter's schema lists it last, after the constraints it defaults within.
 const queryParameters = (query: z.ZodObject) =>
   Object.entries(query.shape).map(([name, field]) => {
     const { default: fallback, ...rest } = schema(field as z.ZodType);

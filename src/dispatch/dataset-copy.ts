@@ -6,8 +6,8 @@ import { type Dataset, type DatasetFile, IMAGE_EXTENSIONS } from "../request/dat
 
 // The dataset the trainer reads is the one that was checked: each checked file is copied into the job directory,
 // opened without following a symbolic link at its last component and refused unless it is the very file (device,
-// inode, size) the check saw. A swap after the check is caught here or lands in arbo's folder, which the trainer
-// never reads. (device, inode, size and ctime, so a replacement that reuses the inode number is caught too.)
+// inode, size and ctime, so a replacement that reuses the inode number is caught too) the check saw. A swap after
+// the check is caught here or lands in arbo's folder, which the trainer never reads.
 // O_NONBLOCK: a FIFO swapped in opens at once (and is refused) rather than holding the copy until a writer comes.
 const CHUNK = 1024 * 1024;
 const OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;

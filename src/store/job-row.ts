@@ -44,7 +44,7 @@ export interface JobRow {
   /** JSON of DatasetReport: what the worker did to the copy and found in it; null until it is prepared. */
   dataset_report: string | null;
   pruned_at: string | null;
-  /** The final LoRA's resolved path; null for a job recorded before checkpoints existed. */
+  /** Where the verified LoRA is published: output_dir's file, resolved; null in a database an older build wrote. */
   output_file: string | null;
   /** The newest complete saved state a resume would start from (its step and directory), or null. */
   resume_step: number | null;
