@@ -3,7 +3,7 @@ import { ErrorCode, JobStatus, Phase } from "../job.ts";
 import { SmokeBody } from "../dispatch/smoke.ts";
 import { JobRequest, ResumeRequest, TrainRequest } from "../request/schema.ts";
 import { CurveQuery, ListQuery, LogQuery } from "./query.ts";
-import { READ_MAX_BYTES } from "../supervisor/log-cursor.ts";
+import { READ_MAX_BYTES } from "../job-dir/log-cursor.ts";
 import {
   CheckpointView, ClusterGpuStatus, Conflict, DetailItem, Dispatched, GpuStatus, Health, HostGpuStatus,
   JOB_VIEW_EXAMPLE, JobEvent, JobList, JobView, LOG_CURSOR_HEADER, LOG_CUT_HEADER, LossCurve, Problem, Resumed,

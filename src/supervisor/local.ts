@@ -1,4 +1,5 @@
-import { type ExitWatch, type JobFile, type LaunchFile, watchExit } from "./job-dir.ts";
+import type { JobFile, LaunchFile } from "../job-dir/job-dir.ts";
+import { type ExitWatch, watchExit } from "./exit-watch.ts";
 import { JOB_MARKER_ENV, identify, isSameProcess, type ProcessIdentity } from "../os/proc.ts";
 import {
   liveGroupMembers, signalGroup, sweepStrays, terminateGroup, untilDone, waitGroupGone,

@@ -10,7 +10,8 @@ import type { Result } from "../result.ts";
 import type { Checkpoint } from "../job.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
 import type { Sample } from "../job.ts";
-import type { ExitWatch, JobDir, JobFile, LaunchFile } from "./job-dir.ts";
+import type { JobDir, JobFile, LaunchFile } from "../job-dir/job-dir.ts";
+import type { ExitWatch } from "./exit-watch.ts";
 
 // The seam between the supervisor and where a run's processes live (this host's process groups in local.ts, a Slurm
 // job in slurm.ts): the backend that places runs, what a run is told, what it offers, and where its processes are.

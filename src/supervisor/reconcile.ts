@@ -2,16 +2,17 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
-import { type JobDir, jobDir, jobsDir } from "./job-dir.ts";
+import type { JobDir, JobDirs } from "../job-dir/job-dir.ts";
 import {
   identify, isSameProcess, markedProcesses, type ProcessIdentity, readBootId, readProcStat,
 } from "../os/proc.ts";
 import type { Adoption, Identities, PendingStop } from "./placement.ts";
+import { SLURM_SCRIPT } from "./slurm.ts";
 import { sweepStrays } from "../os/terminate.ts";
 
 interface ReconcileDeps {
   store: JobStore;
-  stateDir: string;
+  dirs: JobDirs;
   now: () => Date;
   log: Logger;
 }
@@ -27,13 +28,13 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
   for (const job of deps.store.activeJobs()) {
     settled.add(job.id);
     // Slurm holds a batch job's processes on whatever node, across its own restarts and ours: it says how it ends.
-    if (job.slurm_job_id !== null || existsSync(jobDir(deps.stateDir, job.id).slurmScript)) {
+    if (job.slurm_job_id !== null || existsSync(deps.dirs.of(job.id).backendFile(SLURM_SCRIPT))) {
       deps.log.info("re-adopting job after restart", { job_id: job.id, slurm_job_id: job.slurm_job_id });
       const pendingStop = pendingStopOf(job, deps.now);
       adopt({ row: job, ids: { shim: null, trainer: null }, pendingStop, placedBy: "slurm" });
       continue;
     }
-    const verdict = judge(job, jobDir(deps.stateDir, job.id), bootId, marked.get(job.id) ?? []);
+    const verdict = judge(job, deps.dirs.of(job.id), bootId, marked.get(job.id) ?? []);
     if (typeof verdict === "object") {
       const pids = { shim_pid: verdict.shim?.pid ?? null, pid: verdict.trainer?.pid ?? null };
       deps.log.info("re-adopting job after restart", { job_id: job.id, ...pids });
@@ -44,7 +45,7 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
     failLeftover(deps, job, verdict);
   }
   for (const [id, pids] of marked) {
-    const dir = jobDir(deps.stateDir, id);
+    const dir = deps.dirs.of(id);
     // A job directory elsewhere is another worker's (another state_dir) and none of ours.
     if (settled.has(id) || !dir.exists()) continue;
     const recovered = recover(deps, id, dir, pids);
@@ -62,7 +63,7 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
 // A job the restart found with nothing running ends failed. One that never started a trainer keeps nothing: its
 // dataset copy (a resume's links to its predecessor's) goes now, not with its directory at retention.
 function failLeftover(deps: ReconcileDeps, job: Job, verdict: "host_rebooted" | "worker_restarted"): void {
-  const dir = jobDir(deps.stateDir, job.id);
+  const dir = deps.dirs.of(job.id);
   const again = job.resumed_from === null ? "send the request again" : `resume job ${job.resumed_from} again`;
   const error = verdict === "host_rebooted"
     ? "the host rebooted while this job ran; its trainer is gone"
@@ -95,12 +96,12 @@ function failLeftover(deps: ReconcileDeps, job: Job, verdict: "host_rebooted" | 
 function removeUnrecorded(deps: ReconcileDeps, marked: Map<string, number[]>): void {
   let names: string[];
   try {
-    names = readdirSync(jobsDir(deps.stateDir));
+    names = readdirSync(deps.dirs.root);
   } catch {
     return;
   }
   for (const id of names) {
-    const dir = jobDir(deps.stateDir, id);
+    const dir = deps.dirs.of(id);
     if (marked.has(id) || deps.store.get(id) !== null || dir.readJob() !== null) continue;
     try {
       dir.removeNow();
@@ -135,7 +136,7 @@ function recover(deps: ReconcileDeps, id: string, dir: JobDir, marked: number[])
   const shim = liveShim(row, dir, marked);
   const ids = { shim, trainer: liveTrainer(row, dir, marked, shim) };
   recordIdentities(deps, id, ids);
-  const placedBy = existsSync(dir.slurmScript) ? "slurm" : "local";
+  const placedBy = existsSync(dir.backendFile(SLURM_SCRIPT)) ? "slurm" : "local";
   return { row: deps.store.get(id)!, ids, pendingStop: null, placedBy };
 }
 

@@ -2,15 +2,15 @@
 // share), so launch.json, trainer.json, exit.json and train.log work as on this host. Slurm is the truth about
 // whether the run's processes live: it places them (--gres), bounds them (--time), signals and kills every one of
 // them (proctrack/cgroup catches a setsid escapee too) and keeps them across its own restarts.
-import { readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { readFileSync } from "node:fs";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
 import type { Config } from "../config/schema.ts";
 import { isLive, type JobState, type SlurmClient } from "../os/slurm.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { fail } from "../result.ts";
 import { TIERS } from "../tiers.ts";
-import type { ExitWatch, JobFile, LaunchFile } from "./job-dir.ts";
+import type { JobFile, LaunchFile } from "../job-dir/job-dir.ts";
+import type { ExitWatch } from "./exit-watch.ts";
 import type { ShimCommand } from "./local.ts";
 import type { Backend, Placement, Run, RunContext } from "./placement.ts";
 import { supervise } from "./run.ts";
@@ -30,6 +30,8 @@ const SLURM_GPU_ENV = ["CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "GPU_DEVICE_ORD
 const STOP_POLL_MS = 200;
 // SIGKILL through Slurm ends a job within seconds; one still live after this is asked again (untilDone retries).
 const KILL_WAIT_MS = 60_000;
+/** The batch script that runs the shim, in the job directory: its presence says Slurm placed the run. */
+export const SLURM_SCRIPT = "slurm.sh";
 const SLURM_OUT = "slurm.out";
 
 const slurmJobName = (id: string) => `lora-worker-${id}`;
@@ -76,10 +78,9 @@ async function startSlurmRun(
   ctx: RunContext, launch: LaunchFile, job: JobFile, shimCommand: string[], plan: SlurmPlan,
 ): Promise<Run> {
   ctx.jobDir.writeLaunch(launch, job);
-  const script = ctx.jobDir.slurmScript;
-  writeFileSync(script, batchScript(ctx, shimCommand), { mode: 0o750 });
-  const submitted = await plan.slurm.submit(script, [
-    `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.jobDir.dir}`, `--output=${join(ctx.jobDir.dir, SLURM_OUT)}`,
+  ctx.jobDir.writeBackendScript(SLURM_SCRIPT, batchScript(ctx, shimCommand));
+  const submitted = await plan.slurm.submit(ctx.jobDir.backendFile(SLURM_SCRIPT), [
+    `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.jobDir.dir}`, `--output=${ctx.jobDir.backendFile(SLURM_OUT)}`,
     ...resourceOptions(plan),
   ]);
   if (!submitted.ok) throw new Error(`Slurm refused the batch job: ${submitted.error}`);
@@ -212,7 +213,7 @@ function endOf(ctx: RunContext, jobId: string, state: JobState | null): ExitWatc
   const recorded = ctx.jobDir.readExit();
   if (recorded !== null) return recorded;
   if (state?.state === "FAILED") {
-    const output = tail(join(ctx.jobDir.dir, SLURM_OUT));
+    const output = tail(ctx.jobDir.backendFile(SLURM_OUT));
     const spawn_error =
       `Slurm job ${jobId} failed (ExitCode=${state.exitCode}) before its shim recorded anything: ${output}`;
     return { spawn_error, ended_at: ctx.now().toISOString() };

@@ -6,7 +6,7 @@ import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
 import { createWriteGuard, writeUntilDone } from "../store/write-guard.ts";
-import { jobDir, type LaunchFile } from "./job-dir.ts";
+import type { JobDirs, LaunchFile } from "../job-dir/job-dir.ts";
 import { isStrictlyInside } from "../request/contained-path.ts";
 import { adoptedOutputFile } from "./publish.ts";
 import { reconcileOnStart } from "./reconcile.ts";
@@ -20,6 +20,7 @@ export interface SupervisorDeps {
   config: Config;
   /** Where runs are placed, and where those found after a restart were. */
   backends: Backends;
+  dirs: JobDirs;
   now: () => Date;
   log: Logger;
   /** Where the kernel counts OOM kills of the trainer's cgroup (cgroup v2 or v1's memory controller), if anywhere. */
@@ -54,7 +55,7 @@ export function createSupervisor(deps: SupervisorDeps) {
 
   const contextFor = (row: Job, outputFile: string, backend: Backend): RunContext => {
     const { request } = row;
-    const dir = jobDir(config.state_dir, row.id);
+    const dir = deps.dirs.of(row.id);
     const startedAt = Date.parse(row.started_at ?? row.created_at);
     const boundMs = config.watchdog.tier_timeout_seconds[TIERS[request.tier].budget] * 1000;
     // A run launched before run directories existed writes its LoRA straight into the output dir.
@@ -214,7 +215,7 @@ export function createSupervisor(deps: SupervisorDeps) {
 
     // Re-adopts what survived a restart of the worker (or the loss of its database); fails what did not.
     reconcile(): void {
-      reconcileOnStart({ store, stateDir: config.state_dir, now, log }, (adoption) => {
+      reconcileOnStart({ store, dirs: deps.dirs, now, log }, (adoption) => {
         const { row } = adoption;
         const { request } = row;
         const outputFile = adoptedOutputFile(request, config.handoff_root);

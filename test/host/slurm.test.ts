@@ -2,7 +2,7 @@ import { Database } from "bun:sqlite";
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { readTrainer } from "../../src/supervisor/job-dir.ts";
+import { readTrainer } from "../../src/job-dir/job-dir.ts";
 import { ensureBinary } from "../support/binary.ts";
 import { SIMULATE_TABLES, makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { isLive, processesMarkedWith } from "../support/job-processes.ts";

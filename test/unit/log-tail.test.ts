@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MAX_TAIL_BYTES, screenLine, tailLines, tailOf } from "../../src/supervisor/job-log.ts";
+import { MAX_TAIL_BYTES, screenLine, tailLines, tailOf } from "../../src/job-dir/log-tail.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "log-tail-test-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

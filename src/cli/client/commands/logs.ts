@@ -1,5 +1,5 @@
 import { positiveInt, UsageError } from "../../args.ts";
-import { screenLine } from "../../../supervisor/job-log.ts";
+import { screenLine } from "../../../job-dir/log-tail.ts";
 import { eventsOf } from "../sse.ts";
 import { exitCodeOf } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
