@@ -7,7 +7,7 @@ import { markedProcesses } from "../os/proc.ts";
 import { createStateHealth } from "../store/state-health.ts";
 import { jobDirs } from "../job-dir/job-dir.ts";
 import { createBackends } from "../supervisor/backend.ts";
-import type { ShimCommand } from "../supervisor/local.ts";
+import type { ShimCommand } from "../supervisor/placement.ts";
 import { createSupervisor, type SupervisorDeps } from "../supervisor/supervisor.ts";
 
 type Built = "supervisor" | "dispatcher" | "backend" | "stateHealth" | "gpu" | "dirs";

@@ -18,6 +18,8 @@ import { tmpFolder, tmpLink, unlinkTmp } from "./tmp-link.ts";
 //   tmp/          the trainer's temporary files; its TMPDIR is a short link to here (tmp-link.ts), removed with it
 //   job.json      the record's origin: request and bookkeeping (written by the worker before the shim starts)
 //   launch.json   what to run (written by the worker before the shim starts)
+//   placement.json  which backend placed the run, and that backend's own state (written by the worker: before the
+//                 backend places it, and again with the state the backend handed back)
 //   shim.json     the shim's identity (written by the shim before it starts the trainer)
 //   trainer.json  the trainer's identity (written by the shim once it runs)
 //   exit.json     how the trainer ended, or why it never started (written by the shim last, into exit.reserved:
@@ -49,6 +51,9 @@ export interface JobDir {
   /** Before the shim starts: what the job is and what to run, the exit record's blocks, the log. */
   writeLaunch(launch: LaunchFile, job: JobFile): void;
   readJob(): JobFile | null;
+  /** Which backend placed the run and its state, for the restart that hands it back to that backend. */
+  writePlacement(file: PlacementFile): void;
+  readPlacement(): PlacementFile | null;
   readShim(): ProcessIdentity | null;
   readTrainer(): ProcessIdentity | null;
   readExit(): ExitFile | null;
@@ -109,6 +114,8 @@ export function jobDir(stateDir: string, id: string): JobDir {
       closeSync(openSync(log, "a", 0o640));
     },
     readJob: () => readJsonOrNull<JobFile>(jobFilePath(dir)),
+    writePlacement: (file) => writeJsonAtomic(join(dir, "placement.json"), file),
+    readPlacement: () => readJsonOrNull<PlacementFile>(join(dir, "placement.json")),
     readShim: () => readJsonOrNull<ProcessIdentity>(shimPath(dir)),
     readTrainer: () => readTrainer(dir),
     readExit: () => readExit(dir),
@@ -150,6 +157,12 @@ export interface JobFile {
   admission_warning: string | null;
   simulated: boolean;
   created_at: string;
+}
+
+/** Which backend placed a run, by its kind, and that backend's own state of it (null until it has placed it). */
+export interface PlacementFile {
+  backend: string;
+  state: unknown;
 }
 
 export type ExitFile =
