@@ -13,7 +13,7 @@ export interface Backends {
 
 // Each backend by its kind, made when a run or the config first needs it (Slurm's client, say).
 const MAKERS: Record<BackendKind, (config: Config, shim: ShimCommand, slurmConf: string | undefined) => Backend> = {
-  local: (_config, shim) => localBackend(shim),
+  local: (config, shim) => localBackend(shim, config),
   slurm: (config, shim, slurmConf) => slurmBackend(createSlurmClient(config.slurm, slurmConf), config, shim),
 };
 

@@ -8,6 +8,7 @@ import type { Result } from "../result.ts";
 import type { Checkpoint } from "../job.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
 import type { Sample } from "../job.ts";
+import type { DoctorCheck } from "../doctor/doctor.ts";
 import type { JobDir } from "../job-dir/job-dir.ts";
 import type { ExitWatch } from "./exit-watch.ts";
 
@@ -154,6 +155,8 @@ export interface Backend {
   start(ctx: RunContext, request: JobRequest): Promise<Started>;
   /** A run this backend placed, found active after a restart. */
   recover(found: Found): Recovery;
+  /** What `lora-worker doctor` checks of where this backend runs trainers (`devDir`: where the host's devices are). */
+  checks(devDir: string): Promise<DoctorCheck[]>;
   /** The cluster's GPUs, node by node, where the backend is a cluster. */
   readonly nodes: (() => Promise<Result<ClusterNode[]>>) | null;
 }

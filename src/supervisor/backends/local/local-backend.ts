@@ -1,15 +1,17 @@
+import type { Config } from "../../../config/schema.ts";
 import { JOB_MARKER_ENV, identify, isSameProcess, type ProcessIdentity } from "../../../os/proc.ts";
 import {
   liveGroupMembers, signalGroup, sweepStrays, terminateGroup, untilDone, waitGroupGone,
 } from "../../../os/terminate.ts";
 import { type ExitWatch, watchExit } from "../../exit-watch.ts";
 import type { Backend, Placement, Recovery, RunContext, ShimCommand, Started } from "../../placement.ts";
+import { localChecks } from "./local-checks.ts";
 import { type Identities, judgeLocal } from "./recovery.ts";
 
 const TRAINER_START_TIMEOUT_MS = 15_000;
 
 // One run at a time, on the GPU the request names, bounded by the tier from its start.
-export function localBackend(shim: ShimCommand): Backend {
+export function localBackend(shim: ShimCommand, config: Config): Backend {
   return {
     kind: "local",
     maxActive: 1,
@@ -25,6 +27,7 @@ export function localBackend(shim: ShimCommand): Backend {
       const detail = { shim_pid: ids.shim?.pid ?? null, pid: ids.trainer?.pid ?? null };
       return { placement: (ctx) => adoptedPlacement(ctx, ids), detail };
     },
+    checks: (devDir) => localChecks(config, devDir),
     nodes: null,
   };
 }

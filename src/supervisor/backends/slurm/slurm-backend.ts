@@ -11,6 +11,7 @@ import { fail } from "../../../result.ts";
 import { TIERS } from "../../../tiers.ts";
 import type { ExitWatch } from "../../exit-watch.ts";
 import type { Backend, Placement, RunContext, ShimCommand, Started } from "../../placement.ts";
+import { slurmChecks } from "./slurm-checks.ts";
 
 interface SlurmPlan {
   slurm: SlurmClient;
@@ -68,6 +69,7 @@ export function slurmBackend(slurm: SlurmClient, config: Config, shim: ShimComma
       const placement = (ctx: RunContext) => slurmPlacement(ctx, row.slurm_job_id, planFor(row.request), handed);
       return { placement, detail: { slurm_job_id: row.slurm_job_id ?? handed } };
     },
+    checks: () => slurmChecks(config, slurm),
     async nodes() {
       const listed = await slurm.nodes();
       return listed.ok ? listed : fail(`scontrol show node: ${listed.error}`);
