@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { readAfter, tailWithCursor } from "../supervisor/log-cursor.ts";
+import { readAfter, tailWithCursor } from "../job-dir/log-cursor.ts";
 import { ApiError } from "./errors.ts";
 import { LOG_CURSOR_HEADER, LOG_CUT_HEADER } from "./openapi.ts";
 import { encodeLogCursor, LogQuery, parseQuery, queryRefusal } from "./query.ts";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { READ_MAX_BYTES } from "../supervisor/log-cursor.ts";
+import { READ_MAX_BYTES } from "../job-dir/log-cursor.ts";
 import type { Component } from "./openapi-components.ts";
 import { JOB_VIEW_EXAMPLE, LOG_CURSOR_HEADER, LOG_CUT_HEADER, TRAIN_REQUEST_EXAMPLE } from "./openapi.ts";
 import { CurveQuery, ListQuery, LogQuery } from "./query.ts";

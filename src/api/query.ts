@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { JobFilter } from "../job.ts";
 import type { Job } from "../store/job-store.ts";
-import type { LogCursor } from "../supervisor/log-cut.ts";
+import type { LogCursor } from "../job-dir/log-cut.ts";
 import { ApiError } from "./errors.ts";
 
 // What the routes read from the URL. The OpenAPI document describes these same schemas, so each bound is

@@ -3,8 +3,7 @@ import { Readable } from "node:stream";
 import { Hono } from "hono";
 import type { Dispatcher } from "../dispatch/dispatch.ts";
 import type { JobStore } from "../store/job-store.ts";
-import type { LoadedConfig } from "../config/load.ts";
-import { jobDir } from "../supervisor/job-dir.ts";
+import type { JobDirs } from "../job-dir/job-dir.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import { ApiError, noSuchJob, refusalError } from "./errors.ts";
 import { createJobFeeds, jobEvents } from "./events.ts";
@@ -20,14 +19,15 @@ export interface TrainRouteDeps {
   store: JobStore;
   dispatcher: Dispatcher;
   supervisor: Supervisor;
-  loaded: LoadedConfig;
+  /** Where each job's log is. */
+  dirs: JobDirs;
   /** Lifts the server's idle timeout for a request whose answer is bounded by its own deadline. */
   keepOpen?: (req: Request) => void;
   bodyDeadlineMs?: number;
 }
 
 export function trainRoutes(deps: TrainRouteDeps & { views: JobViews }) {
-  const { store, dispatcher, supervisor, loaded, keepOpen, bodyDeadlineMs, views } = deps;
+  const { store, dispatcher, supervisor, dirs, keepOpen, bodyDeadlineMs, views } = deps;
   // A job read through `read`, or 404 for an id that is not a job's.
   const known = <T>(id: string, read: (id: string) => T | null): T => {
     const found = JOB_ID.test(id) ? read(id) : null;
@@ -56,7 +56,7 @@ export function trainRoutes(deps: TrainRouteDeps & { views: JobViews }) {
     .get("/:id", (c) => {
       return c.body(viewOf(c.req.param("id")).json, 200, JSON_TYPE);
     })
-    .get("/:id/log", (c) => logAnswer(c, jobDir(loaded.config.state_dir, jobOf(c.req.param("id")).id).log))
+    .get("/:id/log", (c) => logAnswer(c, dirs.of(jobOf(c.req.param("id")).id).log))
     .get("/:id/events", (c) => {
       const job = jobOf(c.req.param("id"));
       keepOpen?.(c.req.raw); // a stream lives as long as its job; heartbeats keep it from looking idle

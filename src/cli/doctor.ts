@@ -22,13 +22,12 @@ import {
 } from "../doctor/service-account.ts";
 import {
   checkAccelerate,
-  checkNvidiaSmi,
-  checkNvidiaUvm,
   checkSdScripts,
-  checkSlurm,
   checkTrainerPython,
 } from "../doctor/trainer-checks.ts";
 import { checkTokenizers } from "../doctor/tokenizer-checks.ts";
+import { createBackends } from "../supervisor/backend.ts";
+import { shimCommand } from "./executables.ts";
 import { checkTrainerTmpdir } from "../doctor/tmpdir-check.ts";
 import { parseArgs, UsageError } from "./args.ts";
 
@@ -68,9 +67,7 @@ async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
     ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
     checkStateDir(config, account, runAs),
     checkTrainerTmpdir(deps),
-    checkNvidiaSmi(config),
-    checkSlurm(config, process.env.SLURM_CONF),
-    checkNvidiaUvm(config, deps.devDir),
+    createBackends(config, shimCommand(), process.env.SLURM_CONF).chosen.checks(deps.devDir),
     checkPort(config),
     checkTokenFile(config, account, runAs),
   ]);

@@ -8,7 +8,7 @@ import { acquireInstanceLock, LockHeld } from "../store/state-health.ts";
 import { openJobStore, type JobStore } from "../store/job-store.ts";
 import { StoreUnusable } from "../store/open.ts";
 import { ownMemoryEvents } from "../os/proc.ts";
-import { jobsDir } from "../supervisor/job-dir.ts";
+import { jobsDir } from "../job-dir/job-dir.ts";
 import { createRetention } from "../supervisor/retention.ts";
 import { tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";

@@ -5,12 +5,15 @@ import type { Logger } from "../logger.ts";
 import type { JobStore } from "../store/job-store.ts";
 import { markedProcesses } from "../os/proc.ts";
 import { createStateHealth } from "../store/state-health.ts";
+import { jobDirs } from "../job-dir/job-dir.ts";
 import { createBackends } from "../supervisor/backend.ts";
-import type { ShimCommand } from "../supervisor/local.ts";
+import type { ShimCommand } from "../supervisor/placement.ts";
 import { createSupervisor, type SupervisorDeps } from "../supervisor/supervisor.ts";
 import type { Trainer } from "../trainer/trainer.ts";
 
-export interface WorkerDeps extends Omit<AppDeps, "supervisor" | "dispatcher" | "backend" | "stateHealth" | "gpu"> {
+type Built = "supervisor" | "dispatcher" | "backend" | "stateHealth" | "gpu" | "dirs";
+
+export interface WorkerDeps extends Omit<AppDeps, Built> {
   store: JobStore;
   log: Logger;
   /** How a run is started: the trainer (accelerate, or the simulator), and this program as the shim. */
@@ -26,9 +29,9 @@ export interface WorkerDeps extends Omit<AppDeps, "supervisor" | "dispatcher" | 
 
 export type Worker = ReturnType<typeof createWorker>;
 
-// The worker as one piece, from its store on: the GPU probe, the backend that places runs (chosen here, once), the
-// supervisor of its runs, the dispatcher that starts them and the HTTP app over them. `lora-worker serve` binds the
-// app to its socket; tests ask it in process.
+// The worker as one piece, from its store on: its job directories, the GPU probe, the backend that places runs
+// (chosen here, once), the supervisor of its runs, the dispatcher that starts them and the HTTP app over them.
+// `lora-worker serve` binds the app to its socket; tests ask it in process.
 export function createWorker(deps: WorkerDeps) {
   const { store, log, loaded } = deps;
   const { config } = loaded;
@@ -38,15 +41,17 @@ export function createWorker(deps: WorkerDeps) {
     timeoutMs: config.gpu.probe_timeout_ms,
     ttlMs: config.gpu.cache_ttl_ms,
   });
+  const dirs = jobDirs(config.state_dir);
   const backends = createBackends(config, deps.shim, deps.slurmConf);
   const backend = backends.chosen;
   const stateHealth = createStateHealth(store, config.state_dir, now);
-  const supervisor = createSupervisor({ store, config, backends, now, log, memoryEvents: deps.memoryEvents ?? null });
+  const memoryEvents = deps.memoryEvents ?? null;
+  const supervisor = createSupervisor({ store, config, backends, dirs, now, log, memoryEvents });
   const markedJobs = () => markedProcesses().keys();
   const { trainer } = deps;
   const dispatcher = createDispatcher({
-    store, gpu, config, supervisor, backend, stateHealth, markedJobs, trainer, now, log,
+    store, gpu, config, supervisor, backend, dirs, stateHealth, markedJobs, trainer, now, log,
   });
-  const app = createApp({ ...deps, supervisor, dispatcher, backend, stateHealth, gpu });
+  const app = createApp({ ...deps, supervisor, dispatcher, backend, dirs, stateHealth, gpu });
   return { store, gpu, supervisor, dispatcher, app };
 }

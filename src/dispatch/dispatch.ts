@@ -13,7 +13,7 @@ import { detailFromIssues, type JobRequest, ResumeRequest } from "../request/sch
 import { fail, ok, type Result } from "../result.ts";
 import { type Job, type JobStore, StoreWriteFailed } from "../store/job-store.ts";
 import type { StateHealth } from "../store/state-health.ts";
-import { jobDir } from "../supervisor/job-dir.ts";
+import type { JobDirs } from "../job-dir/job-dir.ts";
 import type { Backend } from "../supervisor/placement.ts";
 import type { Supervisor } from "../supervisor/supervisor.ts";
 import { TIERS } from "../tiers.ts";
@@ -31,6 +31,7 @@ interface DispatcherDeps {
   /** Holds a claimed job's preparing phase and follows the run it launches. */
   supervisor: Supervisor;
   backend: Backend;
+  dirs: JobDirs;
   /** Whether the state dir can take a claim. */
   stateHealth: StateHealth;
   /** The jobs whose marker some process on this host carries (os/proc's markedProcesses). */
@@ -52,7 +53,7 @@ const OTHER_REQUEST = "this Idempotency-Key was already used for another request
 export function createDispatcher(deps: DispatcherDeps) {
   const { store, config, supervisor, backend, trainer, now, log } = deps;
   const { maxActive } = backend;
-  const dirOf = (id: string) => jobDir(config.state_dir, id);
+  const dirOf = (id: string) => deps.dirs.of(id);
   const { alreadyResumed, baseModelReplaced, resumable } = createResumeChecks(store, config.state_dir);
   // Read for each job: `tokenizers import` may have run since the worker started.
   const captionTokensOf = () => captionTokens(join(tokenizerDir(config), TOKENIZERS[0]!.folder));
@@ -159,22 +160,26 @@ export function createDispatcher(deps: DispatcherDeps) {
     return ok(row);
   };
 
-  // The preparing phase, after the answer: the job directory filled (the dataset copied, or a predecessor's copy
-  // linked), then the launch. The job ends here, before any trainer exists, when the fill or the launch fails or a
-  // cancel came first.
+  // The preparing phase, after the answer: the job directory created and filled (the dataset copied, or a
+  // predecessor's copy linked), then the launch. The job ends here, before any trainer exists, when the fill or the
+  // launch fails or a cancel came first: it trained nothing, and its directory goes whole.
   const prepare = async (row: Job, train: CheckedTrain, origin: Origin, signal: AbortSignal) => {
+    const dir = dirOf(row.id);
+    dir.create();
+    const ended = await fillAndLaunch(row, train, origin, signal).catch(async (err: unknown) => {
+      await dir.remove();
+      throw err;
+    });
+    if (ended !== null) await dir.remove();
+    return ended;
+  };
+  const fillAndLaunch = async (row: Job, train: CheckedTrain, origin: Origin, signal: AbortSignal) => {
     const filled = await origin.fill(dirOf(row.id).dataset, signal);
     const cancelled = store.get(row.id)?.stop_reason != null;
-    if (!filled.ok || cancelled) {
-      dirOf(row.id).removeDataset();
-      return filled.ok ? cancelledOutcome() : filled.error;
-    }
+    if (!filled.ok || cancelled) return filled.ok ? cancelledOutcome() : filled.error;
     // A record no longer active has nothing left to launch.
     if (!store.markPrepared(row.id, filled.value)) return null;
-    // A trainer that could not be started trained nothing: the job keeps no copy.
-    const ended = await launch(row, train, origin.resume);
-    if (ended !== null) dirOf(row.id).removeDataset();
-    return ended;
+    return launch(row, train, origin.resume);
   };
   // A refusal may be the mark of the very job this request retries, claimed while it was being checked (its output
   // in use, the slot taken, the state resumed): that job is the answer.

@@ -6,7 +6,7 @@ import { isStrictlyInside, realOrNull } from "../request/contained-path.ts";
 import { fail, ok, type Result } from "../result.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
 import { usableState } from "../supervisor/checkpoints.ts";
-import { jobsDir } from "../supervisor/job-dir.ts";
+import { jobsDir } from "../job-dir/job-dir.ts";
 import { TIERS } from "../tiers.ts";
 import type { DispatchRefusal, Refused } from "./refusal.ts";
 

@@ -1,8 +1,8 @@
 import { dirname, join } from "node:path";
 import { statOrNull } from "../fs.ts";
 import { BASE_PATH } from "../recipe/command.ts";
-import { jobsDir } from "../supervisor/job-dir.ts";
-import { MAX_SOCKET_PATH, PYMP_SOCKET_SUFFIX, TMP_LINK_ROOT, tmpLink } from "../supervisor/tmp-link.ts";
+import { jobsDir } from "../job-dir/job-dir.ts";
+import { MAX_SOCKET_PATH, PYMP_SOCKET_SUFFIX, TMP_LINK_ROOT, tmpLink } from "../job-dir/tmp-link.ts";
 import { failed, passed, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
 import { holdsFor } from "./service-account.ts";
 import { whyStopped } from "./trainer-checks.ts";
@@ -25,7 +25,7 @@ TMPDIR="$2" "$3" -c "$4"
 `;
 
 /**
- * The trainer's TMPDIR (supervisor/tmp-link.ts): a link in /dev/shm the service user can make, into the state dir,
+ * The trainer's TMPDIR (job-dir/tmp-link.ts): a link in /dev/shm the service user can make, into the state dir,
  * under which the venv's Python binds multiprocessing's sockets as a real run's data loader does.
  */
 export async function checkTrainerTmpdir(deps: DoctorDeps): Promise<DoctorCheck> {

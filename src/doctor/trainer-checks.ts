@@ -1,10 +1,7 @@
-import { statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { z } from "zod";
 import { TRAIN_SCRIPT, type Config } from "../config/schema.ts";
-import { createSlurmClient, type SlurmNode } from "../os/slurm.ts";
-import { createGpuProbe } from "../gpu/probe.ts";
-import { failed, passed, relaxedInSimulate, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
+import { failed, passed, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
 import { holdsFor, type RunAs, type RunResult, type ServiceAccount } from "./service-account.ts";
 import { BASE_PATH } from "../recipe/command.ts";
 
@@ -50,86 +47,6 @@ export async function checkSdScripts(config: Config, account: ServiceAccount, ru
 
 function lastLine(output: string): string {
   return output.split("\n").filter((l) => l.trim() !== "").at(-1) ?? "no output";
-}
-
-// On the Slurm backend: the controller answers, and every configured device's gres is on some node. That the job
-// directories are on storage the nodes share cannot be seen from here: the line says so.
-export async function checkSlurm(config: Config, slurmConf: string | undefined): Promise<DoctorCheck[]> {
-  if (config.trainer.backend !== "slurm") return [];
-  const name = "slurm";
-  const listed = await createSlurmClient(config.slurm, slurmConf).nodes();
-  if (!listed.ok) {
-    const fix = "check slurm.bin_dir, SLURM_CONF and that slurmctld is up (scontrol ping)";
-    return [failed(name, `scontrol show node failed: ${listed.error}`, fix)];
-  }
-  const unknown = config.devices.filter((d) => !listed.value.some((node) => offers(node, d.gres ?? "")));
-  if (unknown.length > 0) {
-    const names = unknown.map((d) => `device ${d.index} asks for ${d.gres}`).join(", ");
-    const offered = listed.value.map((n) => n.gres).filter((g) => g !== "" && g !== "(null)").join("; ") || "no gres";
-    const fix = "fix the devices' gres to a type the cluster has";
-    return [failed(name, `${names}, which no node offers (nodes: ${offered})`, fix)];
-  }
-  const shared = "state_dir, handoff_root, the model roots and this binary must be at the same paths on every node " +
-    "(not checkable from here)";
-  return [passed(name, `the controller answers and offers every device's gres; ${shared}`)];
-}
-
-// "gpu:a6000:1" is offered by a node with a6000 GPUs; "gpu:1" by any node with GPUs.
-function offers(node: SlurmNode, wanted: string): boolean {
-  const [kind, type, count] = wanted.split(":");
-  const typed = count !== undefined;
-  return kind === "gpu" && node.gpus.some((g) => !typed || g.type === type);
-}
-
-export async function checkNvidiaSmi(config: Config): Promise<DoctorCheck> {
-  const name = "nvidia-smi";
-  if (config.trainer.backend === "slurm") {
-    return passed(name, "not checked: on the Slurm backend the GPUs are the nodes', which Slurm places runs on");
-  }
-  const probe = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: 0 });
-  const result = await probe.read({ fresh: true });
-  if (!result.ok) {
-    const fix = "run nvidia-smi by hand; fix the driver, or point gpu.nvidia_smi at it";
-    return failed(name, `${config.gpu.nvidia_smi} failed: ${result.error}`, fix);
-  }
-  const missing = config.devices.filter((d) => !result.value.some((g) => g.index === d.index));
-  if (missing.length > 0) {
-    const seen = result.value.map((g) => `${g.index} ${g.name}`).join(", ") || "none";
-    const names = missing.map((d) => `device ${d.index} (${d.name})`).join(", ");
-    const fix = "fix [[devices]] in the config to match nvidia-smi's indexes";
-    return failed(name, `${names} not seen by nvidia-smi (it sees: ${seen})`, fix);
-  }
-  const nameOf = (index: number) => result.value.find((g) => g.index === index)!.name;
-  const seen = config.devices.map((d) => `${d.index} ${nameOf(d.index)}`).join(", ");
-  const renamed = config.devices.filter((d) => !nameOf(d.index).includes(d.name));
-  if (renamed.length > 0) {
-    const which = renamed.map((d) => `device ${d.index} is configured as "${d.name}"`).join(", ");
-    const fix = "check that [[devices]] index order matches CUDA_DEVICE_ORDER=PCI_BUS_ID";
-    return warned(name, `sees ${seen}, but ${which}`, fix);
-  }
-  return passed(name, `sees the configured devices: ${seen}`);
-}
-
-/** With NoNewPrivileges the worker cannot run nvidia-modprobe (setuid) to create the node, so it must exist already. */
-export function checkNvidiaUvm(config: Config, devDir: string): DoctorCheck {
-  if (config.trainer.backend === "slurm") {
-    return passed("nvidia-uvm", "not checked: on the Slurm backend the trainer runs on the nodes");
-  }
-  return relaxedInSimulate(config, uvmNode(devDir), "the simulated trainer uses no CUDA");
-}
-
-function uvmNode(devDir: string): DoctorCheck {
-  const name = "nvidia-uvm";
-  const node = join(devDir, "nvidia-uvm");
-  const load = "load it at boot: echo nvidia-uvm > /etc/modules-load.d/nvidia-uvm.conf, " +
-    "and now: modprobe nvidia-uvm && nvidia-modprobe -u -c=0";
-  try {
-    const st = statSync(node);
-    if (!st.isCharacterDevice()) return failed(name, `${node} is not a character device`, load);
-  } catch {
-    return failed(name, `${node} does not exist (CUDA needs it; the service cannot create it)`, load);
-  }
-  return passed(name, `${node} exists`);
 }
 
 // The question doctor asks the trainer's interpreter, and what its answer says. The program does, in

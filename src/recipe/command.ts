@@ -1,5 +1,6 @@
 import { dirname, join } from "node:path";
 import { TRAIN_SCRIPT, type Config } from "../config/schema.ts";
+import type { JobDir } from "../job-dir/job-dir.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { TIERS } from "../tiers.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
@@ -36,18 +37,6 @@ export interface ResumeFrom {
   repeatsScale: number;
 }
 
-// The files of the job directory the trainer reads and writes (the supervisor's JobDir has them).
-interface LaunchPaths {
-  id: string;
-  dir: string;
-  dataset: string;
-  run: string;
-  datasetConfig: string;
-  samplePrompts: string;
-  hfHome: string;
-  tmp: string;
-}
-
 /** Which GPU the trainer sees: set here by this host's backend, or taken from the job's environment on Slurm. */
 export interface GpuPlacement {
   env: Record<string, string>;
@@ -78,7 +67,7 @@ export const LAUNCH_FLAGS = [
 export function buildLaunch(
   train: CheckedTrain,
   config: Config,
-  paths: LaunchPaths,
+  paths: JobDir,
   trainer: Trainer,
   gpu: GpuPlacement,
   resume: ResumeFrom | null = null,
@@ -96,7 +85,7 @@ export function buildLaunch(
   };
 }
 
-function scriptFlags(train: CheckedTrain, paths: LaunchPaths, config: Config): string[] {
+function scriptFlags(train: CheckedTrain, paths: JobDir, config: Config): string[] {
   const { request } = train;
   const tier = TIERS[request.tier];
   const valued: Array<[string, string | number]> = [
@@ -180,7 +169,7 @@ function flag([name, value]: [string, string | number]): string {
   return `--${name}=${value}`;
 }
 
-function childEnv(config: Config, paths: LaunchPaths, gpu: GpuPlacement): Record<string, string> {
+function childEnv(config: Config, paths: JobDir, gpu: GpuPlacement): Record<string, string> {
   return {
     PATH: `${dirname(config.trainer.accelerate)}:${BASE_PATH}`,
     HOME: config.state_dir,
@@ -190,7 +179,7 @@ function childEnv(config: Config, paths: LaunchPaths, gpu: GpuPlacement): Record
     PYTHONUNBUFFERED: "1",
     HF_HOME: paths.hfHome,
     HF_HUB_OFFLINE: "1",
-    // The job's tmp folder through a short link (supervisor/tmp-link.ts): Python's sockets fit whatever state_dir is.
+    // The job's tmp folder through a short link (job-dir/tmp-link.ts): Python's sockets fit whatever state_dir is.
     TMPDIR: paths.tmp,
     [JOB_MARKER_ENV]: paths.id,
   };

@@ -1,21 +1,32 @@
 import type { Config } from "../config/schema.ts";
 import { createSlurmClient } from "../os/slurm.ts";
-import { localBackend, type ShimCommand } from "./local.ts";
-import type { Backend, BackendKind } from "./placement.ts";
-import { slurmBackend } from "./slurm.ts";
+import { localBackend } from "./backends/local/local-backend.ts";
+import { slurmBackend } from "./backends/slurm/slurm-backend.ts";
+import type { Backend, BackendKind, ShimCommand } from "./placement.ts";
 
 /** The configured backend, and the one that placed a run found after a restart. */
 export interface Backends {
   chosen: Backend;
-  of(kind: BackendKind): Backend;
+  /** The backend of that kind; null for a kind this program has none of. */
+  of(kind: string): Backend | null;
 }
 
-// A run stays where it started: after a switch of backend, what the other one placed is adopted through it, so a
-// change of backend leaves no run unsupervised. Slurm's client is made only when a run or the config needs it.
+// Each backend by its kind, made when a run or the config first needs it (Slurm's client, say).
+const MAKERS: Record<BackendKind, (config: Config, shim: ShimCommand, slurmConf: string | undefined) => Backend> = {
+  local: (config, shim) => localBackend(shim, config),
+  slurm: (config, shim, slurmConf) => slurmBackend(createSlurmClient(config.slurm, slurmConf), config, shim),
+};
+
+// A run stays where it started: after a switch of backend, what the other one placed is taken back through it, so a
+// change of backend leaves no run unsupervised.
 export function createBackends(config: Config, shim: ShimCommand, slurmConf: string | undefined): Backends {
-  const local = localBackend(shim);
-  let slurm: Backend | null = null;
-  const of = (kind: BackendKind) =>
-    kind === "local" ? local : (slurm ??= slurmBackend(createSlurmClient(config.slurm, slurmConf), config, shim));
-  return { chosen: of(config.trainer.backend), of };
+  const made = new Map<BackendKind, Backend>();
+  const known = (kind: string): kind is BackendKind => Object.hasOwn(MAKERS, kind);
+  const of = (kind: string): Backend | null => {
+    if (!known(kind)) return null;
+    const backend = made.get(kind) ?? MAKERS[kind](config, shim, slurmConf);
+    made.set(kind, backend);
+    return backend;
+  };
+  return { chosen: of(config.trainer.backend)!, of };
 }

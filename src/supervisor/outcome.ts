@@ -1,7 +1,7 @@
 import { basename } from "node:path";
 import { type ErrorCode, isCancel, type Outcome, type Phase, type StopReason } from "../job.ts";
 import type { SafetensorsVerdict } from "../safetensors/verify.ts";
-import type { ExitWatch, SchedulerVerdict } from "./job-dir.ts";
+import type { ExitWatch, SchedulerVerdict } from "./exit-watch.ts";
 import { decisiveLine, SIGNATURES, withoutLauncherFrames } from "./failure-signatures.ts";
 
 interface ExitFacts {

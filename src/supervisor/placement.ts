@@ -1,20 +1,20 @@
 import type { Config, Device } from "../config/schema.ts";
 import type { Outcome, StopReason } from "../job.ts";
 import type { Logger } from "../logger.ts";
-import type { ProcessIdentity } from "../os/proc.ts";
 import type { Progress } from "../progress/progress.ts";
-import type { SlurmNode } from "../os/slurm.ts";
 import type { GpuPlacement } from "../recipe/command.ts";
 import type { JobRequest } from "../request/schema.ts";
 import type { Result } from "../result.ts";
 import type { Checkpoint } from "../job.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
 import type { Sample } from "../job.ts";
-import type { ExitWatch, JobDir, JobFile, LaunchFile } from "./job-dir.ts";
+import type { DoctorCheck } from "../doctor/doctor.ts";
+import type { JobDir } from "../job-dir/job-dir.ts";
+import type { ExitWatch } from "./exit-watch.ts";
 
-// The seam between the supervisor and where a run's processes live (this host's process groups in local.ts, a Slurm
-// job in slurm.ts): the backend that places runs, what a run is told, what it offers, and where its processes are.
-// run.ts follows a run through it the same way for both.
+// The seam between the supervisor and where a run's processes live (a folder each under backends/): the backend
+// that places runs and takes them back after a restart, what a run is told, what it offers, and where its processes
+// are. run.ts follows a run through it the same way for every backend; nothing here names one.
 
 export interface RunContext {
   id: string;
@@ -94,23 +94,49 @@ export interface PendingStop {
   recordedAt: number;
 }
 
-export interface Identities {
-  shim: ProcessIdentity | null;
-  trainer: ProcessIdentity | null;
+/** This program, which is the shim, and the PATH it runs with. */
+export interface ShimCommand {
+  command: string[];
+  path: string;
 }
 
 export type BackendKind = Config["trainer"]["backend"];
 
-/** A job found after a restart whose run its backend takes over. */
-export interface Adoption {
-  row: Job;
-  ids: Identities;
-  pendingStop: PendingStop | null;
-  // Who placed it: Slurm when its id is on record or its batch script was written (a crash right after sbatch).
-  placedBy: BackendKind;
+/** A placed run, and what its backend needs to take it back after a restart (the supervisor records it). */
+export interface Started {
+  placement: Placement;
+  state: unknown;
 }
 
-/** Where runs are placed: this host's process groups, or a Slurm cluster. The one place that tells them apart. */
+/** A job found active after a restart, handed back to the backend that placed it. */
+export interface Found {
+  row: Job;
+  dir: JobDir;
+  // What the backend handed back when it placed the run; null when the worker stopped before it could.
+  state: unknown;
+  // The pids of this host that carry the job's marker.
+  marked: number[];
+  store: JobStore;
+  now: () => Date;
+  log: Logger;
+}
+
+/** What a backend makes of a run found after a restart: its processes to follow, or why nothing of it is left. */
+export type Recovery =
+  | { placement: (ctx: RunContext) => Placement; detail: Record<string, unknown> }
+  | { gone: "host_rebooted" | "worker_restarted" };
+
+/** A node of a cluster, with its GPUs as the cluster counts them. */
+export interface ClusterNode {
+  name: string;
+  state: string;
+  gpus: Array<{ type: string | null; total: number; allocated: number }>;
+  /** The cluster's own words for what the node offers and has in use. */
+  gres: string;
+  gres_used: string;
+}
+
+/** Where runs are placed: a folder each under backends/, chosen in backend.ts. */
 export interface Backend {
   readonly kind: BackendKind;
   /** How many runs may be active at once. */
@@ -125,8 +151,12 @@ export interface Backend {
   refusal(request: JobRequest): Promise<string | null>;
   /** When the tier's bound ends the run (epoch ms); on Slurm its --time does. */
   deadline(startedAt: number, boundMs: number): number;
-  start(ctx: RunContext, launch: LaunchFile, job: JobFile, request: JobRequest): Promise<Run>;
-  adopt(ctx: RunContext, request: JobRequest, adoption: Adoption): Run;
+  /** Places the run whose job files are written; throws, having stopped whatever it started, when it cannot. */
+  start(ctx: RunContext, request: JobRequest): Promise<Started>;
+  /** A run this backend placed, found active after a restart. */
+  recover(found: Found): Recovery;
+  /** What `lora-worker doctor` checks of where this backend runs trainers (`devDir`: where the host's devices are). */
+  checks(devDir: string): Promise<DoctorCheck[]>;
   /** The cluster's GPUs, node by node, where the backend is a cluster. */
-  readonly nodes: (() => Promise<Result<SlurmNode[]>>) | null;
+  readonly nodes: (() => Promise<Result<ClusterNode[]>>) | null;
 }

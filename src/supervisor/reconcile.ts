@@ -1,56 +1,43 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
-import { type JobDir, jobDir, jobsDir } from "./job-dir.ts";
-import {
-  identify, isSameProcess, markedProcesses, type ProcessIdentity, readBootId, readProcStat,
-} from "../os/proc.ts";
-import type { Adoption, Identities, PendingStop } from "./placement.ts";
+import type { JobDir, JobDirs } from "../job-dir/job-dir.ts";
+import { markedProcesses } from "../os/proc.ts";
+import type { Backends } from "./backend.ts";
+import type { Backend, PendingStop, Placement, RunContext } from "./placement.ts";
 import { sweepStrays } from "../os/terminate.ts";
 
 interface ReconcileDeps {
   store: JobStore;
-  stateDir: string;
+  dirs: JobDirs;
+  backends: Backends;
   now: () => Date;
   log: Logger;
 }
 
 // At start-up every process that carries the marker of a job of this state dir ends up supervised or gone,
-// and no job stays "training" with nothing behind it. A job with anything alive (its shim or trainer as
-// recorded, as its job files name them, or any process with its marker) is adopted and ends as if the
-// worker had never restarted; a job the database lost is recorded again from its job.json and adopted.
+// and no job stays "training" with nothing behind it. Each active job goes back to the backend that placed it:
+// one whose run it finds is adopted and ends as if the worker had never restarted; a job the database lost is
+// recorded again from its job.json and adopted.
 export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption) => void): void {
-  const bootId = readBootId();
   const marked = markedProcesses();
   const settled = new Set<string>();
   for (const job of deps.store.activeJobs()) {
     settled.add(job.id);
-    // Slurm holds a batch job's processes on whatever node, across its own restarts and ours: it says how it ends.
-    if (job.slurm_job_id !== null || existsSync(jobDir(deps.stateDir, job.id).slurmScript)) {
-      deps.log.info("re-adopting job after restart", { job_id: job.id, slurm_job_id: job.slurm_job_id });
-      const pendingStop = pendingStopOf(job, deps.now);
-      adopt({ row: job, ids: { shim: null, trainer: null }, pendingStop, placedBy: "slurm" });
-      continue;
-    }
-    const verdict = judge(job, jobDir(deps.stateDir, job.id), bootId, marked.get(job.id) ?? []);
-    if (typeof verdict === "object") {
-      const pids = { shim_pid: verdict.shim?.pid ?? null, pid: verdict.trainer?.pid ?? null };
-      deps.log.info("re-adopting job after restart", { job_id: job.id, ...pids });
-      recordIdentities(deps, job.id, verdict);
-      adopt({ row: job, ids: verdict, pendingStop: pendingStopOf(job, deps.now), placedBy: "local" });
-      continue;
-    }
-    failLeftover(deps, job, verdict);
+    const verdict = handBack(deps, job, marked.get(job.id) ?? []);
+    if (typeof verdict === "string") failLeftover(deps, job, verdict);
+    else adopt({ ...verdict, pendingStop: pendingStopOf(job, deps.now) });
   }
   for (const [id, pids] of marked) {
-    const dir = jobDir(deps.stateDir, id);
+    const dir = deps.dirs.of(id);
     // A job directory elsewhere is another worker's (another state_dir) and none of ours.
     if (settled.has(id) || !dir.exists()) continue;
-    const recovered = recover(deps, id, dir, pids);
-    if (recovered) {
+    const row = recordAgain(deps, id, dir);
+    const verdict = row === null ? null : handBack(deps, row, pids);
+    if (verdict !== null && typeof verdict !== "string") {
       deps.log.warn("re-adopting a running job the job database did not know", { job_id: id, pids });
-      adopt(recovered);
+      adopt({ ...verdict, pendingStop: null });
       continue;
     }
     deps.log.warn("stopping processes of a job whose record is final or missing", { job_id: id, pids });
@@ -59,10 +46,34 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
   removeUnrecorded(deps, marked);
 }
 
+/** A job found active after a restart, with the backend that placed it and its processes. */
+export interface Adoption {
+  row: Job;
+  backend: Backend;
+  placement: (ctx: RunContext) => Placement;
+  pendingStop: PendingStop | null;
+}
+
+// The run goes back to the backend recorded as placing it (one started by an older worker, which recorded none, to
+// the configured one); a job still preparing had nothing placed.
+function handBack(
+  deps: ReconcileDeps, row: Job, marked: number[],
+): Omit<Adoption, "pendingStop"> | "host_rebooted" | "worker_restarted" {
+  const dir = deps.dirs.of(row.id);
+  const placed = dir.readPlacement();
+  if (placed === null && row.phase === "preparing") return "worker_restarted";
+  const backend = (placed === null ? null : deps.backends.of(placed.backend)) ?? deps.backends.chosen;
+  const found = { row, dir, state: placed?.state ?? null, marked, store: deps.store, now: deps.now, log: deps.log };
+  const recovery = backend.recover(found);
+  if ("gone" in recovery) return recovery.gone;
+  deps.log.info("re-adopting job after restart", { job_id: row.id, backend: backend.kind, ...recovery.detail });
+  return { row, backend, placement: recovery.placement };
+}
+
 // A job the restart found with nothing running ends failed. One that never started a trainer keeps nothing: its
 // dataset copy (a resume's links to its predecessor's) goes now, not with its directory at retention.
 function failLeftover(deps: ReconcileDeps, job: Job, verdict: "host_rebooted" | "worker_restarted"): void {
-  const dir = jobDir(deps.stateDir, job.id);
+  const dir = deps.dirs.of(job.id);
   const again = job.resumed_from === null ? "send the request again" : `resume job ${job.resumed_from} again`;
   const error = verdict === "host_rebooted"
     ? "the host rebooted while this job ran; its trainer is gone"
@@ -95,12 +106,12 @@ function failLeftover(deps: ReconcileDeps, job: Job, verdict: "host_rebooted" | 
 function removeUnrecorded(deps: ReconcileDeps, marked: Map<string, number[]>): void {
   let names: string[];
   try {
-    names = readdirSync(jobsDir(deps.stateDir));
+    names = readdirSync(deps.dirs.root);
   } catch {
     return;
   }
   for (const id of names) {
-    const dir = jobDir(deps.stateDir, id);
+    const dir = deps.dirs.of(id);
     if (marked.has(id) || deps.store.get(id) !== null || dir.readJob() !== null) continue;
     try {
       dir.removeNow();
@@ -111,18 +122,8 @@ function removeUnrecorded(deps: ReconcileDeps, marked: Map<string, number[]>): v
   }
 }
 
-type Verdict = Identities | "host_rebooted" | "worker_restarted";
-
-function judge(job: Job, dir: JobDir, bootId: string | null, marked: number[]): Verdict {
-  const shim = liveShim(job, dir, marked);
-  const ids = { shim, trainer: liveTrainer(job, dir, marked, shim) };
-  if (dir.readExit() !== null || ids.shim || ids.trainer || marked.length > 0) return ids;
-  if (job.boot_id !== null && job.boot_id !== bootId) return "host_rebooted";
-  return "worker_restarted";
-}
-
 // A job alive in a directory of this state dir with no record: recorded again as it began, if its job.json says how.
-function recover(deps: ReconcileDeps, id: string, dir: JobDir, marked: number[]): Adoption | null {
+function recordAgain(deps: ReconcileDeps, id: string, dir: JobDir): Job | null {
   const file = dir.readJob();
   if (file === null || deps.store.get(id) !== null) return null;
   const inserted = deps.store.insertRecovered({
@@ -130,60 +131,7 @@ function recover(deps: ReconcileDeps, id: string, dir: JobDir, marked: number[])
     admissionWarning: file.admission_warning, simulated: file.simulated, now: file.created_at, phase: "loading",
     logPath: dir.log, totalSteps: null, dataset: null,
   });
-  if (!inserted) return null;
-  const row = deps.store.get(id)!;
-  const shim = liveShim(row, dir, marked);
-  const ids = { shim, trainer: liveTrainer(row, dir, marked, shim) };
-  recordIdentities(deps, id, ids);
-  const placedBy = existsSync(dir.slurmScript) ? "slurm" : "local";
-  return { row: deps.store.get(id)!, ids, pendingStop: null, placedBy };
-}
-
-// Found by files or marker, the processes go on record, as the launch would have put them (guarded: a recorded
-// identity is not overwritten, the trainer's only while the job is "starting").
-function recordIdentities(deps: ReconcileDeps, id: string, ids: Identities): void {
-  try {
-    const row = deps.store.get(id);
-    if (ids.shim && row?.shim_pid === null) deps.store.markShim(id, ids.shim);
-    if (ids.trainer && row?.pid === null) deps.store.markSpawned(id, ids.trainer, deps.now().toISOString());
-  } catch (err) {
-    deps.log.error("could not record the processes of a re-adopted job", { job_id: id, error: (err as Error).message });
-  }
-}
-
-function liveShim(job: Job, dir: JobDir, marked: number[]): ProcessIdentity | null {
-  const recorded = { pid: job.shim_pid ?? -1, startTicks: job.shim_start_ticks, bootId: job.boot_id };
-  return alive(recorded) ?? alive(dir.readShim()) ?? shimAmong(marked, dir.dir);
-}
-
-function liveTrainer(job: Job, dir: JobDir, marked: number[], shim: ProcessIdentity | null): ProcessIdentity | null {
-  const recorded = { pid: job.pid ?? -1, startTicks: job.pid_start_ticks, bootId: job.boot_id };
-  return alive(recorded) ?? alive(dir.readTrainer()) ?? childOf(shim, marked);
-}
-
-// The trainer is the shim's one child, leader of its own process group.
-function childOf(shim: ProcessIdentity | null, pids: number[]): ProcessIdentity | null {
-  const pid = shim === null ? undefined : pids.find((p) => {
-    const stat = readProcStat(p);
-    return stat !== null && stat.ppid === shim.pid && stat.pgrp === p;
-  });
-  return pid === undefined ? null : identify(pid);
-}
-
-function alive(identity: ProcessIdentity | null): ProcessIdentity | null {
-  return identity !== null && isSameProcess(identity) ? identity : null;
-}
-
-// A shim that had not yet written shim.json: known by its command line, "… shim <job dir>".
-function shimAmong(pids: number[], dir: string): ProcessIdentity | null {
-  const pid = pids.find((p) => {
-    try {
-      return readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0").slice(-3).join(" ").endsWith(`shim ${dir} `);
-    } catch {
-      return false;
-    }
-  });
-  return pid === undefined ? null : identify(pid);
+  return inserted ? deps.store.get(id) : null;
 }
 
 function pendingStopOf(job: Job, now: () => Date): PendingStop | null {

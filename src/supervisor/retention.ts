@@ -3,7 +3,7 @@ import { sizeOf } from "../fs.ts";
 import type { Logger } from "../logger.ts";
 import type { JobStore } from "../store/job-store.ts";
 import { isStrictlyInside } from "../request/contained-path.ts";
-import { jobDir, jobsDir } from "./job-dir.ts";
+import { jobDirs } from "../job-dir/job-dir.ts";
 
 // How often retention runs after the one at start-up.
 const INTERVAL_MS = 60 * 60 * 1000;
@@ -35,12 +35,13 @@ interface Pruned {
 // prunes a backlog of a thousand job directories.
 export function createRetention(deps: RetentionDeps) {
   let stateBytes: number | null = null;
-  const jobs = jobsDir(deps.stateDir);
+  const dirs = jobDirs(deps.stateDir);
+  const jobs = dirs.root;
   const prune = async (): Promise<Pruned> => {
     const cutoff = new Date(deps.now().getTime() - deps.keepDays * DAY_MS).toISOString();
     const pruned: Pruned = { jobs: [], bytes: 0 };
     const remove = async (id: string) => {
-      pruned.bytes += await jobDir(deps.stateDir, id).remove();
+      pruned.bytes += await dirs.of(id).remove();
     };
     // Marked by an earlier round that was cut short.
     for (const id of await readdir(jobs).catch(() => [] as string[])) {
@@ -49,8 +50,8 @@ export function createRetention(deps: RetentionDeps) {
     const candidates = deps.store.prunable(cutoff, deps.keepLast);
     for (let at = 0; at < candidates.length; at += PRUNE_BATCH) {
       const batch = candidates.slice(at, at + PRUNE_BATCH);
-      const dirs = batch.map(({ id }) => ({ id, dir: jobDir(deps.stateDir, id).dir }));
-      const marked = new Set(deps.store.markPruned(dirs, deps.now().toISOString()));
+      const pruning = batch.map(({ id }) => ({ id, dir: dirs.of(id).dir }));
+      const marked = new Set(deps.store.markPruned(pruning, deps.now().toISOString()));
       for (const { id, resume_state: state, resumed_by: successor } of batch) {
         if (!marked.has(id)) continue;
         await remove(id);

@@ -3,11 +3,11 @@ import { basename, dirname } from "node:path";
 import { readJsonOrNull, writeJsonAtomic } from "../fs.ts";
 import {
   type ExitFile, exitPath, exitReservePath, launchPath, shimPath, trainerPath, type LaunchFile,
-} from "./job-dir.ts";
+} from "../job-dir/job-dir.ts";
 import { identify } from "../os/proc.ts";
 import { signalGroup } from "../os/terminate.ts";
-import { capLog, settledCuts } from "./log-cut.ts";
-import { linkTmp, unlinkTmp } from "./tmp-link.ts";
+import { capLog, settledCuts } from "../job-dir/log-cut.ts";
+import { linkTmp, unlinkTmp } from "../job-dir/tmp-link.ts";
 
 // One shim per job, like containerd's: it starts the trainer, outlives any restart of the worker,
 // and records the trainer's exit status in exit.json, which nothing else could learn once the

@@ -6,11 +6,11 @@ import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
 import { createWriteGuard, writeUntilDone } from "../store/write-guard.ts";
-import { jobDir, type LaunchFile } from "./job-dir.ts";
+import type { JobDirs, LaunchFile } from "../job-dir/job-dir.ts";
 import { isStrictlyInside } from "../request/contained-path.ts";
 import { adoptedOutputFile } from "./publish.ts";
 import { reconcileOnStart } from "./reconcile.ts";
-import { FRESH_MS } from "./run.ts";
+import { FRESH_MS, supervise } from "./run.ts";
 import type { Backends } from "./backend.ts";
 import type { Backend, Run, RunContext, Unrecorded } from "./placement.ts";
 import { TIERS } from "../tiers.ts";
@@ -20,6 +20,7 @@ export interface SupervisorDeps {
   config: Config;
   /** Where runs are placed, and where those found after a restart were. */
   backends: Backends;
+  dirs: JobDirs;
   now: () => Date;
   log: Logger;
   /** Where the kernel counts OOM kills of the trainer's cgroup (cgroup v2 or v1's memory controller), if anywhere. */
@@ -70,7 +71,7 @@ export function createSupervisor(deps: SupervisorDeps) {
 
   const contextFor = (row: Job, outputFile: string, backend: Backend): RunContext => {
     const { request } = row;
-    const dir = jobDir(config.state_dir, row.id);
+    const dir = deps.dirs.of(row.id);
     const startedAt = Date.parse(row.started_at ?? row.created_at);
     const boundMs = config.watchdog.tier_timeout_seconds[TIERS[request.tier].budget] * 1000;
     // A run launched before run directories existed writes its LoRA straight into the output dir.
@@ -105,6 +106,14 @@ export function createSupervisor(deps: SupervisorDeps) {
     while (launches.has(id) && !runs.has(id)) await Bun.sleep(5);
     return runs.get(id);
   };
+  // The backend's own state of a placed run, for the restart that hands the run back to it.
+  const recordPlacement = (ctx: RunContext, backend: Backend, state: unknown) => {
+    try {
+      ctx.jobDir.writePlacement({ backend: backend.kind, state });
+    } catch (err) {
+      log.error("could not record where the run was placed", { job_id: ctx.id, error: (err as Error).message });
+    }
+  };
   const record = async (id: string, what: string, outcome: Outcome) => {
     const guard = createWriteGuard(log, id);
     await writeUntilDone(guard, what, () => store.finish(id, outcome, now().toISOString()));
@@ -127,7 +136,8 @@ export function createSupervisor(deps: SupervisorDeps) {
       preparations.set(id, { abort, done });
     },
 
-    // Starts a claimed job's shim and follows it; throws (having stopped whatever it started) when it cannot.
+    // Places a claimed job's run through the configured backend and follows it; throws (having stopped whatever it
+    // started) when it cannot. The job's files and who places it come first, so a restart at any moment finds both.
     async start(row: Job, outputFile: string, launch: LaunchFile): Promise<void> {
       launches.add(row.id);
       try {
@@ -137,7 +147,12 @@ export function createSupervisor(deps: SupervisorDeps) {
           admission_warning: row.admission_warning, simulated: row.simulated, created_at: row.created_at,
         };
         const { chosen } = deps.backends;
-        track(await chosen.start(contextFor(row, outputFile, chosen), launch, job, request));
+        const ctx = contextFor(row, outputFile, chosen);
+        ctx.jobDir.writeLaunch(launch, job);
+        ctx.jobDir.writePlacement({ backend: chosen.kind, state: null });
+        const { placement, state } = await chosen.start(ctx, request);
+        track(supervise(ctx, placement, null));
+        recordPlacement(ctx, chosen, state);
       } finally {
         launches.delete(row.id);
       }
@@ -213,13 +228,12 @@ export function createSupervisor(deps: SupervisorDeps) {
 
     // Re-adopts what survived a restart of the worker (or the loss of its database); fails what did not.
     reconcile(): void {
-      reconcileOnStart({ store, stateDir: config.state_dir, now, log }, (adoption) => {
-        const { row } = adoption;
-        const { request } = row;
-        const outputFile = adoptedOutputFile(request, config.handoff_root);
+      reconcileOnStart({ store, dirs: deps.dirs, backends: deps.backends, now, log }, (adoption) => {
+        const { row, backend } = adoption;
+        const outputFile = adoptedOutputFile(row.request, config.handoff_root);
         try {
-          const backend = deps.backends.of(adoption.placedBy);
-          track(backend.adopt(contextFor(row, outputFile, backend), request, adoption));
+          const ctx = contextFor(row, outputFile, backend);
+          track(supervise(ctx, adoption.placement(ctx), adoption.pendingStop));
         } catch (err) {
           log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
         }

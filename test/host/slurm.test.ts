@@ -2,7 +2,7 @@ import { Database } from "bun:sqlite";
 import { afterAll, afterEach, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { readTrainer } from "../../src/supervisor/job-dir.ts";
+import { readTrainer } from "../../src/job-dir/job-dir.ts";
 import { ensureBinary } from "../support/binary.ts";
 import { SIMULATE_TABLES, makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { isLive, processesMarkedWith } from "../support/job-processes.ts";
@@ -233,6 +233,33 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
     const db = new Database(join(tree.state, "jobs.db"));
     db.run("UPDATE jobs SET slurm_job_id = NULL WHERE id = ?", [id]);
     db.close();
+    // Nor the state the backend handed back: the worker had recorded only that Slurm places the run.
+    writeFileSync(join(tree.state, "jobs", id, "placement.json"), JSON.stringify({ backend: "slurm", state: null }));
+    await using restarted = await startWorker(config, { command: [binary], env: cluster.env });
+    const final = await untilEnded(restarted, id);
+    expect(final).toMatchObject({ status: "succeeded", step: 400, slurm_job_id: slurmJobId });
+  });
+
+  test("a job whose Slurm id the record lost but its job directory kept is adopted by that id, and recorded again", async () => {
+    using tree = makeHostTree();
+    const config = slurmConfig(tree, { secondsPerStep: 0.005 });
+    let id: string;
+    let slurmJobId: string;
+    {
+      await using worker = await startWorker(config, { command: [binary], env: cluster.env });
+      id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+      slurmJobId = await waitFor(async () => {
+        const { body } = await worker.json(`/train/${id}`);
+        return body.step > 5 ? body.slurm_job_id : null;
+      }, "training to start");
+    }
+    const db = new Database(join(tree.state, "jobs.db"));
+    db.run("UPDATE jobs SET slurm_job_id = NULL WHERE id = ?", [id]);
+    db.close();
+    // Contrast with the crash right after sbatch: placement.json still holds the state Slurm's backend handed back.
+    expect(JSON.parse(readFileSync(join(tree.state, "jobs", id, "placement.json"), "utf8"))).toEqual({
+      backend: "slurm", state: { slurm_job_id: slurmJobId },
+    });
     await using restarted = await startWorker(config, { command: [binary], env: cluster.env });
     const final = await untilEnded(restarted, id);
     expect(final).toMatchObject({ status: "succeeded", step: 400, slurm_job_id: slurmJobId });

@@ -143,9 +143,10 @@ describe("HTTP surface", () => {
     for (const loser of bodies.filter((b) => b.status !== 200)) {
       expect(loser).toEqual({ status: 409, retry: "30", body: { detail: expect.any(String), reason: "busy", active_job_id: winner } });
     }
+    // Only the winner's claim made a job directory (a job cancelled before its trainer runs keeps none).
+    expect(readdirSync(join(tree.state, "jobs"))).toEqual([winner]);
     const cancelled = (await (await a.app.request(`/train/${winner}/cancel`, { method: "POST" })).json()) as any;
     expect(cancelled).toMatchObject({ worker_job_id: winner, status: "cancelled" });
-    expect(readdirSync(join(tree.state, "jobs"))).toEqual([winner]);
     expect(jobRows(tree)).toBe(1);
   });
 

@@ -6,7 +6,7 @@ import { dispatchOk, realModeConfig } from "../support/real-mode.ts";
 import { fedTrainer } from "../support/fed-trainer.ts";
 import { untilEnded } from "../support/jobs.ts";
 import { waitFor } from "../support/wait.ts";
-import { decodeCuts, encodeCuts, logCutsPath } from "../../src/supervisor/log-cut.ts";
+import { decodeCuts, encodeCuts, logCutsPath } from "../../src/job-dir/log-cut.ts";
 
 const CAP = 1 << 20;
 

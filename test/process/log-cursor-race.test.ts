@@ -2,9 +2,9 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { closeSync, fstatSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { settledCuts } from "../../src/supervisor/log-cut.ts";
-import type { LogCursor } from "../../src/supervisor/log-cut.ts";
-import { readAfter } from "../../src/supervisor/log-cursor.ts";
+import { settledCuts } from "../../src/job-dir/log-cut.ts";
+import type { LogCursor } from "../../src/job-dir/log-cut.ts";
+import { readAfter } from "../../src/job-dir/log-cursor.ts";
 import { REPO } from "../support/host-tree.ts";
 
 // A trainer appending numbered lines and a shim cutting the log to its cap, each a process of its own, while this
@@ -25,7 +25,7 @@ for (let n = 0; Date.now() < end; await Bun.sleep(1)) {
 }`;
 const CUTTER = `
 import { existsSync } from "node:fs";
-import { capLog } from "${REPO}/src/supervisor/log-cut.ts";
+import { capLog } from "${REPO}/src/job-dir/log-cut.ts";
 while (!existsSync(process.argv[2])) { capLog(process.argv[1], ${CAP}); await Bun.sleep(2); }`;
 
 interface Answer {

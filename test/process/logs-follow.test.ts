@@ -1,7 +1,7 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { decodeCuts } from "../../src/supervisor/log-cut.ts";
+import { decodeCuts } from "../../src/job-dir/log-cut.ts";
 import { runCli, spawnCli } from "../support/cli-process.ts";
 import { FAKE_NVIDIA_SMI, MAIN, makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { fedTrainer } from "../support/fed-trainer.ts";

@@ -3,8 +3,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } fr
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { writeJsonAtomic } from "../../src/fs.ts";
-import { exitPath, launchPath, trainerPath, type LaunchFile } from "../../src/supervisor/job-dir.ts";
-import { decodeCuts, logCutsPath } from "../../src/supervisor/log-cut.ts";
+import { exitPath, launchPath, trainerPath, type LaunchFile } from "../../src/job-dir/job-dir.ts";
+import { decodeCuts, logCutsPath } from "../../src/job-dir/log-cut.ts";
 import { MAIN } from "../support/host-tree.ts";
 import { waitFor, within } from "../support/wait.ts";
 

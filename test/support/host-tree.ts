@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { unlinkTmp } from "../../src/supervisor/tmp-link.ts";
+import { unlinkTmp } from "../../src/job-dir/tmp-link.ts";
 import { CHECKPOINT_KEYS, writeCheckpoint } from "./checkpoints.ts";
 import { solidPng } from "../../src/png.ts";
 

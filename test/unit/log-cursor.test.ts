@@ -2,8 +2,8 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { capLog, decodeCuts, encodeCuts, FIRST_GENERATION, logCutsPath, settledCuts } from "../../src/supervisor/log-cut.ts";
-import { type LogRead, readAfter, tailWithCursor } from "../../src/supervisor/log-cursor.ts";
+import { capLog, decodeCuts, encodeCuts, FIRST_GENERATION, logCutsPath, settledCuts } from "../../src/job-dir/log-cut.ts";
+import { type LogRead, readAfter, tailWithCursor } from "../../src/job-dir/log-cursor.ts";
 
 const root = mkdtempSync(join(tmpdir(), "log-cursor-test-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

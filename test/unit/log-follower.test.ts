@@ -3,7 +3,7 @@ import { appendFileSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, r
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { followLog, SLICE_BYTES } from "../../src/supervisor/job-log.ts";
-import { capLog, logCutsPath, settledCuts } from "../../src/supervisor/log-cut.ts";
+import { capLog, logCutsPath, settledCuts } from "../../src/job-dir/log-cut.ts";
 import { waitFor } from "../support/wait.ts";
 
 const MiB = 2 ** 20;

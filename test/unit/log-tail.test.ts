@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MAX_TAIL_BYTES, tailLines, tailOf } from "../../src/supervisor/job-log.ts";
+import { MAX_TAIL_BYTES, tailLines, tailOf } from "../../src/job-dir/log-tail.ts";
 import { screenLine } from "../../src/progress/progress.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "log-tail-test-"));

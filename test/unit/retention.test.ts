@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { failedOutcome } from "../../src/job.ts";
 import { openJobStore } from "../../src/store/job-store.ts";
-import { jobDir } from "../../src/supervisor/job-dir.ts";
+import { jobDir } from "../../src/job-dir/job-dir.ts";
 import { createRetention } from "../../src/supervisor/retention.ts";
 import { makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { silentLogger } from "../support/real-mode.ts";

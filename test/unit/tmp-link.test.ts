@@ -2,8 +2,8 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readlinkSync, rmSync, symlinkSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { jobDir } from "../../src/supervisor/job-dir.ts";
-import { linkTmp, MAX_SOCKET_PATH, PYMP_SOCKET_SUFFIX, tmpLink, unlinkTmp } from "../../src/supervisor/tmp-link.ts";
+import { jobDir } from "../../src/job-dir/job-dir.ts";
+import { linkTmp, MAX_SOCKET_PATH, PYMP_SOCKET_SUFFIX, tmpLink, unlinkTmp } from "../../src/job-dir/tmp-link.ts";
 
 const root = mkdtempSync(join(tmpdir(), "tmp-link-test-"));
 const stateDir = join(root, "x".repeat(200));
@@ -12,6 +12,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 // A job directory as dispatch fills it, under a fresh id.
 function preparedJob() {
   const dir = jobDir(stateDir, crypto.randomUUID());
+  dir.create();
   dir.writeRecipe({ datasetToml: "" });
   return dir;
 }

@@ -1,21 +1,17 @@
-import { type ExitWatch, type JobFile, type LaunchFile, watchExit } from "./job-dir.ts";
-import { JOB_MARKER_ENV, identify, isSameProcess, type ProcessIdentity } from "../os/proc.ts";
+import type { Config } from "../../../config/schema.ts";
+import { JOB_MARKER_ENV, identify, isSameProcess, type ProcessIdentity } from "../../../os/proc.ts";
 import {
   liveGroupMembers, signalGroup, sweepStrays, terminateGroup, untilDone, waitGroupGone,
-} from "../os/terminate.ts";
-import { supervise } from "./run.ts";
-import type { Backend, Identities, PendingStop, Placement, Run, RunContext } from "./placement.ts";
+} from "../../../os/terminate.ts";
+import { type ExitWatch, watchExit } from "../../exit-watch.ts";
+import type { Backend, Placement, Recovery, RunContext, ShimCommand, Started } from "../../placement.ts";
+import { localChecks } from "./local-checks.ts";
+import { type Identities, judgeLocal } from "./recovery.ts";
 
 const TRAINER_START_TIMEOUT_MS = 15_000;
 
-/** This program, which is the shim, and the PATH it runs with. */
-export interface ShimCommand {
-  command: string[];
-  path: string;
-}
-
 // One run at a time, on the GPU the request names, bounded by the tier from its start.
-export function localBackend(shim: ShimCommand): Backend {
+export function localBackend(shim: ShimCommand, config: Config): Backend {
   return {
     kind: "local",
     maxActive: 1,
@@ -24,16 +20,21 @@ export function localBackend(shim: ShimCommand): Backend {
     launch: (device) => ({ env: { CUDA_VISIBLE_DEVICES: String(device.index) }, forwardSignals: false }),
     refusal: async () => null,
     deadline: (startedAt, boundMs) => startedAt + boundMs,
-    start: (ctx, launch, job) => startRun(ctx, launch, job, shim),
-    adopt: (ctx, _request, { ids, pendingStop }) => adoptRun(ctx, ids, pendingStop),
+    start: (ctx) => startRun(ctx, shim),
+    recover(found): Recovery {
+      const ids = judgeLocal(found);
+      if (typeof ids === "string") return { gone: ids };
+      const detail = { shim_pid: ids.shim?.pid ?? null, pid: ids.trainer?.pid ?? null };
+      return { placement: (ctx) => adoptedPlacement(ctx, ids), detail };
+    },
+    checks: (devDir) => localChecks(config, devDir),
     nodes: null,
   };
 }
 
 // The worker starts a shim (this program's `shim` command) in its own session; the shim starts the trainer
-// and records its end. The job's files come first, so a worker that restarts at any moment finds the job.
-async function startRun(ctx: RunContext, launch: LaunchFile, job: JobFile, shim: ShimCommand): Promise<Run> {
-  ctx.jobDir.writeLaunch(launch, job);
+// and records its end. The job's files are written already, so a worker that restarts at any moment finds the job.
+async function startRun(ctx: RunContext, shim: ShimCommand): Promise<Started> {
   const env = { PATH: shim.path, [JOB_MARKER_ENV]: ctx.id };
   const shimProcess = Bun.spawn([...shim.command, "shim", ctx.jobDir.dir], {
     stdio: ["ignore", "ignore", "ignore"],
@@ -45,7 +46,7 @@ async function startRun(ctx: RunContext, launch: LaunchFile, job: JobFile, shim:
     ctx.store.markShim(ctx.id, shimIdentity);
     const trainer = waitForTrainer(ctx, shimIdentity).then(recordTrainer(ctx));
     const exit = watchExit(ctx.jobDir.dir, () => isSameProcess(shimIdentity), shimProcess.exited);
-    return supervise(ctx, localPlacement(ctx, shimIdentity, trainer, exit), null);
+    return { placement: localPlacement(ctx, shimIdentity, trainer, exit), state: null };
   } catch (err) {
     await abandon(ctx, shimProcess.pid);
     throw new Error(
@@ -54,15 +55,15 @@ async function startRun(ctx: RunContext, launch: LaunchFile, job: JobFile, shim:
   }
 }
 
-// A run whose worker restarted: same bookkeeping, identities from the record or the job's files.
-function adoptRun(ctx: RunContext, ids: Identities, pendingStop: PendingStop | null): Run {
+// A run whose worker restarted: the same placement, identities from the record or the job's files.
+function adoptedPlacement(ctx: RunContext, ids: Identities): Placement {
   const { shim } = ids;
   const alive = () => shim !== null && isSameProcess(shim);
   // A live shim that has not yet named its trainer is about to: wait for it as a fresh launch would.
   const trainer = ids.trainer === null && shim !== null
     ? waitForTrainer(ctx, shim).then(recordTrainer(ctx))
     : Promise.resolve(ids.trainer);
-  return supervise(ctx, localPlacement(ctx, shim, trainer, watchExit(ctx.jobDir.dir, alive)), pendingStop);
+  return localPlacement(ctx, shim, trainer, watchExit(ctx.jobDir.dir, alive));
 }
 
 // The shim exits right after it records the trainer's end; one that lingers is swept with the rest.

@@ -2,18 +2,16 @@
 // share), so launch.json, trainer.json, exit.json and train.log work as on this host. Slurm is the truth about
 // whether the run's processes live: it places them (--gres), bounds them (--time), signals and kills every one of
 // them (proctrack/cgroup catches a setsid escapee too) and keeps them across its own restarts.
-import { readFileSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { JOB_MARKER_ENV } from "../os/proc.ts";
-import type { Config } from "../config/schema.ts";
-import { isLive, type JobState, type SlurmClient } from "../os/slurm.ts";
-import type { JobRequest } from "../request/schema.ts";
-import { fail } from "../result.ts";
-import { TIERS } from "../tiers.ts";
-import type { ExitWatch, JobFile, LaunchFile } from "./job-dir.ts";
-import type { ShimCommand } from "./local.ts";
-import type { Backend, Placement, Run, RunContext } from "./placement.ts";
-import { supervise } from "./run.ts";
+import { readFileSync } from "node:fs";
+import { JOB_MARKER_ENV } from "../../../os/proc.ts";
+import type { Config } from "../../../config/schema.ts";
+import { isLive, type JobState, type SlurmClient } from "../../../os/slurm.ts";
+import type { JobRequest } from "../../../request/schema.ts";
+import { fail } from "../../../result.ts";
+import { TIERS } from "../../../tiers.ts";
+import type { ExitWatch } from "../../exit-watch.ts";
+import type { Backend, Placement, RunContext, ShimCommand, Started } from "../../placement.ts";
+import { slurmChecks } from "./slurm-checks.ts";
 
 interface SlurmPlan {
   slurm: SlurmClient;
@@ -30,6 +28,8 @@ const SLURM_GPU_ENV = ["CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "GPU_DEVICE_ORD
 const STOP_POLL_MS = 200;
 // SIGKILL through Slurm ends a job within seconds; one still live after this is asked again (untilDone retries).
 const KILL_WAIT_MS = 60_000;
+// The batch script that runs the shim, and its output, in the job directory.
+const SLURM_SCRIPT = "slurm.sh";
 const SLURM_OUT = "slurm.out";
 
 const slurmJobName = (id: string) => `lora-worker-${id}`;
@@ -61,10 +61,15 @@ export function slurmBackend(slurm: SlurmClient, config: Config, shim: ShimComma
     },
     // Slurm counts the --time from the run's start, not from its time in the queue.
     deadline: () => Number.POSITIVE_INFINITY,
-    start: (ctx, launch, job, request) => startSlurmRun(ctx, launch, job, shim.command, planFor(request)),
+    start: (ctx, request) => startSlurmRun(ctx, shim.command, planFor(request)),
+    // Slurm holds a batch job's processes on whatever node, across its own restarts and ours: it says how it ends.
     // A job recorded without its Slurm id (the worker stopped between sbatch and the record) is found by its name.
-    adopt: (ctx, request, { row, pendingStop }) =>
-      supervise(ctx, slurmPlacement(ctx, row.slurm_job_id, planFor(request)), pendingStop),
+    recover: ({ row, state }) => {
+      const handed = slurmJobIdOf(state);
+      const placement = (ctx: RunContext) => slurmPlacement(ctx, row.slurm_job_id, planFor(row.request), handed);
+      return { placement, detail: { slurm_job_id: row.slurm_job_id ?? handed } };
+    },
+    checks: () => slurmChecks(config, slurm),
     async nodes() {
       const listed = await slurm.nodes();
       return listed.ok ? listed : fail(`scontrol show node: ${listed.error}`);
@@ -72,14 +77,16 @@ export function slurmBackend(slurm: SlurmClient, config: Config, shim: ShimComma
   };
 }
 
-async function startSlurmRun(
-  ctx: RunContext, launch: LaunchFile, job: JobFile, shimCommand: string[], plan: SlurmPlan,
-): Promise<Run> {
-  ctx.jobDir.writeLaunch(launch, job);
-  const script = ctx.jobDir.slurmScript;
-  writeFileSync(script, batchScript(ctx, shimCommand), { mode: 0o750 });
-  const submitted = await plan.slurm.submit(script, [
-    `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.jobDir.dir}`, `--output=${join(ctx.jobDir.dir, SLURM_OUT)}`,
+// What the worker records of a placed run besides the job's record: its Slurm job.
+const slurmJobIdOf = (state: unknown): string | null =>
+  typeof state === "object" && state !== null && "slurm_job_id" in state && typeof state.slurm_job_id === "string"
+    ? state.slurm_job_id
+    : null;
+
+async function startSlurmRun(ctx: RunContext, shimCommand: string[], plan: SlurmPlan): Promise<Started> {
+  ctx.jobDir.writeBackendScript(SLURM_SCRIPT, batchScript(ctx, shimCommand));
+  const submitted = await plan.slurm.submit(ctx.jobDir.backendFile(SLURM_SCRIPT), [
+    `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.jobDir.dir}`, `--output=${ctx.jobDir.backendFile(SLURM_OUT)}`,
     ...resourceOptions(plan),
   ]);
   if (!submitted.ok) throw new Error(`Slurm refused the batch job: ${submitted.error}`);
@@ -90,7 +97,7 @@ async function startSlurmRun(
     throw err;
   }
   ctx.log.info("submitted to Slurm", { job_id: ctx.id, slurm_job_id: submitted.value, gres: plan.gres });
-  return supervise(ctx, slurmPlacement(ctx, submitted.value, plan), null);
+  return { placement: slurmPlacement(ctx, submitted.value, plan), state: { slurm_job_id: submitted.value } };
 }
 
 function batchScript(ctx: RunContext, shimCommand: string[]): string {
@@ -104,16 +111,23 @@ function batchScript(ctx: RunContext, shimCommand: string[]): string {
   ].join("\n");
 }
 
-function slurmPlacement(ctx: RunContext, recordedId: string | null, plan: SlurmPlan): Placement {
+// `handedId`: the Slurm job the worker recorded in the job directory when the record could not take it.
+function slurmPlacement(
+  ctx: RunContext, recordedId: string | null, plan: SlurmPlan, handedId: string | null = null,
+): Placement {
   const { slurm } = plan;
   let pending: string | null = null;
   let running = false;
   let jobId = recordedId;
-  const find = async (): Promise<string | null> => {
+  const byName = async (): Promise<string | null> => {
     const named = await slurm.byName(slurmJobName(ctx.id));
     const found = named.ok ? named.value : null;
+    if (found !== null) ctx.log.info("found the run's Slurm job by its name", { job_id: ctx.id, slurm_job_id: found });
+    return found;
+  };
+  const find = async (): Promise<string | null> => {
+    const found = handedId ?? (await byName());
     if (found === null) return null;
-    ctx.log.info("found the run's Slurm job by its name", { job_id: ctx.id, slurm_job_id: found });
     try {
       ctx.store.markSlurm(ctx.id, found);
     } catch (err) {
@@ -212,7 +226,7 @@ function endOf(ctx: RunContext, jobId: string, state: JobState | null): ExitWatc
   const recorded = ctx.jobDir.readExit();
   if (recorded !== null) return recorded;
   if (state?.state === "FAILED") {
-    const output = tail(join(ctx.jobDir.dir, SLURM_OUT));
+    const output = tail(ctx.jobDir.backendFile(SLURM_OUT));
     const spawn_error =
       `Slurm job ${jobId} failed (ExitCode=${state.exitCode}) before its shim recorded anything: ${output}`;
     return { spawn_error, ended_at: ctx.now().toISOString() };

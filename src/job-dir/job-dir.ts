@@ -18,11 +18,13 @@ import { tmpFolder, tmpLink, unlinkTmp } from "./tmp-link.ts";
 //   tmp/          the trainer's temporary files; its TMPDIR is a short link to here (tmp-link.ts), removed with it
 //   job.json      the record's origin: request and bookkeeping (written by the worker before the shim starts)
 //   launch.json   what to run (written by the worker before the shim starts)
+//   placement.json  which backend placed the run, and that backend's own state (written by the worker: before the
+//                 backend places it, and again with the state the backend handed back)
 //   shim.json     the shim's identity (written by the shim before it starts the trainer)
 //   trainer.json  the trainer's identity (written by the shim once it runs)
 //   exit.json     how the trainer ended, or why it never started (written by the shim last, into exit.reserved:
 //                 blocks the worker allocated at launch, so a full state dir cannot keep the record out)
-//   slurm.sh      on the Slurm backend, the batch script that runs the shim (written before sbatch)
+//   (a backend's own files: Slurm's slurm.sh, the batch script that runs the shim, and slurm.out, its output)
 /** One job's directory: its paths, and every write or removal of its files the worker makes. */
 export interface JobDir {
   readonly id: string;
@@ -37,13 +39,21 @@ export interface JobDir {
   readonly hfHome: string;
   /** The trainer's TMPDIR: a short link to the job's tmp folder, which the shim makes where the trainer runs. */
   readonly tmp: string;
-  readonly slurmScript: string;
   exists(): boolean;
+  /** At the claim: the directory with its dataset, run and tmp folders; on failure nothing of it is left. */
+  create(): void;
+  /** A file the backend that places the run keeps in the directory (its batch script, its output). */
+  backendFile(name: string): string;
+  /** Before the backend places the run: a script of its own, executable by the job's account. */
+  writeBackendScript(name: string, text: string): void;
   /** What the trainer reads besides its dataset, and where it writes: its TMPDIR and its output directory. */
   writeRecipe(files: { datasetToml: string; samplePrompts?: string }): void;
   /** Before the shim starts: what the job is and what to run, the exit record's blocks, the log. */
   writeLaunch(launch: LaunchFile, job: JobFile): void;
   readJob(): JobFile | null;
+  /** Which backend placed the run and its state, for the restart that hands it back to that backend. */
+  writePlacement(file: PlacementFile): void;
+  readPlacement(): PlacementFile | null;
   readShim(): ProcessIdentity | null;
   readTrainer(): ProcessIdentity | null;
   readExit(): ExitFile | null;
@@ -59,6 +69,16 @@ export interface JobDir {
 /** Where every job directory lives: created by `serve` at start-up. */
 export const jobsDir = (stateDir: string) => join(stateDir, "jobs");
 
+/** The job directories of one state dir: handed out once, by `createWorker`. */
+export interface JobDirs {
+  /** The folder that holds them all. */
+  readonly root: string;
+  of(id: string): JobDir;
+}
+
+/** The job directories of `stateDir`. */
+export const jobDirs = (stateDir: string): JobDirs => ({ root: jobsDir(stateDir), of: (id) => jobDir(stateDir, id) });
+
 /** Every job lives in <state_dir>/jobs/<id>/; the Hugging Face cache is shared by all of them. */
 export function jobDir(stateDir: string, id: string): JobDir {
   const dir = join(jobsDir(stateDir), id);
@@ -70,13 +90,22 @@ export function jobDir(stateDir: string, id: string): JobDir {
     id, dir, dataset, run, log, datasetConfig, samplePrompts,
     hfHome: join(stateDir, "hf-home"),
     tmp: tmpLink(dir),
-    slurmScript: slurmScriptPath(dir),
     exists: () => existsSync(dir),
+    create() {
+      mkdirSync(jobsDir(stateDir), { recursive: true, mode: 0o750 });
+      mkdirSync(dir, { mode: 0o750 });
+      try {
+        for (const folder of [dataset, run, tmpFolder(dir)]) mkdirSync(folder, { mode: 0o750 });
+      } catch (err) {
+        rmSync(dir, { recursive: true, force: true });
+        throw err;
+      }
+    },
+    backendFile: (name) => join(dir, name),
+    writeBackendScript: (name, text) => writeFileSync(join(dir, name), text, { mode: 0o750 }),
     writeRecipe(files) {
-      mkdirSync(tmpFolder(dir), { recursive: true, mode: 0o750 });
       writeFileSync(datasetConfig, files.datasetToml, { mode: 0o640 });
       if (files.samplePrompts !== undefined) writeFileSync(samplePrompts, files.samplePrompts, { mode: 0o640 });
-      mkdirSync(run, { mode: 0o750 });
     },
     writeLaunch(launch, job) {
       writeJsonAtomic(jobFilePath(dir), job);
@@ -85,6 +114,8 @@ export function jobDir(stateDir: string, id: string): JobDir {
       closeSync(openSync(log, "a", 0o640));
     },
     readJob: () => readJsonOrNull<JobFile>(jobFilePath(dir)),
+    writePlacement: (file) => writeJsonAtomic(join(dir, "placement.json"), file),
+    readPlacement: () => readJsonOrNull<PlacementFile>(join(dir, "placement.json")),
     readShim: () => readJsonOrNull<ProcessIdentity>(shimPath(dir)),
     readTrainer: () => readTrainer(dir),
     readExit: () => readExit(dir),
@@ -128,6 +159,12 @@ export interface JobFile {
   created_at: string;
 }
 
+/** Which backend placed a run, by its kind, and that backend's own state of it (null until it has placed it). */
+export interface PlacementFile {
+  backend: string;
+  state: unknown;
+}
+
 export type ExitFile =
   | { exit_code: number | null; signal: string | null; ended_at: string }
   | { spawn_error: string; ended_at: string };
@@ -137,7 +174,6 @@ export const launchPath = (dir: string) => join(dir, "launch.json");
 export const shimPath = (dir: string) => join(dir, "shim.json");
 export const trainerPath = (dir: string) => join(dir, "trainer.json");
 export const exitPath = (dir: string) => join(dir, "exit.json");
-const slurmScriptPath = (dir: string) => join(dir, "slurm.sh");
 export const exitReservePath = (dir: string) => join(dir, "exit.reserved");
 // Far more than an exit record takes (a spawn error's message included).
 const EXIT_RESERVE_BYTES = 4096;
@@ -149,39 +185,3 @@ function reserveExit(dir: string): void {
 
 export const readTrainer = (dir: string) => readJsonOrNull<ProcessIdentity>(trainerPath(dir));
 export const readExit = (dir: string) => readJsonOrNull<ExitFile>(exitPath(dir));
-
-// How often an adopted run's exit file and shim are looked at. A launch of ours hears its shim exit at once and
-// looks only as a backstop.
-const POLL_MS = 500;
-const BACKSTOP_MS = 5000;
-
-// A scheduler's own verdict on the run (Slurm's TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, CANCELLED): it outranks the shim's.
-export interface SchedulerVerdict {
-  scheduler: "TIMEOUT" | "OUT_OF_MEMORY" | "NODE_FAIL" | "CANCELLED";
-  detail: string;
-}
-
-export type ExitWatch = ExitFile | { lost: true } | SchedulerVerdict;
-
-// Resolves when the shim records the trainer's end, or when the shim is gone without a word
-// (killed with -9, say): then the exit status is lost and the caller must say so.
-export function watchExit(jobDir: string, shimAlive: () => boolean, shimExited?: Promise<unknown>): Promise<ExitWatch> {
-  let resolve: (value: ExitWatch) => void = () => {};
-  const result = new Promise<ExitWatch>((r) => (resolve = r));
-  let done = false;
-  const check = (allowLost: boolean) => {
-    if (done) return;
-    const exit = readExit(jobDir);
-    if (exit) return finish(exit);
-    if (allowLost && !shimAlive()) finish({ lost: true });
-  };
-  const finish = (value: ExitWatch) => {
-    done = true;
-    clearInterval(poll);
-    resolve(value);
-  };
-  const poll = setInterval(() => check(true), shimExited ? BACKSTOP_MS : POLL_MS);
-  void shimExited?.then(() => check(true));
-  check(false);
-  return result;
-}

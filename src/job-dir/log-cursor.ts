@@ -1,5 +1,5 @@
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
-import { type Tail, tailOf } from "./job-log.ts";
+import { type Tail, tailOf } from "./log-tail.ts";
 import { carryOffset, cutsNow, FIRST_GENERATION, type LogCursor, type LogCuts } from "./log-cut.ts";
 
 // train.log read on from a cursor: the log's generation and a byte offset in it (log-cut.ts says why both). A cursor
