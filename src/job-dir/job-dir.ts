@@ -3,7 +3,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { readJsonOrNull, sizeOf, writeJsonAtomic } from "../fs.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
-import { cutsNow, settledCuts } from "./log-cut.ts";
+import { cutsNow, repairedCuts } from "./log-cut.ts";
 import { tmpFolder, tmpLink, unlinkTmp } from "./tmp-link.ts";
 
 // The files a job directory holds, shared by the worker and the shim that outlives it; together they say
@@ -57,8 +57,8 @@ export interface JobDir {
   readShim(): ProcessIdentity | null;
   readTrainer(): ProcessIdentity | null;
   readExit(): ExitFile | null;
-  /** After the run: a cut record its shim left half written (killed in a cut) is settled, to be trusted again. */
-  settleLogCuts(): void;
+  /** After the run: a cut record its shim left half written (killed in a cut) is repaired, to be trusted again. */
+  repairLogCuts(): void;
   removeDataset(): void;
   /** The whole directory and the TMPDIR link, off the event loop; returns the bytes it held. */
   remove(): Promise<number>;
@@ -119,9 +119,9 @@ export function jobDir(stateDir: string, id: string): JobDir {
     readShim: () => readJsonOrNull<ProcessIdentity>(shimPath(dir)),
     readTrainer: () => readTrainer(dir),
     readExit: () => readExit(dir),
-    settleLogCuts() {
+    repairLogCuts() {
       const launch = readJsonOrNull<LaunchFile>(launchPath(dir));
-      if (cutsNow(log) === "unsettled" && launch !== null) settledCuts(log, launch.logMaxBytes);
+      if (cutsNow(log) === "unsettled" && launch !== null) repairedCuts(log, launch.logMaxBytes);
     },
     removeDataset: () => rmSync(dataset, { recursive: true, force: true }),
     async remove() {

@@ -9,11 +9,11 @@ import { carryOffset, cutsNow, FIRST_GENERATION, type LogCursor, type LogCuts } 
 
 /** The most one read answers; a reader asks again from the cursor it was given. */
 export const READ_MAX_BYTES = 1024 * 1024;
-const SETTLE_POLL_MS = 10;
+const STEADY_POLL_MS = 10;
 
-// `read` between two looks at the record that see the same generation, settled: what it read belongs to that
+// `read` between two looks at the record that see the same generation (the record steady): what it read belongs to that
 // generation. A cut under way is waited out for up to `waitMs`.
-async function settled<T>(log: string, waitMs: number, read: (cuts: LogCuts) => T) {
+async function steadyRead<T>(log: string, waitMs: number, read: (cuts: LogCuts) => T) {
   const deadline = performance.now() + waitMs;
   for (;;) {
     const before = cutsNow(log);
@@ -24,7 +24,7 @@ async function settled<T>(log: string, waitMs: number, read: (cuts: LogCuts) => 
       if (typeof after === "object" && after.generation === before.generation) return { cuts: before, value };
     }
     if (performance.now() >= deadline) return "unsettled";
-    await Bun.sleep(SETTLE_POLL_MS);
+    await Bun.sleep(STEADY_POLL_MS);
   }
 }
 
@@ -32,7 +32,7 @@ async function settled<T>(log: string, waitMs: number, read: (cuts: LogCuts) => 
 type CursorTail = Tail & { cursor: LogCursor | null };
 
 export async function tailWithCursor(log: string, lines: number, waitMs: number): Promise<CursorTail> {
-  const read = await settled(log, waitMs, () => tailOf(log, lines));
+  const read = await steadyRead(log, waitMs, () => tailOf(log, lines));
   if (typeof read === "string") return { ...tailOf(log, lines), cursor: null };
   return { ...read.value, cursor: { generation: read.cuts.generation, offset: read.value.lastLineAt } };
 }
@@ -45,7 +45,7 @@ export type LogRead =
   | { kind: "unknown"; why: string };
 
 export async function readAfter(log: string, cursor: LogCursor, waitMs: number): Promise<LogRead> {
-  const read = await settled(log, waitMs, (cuts) => readFrom(log, cursor, cuts));
+  const read = await steadyRead(log, waitMs, (cuts) => readFrom(log, cursor, cuts));
   return typeof read === "string" ? { kind: read } : read.value;
 }
 

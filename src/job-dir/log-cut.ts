@@ -84,9 +84,9 @@ const unplacedCut = (previous: string | null, head: number): LogCuts => ({
 
 /**
  * The record as the shim finds it at its start and before each cut: created when missing (generation "0" while the
- * log is still empty), and settled when it cannot be read or a cut was left half done (the shim was killed in it).
+ * log is still empty), and repaired when it cannot be read or a cut was left half done (the shim was killed in it).
  */
-export function settledCuts(log: string, maxBytes: number): LogCuts {
+export function repairedCuts(log: string, maxBytes: number): LogCuts {
   const path = logCutsPath(log);
   const head = headBytes(maxBytes);
   let text: string;
@@ -100,9 +100,9 @@ export function settledCuts(log: string, maxBytes: number): LogCuts {
   }
   const found = decodeCuts(text);
   if (found !== null && !found.cutting) return found;
-  const settled = unplacedCut(found?.generation ?? null, head);
-  writeCuts(path, settled);
-  return settled;
+  const repaired = unplacedCut(found?.generation ?? null, head);
+  writeCuts(path, repaired);
+  return repaired;
 }
 
 /** A place in the log: the generation it belongs to and a byte offset in it. */
@@ -147,7 +147,7 @@ export function capLog(log: string, maxBytes: number): number {
   try {
     const size = fstatSync(fd).size;
     if (size <= maxBytes) return 0;
-    const before = settledCuts(log, maxBytes);
+    const before = repairedCuts(log, maxBytes);
     const keep = headBytes(maxBytes);
     const tail = Buffer.alloc(keep);
     const got = readSync(fd, tail, 0, keep, size - keep);

@@ -183,7 +183,7 @@ export function followStates(deps: FollowerDeps) {
 }
 
 // The record's resume point after the run ended: what is on disk decides.
-export async function settleStates(
+export async function closingResumePoint(
   out: RunOutput,
   totalSteps: number | null,
   succeeded: boolean,

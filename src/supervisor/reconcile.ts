@@ -22,9 +22,9 @@ interface ReconcileDeps {
 // recorded again from its job.json and adopted.
 export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption) => void): void {
   const marked = markedProcesses();
-  const settled = new Set<string>();
+  const handled = new Set<string>();
   for (const job of deps.store.activeJobs()) {
-    settled.add(job.id);
+    handled.add(job.id);
     const verdict = handBack(deps, job, marked.get(job.id) ?? []);
     if (typeof verdict === "string") failLeftover(deps, job, verdict);
     else adopt({ ...verdict, pendingStop: pendingStopOf(job, deps.now) });
@@ -32,7 +32,7 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
   for (const [id, pids] of marked) {
     const dir = deps.dirs.of(id);
     // A job directory elsewhere is another worker's (another state_dir) and none of ours.
-    if (settled.has(id) || !dir.exists()) continue;
+    if (handled.has(id) || !dir.exists()) continue;
     const row = recordAgain(deps, id, dir);
     const verdict = row === null ? null : handBack(deps, row, pids);
     if (verdict !== null && typeof verdict !== "string") {

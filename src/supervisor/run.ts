@@ -3,7 +3,7 @@ import { createTracker } from "../progress/tracker.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
 import { rm } from "node:fs/promises";
 import type { ResumePoint } from "../job.ts";
-import { followStates, runOutput, settleStates, stateDir, stillThere } from "./checkpoints.ts";
+import { followStates, runOutput, closingResumePoint, stateDir, stillThere } from "./checkpoints.ts";
 import { findSamples } from "./samples.ts";
 import { tailLines } from "../job-dir/log-tail.ts";
 import type { ExitWatch } from "./exit-watch.ts";
@@ -158,9 +158,9 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
     forcedKill ||= forced;
     await follower.stop();
     try {
-      ctx.jobDir.settleLogCuts();
+      ctx.jobDir.repairLogCuts();
     } catch (err) {
-      ctx.log.error("could not settle the log's cut record", { job_id: ctx.id, error: (err as Error).message });
+      ctx.log.error("could not repair the log's cut record", { job_id: ctx.id, error: (err as Error).message });
     }
     tracker.flush();
     persist();
@@ -179,7 +179,7 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       stateFull: stateDirFull(ctx.stateDir),
     });
     const outcome = decided.status === "succeeded" ? await publish(decided) : decided;
-    const point = await settle(outcome.status === "succeeded");
+    const point = await closeResumePoint(outcome.status === "succeeded");
     await recordSamples();
     const endedAt = ctx.now().toISOString();
     const record = () => {
@@ -217,15 +217,15 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
   };
   // What the run directory holds after the run decides what can be resumed; one that cannot be read leaves the
   // record as the run left it.
-  const settle = async (succeeded: boolean): Promise<ResumePoint | null> => {
+  const closeResumePoint = async (succeeded: boolean): Promise<ResumePoint | null> => {
     try {
-      const point = await settleStates(out, ctx.expectedTotal, succeeded, checkpoints);
+      const point = await closingResumePoint(out, ctx.expectedTotal, succeeded, checkpoints);
       if (succeeded) await release(`job ${ctx.id}, which continued from it, succeeded`);
       // A run that ended before its first own state still offers the one it started from.
       if (point.step !== null || inherited === null) return point;
       return { ...point, ...inherited };
     } catch (err) {
-      ctx.log.error("could not settle the run's saved states", { job_id: ctx.id, error: (err as Error).message });
+      ctx.log.error("could not read the run's saved states at its end", { job_id: ctx.id, error: (err as Error).message });
       return null;
     }
   };

@@ -6,7 +6,7 @@ import {
 } from "../job-dir/job-dir.ts";
 import { identify } from "../os/proc.ts";
 import { signalGroup } from "../os/terminate.ts";
-import { capLog, settledCuts } from "../job-dir/log-cut.ts";
+import { capLog, repairedCuts } from "../job-dir/log-cut.ts";
 import { linkTmp, unlinkTmp } from "../job-dir/tmp-link.ts";
 
 // One shim per job, like containerd's: it starts the trainer, outlives any restart of the worker,
@@ -27,7 +27,7 @@ export async function runShim(jobDir: string): Promise<number> {
   }
   // Before the trainer writes: a log with bytes and no record of its cuts is one an older shim runs.
   try {
-    settledCuts(launch.log, launch.logMaxBytes);
+    repairedCuts(launch.log, launch.logMaxBytes);
   } catch {
     // no room for it (a full state dir): the run goes on, its log followed by no cursor; the first cut tries again
   }

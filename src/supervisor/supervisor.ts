@@ -40,7 +40,7 @@ export class PreparationCancelled extends Error {
  * for the state dir to take it. */
 export type LiveProgress = Progress & { queue_reason: string | null; unrecorded: Unrecorded | null };
 
-// The runs of this worker: started, adopted after a restart, watched, cancelled, settled.
+// The runs of this worker: started, adopted after a restart, watched, cancelled, waited for.
 export function createSupervisor(deps: SupervisorDeps) {
   const { store, config, now, log } = deps;
   const runs = new Map<string, Run>();
@@ -242,7 +242,7 @@ export function createSupervisor(deps: SupervisorDeps) {
 
     // Lets every job in preparation or running finish its bookkeeping (tests; a worker that stops leaves its runs
     // running and does not wait).
-    async settle(): Promise<void> {
+    async untilIdle(): Promise<void> {
       await Promise.all([...preparations.values()].map((p) => p.done));
       await Promise.all([...runs.values()].map((r) => r.finished));
     },

@@ -85,7 +85,7 @@ describe("VRAM admission", () => {
     await using h = harness("two-gpus-tts", "enforce");
     const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
     expect(result).toMatchObject({ ok: true, value: { admission_warning: null } });
-    await h.supervisor.settle();
+    await h.supervisor.untilIdle();
   });
 
   test("under warn the job runs and its record says it was admitted against advice", async () => {
@@ -93,7 +93,7 @@ describe("VRAM admission", () => {
     const result = await h.dispatcher.dispatch(h.tree.validRequest({ tier: "fast", device_index: 0 }));
     if (!result.ok) throw new Error(JSON.stringify(result));
     expect(result.value.admission_warning).toStartWith('admitted against advice: tier "fast" needs 14000 MiB');
-    await h.supervisor.settle();
+    await h.supervisor.untilIdle();
   });
 
   test("a failing nvidia-smi refuses under enforce with its own words", async () => {
@@ -107,6 +107,6 @@ describe("VRAM admission", () => {
     const result = await h.dispatcher.dispatch(h.tree.validRequest());
     expect(result.ok).toBe(true);
     expect(h.nvidiaSmi.invocations()).toEqual([]);
-    await h.supervisor.settle();
+    await h.supervisor.untilIdle();
   });
 });

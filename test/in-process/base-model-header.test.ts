@@ -150,7 +150,7 @@ describe("over HTTP", () => {
     const res = await a.post(JSON.stringify(tree.validRequest()));
     const body = (await res.json()) as { worker_job_id: string };
     expect(res.status).toBe(200);
-    await a.supervisor.settle();
+    await a.supervisor.untilIdle();
     expect(spawnEvidence(tree, process.pid)).toEqual({ jobRows: 1, jobDirs: [body.worker_job_id], processes: [] });
   });
 });

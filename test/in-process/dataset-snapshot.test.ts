@@ -34,7 +34,7 @@ async function refusal(tree: HostTree, dataset: Record<string, number> = {}) {
 
 async function trained(s: ReturnType<typeof harness>, tree: HostTree, overrides: Record<string, unknown> = {}) {
   const job = await dispatchOk(s, tree.validRequest(overrides));
-  await s.supervisor.settle();
+  await s.supervisor.untilIdle();
   return s.store.get(job.id)!;
 }
 
@@ -85,7 +85,7 @@ describe("the trainer reads a private copy", () => {
     const job = await dispatchOk(s, tree.validRequest());
     rmSync(join(tree.dataset, "img0.txt"));
     symlinkSync(secret, join(tree.dataset, "img0.txt"));
-    await s.supervisor.settle();
+    await s.supervisor.untilIdle();
     const row = s.store.get(job.id)!;
 
     const toml = Bun.TOML.parse(readFileSync(join(tree.state, "jobs", job.id, "dataset.toml"), "utf8")) as any;

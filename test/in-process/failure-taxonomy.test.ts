@@ -11,7 +11,7 @@ import { dispatchOk, realModeConfig, REAL_LOGS, replayTrainer, supervisorFor } f
 async function outcomeOf(tree: HostTree, trainer: string, memoryEvents: string | null = null) {
   await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer], { memoryEvents });
   const job = await dispatchOk(s, tree.validRequest());
-  await s.supervisor.settle();
+  await s.supervisor.untilIdle();
   return s.store.get(job.id)!;
 }
 

@@ -16,7 +16,7 @@ describe("what the trainer prints cannot grow the database without bound", () =>
     const trainer = join(TRAINERS, "counts-past-total.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const job = await dispatchOk(s, tree.validRequest());
-    await s.supervisor.settle();
+    await s.supervisor.untilIdle();
 
     const row = s.store.get(job.id)!;
     expect(row).toMatchObject({ status: "failed", error_code: "output_missing", exit_code: 0, step: 400, total_steps: 400 });

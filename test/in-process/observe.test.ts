@@ -33,7 +33,7 @@ describe("GET /train: recent jobs", () => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
       ids.push((await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest({ output_name: `l${i}` })) })).body.worker_job_id);
-      await a.supervisor.settle();
+      await a.supervisor.untilIdle();
     }
     const seen: string[] = [];
     let cursor: string | null = null;
@@ -77,7 +77,7 @@ describe("GET /train/{id}/events", () => {
     const trainer = join(TRAINERS, "exit-zero-without-file.sh");
     await using a = inProcessApp(tree, realModeConfig(tree, trainer), [trainer]);
     const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
-    await a.supervisor.settle();
+    await a.supervisor.untilIdle();
     const events = await readEvents(await a.app.request(`/train/${id}/events`, { headers: { "Last-Event-ID": "41" } }));
     expect(events.map((e) => [e.id, e.event, e.data.status])).toEqual([
       ["42", "job", "failed"],
@@ -91,7 +91,7 @@ describe("GET /train/{id}/metrics", () => {
     using tree = makeHostTree();
     await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
     const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
-    await a.supervisor.settle();
+    await a.supervisor.untilIdle();
     const full = (await a.json(`/train/${id}/metrics`)).body;
     expect(full.total_points).toBe(400);
     expect(full.points.length).toBe(400);

@@ -58,7 +58,7 @@ describe("GET /openapi.json", () => {
     await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
     const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
     const running = (await a.json(`/train/${id}`)).body;
-    await a.supervisor.settle();
+    await a.supervisor.untilIdle();
     for (const [schema, body] of [
       [JobView, running],
       [JobView, (await a.json(`/train/${id}`)).body],
@@ -78,10 +78,10 @@ describe("GET /openapi.json", () => {
     await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0.002, fail: "oom@50" }), SIMULATOR);
     const post = (path: string) => a.json(path, { method: "POST" });
     const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id;
-    await a.supervisor.settle();
+    await a.supervisor.untilIdle();
     const paused = await post(`/train/${id}/pause`);
     const resumed = await post(`/train/${id}/resume`);
-    await a.supervisor.settle();
+    await a.supervisor.untilIdle();
     const refused = await post(`/train/${id}/resume`);
     expect([paused.status, resumed.status, refused.status]).toEqual([200, 200, 409]);
     expect(paused.body).toMatchObject({ status: "failed", resumable: true, resume_step: 40 });
@@ -105,7 +105,7 @@ describe("GET /openapi.json", () => {
     expect(Object.keys(route.responses)).toEqual(["200", "401", "404"]);
     const request = tree.validRequest({ samples: 2 });
     const id = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request) })).body.worker_job_id;
-    await a.supervisor.settle();
+    await a.supervisor.untilIdle();
 
     const job = (await a.json(`/train/${id}`)).body;
     const parsed = JobView.safeParse(job);

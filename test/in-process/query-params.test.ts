@@ -17,7 +17,7 @@ function appFor(tree: HostTree) {
 async function finishedJob(a: ReturnType<typeof appFor>, tree: HostTree): Promise<string> {
   const body = JSON.stringify(tree.validRequest());
   const id: string = (await a.json("/train", { method: "POST", headers: { "content-type": "application/json" }, body })).body.worker_job_id;
-  await a.supervisor.settle();
+  await a.supervisor.untilIdle();
   return id;
 }
 

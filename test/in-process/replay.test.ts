@@ -27,13 +27,13 @@ const EXPECTED: Array<[string, Record<string, unknown>]> = [
   ["sdscripts-cpu-oom-killed-1.log", { status: "failed", error_code: "host_oom_killed", step: 0, total_steps: null, loss: null }],
 ];
 
-// Replays `log` under the supervisor and returns the settled job's record and loss history.
+// Replays `log` under the supervisor and returns the ended job's record and loss history.
 async function supervisedReplay(log: string) {
   using tree = makeHostTree();
   const config = simulateModeConfig(tree, { replay_log: log, replay_speed: 20_000 });
   await using s = supervisorFor(tree, config, SIMULATOR);
   const job = await dispatchOk(s, tree.validRequest());
-  await s.supervisor.settle();
+  await s.supervisor.untilIdle();
   return { row: s.store.get(job.id)!, history: s.store.lossHistory(job.id) };
 }
 
@@ -84,7 +84,7 @@ describe("misbehaving simulated trainers", () => {
     using tree = makeHostTree();
     await using s = supervisorFor(tree, simulateModeConfig(tree, { seconds_per_step: 0, fail: "oom@3" }), SIMULATOR);
     const job = await dispatchOk(s, tree.validRequest());
-    await s.supervisor.settle();
+    await s.supervisor.untilIdle();
     expect(s.store.get(job.id)).toMatchObject({ status: "failed", error_code: "cuda_oom", exit_code: 1, step: 2 });
   });
 });

@@ -16,7 +16,7 @@ async function runToEnd(trainer: string) {
   const config = realModeConfig(tree, trainer);
   await using s = supervisorFor(tree, config, [trainer]);
   const job = await dispatchOk(s, tree.validRequest());
-  await s.supervisor.settle();
+  await s.supervisor.untilIdle();
   return s.store.get(job.id)!;
 }
 
@@ -43,7 +43,7 @@ describe("supervisor outcomes", () => {
       const trainer = replayTrainer(tree, log, code);
       await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
       const job = await dispatchOk(s, tree.validRequest());
-      await s.supervisor.settle();
+      await s.supervisor.untilIdle();
       const row = s.store.get(job.id)!;
       expect(row).toMatchObject({ status: "failed", error_code: errorCode, exit_code: code });
       expect(row.error).toContain(`exit code ${code}`);
@@ -55,7 +55,7 @@ describe("supervisor outcomes", () => {
     const trainer = join(TRAINERS, "five-steps.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const job = await dispatchOk(s, tree.validRequest());
-    await s.supervisor.settle();
+    await s.supervisor.untilIdle();
     expect(s.store.lossHistory(job.id)).toEqual([[1, 0.5], [2, 0.4], [3, 0.3], [4, null], [5, 0.2]]);
     expect(s.store.get(job.id)).toMatchObject({ step: 5, total_steps: 400, loss: 0.2 });
   });
@@ -123,7 +123,7 @@ describe("supervisor outcomes", () => {
     const config = realModeConfig(tree, join(TRAINERS, "exit-zero-without-file.sh"));
     await using s = supervisorFor(tree, config, [missing]);
     const job = await dispatchOk(s, tree.validRequest());
-    await s.supervisor.settle();
+    await s.supervisor.untilIdle();
     expect(s.store.get(job.id)).toMatchObject({ status: "failed", error_code: "spawn_failed", pid: null });
     expect(s.store.get(job.id)!.error).toContain("no-such-accelerate");
     expect(s.store.activeJobs()).toEqual([]);
@@ -136,7 +136,7 @@ describe("supervisor outcomes", () => {
     const trainer = join(TRAINERS, "exit-zero-without-file.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const job = await dispatchOk(s, tree.validRequest());
-    await s.supervisor.settle();
+    await s.supervisor.untilIdle();
     expect(s.store.get(job.id)).toMatchObject({ status: "failed", error_code: "output_missing" });
     expect(existsSync(join(tree.state, "jobs", job.id, "dataset"))).toBe(true);
   });
@@ -177,7 +177,7 @@ describe("cancel", () => {
     const trainer = join(TRAINERS, "exit-zero-without-file.sh");
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const job = await dispatchOk(s, tree.validRequest());
-    await s.supervisor.settle();
+    await s.supervisor.untilIdle();
     const before = s.store.get(job.id);
     expect(await s.supervisor.cancel(job.id)).toEqual(before);
     expect(await s.supervisor.cancel(job.id)).toEqual(before);

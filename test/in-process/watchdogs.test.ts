@@ -13,7 +13,7 @@ async function runWith(script: string, overrides: ConfigOverrides) {
   const trainer = join(TRAINERS, script);
   await using s = supervisorFor(tree, realModeConfig(tree, trainer, overrides), [trainer]);
   const job = await dispatchOk(s, tree.validRequest());
-  await s.supervisor.settle();
+  await s.supervisor.untilIdle();
   const row = s.store.get(job.id)!;
   return { row, log: readFileSync(row.log_path, "utf8"), logBytes: statSync(row.log_path).size };
 }

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { closeSync, fstatSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { settledCuts } from "../../src/job-dir/log-cut.ts";
+import { repairedCuts } from "../../src/job-dir/log-cut.ts";
 import type { LogCursor } from "../../src/job-dir/log-cut.ts";
 import { readAfter } from "../../src/job-dir/log-cursor.ts";
 import { REPO } from "../support/host-tree.ts";
@@ -100,7 +100,7 @@ describe("following a log the shim cuts while the trainer writes", () => {
     const log = join(root, "train.log");
     const stop = join(root, "stop");
     writeFileSync(log, "");
-    settledCuts(log, CAP);
+    repairedCuts(log, CAP);
     await using cutter = spawned([process.execPath, "-e", CUTTER, log, stop]);
     await using writer = spawned([process.execPath, "-e", WRITER, log]);
     const byCursor: Answer[] = [];

@@ -100,7 +100,7 @@ export function supervisorFor(tree: HostTree, config: Config, trainerCommand: st
     // Nothing a test started may outlive it: cancel what still runs, let it settle, then close.
     async [Symbol.asyncDispose]() {
       for (const job of store.activeJobs()) await supervisor.cancel(job.id);
-      await supervisor.settle();
+      await supervisor.untilIdle();
       store.close();
     },
   };

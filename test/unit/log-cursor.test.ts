@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { capLog, decodeCuts, encodeCuts, FIRST_GENERATION, logCutsPath, settledCuts } from "../../src/job-dir/log-cut.ts";
+import { capLog, decodeCuts, encodeCuts, FIRST_GENERATION, logCutsPath, repairedCuts } from "../../src/job-dir/log-cut.ts";
 import { type LogRead, readAfter, tailWithCursor } from "../../src/job-dir/log-cursor.ts";
 
 const root = mkdtempSync(join(tmpdir(), "log-cursor-test-"));
@@ -16,7 +16,7 @@ let logs = 0;
 function newLog(): string {
   const path = join(root, `train-${logs++}.log`);
   writeFileSync(path, "");
-  settledCuts(path, CAP);
+  repairedCuts(path, CAP);
   return path;
 }
 
@@ -141,21 +141,21 @@ describe("a record that cannot be trusted", () => {
     expect(await readAfter(log, { generation: "0", offset: 0 }, 100)).toEqual({ kind: "unsettled" });
     expect(performance.now() - started).toBeGreaterThanOrEqual(100);
     expect(await tailWithCursor(log, 5, 0)).toEqual({ lines: ["one"], lastLineAt: 0, cursor: null });
-    const settled = settledCuts(log, CAP);
-    expect(settled).toMatchObject({ previous: null, cutting: false, head: HEAD, tailBytes: 0 });
-    expect(settled.generation).not.toBe(FIRST_GENERATION);
+    const repaired = repairedCuts(log, CAP);
+    expect(repaired).toMatchObject({ previous: null, cutting: false, head: HEAD, tailBytes: 0 });
+    expect(repaired.generation).not.toBe(FIRST_GENERATION);
     // Whose generation it was is not known: any earlier cursor goes on from the head at most, flagged.
     expect(await readAfter(log, { generation: "0", offset: 4 }, 0)).toMatchObject({ kind: "bytes", cut: true, next: { offset: 4 } });
   });
 
-  test("one left cutting (the shim was killed in the cut) is not trusted; settled, a cursor from before goes on from the head", async () => {
+  test("one left cutting (the shim was killed in the cut) is not trusted; repaired, a cursor from before goes on from the head", async () => {
     const log = newLog();
     appendFileSync(log, lines(0, 400_000));
     const before = decodeCuts(readFileSync(logCutsPath(log), "utf8"))!;
     writeFileSync(logCutsPath(log), encodeCuts({ ...before, cutting: true }));
     expect(await readAfter(log, { generation: "0", offset: 0 }, 0)).toEqual({ kind: "unsettled" });
     expect((await tailWithCursor(log, 5, 0)).cursor).toBeNull();
-    expect(settledCuts(log, CAP)).toMatchObject({ previous: "0", cutting: false, head: HEAD, tailFrom: HEAD, tailAt: HEAD });
+    expect(repairedCuts(log, CAP)).toMatchObject({ previous: "0", cutting: false, head: HEAD, tailFrom: HEAD, tailAt: HEAD });
     const bytes = readFileSync(log);
     for (const [offset, from] of [[300_000, HEAD], [1000, 1000]]) {
       const read = await readAfter(log, { generation: "0", offset: offset! }, 0);

@@ -3,7 +3,7 @@ import { appendFileSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, r
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { followLog, SLICE_BYTES } from "../../src/supervisor/job-log.ts";
-import { capLog, logCutsPath, settledCuts } from "../../src/job-dir/log-cut.ts";
+import { capLog, logCutsPath, repairedCuts } from "../../src/job-dir/log-cut.ts";
 import { waitFor } from "../support/wait.ts";
 
 const MiB = 2 ** 20;
@@ -120,7 +120,7 @@ describe("followLog", () => {
   // Cut by the shim (a 4 KiB cap), then grown past the follower's offset before it looks again.
   async function cutUnderFollower(name: string, recorded: boolean): Promise<{ read: string; file: string }> {
     const path = logFile(name, "");
-    settledCuts(path, CAP); // the record as the shim makes it before the trainer starts
+    repairedCuts(path, CAP); // the record as the shim makes it before the trainer starts
     const log = collect(path, () => 60_000); // looks only when asked
     appendFileSync(path, numbered(0, 500));
     log.follower.drain();
