@@ -11,13 +11,13 @@ type KeyKind = "string" | "number" | "boolean" | "list" | "table";
 export interface ConfigKey {
   key: string;
   kind: KeyKind;
-  // LORA_WORKER_ + the key in upper case; null for a key too structured for one variable.
+  /** LORA_WORKER_ + the key in upper case; null for a key too structured for one variable. */
   env: string | null;
-  // What the key does, as the schema says it (Markdown).
+  /** What the key does, as the schema says it (Markdown). */
   meaning: string;
-  // The default as one writes it in TOML; null when the key is unset by default.
+  /** The default as one writes it in TOML; null when the key is unset by default. */
   toml: string | null;
-  // For a key unset by default, what the worker does then (Markdown), if it says.
+  /** For a key unset by default, what the worker does then (Markdown), if it says. */
   unset: string | null;
 }
 

@@ -296,12 +296,14 @@ export type Config = z.infer<typeof ConfigSchema>;
 
 // `listen` parsed once: serve binds host:port, doctor probes it, auth asks whether it is loopback, a client dials url.
 export interface Listen {
-  // As written in the config: what messages and /healthz quote.
+  /** As written in the config: what messages and /healthz quote. */
   text: string;
-  // Without IPv6 brackets: "::1", "0.0.0.0", "localhost".
+  /** Without IPv6 brackets: "::1", "0.0.0.0", "localhost". */
   host: string;
   port: number;
-  // As a client dials it (a wildcard bind is reached on loopback); null on port 0, which only the running worker knows.
+  /**
+   * As a client dials it (a wildcard bind is reached on loopback); null on port 0, which only the running worker knows.
+   */
   url: string | null;
   loopback: boolean;
 }

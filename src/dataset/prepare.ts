@@ -66,7 +66,7 @@ interface ImageFacts {
   turned: boolean;
   width: number;
   height: number;
-  /** Of the bytes arbo sent, so identical uploads are found whatever their orientation. */
+  // Of the bytes arbo sent, so identical uploads are found whatever their orientation.
   sha256: string;
 }
 

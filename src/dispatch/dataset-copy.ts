@@ -15,7 +15,7 @@ const OPEN_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBL
 export interface DatasetCopy {
   files: number;
   bytes: number;
-  // sha256 over each file's relative path, size and sha256, in path order: equal datasets, equal hashes.
+  /** sha256 over each file's relative path, size and sha256, in path order: equal datasets, equal hashes. */
   sha256: string;
 }
 

@@ -28,15 +28,15 @@ interface DispatcherDeps {
   store: JobStore;
   gpu: GpuProbe;
   config: Config;
-  /** Holds a claimed job's preparing phase and follows the run it launches. */
+  // Holds a claimed job's preparing phase and follows the run it launches.
   supervisor: Supervisor;
   backend: Backend;
   dirs: JobDirs;
-  /** Whether the state dir can take a claim. */
+  // Whether the state dir can take a claim.
   stateHealth: StateHealth;
-  /** The jobs whose marker some process on this host carries (os/proc's markedProcesses). */
+  // The jobs whose marker some process on this host carries (os/proc's markedProcesses).
   markedJobs: () => Iterable<string>;
-  /** What runs as the trainer, described once at start-up. */
+  // What runs as the trainer, described once at start-up.
   trainer: Trainer;
   now: () => Date;
   log: Logger;

@@ -20,15 +20,15 @@ type Filled = Result<DatasetOnRecord | null, Outcome>;
 
 // What a claim starts from: a fresh copy of arbo's dataset, or a resume of a predecessor's state on its copy.
 export interface Origin {
-  // Known at the claim for a resume (its predecessor's copy); a fresh job's is recorded once `fill` copied it.
+  /** Known at the claim for a resume (its predecessor's copy); a fresh job's is recorded once `fill` copied it. */
   dataset: DatasetOnRecord | null;
-  // Fills the job directory's dataset (`dest`), after the answer.
+  /** Fills the job directory's dataset (`dest`), after the answer. */
   fill: (dest: string, signal: AbortSignal) => Promise<Filled>;
-  // A resume's predecessor's preview images, which the run's strip goes on from.
+  /** A resume's predecessor's preview images, which the run's strip goes on from. */
   samples: Sample[] | null;
   resumes: { id: string; step: number; state: string; digest: string | null } | null;
   resume: ResumeFrom | null;
-  // The base model as it was when the chain's first run started.
+  /** The base model as it was when the chain's first run started. */
   baseModelPrint: BaseModelPrint | null;
 }
 

@@ -138,9 +138,9 @@ export async function holdsFor(runAs: RunAs, testArgs: string[]): Promise<boolea
 // the kernel cannot kill (a driver call in state D): past the deadline it returns what was printed.
 
 export interface RunResult {
-  // null when the process was killed, or did not end by the deadline.
+  /** null when the process was killed, or did not end by the deadline. */
   exitCode: number | null;
-  // stderr then stdout, trimmed: for messages.
+  /** stderr then stdout, trimmed: for messages. */
   output: string;
   stdout: string;
   stderr: string;

@@ -167,7 +167,7 @@ export type CsvRecord = Readonly<Record<string, string>>;
 
 export interface CsvLayout {
   fields: readonly string[];
-  // The one field that may contain commas.
+  /** The one field that may contain commas. */
   freeField?: string;
 }
 

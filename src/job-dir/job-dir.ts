@@ -140,9 +140,9 @@ export function jobDir(stateDir: string, id: string): JobDir {
 export interface LaunchFile {
   argv: string[];
   env: Record<string, string>;
-  // Variables the shim passes on from its own environment: what Slurm sets for the job (its GPUs).
+  /** Variables the shim passes on from its own environment: what Slurm sets for the job (its GPUs). */
   inheritEnv?: string[];
-  // The shim passes SIGTERM and SIGINT on to the trainer's group (it is a Slurm batch script); else ignores them.
+  /** The shim passes SIGTERM and SIGINT on to the trainer's group (it is a Slurm batch script); else ignores them. */
   forwardSignals?: boolean;
   cwd: string;
   log: string;

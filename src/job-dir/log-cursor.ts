@@ -66,7 +66,7 @@ interface BytesFrom {
   size: number;
   from: number;
   bytes: Uint8Array<ArrayBuffer>;
-  /** `from` is inside a UTF-8 character that begins before it. */
+  // `from` is inside a UTF-8 character that begins before it.
   splits: boolean;
 }
 

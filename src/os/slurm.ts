@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fail, ok, type Result } from "../result.ts";
 
 interface SlurmSettings {
-  /** Where sbatch, scancel and scontrol are. */
+  // Where sbatch, scancel and scontrol are.
   bin_dir: string;
   partition: string;
   account: string;

@@ -48,11 +48,11 @@ export class LineSplitter {
 // point per step, and when the durable record is due. Pure: no process and no store; the supervisor wires it.
 interface TrackerOptions {
   expectedTotal: number | null;
-  /** The step of the state a resumed run started from; 0 for a fresh run. */
+  // The step of the state a resumed run started from; 0 for a fresh run.
   resumedAt?: number;
-  /** Consecutive nan readings that stop the run. */
+  // Consecutive nan readings that stop the run.
   nanUpdates: number;
-  /** The durable row is refreshed at most this often (and at once on a new phase). */
+  // The durable row is refreshed at most this often (and at once on a new phase).
   persistEveryMs: number;
   now?: () => number;
 }
@@ -61,11 +61,11 @@ interface TrackerOptions {
 interface Update {
   changed: boolean;
   persistDue: boolean;
-  /** The nan streak reached its limit with this chunk (once per run). */
+  // The nan streak reached its limit with this chunk (once per run).
   nanTripped: boolean;
-  /** A total the trainer printed that contradicts the run's, seen for the first time. */
+  // A total the trainer printed that contradicts the run's, seen for the first time.
   contradiction: number | null;
-  /** The step of the newest state the trainer said it is saving in this chunk (sd-scripts' save_state), or null. */
+  // The step of the newest state the trainer said it is saving in this chunk (sd-scripts' save_state), or null.
   savingState: number | null;
 }
 

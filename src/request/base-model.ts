@@ -111,7 +111,7 @@ function incomplete(sent: string, detail: string): { ok: false; error: Problem }
 export interface BaseModelPrint {
   size: number;
   mtime_ms: number;
-  // sha256 of the length prefix and the header: which tensors, of which shapes, at which offsets.
+  /** sha256 of the length prefix and the header: which tensors, of which shapes, at which offsets. */
   header_sha256: string;
 }
 

@@ -32,14 +32,14 @@ export function recheckPaths(train: CheckedTrain, config: Config): DetailItem[] 
 export interface CheckedTrain {
   request: JobRequest;
   device: Device;
-  // The dataset dir with symbolic links resolved.
+  /** The dataset dir with symbolic links resolved. */
   datasetDir: string;
-  // Every file the trainer will read, as checked: what the job directory's copy is made from.
+  /** Every file the trainer will read, as checked: what the job directory's copy is made from. */
   dataset: Dataset;
   baseModel: string;
   outputDir: string;
   outputFile: string;
-  // The dataset is a predecessor's copy (a resume), not arbo's folder.
+  /** The dataset is a predecessor's copy (a resume), not arbo's folder. */
   resumed: boolean;
 }
 

@@ -26,12 +26,12 @@ export interface DatasetFile {
   dev: number;
   ino: number;
   size: number;
-  // Changed by any write or replacement, even one that reuses the inode number and keeps the size.
+  /** Changed by any write or replacement, even one that reuses the inode number and keeps the size. */
   ctimeMs: number;
 }
 
 export interface Dataset {
-  // The kohya folder holding the images, or null when they lie directly in the dataset dir.
+  /** The kohya folder holding the images, or null when they lie directly in the dataset dir. */
   folder: string | null;
   files: DatasetFile[];
   bytes: number;

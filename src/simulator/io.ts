@@ -9,13 +9,15 @@ import type { Knobs } from "./knobs.ts";
 export interface Io {
   stdout(text: string): void;
   stderr(text: string): void;
-  // Monotonic seconds, for tqdm's elapsed time.
+  /** Monotonic seconds, for tqdm's elapsed time. */
   now(): number;
-  // Unix seconds, for the time in a sample's name.
+  /** Unix seconds, for the time in a sample's name. */
   wallClock(): number;
   sleep(seconds: number): Promise<void>;
-  // escapeGroup: setsid(), out of reach of a signal to the trainer's group. An ignored SIGTERM survives
-  // exec, so the shell and every sleep it runs ignore it too.
+  /**
+   * escapeGroup: setsid(), out of reach of a signal to the trainer's group. An ignored SIGTERM survives
+   * exec, so the shell and every sleep it runs ignore it too.
+   */
   spawnStray(escapeGroup: boolean, ignoreSigterm: boolean): void;
 }
 

@@ -13,11 +13,11 @@ import { EXCEPTION_EXIT, print, TRACEBACK, USAGE_EXIT, type Trainer } from "./io
 import { REPLAY_LOG, type Knobs } from "./knobs.ts";
 
 export interface RecordedLine {
-  // The line without its newline.
+  /** The line without its newline. */
   text: string;
-  // False for a redraw that a later "\r" on the same line overwrites, and for an unterminated last line.
+  /** False for a redraw that a later "\r" on the same line overwrites, and for an unterminated last line. */
   newline: boolean;
-  // True when a "\r" on the same physical line came before it: it is drawn over what was there.
+  /** True when a "\r" on the same physical line came before it: it is drawn over what was there. */
   redraw: boolean;
   bar: RecordedBar | null;
 }

@@ -17,11 +17,11 @@ import { tickThrough } from "./tqdm.ts";
 
 export interface Dataset {
   batchSize: number;
-  // Images times repeats: what sd-scripts calls num_train_images.
+  /** Images times repeats: what sd-scripts calls num_train_images. */
   trainImages: number;
-  // Every image read, by its path: latents are cached beside it.
+  /** Every image read, by its path: latents are cached beside it. */
   imagePaths: string[];
-  // Caption tags counted per image dir's name, as sd-scripts writes them to ss_tag_frequency.
+  /** Caption tags counted per image dir's name, as sd-scripts writes them to ss_tag_frequency. */
   tagFrequency: Record<string, Record<string, number>>;
 }
 

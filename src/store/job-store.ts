@@ -30,21 +30,21 @@ interface NewJob {
   simulated: boolean;
   logPath: string;
   now: string;
-  /** `preparing` for a claim (its dataset is copied next), the phase its files show for a job recorded again. */
+  // `preparing` for a claim (its dataset is copied next), the phase its files show for a job recorded again.
   phase: Phase;
-  /** The run's step count, known before the trainer says it (the tier's); null for a replayed recording. */
+  // The run's step count, known before the trainer says it (the tier's); null for a replayed recording.
   totalSteps: number | null;
   /** What the job directory's copy of the dataset holds: null until the copy is done, and for a job recorded again
    * after its database was lost. */
   dataset: DatasetOnRecord | null;
   outputFile?: string | null;
-  /** A resume: the job it continues and the state it starts from (its step is where progress starts). */
+  // A resume: the job it continues and the state it starts from (its step is where progress starts).
   resumes?: { id: string; step: number; state: string; digest: string | null } | null;
-  /** What the base model was at dispatch (size, mtime, header digest): a resume refuses a replaced one. */
+  // What the base model was at dispatch (size, mtime, header digest): a resume refuses a replaced one.
   baseModelPrint?: BaseModelPrint | null;
-  /** The preview images the job starts with (a resume's predecessor's). */
+  // The preview images the job starts with (a resume's predecessor's).
   samples?: Sample[] | null;
-  /** How many jobs may be active at once: 1 on this host, slurm.max_active_jobs on the Slurm backend. */
+  // How many jobs may be active at once: 1 on this host, slurm.max_active_jobs on the Slurm backend.
   maxActive?: number;
 }
 

@@ -47,7 +47,7 @@ function freeBytes(dir: string): number | null {
 export class LockHeld extends Error {}
 
 interface InstanceLock {
-  /** The last worker on this state dir released its lock: it stopped cleanly, so no integrity check is owed. */
+  // The last worker on this state dir released its lock: it stopped cleanly, so no integrity check is owed.
   cleanBefore: boolean;
   release(): void;
 }

@@ -9,11 +9,11 @@ const READ_CHUNK = 64 * 1024;
 export const SLICE_BYTES = 64 * 1024;
 
 interface LogFollower {
-  /** Reads what is there now, one slice a turn, yielding to the event loop between slices. */
+  // Reads what is there now, one slice a turn, yielding to the event loop between slices.
   drain(): void;
-  /** Milliseconds since the last read began. */
+  // Milliseconds since the last read began.
   sinceRead(): number;
-  /** Reads to EOF, a slice a turn, so the caller has every byte written before the stop, then closes. */
+  // Reads to EOF, a slice a turn, so the caller has every byte written before the stop, then closes.
   stop(): Promise<void>;
 }
 

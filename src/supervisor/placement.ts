@@ -19,12 +19,12 @@ import type { ExitWatch } from "./exit-watch.ts";
 export interface RunContext {
   id: string;
   jobDir: JobDir;
-  // The state dir the job directory lies in: a trainer that fails as it fills is said to have filled it.
+  /** The state dir the job directory lies in: a trainer that fails as it fills is said to have filled it. */
   stateDir: string;
-  // Where the trainer writes its final LoRA (the job's run directory), and where the worker publishes it.
+  /** Where the trainer writes its final LoRA (the job's run directory), and where the worker publishes it. */
   runFile: string;
   outputFile: string;
-  // The handoff root as configured: the publish reaches outputFile's folder from it, never through a link.
+  /** The handoff root as configured: the publish reaches outputFile's folder from it, never through a link. */
   handoffRoot: string;
   store: JobStore;
   now: () => Date;
@@ -33,23 +33,23 @@ export interface RunContext {
   stallMs: number;
   deadline: number;
   nanUpdates: number;
-  // The tier's max_train_steps; null when the run's own announcement decides (a replayed recording).
+  /** The tier's max_train_steps; null when the run's own announcement decides (a replayed recording). */
   expectedTotal: number | null;
-  // The step of the state a resumed run started from; 0 for a fresh run.
+  /** The step of the state a resumed run started from; 0 for a fresh run. */
   resumedAt: number;
-  // The predecessor's state a resumed run started from, while the record still offers it (no own state yet).
+  /** The predecessor's state a resumed run started from, while the record still offers it (no own state yet). */
   inherited: { step: number; state: string; digest: string | null } | null;
-  // The verified intermediate LoRAs on record (an adopted run's, or a resumed run's inherited ones).
+  /** The verified intermediate LoRAs on record (an adopted run's, or a resumed run's inherited ones). */
   checkpoints: Checkpoint[];
-  // A pause asked for before this worker took the run over.
+  /** A pause asked for before this worker took the run over. */
   pauseRequested: boolean;
-  // For a run that takes preview samples: those on record, and since when this run writes its own.
+  /** For a run that takes preview samples: those on record, and since when this run writes its own. */
   samples: { known: Sample[]; sinceMs: number } | null;
-  // The file whose oom_kill counter covers the trainer (cgroup v2 memory.events, v1 memory.oom_control); or null.
+  /** The file whose oom_kill counter covers the trainer (cgroup v2 memory.events, v1 memory.oom_control); or null. */
   memoryEvents: string | null;
-  // Called after every change a watcher could see: progress, status, the end.
+  /** Called after every change a watcher could see: progress, status, the end. */
   changed: () => void;
-  // Whether an event stream follows the job now: its output is then read more often.
+  /** Whether an event stream follows the job now: its output is then read more often. */
   watched: () => boolean;
 }
 
@@ -61,29 +61,29 @@ export interface Unrecorded {
 
 export interface Run {
   readonly id: string;
-  // The outcome while its record waits for the state dir; null until then.
+  /** The outcome while its record waits for the state dir; null until then. */
   unrecorded(): Unrecorded | null;
   pgid(): number | null;
-  // Why the scheduler still holds the run (Slurm's pending reason), or null once it runs or on this host.
+  /** Why the scheduler still holds the run (Slurm's pending reason), or null once it runs or on this host. */
   queued(): string | null;
   progress(): Progress;
-  // Reads the trainer's output now, unless it was read less than maxAgeMs ago.
+  /** Reads the trainer's output now, unless it was read less than maxAgeMs ago. */
   refresh(maxAgeMs: number): void;
   stop(reason: StopReason): Promise<void>;
-  // Stops the run right after its next state is verified; a run that ends first simply ends.
+  /** Stops the run right after its next state is verified; a run that ends first simply ends. */
   pause(): void;
   readonly finished: Promise<void>;
 }
 
 // Where one run's processes live and how they end: a process group on this host, or a Slurm job.
 export interface Placement {
-  // The trainer's end as its shim recorded it, the scheduler's verdict, or that it was lost.
+  /** The trainer's end as its shim recorded it, the scheduler's verdict, or that it was lost. */
   exit: Promise<ExitWatch>;
-  // SIGTERM to everything of the run, SIGKILL after graceMs; true when SIGKILL was needed.
+  /** SIGTERM to everything of the run, SIGKILL after graceMs; true when SIGKILL was needed. */
   stop(graceMs: number): Promise<boolean>;
-  // After the end: nothing of the run is left; true when that needed SIGKILL.
+  /** After the end: nothing of the run is left; true when that needed SIGKILL. */
   clear(graceMs: number): Promise<boolean>;
-  // The trainer's process group, when it runs on this host.
+  /** The trainer's process group, when it runs on this host. */
   pgid(): number | null;
   queued(): string | null;
 }
@@ -112,9 +112,9 @@ export interface Started {
 export interface Found {
   row: Job;
   dir: JobDir;
-  // What the backend handed back when it placed the run; null when the worker stopped before it could.
+  /** What the backend handed back when it placed the run; null when the worker stopped before it could. */
   state: unknown;
-  // The pids of this host that carry the job's marker.
+  /** The pids of this host that carry the job's marker. */
   marked: number[];
   store: JobStore;
   now: () => Date;

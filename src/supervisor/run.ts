@@ -225,7 +225,8 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
       if (point.step !== null || inherited === null) return point;
       return { ...point, ...inherited };
     } catch (err) {
-      ctx.log.error("could not read the run's saved states at its end", { job_id: ctx.id, error: (err as Error).message });
+      const error = (err as Error).message;
+      ctx.log.error("could not read the run's saved states at its end", { job_id: ctx.id, error });
       return null;
     }
   };

@@ -11,7 +11,7 @@ import { namedTokens } from "./named-tokens.ts";
 export interface TokenizerSpec {
   id: string;
   folder: string;
-  // sd-scripts sets tokenizer 2's pad_token_id to 0 (CLIP's "!"); doctor loads it the same way.
+  /** sd-scripts sets tokenizer 2's pad_token_id to 0 (CLIP's "!"); doctor loads it the same way. */
   padsWithIdZero: boolean;
 }
 

@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import * as ts from "typescript";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { REPO } from "../support/host-tree.ts";
@@ -184,6 +185,23 @@ function longLines(files: Array<[path: string, text: string]>): string[] {
   );
 }
 
+// Each member comment of an interface in the other voice: an exported one's read by editors (/** */), a file's
+// own interfaces' only by the next reader (//).
+function offVoice(path: string, text: string): string[] {
+  const file = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true);
+  const lines = text.split("\n");
+  return file.statements.filter(ts.isInterfaceDeclaration).flatMap((decl) => {
+    const exported = decl.modifiers?.some((m) => m.kind === ts.SyntaxKind.ExportKeyword) ?? false;
+    return decl.members.flatMap((member) => {
+      const above = file.getLineAndCharacterOfPosition(member.getStart()).line - 1;
+      const line = lines[above] ?? "";
+      if (exported && /^\s*\/\//.test(line)) return [`${path}:${above + 1} (// in an exported interface)`];
+      if (!exported && /^\s*\/\*\*/.test(line)) return [`${path}:${above + 1} (/** */ in a local one)`];
+      return [];
+    });
+  });
+}
+
 describe("one voice", () => {
   test(`no line of src/ is longer than ${MAX_COLUMNS} columns`, () => {
     const files = readdirSync(SRC, { recursive: true, encoding: "utf8" })
@@ -191,6 +209,17 @@ describe("one voice", () => {
       .map((f): [string, string] => [relative(REPO, join(SRC, f)), readFileSync(join(SRC, f), "utf8")]);
     expect(files.length).toBeGreaterThan(50);
     expect(longLines(files)).toEqual([]);
+  });
+
+  test("an exported interface's members are documented with /** */, a file's own interfaces' with //", () => {
+    const files = readdirSync(SRC, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".ts"));
+    const found = files.flatMap((f) => offVoice(relative(REPO, join(SRC, f)), readFileSync(join(SRC, f), "utf8")));
+    expect(found).toEqual([]);
+  });
+
+  test("contrast: a // member of an exported interface and a /** */ member of a local one are named", () => {
+    const text = "export interface A {\n  // why\n  a: number;\n}\ninterface B {\n  /** why */\n  b: number;\n}\n";
+    expect(offVoice("src/x.ts", text)).toEqual(["src/x.ts:2 (// in an exported interface)", "src/x.ts:6 (/** */ in a local one)"]);
   });
 
   test("contrast: a line one column too long is named with its place", () => {

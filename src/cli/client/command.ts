@@ -11,7 +11,7 @@ interface CommandContext {
 // One client command: its options, its help, and what it does once the worker's address is known.
 export interface ClientCommand {
   usage: string;
-  // What it prints and how it ends, for `--help`.
+  /** What it prints and how it ends, for `--help`. */
   help: string;
   values: readonly string[];
   flags: readonly string[];

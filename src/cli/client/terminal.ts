@@ -6,14 +6,14 @@ import { writeSync } from "node:fs";
 // is `redraw`, the one way raw control bytes reach a terminal. A pipe gets the text unchanged (`logs ID | grep`).
 export interface Terminal {
   write(text: string): void;
-  // Back to column 0 and clear the live line, then `text`: a live line redrawn in place. Only on a terminal.
+  /** Back to column 0 and clear the live line, then `text`: a live line redrawn in place. Only on a terminal. */
   redraw(text: string): void;
   error(text: string): void;
-  // stdout is a terminal: live redraws are allowed.
+  /** stdout is a terminal: live redraws are allowed. */
   isTTY: boolean;
-  // How wide a line may be now: the terminal's width, unbounded into a pipe.
+  /** How wide a line may be now: the terminal's width, unbounded into a pipe. */
   readonly columns: number;
-  // Calls `listener` after the terminal's window is resized; answers the way to stop.
+  /** Calls `listener` after the terminal's window is resized; answers the way to stop. */
   onResize(listener: () => void): () => void;
 }
 

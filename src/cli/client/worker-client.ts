@@ -67,18 +67,18 @@ export interface WorkerClient {
   job(id: string): Promise<JobView>;
   jobs(query: JobQuery): Promise<JobPage>;
   log(id: string, lines?: number): Promise<LogAnswer>;
-  // What the log gained since `cursor` (an earlier answer's).
+  /** What the log gained since `cursor` (an earlier answer's). */
   logAfter(id: string, cursor: string): Promise<LogAnswer>;
   cancel(id: string): Promise<JobView>;
   pause(id: string): Promise<JobView>;
-  // `samples`: the new run's previews, else its predecessor's.
+  /** `samples`: the new run's previews, else its predecessor's. */
   resume(id: string, samples?: number): Promise<Resumed>;
   smoke(body: string): Promise<Dispatched>;
-  // The bytes of a preview image the job's record lists, by its URL path.
+  /** The bytes of a preview image the job's record lists, by its URL path. */
   sample(url: string): Promise<Uint8Array>;
   gpu(): Promise<GpuStatus>;
   health(): Promise<Health>;
-  // The open event stream; the caller reads and closes it (abort `signal`).
+  /** The open event stream; the caller reads and closes it (abort `signal`). */
   events(id: string, lastEventId: string | null, signal: AbortSignal): Promise<Response>;
 }
 
