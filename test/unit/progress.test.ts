@@ -64,7 +64,7 @@ const fixtureFinals: Record<string, Progress> = {
   // SIGTERM while it went on to step 3), and its resume. A resumed bar counts the steps left from 0 (4/4 of 6), which
   // read as a fresh run is another run's total; folded as the resume it is, below.
   "sdscripts-cpu-smoke-paused-1.log": progress({
-    phase: "training", step: 2, total_steps: 6, loss: 1.07, eta_s: 91, seconds_per_step: 22.81, sampling_step: 2,
+    phase: "training", step: 2, total_steps: 6, loss: 1.06, eta_s: 158, seconds_per_step: 39.65, sampling_step: 2,
   }),
   "sdscripts-cpu-smoke-resumed-1.log": progress({
     phase: "done", total_steps: 6, expected_total: 6, contradicting_total: 4, contradicting_n: 4, sampling_step: 6,
@@ -121,7 +121,7 @@ describe("progress from real sd-scripts logs", () => {
     const smoke = await Bun.file(join(FIXTURES, "sdscripts-cpu-smoke-resumed-1.log")).text();
     expect(fold(splitAll([smoke]), initialProgress(6, 2))).toEqual({
       ...initialProgress(6, 2),
-      phase: "done", step: 6, total_steps: 6, loss: 0.957, eta_s: 0, seconds_per_step: 8.04, sampling_step: 6,
+      phase: "done", step: 6, total_steps: 6, loss: 0.946, eta_s: 0, seconds_per_step: 45.7, sampling_step: 6,
     });
     const fast = await Bun.file(join(FIXTURES, "sdscripts-cpu-fast-resumed-cancelled-1.log")).text();
     expect(fold(splitAll([fast]), initialProgress(400, 40))).toEqual({
