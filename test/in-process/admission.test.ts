@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { SAMPLING_VRAM_MIB } from "../../src/gpu/admission.ts";
@@ -6,6 +6,7 @@ import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
 import { makeHostTree } from "../support/host-tree.ts";
 import { TRAINERS, realModeConfig, supervisorFor } from "../support/real-mode.ts";
 
+setDefaultTimeout(30_000);
 
 // A supervisor over a fake nvidia-smi scenario, with a trainer that would run if admitted.
 function harness(scenario: string, admission: string, gpu: Record<string, unknown> = {}) {

@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readdirSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigSchema, type Config } from "../../src/config/schema.ts";
@@ -10,6 +10,7 @@ import { pathsNotSent, snapshotFiles, spawnEvidence } from "../support/leftovers
 import { realModeConfig, TRAINERS } from "../support/real-mode.ts";
 
 // The HTTP cases start a real (fixture) trainer for the accepted contrast.
+setDefaultTimeout(30_000);
 
 const NEEDED =
   "base_model_path must be one original-format SDXL checkpoint with model.diffusion_model., conditioner.embedders.0.transformer., conditioner.embedders.1.model. and first_stage_model. keys";

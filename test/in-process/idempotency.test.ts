@@ -1,8 +1,9 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { join } from "node:path";
 import { makeHostTree } from "../support/host-tree.ts";
 import { TRAINERS, realModeConfig, supervisorFor } from "../support/real-mode.ts";
 
+setDefaultTimeout(30_000);
 
 function harness() {
   const tree = makeHostTree();

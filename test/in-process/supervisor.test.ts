@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { LineSplitter } from "../../src/progress/tracker.ts";
@@ -10,6 +10,7 @@ import { dispatchOk, realModeConfig, replayTrainer, supervisorFor, TRAINERS } fr
 import { waitFor } from "../support/wait.ts";
 
 // Real processes on a shared 2-core machine: generous bounds, conditions waited on, never slept.
+setDefaultTimeout(30_000);
 
 async function runToEnd(trainer: string) {
   using tree = makeHostTree();

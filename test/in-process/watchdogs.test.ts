@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { markedProcessesOf as strayProcesses, readProcStat } from "../../src/os/proc.ts";
@@ -7,6 +7,7 @@ import { makeHostTree } from "../support/host-tree.ts";
 import { type ConfigOverrides, dispatchOk, realModeConfig, supervisorFor, TRAINERS } from "../support/real-mode.ts";
 import { waitFor } from "../support/wait.ts";
 
+setDefaultTimeout(30_000);
 
 async function runWith(script: string, overrides: ConfigOverrides) {
   using tree = makeHostTree();

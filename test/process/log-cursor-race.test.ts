@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { closeSync, fstatSync, mkdtempSync, openSync, readSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,6 +10,7 @@ import { REPO } from "../support/host-tree.ts";
 // A trainer appending numbered lines and a shim cutting the log to its cap, each a process of its own, while this
 // process follows the log: by cursor, and (the contrast) by a plain byte offset that, like a follower that knows no
 // generations, takes a log shorter than its offset for a cut and goes on from its end.
+setDefaultTimeout(30_000);
 
 const CAP = 1 << 20;
 const WRITE_MS = 1500;
