@@ -75,7 +75,7 @@ const fixtureFinals: Record<string, Progress> = {
   "sdscripts-cpu-oom-killed-1.log": progress({}),
   // A fast job paused at its state of step 40, and its resume, cancelled after its state of step 80.
   "sdscripts-cpu-fast-paused-1.log": progress({
-    phase: "training", step: 40, total_steps: 400, loss: 1.04, eta_s: 2884, seconds_per_step: 8.01, sampling_step: 40,
+    phase: "training", step: 40, total_steps: 400, loss: 1.01, eta_s: 16503, seconds_per_step: 45.84, sampling_step: 40,
   }),
   "sdscripts-cpu-fast-resumed-cancelled-1.log": progress({
     phase: "training", total_steps: 400, expected_total: 400, contradicting_total: 360, contradicting_n: 40,
