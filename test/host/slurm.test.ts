@@ -65,6 +65,27 @@ function trainerGpus(tree: HostTree, id: string): string | undefined {
   return environ.find((v) => v.startsWith("CUDA_VISIBLE_DEVICES="))?.slice("CUDA_VISIBLE_DEVICES=".length);
 }
 
+// A job training on Slurm, and its Slurm id; the worker that dispatched it stops on the way out.
+async function trainingOnSlurm(tree: HostTree, config: string): Promise<{ id: string; slurmJobId: string }> {
+  await using worker = await startWorker(config, { command: [binary], env: cluster.env });
+  const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id as string;
+  const slurmJobId = await waitFor(async () => {
+    const { body } = await worker.json(`/train/${id}`);
+    return body.step > 5 ? (body.slurm_job_id as string) : null;
+  }, "training to start");
+  return { id, slurmJobId };
+}
+
+// A job training on Slurm whose worker stopped, and whose record then lost its Slurm id.
+async function trainingThenForgotten(tree: HostTree, config: string): Promise<{ id: string; slurmJobId: string }> {
+  const { id, slurmJobId } = await trainingOnSlurm(tree, config);
+  // The worker has stopped: nothing writes the record behind the test's back.
+  const db = new Database(join(tree.state, "jobs.db"));
+  db.run("UPDATE jobs SET slurm_job_id = NULL WHERE id = ?", [id]);
+  db.close();
+  return { id, slurmJobId };
+}
+
 describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, single-node cluster)", () => {
   const browser = chromiumForTests();
 
@@ -220,19 +241,7 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
   test("a job whose Slurm id never reached the record (a crash right after sbatch) is found again by its name", async () => {
     using tree = makeHostTree();
     const config = slurmConfig(tree, { secondsPerStep: 0.005 });
-    let id: string;
-    let slurmJobId: string;
-    {
-      await using worker = await startWorker(config, { command: [binary], env: cluster.env });
-      id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
-      slurmJobId = await waitFor(async () => {
-        const { body } = await worker.json(`/train/${id}`);
-        return body.step > 5 ? body.slurm_job_id : null;
-      }, "training to start");
-    }
-    const db = new Database(join(tree.state, "jobs.db"));
-    db.run("UPDATE jobs SET slurm_job_id = NULL WHERE id = ?", [id]);
-    db.close();
+    const { id, slurmJobId } = await trainingThenForgotten(tree, config);
     // Nor the state the backend handed back: the worker had recorded only that Slurm places the run.
     writeFileSync(join(tree.state, "jobs", id, "placement.json"), JSON.stringify({ backend: "slurm", state: null }));
     await using restarted = await startWorker(config, { command: [binary], env: cluster.env });
@@ -243,19 +252,7 @@ describe.skipIf(unavailable !== null)("the Slurm backend (compiled binary, singl
   test("a job whose Slurm id the record lost but its job directory kept is adopted by that id, and recorded again", async () => {
     using tree = makeHostTree();
     const config = slurmConfig(tree, { secondsPerStep: 0.005 });
-    let id: string;
-    let slurmJobId: string;
-    {
-      await using worker = await startWorker(config, { command: [binary], env: cluster.env });
-      id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
-      slurmJobId = await waitFor(async () => {
-        const { body } = await worker.json(`/train/${id}`);
-        return body.step > 5 ? body.slurm_job_id : null;
-      }, "training to start");
-    }
-    const db = new Database(join(tree.state, "jobs.db"));
-    db.run("UPDATE jobs SET slurm_job_id = NULL WHERE id = ?", [id]);
-    db.close();
+    const { id, slurmJobId } = await trainingThenForgotten(tree, config);
     // Contrast with the crash right after sbatch: placement.json still holds the state Slurm's backend handed back.
     expect(JSON.parse(readFileSync(join(tree.state, "jobs", id, "placement.json"), "utf8"))).toEqual({
       backend: "slurm", state: { slurm_job_id: slurmJobId },
