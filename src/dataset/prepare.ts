@@ -1,7 +1,7 @@
 import { readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { DatasetReport } from "../job.ts";
-import { IMAGE_EXTENSIONS } from "../request/dataset.ts";
+import { isImage } from "../request/dataset.ts";
 import type { CaptionTokens } from "./clip-tokens.ts";
 import { captionCandidates, hasTrigger, trainedLine, withTrigger } from "./captions.ts";
 import { type Orientation, readOrientation, uprightOf } from "./orientation.ts";
@@ -38,6 +38,7 @@ export async function prepareCopy(
   signal?: AbortSignal,
 ): Promise<DatasetReport> {
   const names = new Set(await readdir(imageDir));
+  // As the dataset scan chose them (request/dataset.ts): the copy holds nothing else.
   const images = [...names].filter(isImage).sort();
   const report: DatasetReport = {
     captions: {
@@ -145,10 +146,4 @@ async function writeBeside(path: string, data: string | Uint8Array): Promise<voi
     await rm(tmp, { force: true });
     throw err;
   }
-}
-
-// As the dataset scan chose them: by extension, never a hidden name.
-function isImage(name: string): boolean {
-  if (name.startsWith(".")) return false;
-  return IMAGE_EXTENSIONS.some((ext) => name.endsWith(ext) || name.endsWith(ext.toUpperCase()));
 }

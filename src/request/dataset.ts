@@ -150,10 +150,12 @@ async function entries(dir: string): Promise<Result<Entry[], Problem>> {
   }
 }
 
-// As sd-scripts' glob_images finds them: "*" + each extension, in lower or upper case (".png", ".PNG", not ".Png"),
-// and "*" skips names that start with a dot. Anything else it would not see, and a run of only such files would
-// end "No data found." after minutes of loading.
-function isImage(name: string): boolean {
+/**
+ * As sd-scripts' glob_images finds them: "*" + each extension, in lower or upper case (".png", ".PNG", not ".Png"),
+ * and "*" skips names that start with a dot. Anything else it would not see, and a run of only such files would
+ * end "No data found." after minutes of loading.
+ */
+export function isImage(name: string): boolean {
   const file = basename(name);
   if (file.startsWith(".")) return false;
   return IMAGE_EXTENSIONS.some((ext) => file.endsWith(ext) || file.endsWith(ext.toUpperCase()));

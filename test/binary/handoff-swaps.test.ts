@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { SMOKE_FOLDER } from "../../src/smoke/dataset.ts";
 import { solidPng } from "../../src/png.ts";
 import { ensureBinary } from "../support/binary.ts";
-import { type HostTree, makeHostTree, paddedPng, SIMULATE_TABLES } from "../support/host-tree.ts";
+import { type HostTree, makeHostTree, paddedPng, SIMULATE_TABLES, sha256, outDir } from "../support/host-tree.ts";
 import { untilEnded } from "../support/jobs.ts";
 import { slowReads } from "../support/slow-reads.ts";
 import { waitFor } from "../support/wait.ts";
@@ -20,8 +20,6 @@ beforeAll(() => {
   binary = ensureBinary();
 }, 120_000);
 
-const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
-const outDir = (tree: HostTree) => join(tree.handoff, "job1", "out");
 const mkfifo = (path: string) => expect(Bun.spawnSync(["mkfifo", path]).exitCode).toBe(0);
 const worker = (tree: HostTree) => startWorker(tree.writeConfig(SIMULATE_TABLES(0.005)), { command: [binary] });
 const untilStep = (w: WorkerProcess, id: string) =>

@@ -6,7 +6,7 @@ import { verifySafetensors } from "../../src/safetensors/verify.ts";
 import { incompleteState } from "../../src/supervisor/checkpoints.ts";
 import { liveGroupMembers } from "../../src/os/terminate.ts";
 import { ensureBinary } from "../support/binary.ts";
-import { FAILING_TABLES, type HostTree, makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
+import { FAILING_TABLES, type HostTree, makeHostTree, SIMULATE_TABLES, outDir } from "../support/host-tree.ts";
 import { waitFor } from "../support/wait.ts";
 import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 import { mountTmpfs, tmpfsUnavailable } from "../support/small-tmpfs.ts";
@@ -29,7 +29,6 @@ beforeAll(() => {
 }, 120_000);
 
 const sha256 = (path: string) => new Bun.CryptoHasher("sha256").update(readFileSync(path)).digest("hex");
-const outDir = (tree: HostTree) => join(tree.handoff, "job1", "out");
 // Where the trainer writes: the job's private run directory.
 const runDir = (tree: HostTree, id: string) => join(tree.state, "jobs", id, "run");
 const post = (worker: WorkerProcess, path: string) => worker.json(path, { method: "POST" });

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBinary } from "../support/binary.ts";
-import { FAILING_TABLES, type HostTree, makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
+import { FAILING_TABLES, type HostTree, makeHostTree, SIMULATE_TABLES, sha256, outDir } from "../support/host-tree.ts";
 import { waitFor } from "../support/wait.ts";
 import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 import { untilEnded } from "../support/jobs.ts";
@@ -18,8 +18,6 @@ beforeAll(() => {
   binary = ensureBinary();
 }, 120_000);
 
-const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
-const outDir = (tree: HostTree) => join(tree.handoff, "job1", "out");
 const runDir = (tree: HostTree, id: string) => join(tree.state, "jobs", id, "run");
 const post = (worker: WorkerProcess, path: string) => worker.json(path, { method: "POST" });
 

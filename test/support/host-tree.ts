@@ -22,6 +22,11 @@ export interface HostTree extends Disposable {
   writeConfig(extra?: string): string;
 }
 
+/** The output_dir of the tree's valid request. */
+export const outDir = (tree: HostTree) => join(tree.handoff, "job1", "out");
+
+export const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
+
 /** A decodable PNG padded to `bytes` (decoders stop at IEND): an image big enough to hold a copy on it. */
 export function paddedPng(bytes: number): Uint8Array {
   const padded = new Uint8Array(bytes);
