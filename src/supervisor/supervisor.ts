@@ -1,5 +1,3 @@
-import { existsSync } from "node:fs";
-import { basename, join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { failedOutcome, type Outcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
@@ -7,13 +5,12 @@ import type { Progress } from "../progress/progress.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
 import { createWriteGuard, writeUntilDone } from "../store/write-guard.ts";
 import type { JobDirs, LaunchFile } from "../job-dir/job-dir.ts";
-import { isStrictlyInside } from "../request/contained-path.ts";
 import { adoptedOutputFile } from "./publish.ts";
 import { reconcileOnStart } from "./reconcile.ts";
 import { FRESH_MS, supervise } from "./run.ts";
+import { runContext } from "./run-context.ts";
 import type { Backends } from "./backend.ts";
 import type { Backend, Run, RunContext, Unrecorded } from "./placement.ts";
-import { TIERS } from "../tiers.ts";
 
 export interface SupervisorDeps {
   store: JobStore;
@@ -27,8 +24,6 @@ export interface SupervisorDeps {
   memoryEvents?: string | null;
 }
 
-export type Supervisor = ReturnType<typeof createSupervisor>;
-
 /** Why a job's preparation stopped: a cancel, not a failure of the copy. */
 export class PreparationCancelled extends Error {
   constructor() {
@@ -40,211 +35,211 @@ export class PreparationCancelled extends Error {
  * for the state dir to take it. */
 export type LiveProgress = Progress & { queue_reason: string | null; unrecorded: Unrecorded | null };
 
-// The runs of this worker: started, adopted after a restart, watched, cancelled, waited for.
-export function createSupervisor(deps: SupervisorDeps) {
-  const { store, config, now, log } = deps;
-  const runs = new Map<string, Run>();
-  const launches = new Set<string>();
+/** The runs of this worker: started, adopted after a restart, watched, cancelled, waited for. */
+export interface Supervisor {
+  /** The claimed job's first phase: `work` copies its dataset and launches it, or says how it ended before any
+   * trainer existed (a copy that failed or was cancelled), which goes on record. Watchers hear of its end. */
+  prepare(id: string, work: (signal: AbortSignal) => Promise<Outcome | null>): void;
+  /** Places a claimed job's run through the configured backend and follows it; throws (having stopped whatever it
+   * started) when it cannot. */
+  start(row: Job, outputFile: string, launch: LaunchFile): Promise<void>;
+  /** Whether a run of ours follows the job, or is being launched for it. */
+  follows(id: string): boolean;
+  /** Answers once no process of the job is left, with the final record (null for a job the store does not know). */
+  cancel(id: string): Promise<Job | null>;
+  /** Answers once the run has ended (paused at its next state, or finished first), with the final record. */
+  pause(id: string): Promise<Job | null>;
+  /** Calls `watcher` after each change of the job; returns the unsubscribe. A watched run is read at the watched
+   * pace from then on. */
+  watch(id: string, watcher: () => void): () => void;
+  isRunning(id: string): boolean;
+  /** The one read of jobs as they stand: what every run's trainer wrote up to FRESH_MS ago is taken in (onto its
+   * record) first, then `read` reads the records and, through `live`, each run's progress over them. */
+  fresh<T>(read: (live: (id: string) => LiveProgress | null) => T): T;
+  activeTrainerPid(): number | null;
+  /** The runs that ended but whose record waits for the state dir. */
+  unrecordedJobIds(): string[];
+  /** Re-adopts what survived a restart of the worker (or the loss of its database); fails what did not. */
+  reconcile(): void;
+  /** Lets every job in preparation or running finish its bookkeeping (tests; a worker that stops leaves its runs
+   * running and does not wait). */
+  untilIdle(): Promise<void>;
+}
+
+// What the supervisor keeps: the runs it follows, the jobs being launched or prepared, who watches which job.
+interface Supervision {
+  deps: SupervisorDeps;
+  runs: Map<string, Run>;
+  launches: Set<string>;
   // Jobs in their first phase, `preparing`: no process of theirs exists yet. A cancel aborts the work.
-  const preparations = new Map<string, { abort: AbortController; done: Promise<void> }>();
-  const watchers = new Map<string, Set<() => void>>();
-  const lives = new WeakMap<Run, { progress: Progress; live: LiveProgress }>();
-  const notify = (id: string) => {
-    for (const watcher of watchers.get(id) ?? []) watcher();
-  };
+  preparations: Map<string, { abort: AbortController; done: Promise<void> }>;
+  watchers: Map<string, Set<() => void>>;
+  lives: WeakMap<Run, { progress: Progress; live: LiveProgress }>;
+}
 
-  // A run's progress as last taken in; a run Slurm still holds shows as queued, with Slurm's reason. The same object
-  // until the run's progress or its place in a queue changes: answers built from it are serialised once per change.
-  const liveOf = (id: string): LiveProgress | null => {
-    const run = runs.get(id);
-    if (!run) return null;
-    const [progress, reason, unrecorded] = [run.progress(), run.queued(), run.unrecorded()];
-    const last = lives.get(run);
-    const same = last?.progress === progress && last.live.queue_reason === reason;
-    if (same && last.live.unrecorded === unrecorded) return last.live;
-    const live: LiveProgress = reason === null
-      ? { ...progress, queue_reason: null, unrecorded }
-      : { ...progress, phase: "queued", queue_reason: reason, unrecorded };
-    lives.set(run, { progress, live });
-    return live;
+/** The supervisor of this worker's runs. */
+export function createSupervisor(deps: SupervisorDeps): Supervisor {
+  const s: Supervision = {
+    deps, runs: new Map(), launches: new Set(), preparations: new Map(), watchers: new Map(), lives: new WeakMap(),
   };
-
-  const contextFor = (row: Job, outputFile: string, backend: Backend): RunContext => {
-    const { request } = row;
-    const dir = deps.dirs.of(row.id);
-    const startedAt = Date.parse(row.started_at ?? row.created_at);
-    const boundMs = config.watchdog.tier_timeout_seconds[TIERS[request.tier].budget] * 1000;
-    // A run launched before run directories existed writes its LoRA straight into the output dir.
-    const runFile = existsSync(dir.run) ? join(dir.run, basename(outputFile)) : outputFile;
-    return {
-      id: row.id, jobDir: dir, stateDir: config.state_dir, runFile, outputFile, handoffRoot: config.handoff_root,
-      store, now, log,
-      graceMs: config.trainer.cancel_grace_seconds * 1000,
-      stallMs: config.watchdog.stall_seconds * 1000,
-      deadline: backend.deadline(startedAt, boundMs),
-      nanUpdates: config.watchdog.nan_updates,
-      expectedTotal: row.total_steps,
-      resumedAt: row.resumed_from_step ?? 0,
-      checkpoints: row.checkpoints,
-      inherited: row.resume_state === null || row.resume_step === null || isStrictlyInside(dir.run, row.resume_state)
-        ? null
-        : { step: row.resume_step, state: row.resume_state, digest: row.resume_digest },
-      pauseRequested: row.pause_requested_at !== null,
-      samples: (request.samples ?? 0) > 0 ? { known: row.samples, sinceMs: Date.parse(row.created_at) } : null,
-      memoryEvents: deps.memoryEvents ?? null,
-      changed: () => notify(row.id),
-      watched: () => watchers.has(row.id),
-    };
-  };
-  const track = (run: Run) => {
-    runs.set(run.id, run);
-    void run.finished.finally(() => runs.delete(run.id));
-  };
-  // A cancel that arrives while its job is being prepared or launched waits for the run (or the job's end).
-  const launching = async (id: string): Promise<Run | undefined> => {
-    await preparations.get(id)?.done;
-    while (launches.has(id) && !runs.has(id)) await Bun.sleep(5);
-    return runs.get(id);
-  };
-  // The backend's own state of a placed run, for the restart that hands the run back to it.
-  const recordPlacement = (ctx: RunContext, backend: Backend, state: unknown) => {
-    try {
-      ctx.jobDir.writePlacement({ backend: backend.kind, state });
-    } catch (err) {
-      log.error("could not record where the run was placed", { job_id: ctx.id, error: (err as Error).message });
-    }
-  };
-  const record = async (id: string, what: string, outcome: Outcome) => {
-    const guard = createWriteGuard(log, id);
-    await writeUntilDone(guard, what, () => store.finish(id, outcome, now().toISOString()));
-  };
-
   return {
-    // The claimed job's first phase: `work` copies its dataset and launches it, or says how it ended before any
-    // trainer existed (a copy that failed or was cancelled), which goes on record. Watchers hear of its end.
-    prepare(id: string, work: (signal: AbortSignal) => Promise<Outcome | null>): void {
-      const abort = new AbortController();
-      const done = work(abort.signal)
-        .catch((err: Error) => failedOutcome("spawn_failed", `the job could not be prepared: ${err.message}`))
-        .then(async (ended) => {
-          if (ended !== null) await record(id, "end before the launch", ended);
-        })
-        .finally(() => {
-          preparations.delete(id);
-          notify(id);
-        });
-      preparations.set(id, { abort, done });
+    prepare: (id, work) => prepare(s, id, work),
+    start: (row, outputFile, launch) => start(s, row, outputFile, launch),
+    follows: (id) => s.runs.has(id) || s.launches.has(id),
+    cancel: (id) => cancel(s, id),
+    pause: (id) => pause(s, id),
+    watch: (id, watcher) => watch(s, id, watcher),
+    isRunning: (id) => s.runs.has(id),
+    fresh(read) {
+      for (const run of s.runs.values()) run.refresh(FRESH_MS);
+      return read((id) => liveOf(s, id));
     },
-
-    // Places a claimed job's run through the configured backend and follows it; throws (having stopped whatever it
-    // started) when it cannot. The job's files and who places it come first, so a restart at any moment finds both.
-    async start(row: Job, outputFile: string, launch: LaunchFile): Promise<void> {
-      launches.add(row.id);
-      try {
-        const { request } = row;
-        const job = {
-          id: row.id, request, request_hash: row.request_hash, idempotency_key: row.idempotency_key,
-          admission_warning: row.admission_warning, simulated: row.simulated, created_at: row.created_at,
-        };
-        const { chosen } = deps.backends;
-        const ctx = contextFor(row, outputFile, chosen);
-        ctx.jobDir.writeLaunch(launch, job);
-        ctx.jobDir.writePlacement({ backend: chosen.kind, state: null });
-        const { placement, state } = await chosen.start(ctx, request);
-        track(supervise(ctx, placement, null));
-        recordPlacement(ctx, chosen, state);
-      } finally {
-        launches.delete(row.id);
-      }
-    },
-
-    // Whether a run of ours follows the job, or is being launched for it.
-    follows(id: string): boolean {
-      return runs.has(id) || launches.has(id);
-    },
-
-    // Answers once no process of the job is left, with the final record. A job still preparing stops there:
-    // its intent is recorded first, so a copy that ends at the same moment launches nothing.
-    async cancel(id: string): Promise<Job | null> {
-      const row = store.get(id);
-      if (!row) return null;
-      const preparing = preparations.get(id);
-      if (preparing) {
-        store.requestStop(id, "cancel", now().toISOString());
-        preparing.abort.abort(new PreparationCancelled());
-      }
-      const run = runs.get(id) ?? (await launching(id));
-      if (!run) return store.get(id);
-      await run.stop("cancel");
-      await run.finished;
-      return store.get(id);
-    },
-
-    // Answers once the run has ended (paused at its next state, or finished first), with the final record. A job
-    // still preparing has the pause on record before its launch, so its run is paused from its first step.
-    async pause(id: string): Promise<Job | null> {
-      const row = store.get(id);
-      if (!row) return null;
-      if (preparations.has(id)) store.requestPause(id, now().toISOString());
-      const run = runs.get(id) ?? (await launching(id));
-      if (!run) return store.get(id);
-      run.pause();
-      await run.finished;
-      return store.get(id);
-    },
-
-    // Calls `watcher` after each change of the job; returns the unsubscribe. A watched run is read at the
-    // watched pace from now on.
-    watch(id: string, watcher: () => void): () => void {
-      const set = watchers.get(id) ?? new Set();
-      watchers.set(id, set.add(watcher));
-      runs.get(id)?.refresh(0);
-      return () => {
-        set.delete(watcher);
-        if (set.size === 0) watchers.delete(id);
-      };
-    },
-
-    isRunning(id: string): boolean {
-      return runs.has(id);
-    },
-
-    /** The one read of jobs as they stand: what every run's trainer wrote up to FRESH_MS ago is taken in (onto its
-     * record) first, then `read` reads the records and, through `live`, each run's progress over them. */
-    fresh<T>(read: (live: (id: string) => LiveProgress | null) => T): T {
-      for (const run of runs.values()) run.refresh(FRESH_MS);
-      return read(liveOf);
-    },
-
-    activeTrainerPid(): number | null {
-      const [run] = runs.values();
-      return run?.pgid() ?? null;
-    },
-
-    /** The runs that ended but whose record waits for the state dir. */
-    unrecordedJobIds(): string[] {
-      return [...runs.values()].filter((r) => r.unrecorded() !== null).map((r) => r.id);
-    },
-
-    // Re-adopts what survived a restart of the worker (or the loss of its database); fails what did not.
-    reconcile(): void {
-      reconcileOnStart({ store, dirs: deps.dirs, backends: deps.backends, now, log }, (adoption) => {
-        const { row, backend } = adoption;
-        const outputFile = adoptedOutputFile(row.request, config.handoff_root);
-        try {
-          const ctx = contextFor(row, outputFile, backend);
-          track(supervise(ctx, adoption.placement(ctx), adoption.pendingStop));
-        } catch (err) {
-          log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
-        }
-      });
-    },
-
-    // Lets every job in preparation or running finish its bookkeeping (tests; a worker that stops leaves its runs
-    // running and does not wait).
-    async untilIdle(): Promise<void> {
-      await Promise.all([...preparations.values()].map((p) => p.done));
-      await Promise.all([...runs.values()].map((r) => r.finished));
+    activeTrainerPid: () => s.runs.values().next().value?.pgid() ?? null,
+    unrecordedJobIds: () => [...s.runs.values()].filter((r) => r.unrecorded() !== null).map((r) => r.id),
+    reconcile: () => reconcile(s),
+    async untilIdle() {
+      await Promise.all([...s.preparations.values()].map((p) => p.done));
+      await Promise.all([...s.runs.values()].map((r) => r.finished));
     },
   };
+}
+
+function notify(s: Supervision, id: string): void {
+  for (const watcher of s.watchers.get(id) ?? []) watcher();
+}
+
+// A run's progress as last taken in; a run Slurm still holds shows as queued, with Slurm's reason. The same object
+// until the run's progress or its place in a queue changes: answers built from it are serialised once per change.
+function liveOf(s: Supervision, id: string): LiveProgress | null {
+  const run = s.runs.get(id);
+  if (!run) return null;
+  const [progress, reason, unrecorded] = [run.progress(), run.queued(), run.unrecorded()];
+  const last = s.lives.get(run);
+  const same = last?.progress === progress && last.live.queue_reason === reason;
+  if (same && last.live.unrecorded === unrecorded) return last.live;
+  const live: LiveProgress = reason === null
+    ? { ...progress, queue_reason: null, unrecorded }
+    : { ...progress, phase: "queued", queue_reason: reason, unrecorded };
+  s.lives.set(run, { progress, live });
+  return live;
+}
+
+function track(s: Supervision, run: Run): void {
+  s.runs.set(run.id, run);
+  void run.finished.finally(() => s.runs.delete(run.id));
+}
+
+// What a run is told, with the supervisor's own hooks: who hears of its changes, and whether anyone watches.
+function contextOf(s: Supervision, row: Job, outputFile: string, backend: Backend): RunContext {
+  const hooks = { changed: () => notify(s, row.id), watched: () => s.watchers.has(row.id) };
+  return runContext(s.deps, row, outputFile, backend, hooks);
+}
+
+// A failure or cancel of the preparation is recorded as the job's end; watchers hear of the end either way.
+function prepare(s: Supervision, id: string, work: (signal: AbortSignal) => Promise<Outcome | null>): void {
+  const abort = new AbortController();
+  const done = work(abort.signal)
+    .catch((err: Error) => failedOutcome("spawn_failed", `the job could not be prepared: ${err.message}`))
+    .then(async (ended) => {
+      if (ended === null) return;
+      const { store, now, log } = s.deps;
+      const record = () => store.finish(id, ended, now().toISOString());
+      await writeUntilDone(createWriteGuard(log, id), "end before the launch", record);
+    })
+    .finally(() => {
+      s.preparations.delete(id);
+      notify(s, id);
+    });
+  s.preparations.set(id, { abort, done });
+}
+
+// The job's files and who places it come first, so a restart at any moment finds both; the backend's own state of
+// the placed run follows, for the restart that hands the run back to it.
+async function start(s: Supervision, row: Job, outputFile: string, launch: LaunchFile): Promise<void> {
+  s.launches.add(row.id);
+  try {
+    const job = {
+      id: row.id, request: row.request, request_hash: row.request_hash, idempotency_key: row.idempotency_key,
+      admission_warning: row.admission_warning, simulated: row.simulated, created_at: row.created_at,
+    };
+    const { chosen } = s.deps.backends;
+    const ctx = contextOf(s, row, outputFile, chosen);
+    ctx.jobDir.writeLaunch(launch, job);
+    ctx.jobDir.writePlacement({ backend: chosen.kind, state: null });
+    const { placement, state } = await chosen.start(ctx, row.request);
+    track(s, supervise(ctx, placement, null));
+    recordPlacement(s, ctx, chosen.kind, state);
+  } finally {
+    s.launches.delete(row.id);
+  }
+}
+
+function recordPlacement(s: Supervision, ctx: RunContext, backend: string, state: unknown): void {
+  try {
+    ctx.jobDir.writePlacement({ backend, state });
+  } catch (err) {
+    s.deps.log.error("could not record where the run was placed", { job_id: ctx.id, error: (err as Error).message });
+  }
+}
+
+// A cancel or pause that arrives while its job is being prepared or launched waits for the run (or the job's end).
+async function launching(s: Supervision, id: string): Promise<Run | undefined> {
+  await s.preparations.get(id)?.done;
+  while (s.launches.has(id) && !s.runs.has(id)) await Bun.sleep(5);
+  return s.runs.get(id);
+}
+
+// A job still preparing stops there: its intent is recorded first, so a copy that ends at the same moment launches
+// nothing.
+async function cancel(s: Supervision, id: string): Promise<Job | null> {
+  const { store, now } = s.deps;
+  if (!store.get(id)) return null;
+  const preparing = s.preparations.get(id);
+  if (preparing) {
+    store.requestStop(id, "cancel", now().toISOString());
+    preparing.abort.abort(new PreparationCancelled());
+  }
+  const run = s.runs.get(id) ?? (await launching(s, id));
+  if (run) {
+    await run.stop("cancel");
+    await run.finished;
+  }
+  return store.get(id);
+}
+
+// A job still preparing has the pause on record before its launch, so its run is paused from its first step.
+async function pause(s: Supervision, id: string): Promise<Job | null> {
+  const { store, now } = s.deps;
+  if (!store.get(id)) return null;
+  if (s.preparations.has(id)) store.requestPause(id, now().toISOString());
+  const run = s.runs.get(id) ?? (await launching(s, id));
+  if (run) {
+    run.pause();
+    await run.finished;
+  }
+  return store.get(id);
+}
+
+function watch(s: Supervision, id: string, watcher: () => void): () => void {
+  const set = s.watchers.get(id) ?? new Set();
+  s.watchers.set(id, set.add(watcher));
+  s.runs.get(id)?.refresh(0);
+  return () => {
+    set.delete(watcher);
+    if (set.size === 0) s.watchers.delete(id);
+  };
+}
+
+function reconcile(s: Supervision): void {
+  const { store, config, dirs, backends, now, log } = s.deps;
+  reconcileOnStart({ store, dirs, backends, now, log }, (adoption) => {
+    const { row, backend } = adoption;
+    const outputFile = adoptedOutputFile(row.request, config.handoff_root);
+    try {
+      const ctx = contextOf(s, row, outputFile, backend);
+      track(s, supervise(ctx, adoption.placement(ctx), adoption.pendingStop));
+    } catch (err) {
+      log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
+    }
+  });
 }
