@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { isActive } from "../job.ts";
 import type { Job } from "../store/job-store.ts";
-import type { Supervisor } from "../supervisor/supervisor.ts";
+import type { Supervisor } from "../supervisor/index.ts";
 
 // GET /train/{id}/events: the job's feed (one watcher per job, below) written to each of its streams.
 // Events are snapshots of the job view, so a resumed stream needs no replay: it starts from the

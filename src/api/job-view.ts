@@ -1,5 +1,5 @@
 import { isActive } from "../job.ts";
-import type { LiveProgress, Supervisor } from "../supervisor/supervisor.ts";
+import type { LiveProgress, Supervisor } from "../supervisor/index.ts";
 import type { JobFilter } from "../job.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
 import { SAMPLE_TEMPLATES, samplePrompt } from "../recipe/samples.ts";

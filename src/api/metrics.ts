@@ -4,7 +4,7 @@ import { cotenantsOf } from "../gpu/admission.ts";
 import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
 import { ErrorCode, JobStatus } from "../job.ts";
 import type { StateHealth } from "../store/state-health.ts";
-import type { LiveProgress } from "../supervisor/supervisor.ts";
+import type { LiveProgress } from "../supervisor/index.ts";
 import type { JobViews } from "./job-view.ts";
 import type { Family } from "./prometheus.ts";
 

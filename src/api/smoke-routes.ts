@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { LoadedConfig } from "../config/load.ts";
 import type { Dispatcher } from "../dispatch/dispatch.ts";
-import type { Supervisor } from "../supervisor/supervisor.ts";
+import type { Supervisor } from "../supervisor/index.ts";
 import { dispatchSmoke } from "../dispatch/smoke.ts";
 import { refusalError } from "./errors.ts";
 import { readJsonBody } from "./body.ts";

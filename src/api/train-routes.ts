@@ -4,7 +4,7 @@ import { Hono } from "hono";
 import type { Dispatcher } from "../dispatch/dispatch.ts";
 import type { JobStore } from "../store/job-store.ts";
 import type { JobDirs } from "../job-dir/job-dir.ts";
-import type { Supervisor } from "../supervisor/supervisor.ts";
+import type { Supervisor } from "../supervisor/index.ts";
 import { ApiError, noSuchJob, refusalError } from "./errors.ts";
 import { createJobFeeds, jobEvents } from "./events.ts";
 import { idempotencyKeyOf, readJsonBody, readOptionalJsonBody } from "./body.ts";

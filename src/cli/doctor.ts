@@ -26,7 +26,7 @@ import {
   checkTrainerPython,
 } from "../doctor/trainer-checks.ts";
 import { checkTokenizers } from "../doctor/tokenizer-checks.ts";
-import { createBackends } from "../supervisor/backend.ts";
+import { createBackends } from "../supervisor/index.ts";
 import { shimCommand } from "./executables.ts";
 import { checkTrainerTmpdir } from "../doctor/tmpdir-check.ts";
 import { parseArgs, UsageError } from "./args.ts";

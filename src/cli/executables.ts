@@ -1,5 +1,5 @@
 import type { Config } from "../config/schema.ts";
-import type { ShimCommand } from "../supervisor/placement.ts";
+import type { ShimCommand } from "../supervisor/index.ts";
 import { describeTrainer, type Trainer } from "../trainer/trainer.ts";
 
 // This program, whether compiled or run from source: it is the shim and the simulated trainer.

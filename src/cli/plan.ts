@@ -1,7 +1,7 @@
 import { formatFor } from "../logger.ts";
 import { buildLaunch } from "../recipe/command.ts";
 import { checkTrain } from "../request/check.ts";
-import { createBackends } from "../supervisor/backend.ts";
+import { createBackends } from "../supervisor/index.ts";
 import { jobDir } from "../job-dir/job-dir.ts";
 import { UsageError, parseArgs } from "./args.ts";
 import { chooseTrainer, shimCommand } from "./executables.ts";

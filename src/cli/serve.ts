@@ -9,7 +9,7 @@ import { openJobStore, type JobStore } from "../store/job-store.ts";
 import { StoreUnusable } from "../store/open.ts";
 import { ownMemoryEvents } from "../os/proc.ts";
 import { jobsDir } from "../job-dir/job-dir.ts";
-import { createRetention } from "../supervisor/retention.ts";
+import { createRetention } from "../supervisor/index.ts";
 import { tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";

@@ -6,9 +6,7 @@ import type { JobStore } from "../store/job-store.ts";
 import { markedProcesses } from "../os/proc.ts";
 import { createStateHealth } from "../store/state-health.ts";
 import { jobDirs } from "../job-dir/job-dir.ts";
-import { createBackends } from "../supervisor/backend.ts";
-import type { ShimCommand } from "../supervisor/placement.ts";
-import { createSupervisor, type SupervisorDeps } from "../supervisor/supervisor.ts";
+import { createBackends, createSupervisor, type ShimCommand, type SupervisorDeps } from "../supervisor/index.ts";
 import type { Trainer } from "../trainer/trainer.ts";
 
 type Built = "supervisor" | "dispatcher" | "backend" | "stateHealth" | "gpu" | "dirs";

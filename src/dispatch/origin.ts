@@ -8,7 +8,7 @@ import { type BaseModelPrint, baseModelPrint } from "../request/base-model.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { fail, ok, type Result } from "../result.ts";
 import type { DatasetOnRecord, Job } from "../store/job-store.ts";
-import { PreparationCancelled } from "../supervisor/supervisor.ts";
+import { PreparationCancelled } from "../supervisor/index.ts";
 import { TIERS } from "../tiers.ts";
 import {
   DatasetChanged, linkSnapshot, type PredecessorCopy, snapshotDataset,

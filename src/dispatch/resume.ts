@@ -5,7 +5,7 @@ import type { CheckedTrain } from "../request/check.ts";
 import { isStrictlyInside, realOrNull } from "../request/contained-path.ts";
 import { fail, ok, type Result } from "../result.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
-import { usableState } from "../supervisor/checkpoints.ts";
+import { usableState } from "../supervisor/index.ts";
 import { jobsDir } from "../job-dir/job-dir.ts";
 import { TIERS } from "../tiers.ts";
 import type { DispatchRefusal, Refused } from "./refusal.ts";

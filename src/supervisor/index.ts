@@ -1,0 +1,14 @@
+// The supervisor's one face to the rest of the worker: what builds it (the supervisor, the backends, retention),
+// what the routes and dispatch read of it, and the check of a saved state a resume makes before it claims. The
+// shim (shim.ts) is a program of its own, which main.ts enters by name.
+export {
+  createSupervisor,
+  PreparationCancelled,
+  type LiveProgress,
+  type Supervisor,
+  type SupervisorDeps,
+} from "./supervisor.ts";
+export { createBackends } from "./backend.ts";
+export { createRetention } from "./retention.ts";
+export { usableState } from "./checkpoints.ts";
+export type { Backend, ShimCommand } from "./placement.ts";
