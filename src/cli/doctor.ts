@@ -67,7 +67,7 @@ async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
     ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
     checkStateDir(config, account, runAs),
     checkTrainerTmpdir(deps),
-    createBackends(config, shimCommand(), process.env.SLURM_CONF).chosen.checks(deps.devDir),
+    createBackends(config, shimCommand(), process.env).chosen.checks(deps.devDir),
     checkPort(config),
     checkTokenFile(config, account, runAs),
   ]);

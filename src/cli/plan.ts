@@ -23,7 +23,7 @@ export async function planCommand(argv: string[]): Promise<number> {
     return 1;
   }
   const { config } = loaded;
-  const gpu = createBackends(config, shimCommand(), process.env.SLURM_CONF).chosen.launch(checked.value.device);
+  const gpu = createBackends(config, shimCommand(), process.env).chosen.launch(checked.value.device);
   const paths = jobDir(config.state_dir, PLAN_JOB_ID);
   const plan = buildLaunch(checked.value, config, paths, chooseTrainer(config), gpu);
   process.stdout.write(`${JSON.stringify(plan, null, 2)}\n`);

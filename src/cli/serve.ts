@@ -55,7 +55,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     now,
     trainer,
     shim: shimCommand(),
-    slurmConf: process.env.SLURM_CONF,
+    environment: process.env,
     memoryEvents: ownMemoryEvents(),
     keepOpen: (req) => keepOpen(req),
     version: BUILD.version,

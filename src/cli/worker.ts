@@ -6,7 +6,9 @@ import type { JobStore } from "../store/job-store.ts";
 import { markedProcesses } from "../os/proc.ts";
 import { createStateHealth } from "../store/state-health.ts";
 import { jobDirs } from "../job-dir/job-dir.ts";
-import { createBackends, createSupervisor, type ShimCommand, type SupervisorDeps } from "../supervisor/index.ts";
+import {
+  createBackends, createSupervisor, type BackendEnvironment, type ShimCommand, type SupervisorDeps,
+} from "../supervisor/index.ts";
 import type { Trainer } from "../trainer/trainer.ts";
 
 type Built = "supervisor" | "dispatcher" | "backend" | "stateHealth" | "gpu" | "dirs";
@@ -17,8 +19,8 @@ export interface WorkerDeps extends Omit<AppDeps, Built> {
   /** How a run is started: the trainer (accelerate, or the simulator), and this program as the shim. */
   trainer: Trainer;
   shim: ShimCommand;
-  /** Where Slurm's commands find their cluster, when not at their built-in path. */
-  slurmConf: string | undefined;
+  /** The environment the worker started with, for the backends' own tools (Slurm's SLURM_CONF). */
+  environment: BackendEnvironment;
   now?: () => Date;
   memoryEvents?: SupervisorDeps["memoryEvents"];
   /** The GPU probe, when not the config's `nvidia-smi` at its timeout and cache. */
@@ -40,7 +42,7 @@ export function createWorker(deps: WorkerDeps) {
     ttlMs: config.gpu.cache_ttl_ms,
   });
   const dirs = jobDirs(config.state_dir);
-  const backends = createBackends(config, deps.shim, deps.slurmConf);
+  const backends = createBackends(config, deps.shim, deps.environment);
   const backend = backends.chosen;
   const stateHealth = createStateHealth(store, config.state_dir, now);
   const memoryEvents = deps.memoryEvents ?? null;

@@ -56,7 +56,7 @@ export async function admit(
   const admission = await judgeGpu(ctx, train);
   if (!admission.ok) return fail({ kind: "refused", refusal: admission.error });
   const refused = await ctx.backend.refusal(train.request);
-  if (refused !== null) return fail({ kind: "slurm_refused", detail: `Slurm would not take the run: ${refused}` });
+  if (refused !== null) return fail({ kind: "backend_refused", detail: refused });
   return ok(admission.value);
 }
 

@@ -17,7 +17,7 @@ export type DispatchRefusal =
   | { kind: "not_resumable"; detail: string }
   | { kind: "base_model_changed"; detail: string }
   | { kind: "no_such_job" }
-  | { kind: "slurm_refused"; detail: string }
+  | { kind: "backend_refused"; detail: string }
   | { kind: "smoke_unavailable"; detail: string };
 
 export type DispatchResult = Result<Job, DispatchRefusal>;
@@ -39,11 +39,13 @@ type Of<K extends Kind> = Extract<AnsweredRefusal, { kind: K }>;
 type RefusalBody = Record<string, unknown>;
 
 interface Row<K extends Kind> {
-  // 409 and 503 send the kind as `reason`, and list it in the OpenAPI enum of their answer.
+  // 409 and 503 send a `reason`, and list it in the OpenAPI enum of their answer.
   status: 404 | 409 | 422 | 503;
   retryAfterS?: number;
-  // The body; `reason` is the row's kind, placed where the answer has always carried it.
-  body: (refusal: Of<K>, reason: K) => RefusalBody;
+  // The reason on the wire where it is not the kind's own name.
+  reason?: string;
+  // The body; `reason` is the row's reason, placed where the answer has always carried it.
+  body: (refusal: Of<K>, reason: string) => RefusalBody;
 }
 
 const BUSY_RETRY_AFTER_S = 30;
@@ -65,7 +67,7 @@ const vram = (r: { refusal: VramRefusal }) => ({ ...r.refusal });
 
 /**
  * Every refusal's SPEC §3 answer, one row per kind: its status, its Retry-After and its body. A row of 409 or 503
- * sends its kind as `reason`, and the OpenAPI enums of reasons list those rows in this order.
+ * sends its kind (or its own `reason`) as `reason`, and the OpenAPI enums of reasons list those rows in this order.
  */
 export const REFUSALS = {
   invalid: { status: 422, body: (r) => ({ detail: r.detail }) },
@@ -107,13 +109,8 @@ export const REFUSALS = {
       reason,
     }),
   },
-  slurm_refused: {
-    status: 503,
-    body: (r, reason) => ({
-      detail: `${r.detail}; check the [slurm] settings and the devices' gres (lora-worker doctor)`,
-      reason,
-    }),
-  },
+  // Only the Slurm backend refuses a run; arbo has always read this as slurm_refused.
+  backend_refused: { status: 503, reason: "slurm_refused", body: said },
 } satisfies { [K in Kind]: Row<K> };
 
 // A refusal as answered: its status, its body and, where the row has one, its Retry-After in seconds.
@@ -130,15 +127,18 @@ export function answerRefusal(refusal: DispatchRefusal): RefusalAnswer {
     : refusal) as AnsweredRefusal;
   // One row per kind, so the row and the refusal agree; TypeScript cannot follow a union through the index.
   const row = REFUSALS[answered.kind] as Row<Kind>;
-  const body = row.body(answered as Of<Kind>, answered.kind);
+  const body = row.body(answered as Of<Kind>, row.reason ?? answered.kind);
   const { status, retryAfterS } = row;
   return retryAfterS === undefined ? { status, body } : { status, body, retryAfterS };
 }
 
-type Reasoned<S> = { [K in Kind]: (typeof REFUSALS)[K]["status"] extends S ? K : never }[Kind];
+// A row's reason on the wire: its own, or its kind.
+type ReasonOf<K extends Kind> = (typeof REFUSALS)[K] extends { reason: infer R extends string } ? R : K;
+type Reasoned<S> = { [K in Kind]: (typeof REFUSALS)[K]["status"] extends S ? ReasonOf<K> : never }[Kind];
 
 /** The reasons sent with a status, in the table's order: the OpenAPI enum of that answer. */
 export function reasonsOf<S extends Row<Kind>["status"]>(status: S): [Reasoned<S>, ...Reasoned<S>[]] {
   const kinds = (Object.keys(REFUSALS) as Kind[]).filter((k) => REFUSALS[k].status === status);
-  return kinds as [Reasoned<S>, ...Reasoned<S>[]];
+  const reasons = kinds.map((k) => (REFUSALS[k] as Row<Kind>).reason ?? k);
+  return reasons as [Reasoned<S>, ...Reasoned<S>[]];
 }

@@ -11,4 +11,4 @@ export {
 export { createBackends } from "./backend.ts";
 export { createRetention } from "./retention.ts";
 export { usableState } from "./checkpoints.ts";
-export type { Backend, ShimCommand } from "./placement.ts";
+export type { Backend, BackendEnvironment, ShimCommand } from "./placement.ts";

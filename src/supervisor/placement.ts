@@ -94,6 +94,10 @@ export interface PendingStop {
   recordedAt: number;
 }
 
+/** The worker's environment as it started, which a backend's own tools may need (Slurm's SLURM_CONF names where its
+ * commands find their cluster). */
+export type BackendEnvironment = Readonly<Record<string, string | undefined>>;
+
 /** This program, which is the shim, and the PATH it runs with. */
 export interface ShimCommand {
   command: string[];
@@ -147,7 +151,8 @@ export interface Backend {
   readonly facts: { backend: BackendKind; max_active_jobs?: number };
   /** Which GPU the trainer sees, and whether the shim passes signals on to it (a Slurm batch script does). */
   launch(device: Device): GpuPlacement & { forwardSignals: boolean };
-  /** Why the backend would refuse the run, asked before anything is recorded; null when it would take it. */
+  /** Why the backend would refuse the run, in words for arbo (what to check included), asked before anything is
+   * recorded; null when it would take it. */
   refusal(request: JobRequest): Promise<string | null>;
   /** When the tier's bound ends the run (epoch ms); on Slurm its --time does. */
   deadline(startedAt: number, boundMs: number): number;

@@ -91,7 +91,7 @@ export function supervisorFor(tree: HostTree, config: Config, trainerCommand: st
   const loaded = { config, file: null, defaultsInUse: [], envOverrides: [] };
   const worker = createWorker({
     loaded, store, log: silentLogger, auth: openGate(), trainer: trainerFor(config, trainerCommand),
-    shim: { command: [process.execPath, MAIN], path: process.env.PATH! }, slurmConf: undefined,
+    shim: { command: [process.execPath, MAIN], path: process.env.PATH! }, environment: {},
     version: "test", startedAt: Date.now(), ...opts,
   });
   const { supervisor } = worker;

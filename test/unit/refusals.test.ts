@@ -7,7 +7,8 @@ import { REFUSALS, reasonsOf } from "../../src/dispatch/refusal.ts";
 describe("the table of refusals", () => {
   test("the OpenAPI enums of reasons are its rows of 409 and of 503, in its order", () => {
     const kinds = Object.keys(REFUSALS);
-    const of = (status: number) => kinds.filter((k) => REFUSALS[k as keyof typeof REFUSALS].status === status);
+    const row = (k: string) => REFUSALS[k as keyof typeof REFUSALS] as { status: number; reason?: string };
+    const of = (status: number) => kinds.filter((k) => row(k).status === status).map((k) => row(k).reason ?? k);
     expect(Conflict.shape.reason.options).toEqual(of(409) as typeof Conflict.shape.reason.options);
     expect(Unavailable.shape.reason.options).toEqual(of(503) as typeof Unavailable.shape.reason.options);
     // Contrast: the rows answered 404 and 422 carry no reason, so no enum lists them.
@@ -25,5 +26,13 @@ describe("the table of refusals", () => {
     expect([probe.status, probe.body, probe.headers]).toEqual([503, { detail: "no driver", reason: "gpu_probe_failed" }, {}]);
     // Contrast: a row without Retry-After sends none.
     expect(refusalError({ kind: "output_exists", detail: "d" }).headers).toEqual({});
+  });
+
+  test("a backend's refusal is answered under the reason arbo has always read, slurm_refused, with its words", () => {
+    const refused = refusalError({ kind: "backend_refused", detail: "Slurm would not take the run: no partition" });
+    expect([refused.status, refused.body]).toEqual([503, { detail: "Slurm would not take the run: no partition", reason: "slurm_refused" }]);
+    expect(Unavailable.shape.reason.options).toContain("slurm_refused");
+    // Contrast: the kind's own name is not on the wire.
+    expect(Unavailable.shape.reason.options as string[]).not.toContain("backend_refused");
   });
 });

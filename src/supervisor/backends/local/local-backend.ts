@@ -11,7 +11,7 @@ import { type Identities, judgeLocal } from "./recovery.ts";
 const TRAINER_START_TIMEOUT_MS = 15_000;
 
 // One run at a time, on the GPU the request names, bounded by the tier from its start.
-export function localBackend(shim: ShimCommand, config: Config): Backend {
+export function localBackend(config: Config, shim: ShimCommand): Backend {
   return {
     kind: "local",
     maxActive: 1,

@@ -5,12 +5,12 @@
 import { readFileSync } from "node:fs";
 import { JOB_MARKER_ENV } from "../../../os/proc.ts";
 import type { Config } from "../../../config/schema.ts";
-import { isLive, type JobState, type SlurmClient } from "../../../os/slurm.ts";
+import { createSlurmClient, isLive, type JobState, type SlurmClient } from "./slurm-client.ts";
 import type { JobRequest } from "../../../request/schema.ts";
 import { fail } from "../../../result.ts";
 import { TIERS } from "../../../tiers.ts";
 import type { ExitWatch } from "../../exit-watch.ts";
-import type { Backend, Placement, RunContext, ShimCommand, Started } from "../../placement.ts";
+import type { Backend, BackendEnvironment, Placement, RunContext, ShimCommand, Started } from "../../placement.ts";
 import { slurmChecks } from "./slurm-checks.ts";
 
 interface SlurmPlan {
@@ -41,7 +41,8 @@ const resourceOptions = (plan: SlurmPlan) =>
 
 // Up to slurm.max_active_jobs runs, each waiting in Slurm's queue for a GPU Slurm chooses and names in the job's
 // environment, bounded by the tier as its --time (whole minutes, rounded up).
-export function slurmBackend(slurm: SlurmClient, config: Config, shim: ShimCommand): Backend {
+export function slurmBackend(config: Config, shim: ShimCommand, environment: BackendEnvironment): Backend {
+  const slurm = createSlurmClient(config.slurm, environment.SLURM_CONF);
   const planFor = (request: JobRequest): SlurmPlan => ({
     slurm,
     gres: config.devices.find((d) => d.index === request.device_index)?.gres ?? "gpu:1",
@@ -57,7 +58,9 @@ export function slurmBackend(slurm: SlurmClient, config: Config, shim: ShimComma
     // An unknown partition, account or gres.
     async refusal(request) {
       const answer = await slurm.wouldTake(resourceOptions(planFor(request)));
-      return answer.ok ? null : answer.error;
+      if (answer.ok) return null;
+      return `Slurm would not take the run: ${answer.error}; check the [slurm] settings and the devices' gres ` +
+        "(lora-worker doctor)";
     },
     // Slurm counts the --time from the run's start, not from its time in the queue.
     deadline: () => Number.POSITIVE_INFINITY,

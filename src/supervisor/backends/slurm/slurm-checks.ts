@@ -1,6 +1,6 @@
 import type { Config } from "../../../config/schema.ts";
 import { type DoctorCheck, failed, passed } from "../../../doctor/doctor.ts";
-import type { SlurmClient, SlurmNode } from "../../../os/slurm.ts";
+import type { SlurmClient, SlurmNode } from "./slurm-client.ts";
 
 /** What `lora-worker doctor` checks on the Slurm backend: the cluster, not this host's GPUs. */
 export async function slurmChecks(config: Config, slurm: SlurmClient): Promise<DoctorCheck[]> {

@@ -2,7 +2,7 @@
 // `sacct` needs an accounting database, so a job's state is read from `scontrol show job -o`, kept MinJobAge
 // seconds after its end).
 import { join } from "node:path";
-import { fail, ok, type Result } from "../result.ts";
+import { fail, ok, type Result } from "../../../result.ts";
 
 interface SlurmSettings {
   // Where sbatch, scancel and scontrol are.
