@@ -25,16 +25,19 @@ const jobDir = (tree: HostTree, id: string) => join(tree.state, "jobs", id);
 const heldImage = (tree: HostTree, id: string) => join(jobDir(tree, id), "dataset", "images", "img0.png");
 const post = (worker: WorkerProcess, path: string) => worker.json(path, { method: "POST" });
 
-// A job paused at its first saved state (step 40): resumable. Its id.
-async function pausedAtState(worker: WorkerProcess, tree: HostTree): Promise<string> {
+// A job paused at a saved state, resumable: its id and that state's step. The pause is asked before the first state
+// (step 40), but a loaded machine can read the announcements of 40 and 80 together, and the worker then stops at 80.
+type Paused = { id: string; step: number };
+async function pausedAtState(worker: WorkerProcess, tree: HostTree): Promise<Paused> {
   const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
-  const paused = await post(worker, `/train/${id}/pause`);
-  expect(paused.body).toMatchObject({ status: "cancelled", paused: true, resume_step: 40, resumable: true });
-  return id;
+  const paused = (await post(worker, `/train/${id}/pause`)).body;
+  expect(paused).toMatchObject({ status: "cancelled", paused: true, resumable: true });
+  expect(paused.resume_step % 40 === 0 && paused.resume_step < 400).toBe(true);
+  return { id, step: paused.resume_step };
 }
 
 // The predecessor is the job to resume again; the successor that never trained says so, and holds nothing.
-async function expectChainHandedBack(worker: WorkerProcess, tree: HostTree, first: string, successor: string) {
+async function expectChainHandedBack(worker: WorkerProcess, tree: HostTree, { id: first, step }: Paused, successor: string) {
   const after = (await worker.json(`/train/${successor}`)).body;
   expect(after).toMatchObject({ resumed_from: first, resumable: false });
   expect(after.resume_step ?? null).toBeNull();
@@ -43,9 +46,9 @@ async function expectChainHandedBack(worker: WorkerProcess, tree: HostTree, firs
   expect(refused.status).toBe(409);
   expect(refused.body.reason).toBe("not_resumable");
   expect(refused.body.detail).toContain(`resume job ${first}`);
-  expect((await worker.json(`/train/${first}`)).body).toMatchObject({ resumable: true, resume_step: 40 });
+  expect((await worker.json(`/train/${first}`)).body).toMatchObject({ resumable: true, resume_step: step });
   const again = await post(worker, `/train/${first}/resume`);
-  expect(again).toMatchObject({ status: 200, body: { resumed_from: first, resume_step: 40 } });
+  expect(again).toMatchObject({ status: 200, body: { resumed_from: first, resume_step: step } });
   return again.body.worker_job_id as string;
 }
 
@@ -56,9 +59,9 @@ describe("a resume chain, when a resume ends before it trains", () => {
     const first = await pausedAtState(worker, tree);
     let successor: string;
     {
-      await using _slow = await slowCalls(worker.proc.pid, "link", heldImage(tree, first), LINK_DELAY_MS);
-      const resumed = await post(worker, `/train/${first}/resume`);
-      expect(resumed).toMatchObject({ status: 200, body: { resumed_from: first, resume_step: 40 } });
+      await using _slow = await slowCalls(worker.proc.pid, "link", heldImage(tree, first.id), LINK_DELAY_MS);
+      const resumed = await post(worker, `/train/${first.id}/resume`);
+      expect(resumed).toMatchObject({ status: 200, body: { resumed_from: first.id, resume_step: first.step } });
       successor = resumed.body.worker_job_id;
       const cancelled = await post(worker, `/train/${successor}/cancel`);
       expect(cancelled.body).toMatchObject({ status: "cancelled", phase: "preparing" });
@@ -66,9 +69,9 @@ describe("a resume chain, when a resume ends before it trains", () => {
     const next = await expectChainHandedBack(worker, tree, first, successor);
 
     // Contrast: a resume that trained keeps the chain. Cancelled past its start, it is the one to resume.
-    await waitFor(async () => (await worker.json(`/train/${next}`)).body.step >= 45, "the resumed run to train");
+    await waitFor(async () => (await worker.json(`/train/${next}`)).body.step >= first.step + 5, "the resumed run to train");
     expect((await post(worker, `/train/${next}/cancel`)).body).toMatchObject({ status: "cancelled", resumable: true });
-    const refused = await post(worker, `/train/${first}/resume`);
+    const refused = await post(worker, `/train/${first.id}/resume`);
     expect(refused.body).toMatchObject({ reason: "not_resumable" });
     expect(refused.body.detail).toContain(`already resumed by job ${next}`);
     const last = (await post(worker, `/train/${next}/resume`)).body.worker_job_id;
@@ -78,13 +81,13 @@ describe("a resume chain, when a resume ends before it trains", () => {
   test("its worker killed -9 while it links, the restart fails it, removes its links and hands the chain back", async () => {
     using tree = makeHostTree();
     const config = tree.writeConfig(SIMULATE_TABLES(0.005));
-    let first: string;
+    let first: Paused;
     let successor: string;
     {
       const killed = await startWorker(config, { command: [binary] });
       first = await pausedAtState(killed, tree);
-      await using _slow = await slowCalls(killed.proc.pid, "link", heldImage(tree, first), LINK_DELAY_MS);
-      successor = (await post(killed, `/train/${first}/resume`)).body.worker_job_id;
+      await using _slow = await slowCalls(killed.proc.pid, "link", heldImage(tree, first.id), LINK_DELAY_MS);
+      successor = (await post(killed, `/train/${first.id}/resume`)).body.worker_job_id;
       const links = join(jobDir(tree, successor), "dataset", "images");
       await waitFor(() => existsSync(links), "the links to begin");
       killed.proc.kill("SIGKILL");
@@ -95,8 +98,8 @@ describe("a resume chain, when a resume ends before it trains", () => {
     await using worker = await startWorker(config, { command: [binary] });
     const failed = (await worker.json(`/train/${successor}`)).body;
     expect(failed).toMatchObject({ status: "failed", error_code: "worker_restarted" });
-    expect(failed.error).toEndWith(`nothing was trained: resume job ${first} again`);
+    expect(failed.error).toEndWith(`nothing was trained: resume job ${first.id} again`);
     const next = await expectChainHandedBack(worker, tree, first, successor);
-    expect(await untilEnded(worker, next)).toMatchObject({ status: "succeeded", resumed_from: first });
+    expect(await untilEnded(worker, next)).toMatchObject({ status: "succeeded", resumed_from: first.id });
   });
 });
