@@ -68,7 +68,7 @@ async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
     checkStateDir(config, account, runAs),
     checkTrainerTmpdir(deps),
     createBackends(config, shimCommand(), process.env).chosen.checks(deps.devDir),
-    checkPort(config),
+    checkPort(config, account),
     checkTokenFile(config, account, runAs),
   ]);
   return checks.flat();

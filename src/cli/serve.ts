@@ -2,6 +2,7 @@ import type { Server } from "bun";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { setUpAuth, type AuthGate } from "../auth/setup.ts";
+import { bindFailure } from "../config/listen.ts";
 import type { Config } from "../config/schema.ts";
 import { createLogger, formatFor, type LogFormat, type Logger } from "../logger.ts";
 import { acquireInstanceLock, LockHeld } from "../store/state-health.ts";
@@ -14,14 +15,12 @@ import { tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
 import { BUILD } from "../version.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { chooseTrainer, shimCommand } from "./executables.ts";
-import { EXIT_CONFIG, loadConfigOrExit, refuseToStart } from "./start.ts";
+import { EXIT_CONFIG, EXIT_STATE, loadConfigOrExit, refuseToStart } from "./start.ts";
 import { createWorker } from "./worker.ts";
 
 // An idle keep-alive connection, or a handler slower than this, is closed; the few answers bounded by their
 // own deadline (cancel, gpu-status) lift it. Headers must arrive whole within Bun's fixed ~10 s regardless.
 const IDLE_TIMEOUT_S = 30;
-// The state dir is taken or damaged (sysexits' EX_CANTCREAT).
-const EXIT_STATE = 73;
 // Far above MAX_BODY_BYTES on purpose: readJsonBody refuses past 64 KiB itself, with a detail and a closed
 // connection, where Bun's own limit would answer a bare 413.
 const TRANSPORT_BODY_LIMIT = 2 ** 30;
@@ -68,13 +67,7 @@ export async function serveCommand(argv: string[]): Promise<void> {
     if (r.ok) log.info("gpu probe", { devices: r.value.length });
     else log.warn("gpu probe failed", { detail: r.error });
   });
-  server = Bun.serve({
-    hostname: config.listen.host,
-    port: config.listen.port,
-    fetch: app.fetch,
-    maxRequestBodySize: TRANSPORT_BODY_LIMIT,
-    idleTimeout: IDLE_TIMEOUT_S,
-  });
+  server = listenOrExit(config, app.fetch, { store, lock }, refusals);
   keepOpen = (req) => server?.timeout(req, 0);
   const host = server.hostname?.includes(":") ? `[${server.hostname}]` : server.hostname;
   log.info("listening", {
@@ -128,6 +121,32 @@ function installStopPath({ log, store, lock, server }: StopDeps): void {
   process.on("unhandledRejection", (err) => {
     log.error("unhandled rejection", { error: String(err), stack: (err as Error)?.stack });
   });
+}
+
+// An address that cannot be bound is the configuration's fault (or the host's) and a restart would meet it again:
+// one line that names the address and why, EX_CONFIG (the unit's RestartPreventExitStatus=), the state dir let go
+// as a clean stop would, so the next start needs no integrity check. Jobs reconcile adopted run on untouched.
+function listenOrExit(
+  config: Config,
+  fetch: (req: Request) => Response | Promise<Response>,
+  held: { store: JobStore; lock: { release(): void } },
+  refusals: LogFormat,
+): Server<undefined> {
+  try {
+    return Bun.serve({
+      hostname: config.listen.host,
+      port: config.listen.port,
+      fetch,
+      maxRequestBodySize: TRANSPORT_BODY_LIMIT,
+      idleTimeout: IDLE_TIMEOUT_S,
+    });
+  } catch (error) {
+    const { cause, fix } = bindFailure(config.listen, error);
+    held.store.close();
+    held.lock.release();
+    const reason = `cannot listen on ${config.listen.text}`;
+    refuseToStart(refusals, { reason, errors: [`${cause}; ${fix}`], exitCode: EXIT_CONFIG });
+  }
 }
 
 // One worker per state dir, and never one serving from a damaged database.

@@ -1,8 +1,11 @@
 import { loadConfig, type LoadedConfig } from "../config/load.ts";
 import { createLogger, type LogFormat } from "../logger.ts";
 
-// The config is unusable (sysexits' EX_CONFIG).
+// The config is unusable, or names an address serve cannot listen on (sysexits' EX_CONFIG).
 export const EXIT_CONFIG = 78;
+// The state dir is taken or damaged (sysexits' EX_CANTCREAT).
+export const EXIT_STATE = 73;
+// Neither is helped by a restart: the unit's RestartPreventExitStatus= names both.
 
 // Serve and plan read the config alike: a plan is only exact if it would be the worker's.
 export async function loadConfigOrExit(path: string | undefined, refusalFormat: LogFormat): Promise<LoadedConfig> {

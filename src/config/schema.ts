@@ -18,6 +18,10 @@ export const DEFAULTS = {
 /** The sd-scripts entry the worker launches; `trainer.sd_scripts_dir` must hold it in real mode. */
 export const TRAIN_SCRIPT = "sdxl_train_network.py";
 
+const LISTEN_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/;
+const MAX_PORT = 65_535;
+const portOf = (text: string) => Number(text.slice(text.lastIndexOf(":") + 1));
+
 const absolutePath = z
   .string()
   .min(1)
@@ -64,10 +68,15 @@ const doc = (description: string, extra: { toml?: string; unset?: string; env?: 
 });
 
 export const ConfigSchema = z.strictObject({
-  listen: z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, {
+  listen: z.string().regex(LISTEN_PATTERN, {
     message: 'must be "host:port" (IPv6 as "[::1]:8203")',
+  }).refine((text) => portOf(text) <= MAX_PORT, {
+    // Only once the pattern holds: a text that is not "host:port" has no port to judge.
+    when: (payload) => typeof payload.value === "string" && LISTEN_PATTERN.test(payload.value),
+    error: (issue) => `port ${portOf(String(issue.input))} is out of range: 1 to ${MAX_PORT}, or 0 to pick a free one`,
   }).transform(parseListen).prefault(DEFAULTS.listen).meta(doc(
-    "`host:port` to bind (`[::1]:8203` for IPv6; port 0 picks a free port). The API is plain HTTP: to serve " +
+    "`host:port` to bind (`[::1]:8203` for IPv6; a port from 1 to 65535, or 0, which picks a free port and " +
+      "suits a test more than a host: the log's `listening` line says which). The API is plain HTTP: to serve " +
       "containers on this host only, bind the Docker bridge's address (`172.17.0.1:8203`) or loopback, not `0.0.0.0`",
     { toml: JSON.stringify(DEFAULTS.listen) },
   )),
@@ -312,7 +321,7 @@ export interface Listen {
 export function parseListen(text: string): Listen {
   const at = text.lastIndexOf(":");
   const host = text.slice(0, at).replace(/^\[(.*)\]$/, "$1");
-  const port = Number(text.slice(at + 1));
+  const port = portOf(text);
   return { text, host, port, url: port === 0 ? null : dialedUrl(host, port), loopback: isLoopback(host) };
 }
 

@@ -1,6 +1,7 @@
 import { readFileSync, statSync, type Stats } from "node:fs";
 import { parseTokenLines } from "../auth/tokens.ts";
-import type { Config } from "../config/schema.ts";
+import { bindFailure, type BindFailure } from "../config/listen.ts";
+import type { Config, Listen } from "../config/schema.ts";
 import { statOrNull } from "../fs.ts";
 import { failed, fromProblems, passed, relaxedInSimulate, warned, type DoctorCheck } from "./doctor.ts";
 import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
@@ -100,17 +101,13 @@ export async function checkStateDir(config: Config, account: ServiceAccount, run
   return passed(name, `${dir} is writable by ${account.user}`);
 }
 
-export async function checkPort(config: Config): Promise<DoctorCheck> {
+export async function checkPort(config: Config, account: ServiceAccount): Promise<DoctorCheck> {
   const name = "port";
-  const { text, host, port, url } = config.listen;
+  const { text, port, url } = config.listen;
   if (url === null) return passed(name, `listen = "${text}": the worker picks a free port`);
-  const bind = tryBind(host, port);
-  if (bind.free) return passed(name, `${text} is free`);
-  if (bind.code !== "EADDRINUSE") {
-    const fix = "check the listen address exists on this host; " +
-      "ports below 1024 need privileges the unit does not grant";
-    return failed(name, `cannot bind ${text}: ${bind.code}`, fix);
-  }
+  const bind = tryBind(config.listen, account);
+  if (bind === null) return passed(name, `${text} is free`);
+  if (bind.code !== "EADDRINUSE") return failed(name, `cannot listen on ${text}: ${bind.cause}`, bind.fix);
   const healthz = `${url}/healthz`;
   const worker = await workerOnPort(healthz);
   // One worker per state dir: one with another state dir is another worker, whatever its version.
@@ -124,18 +121,27 @@ export async function checkPort(config: Config): Promise<DoctorCheck> {
     const fix = `stop that worker (find it with: ss -ltnp 'sport = :${port}'), or give one of them another listen`;
     return failed(name, `${text} is held by another worker (${which}), not the one this config describes`, fix);
   }
-  const fix = `find it with: ss -ltnp 'sport = :${port}'; stop it or change listen`;
-  return failed(name, `${text} is held by another program (${healthz} is not lora-worker's)`, fix);
+  return failed(name, `${text} is held by another program (${healthz} is not lora-worker's)`, bind.fix);
 }
 
-type BindOutcome = { free: true } | { free: false; code: string };
-
-function tryBind(hostname: string, port: number): BindOutcome {
+// Bound by doctor itself, then judged for the service user: doctor often runs as root, which may bind any port,
+// and the unit grants the worker no CAP_NET_BIND_SERVICE.
+function tryBind(listen: Listen, account: ServiceAccount): BindFailure | null {
   try {
-    Bun.listen({ hostname, port, socket: { data() {} } }).stop(true);
-    return { free: true };
+    Bun.listen({ hostname: listen.host, port: listen.port, socket: { data() {} } }).stop(true);
   } catch (error) {
-    return { free: false, code: String((error as { code?: unknown }).code ?? (error as Error).message) };
+    return bindFailure(listen, error);
+  }
+  if (account.uid !== 0 && listen.port < unprivilegedPortStart()) return bindFailure(listen, { code: "EACCES" });
+  return null;
+}
+
+// The first port an unprivileged process may bind; the kernel's default where the file cannot be read.
+function unprivilegedPortStart(): number {
+  try {
+    return Number(readFileSync("/proc/sys/net/ipv4/ip_unprivileged_port_start", "utf8").trim());
+  } catch {
+    return 1024;
   }
 }
 

@@ -95,6 +95,12 @@ const MISSING: Missing[] = [
     check: "port",
     says: (h) => `127.0.0.1:${h.port} is held by another program`,
   },
+  {
+    what: "a port the service user may bind",
+    breakIt: (h) => writeFileSync(h.writeConfig(), readFileSync(h.writeConfig(), "utf8").replace(/^listen = .*$/m, 'listen = "127.0.0.1:1"')),
+    check: "port",
+    says: () => "cannot listen on 127.0.0.1:1: permission denied: port 1 is below net.ipv4.ip_unprivileged_port_start and the service user may not bind it (the unit grants no CAP_NET_BIND_SERVICE) — fix: change listen to a port of 1024 or above",
+  },
   { what: "a token file", breakIt: (h) => rmSync(h.token), check: "token file", says: (h) => `${h.token} does not exist` },
   { what: "a token file closed to other users", breakIt: (h) => chmodSync(h.token, 0o644), check: "token file", says: (h) => `${h.token} is mode 0644, open to every user` },
   { what: "a token file owned by root or the service user", breakIt: (h) => chownSync(h.token, 1, STAND_IN.gid), check: "token file", says: (h) => `${h.token} is owned by uid 1, not root or nobody` },

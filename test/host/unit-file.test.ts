@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { EXIT_CONFIG, EXIT_STATE } from "../../src/cli/start.ts";
 import { makeScratchRoot, runInstall, sourceBinary, type ScratchRoot } from "../support/install-root.ts";
 
 const TIMEOUT_MS = 60_000;
@@ -91,6 +92,15 @@ describe("lora-worker.service as install.sh installs it", () => {
     for (const forbidden of ["PrivateDevices=", "MemoryDenyWriteExecute=", "ProcSubset="]) {
       expect(lines.filter((l) => l.startsWith(forbidden))).toEqual([]);
     }
+  });
+
+  test("does not restart a worker that refused to start: the exit codes serve refuses with stop Restart=on-failure", () => {
+    const lines = directives(readFileSync(join(unitDir(), UNIT), "utf8"));
+    const prevented = lines.filter((l) => l.startsWith("RestartPreventExitStatus=")).flatMap((l) => l.split("=")[1]!.split(/\s+/));
+    expect(prevented.map(Number).sort()).toEqual([EXIT_STATE, EXIT_CONFIG].sort());
+    // Contrast: the failures a restart can mend (a crash, a signal) are still restarted.
+    expect(lines).toContain("Restart=on-failure");
+    expect(prevented.filter((code) => Number(code) === 1)).toEqual([]);
   });
 
   test("offers the shared host's resource controls, none of which can kill a training", () => {

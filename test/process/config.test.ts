@@ -1,8 +1,14 @@
 import { describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config/load.ts";
 import { MAIN, makeHostTree } from "../support/host-tree.ts";
+
+// The tree's config with its listen line (port 0) replaced.
+function withListen(path: string, listen: string): string {
+  writeFileSync(path, readFileSync(path, "utf8").replace(/^listen = .*$/m, `listen = ${JSON.stringify(listen)}`));
+  return path;
+}
 
 describe("config", () => {
   test("a file naming only the paths loads, and every other key is reported as a default in use", async () => {
@@ -94,6 +100,22 @@ describe("config", () => {
     using tree = makeHostTree();
     const result = await loadConfig({ path: tree.writeConfig('[trainer]\nmode = "simulate"\n'), env: { LORA_WORKER_URL: "http://127.0.0.1:8203", LORA_WORKER_TOKEN: "x".repeat(32) } });
     expect(result.ok).toBe(true);
+  });
+
+  test("listen takes a port from 1 to 65535, or 0 for a free one; a port past 65535 is refused by name", async () => {
+    using tree = makeHostTree();
+    const load = (listen: string, env: Record<string, string> = {}) =>
+      loadConfig({ path: withListen(tree.writeConfig('[trainer]\nmode = "simulate"\n'), listen), env });
+    for (const [listen, port] of [["127.0.0.1:1", 1], ["127.0.0.1:65535", 65535], ["[::1]:8203", 8203], ["127.0.0.1:0", 0]] as const) {
+      expect(await load(listen)).toMatchObject({ ok: true, value: { config: { listen: { text: listen, port } } } });
+    }
+    for (const port of [65536, 99999]) {
+      const error = [`listen: port ${port} is out of range: 1 to 65535, or 0 to pick a free one`];
+      expect(await load(`127.0.0.1:${port}`)).toEqual({ ok: false, error });
+    }
+    // The environment's override is held to the same range.
+    const overridden = await load("127.0.0.1:8203", { LORA_WORKER_LISTEN: "127.0.0.1:70000" });
+    expect(overridden.ok ? [] : overridden.error).toEqual(["listen: port 70000 is out of range: 1 to 65535, or 0 to pick a free one"]);
   });
 
   test("a handoff root that does not exist refuses the config", async () => {
