@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# Installs lora-worker on a GPU host as SPEC §1 describes. Idempotent: a second run changes nothing and says so.
+# Installs lora-worker on a GPU host (docs/operating.md). Idempotent: a second run changes nothing and says so.
+# It lays out what the worker owns: the binary, the unit, the config, the API token, the handoff root, the state
+# dir, and the model root when it is missing (empty: the SDXL base checkpoint is the operator's to place there).
+# The trainer's environment and the CLIP tokenizers are the operator's to bring too; doctor names each with the
+# command that brings it. Needs from the host: bash, coreutils, sed, grep, cmp (diffutils) and getent; on a real
+# host also groupadd, useradd, usermod and systemctl. No curl: the health gate speaks HTTP over bash's /dev/tcp.
 #
 #   install.sh [--binary PATH]      install or re-install; run as root from the repository (or a release dir)
 #   install.sh --upgrade PATH       scp-and-restart: atomic swap of the binary (the old one kept as .prev),
@@ -7,8 +12,8 @@
 #
 #   --dry-run            print what would change, change nothing
 #   --root DIR           install into DIR, a scratch tree: accounts are never created or changed, owners are
-#                        applied only where the names exist on this machine, and nothing is started unless
-#                        --systemctl names a service manager to use
+#                        applied only where the names exist on this machine, nothing is started unless
+#                        --systemctl names a service manager to use, and a new config names the paths under DIR
 #   --systemctl CMD      the systemctl to run (default: systemctl); tests pass a stand-in that starts the
 #   --journalctl CMD     binary from --root; --journalctl likewise (default: journalctl)
 #   --user NAME          service user, written into the unit's User= (default llmuser)
@@ -61,6 +66,16 @@ done
 
 die() { echo "install.sh: $*" >&2; exit 1; }
 
+# Said up front, before anything changes: every command this script runs, and which package brings it.
+require_commands() {
+  local missing=() cmd
+  local needed=(basename dirname install mkdir mktemp mv rm stat chmod chown cmp cut grep head id od sed sleep timeout tr getent)
+  if [[ -z $ROOT ]]; then needed+=(groupadd useradd usermod); fi
+  if ((MANAGE_SERVICE)); then needed+=("$SYSTEMCTL"); fi
+  for cmd in "${needed[@]}"; do command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd"); done
+  ((${#missing[@]} == 0)) || die "this host lacks ${missing[*]}: install.sh needs coreutils, sed, grep, diffutils (cmp), libc-bin (getent), passwd (groupadd, useradd, usermod) and systemd; nothing changed"
+}
+
 [[ $SVC_USER =~ ^[a-z_][a-z0-9_-]*$ ]] || die "--user $SVC_USER is not a user name"
 [[ $SVC_GROUP =~ ^[a-z_][a-z0-9_-]*$ ]] || die "--group $SVC_GROUP is not a group name"
 [[ $ARBO_UID =~ ^[0-9]+$ ]] || die "--arbo-uid $ARBO_UID is not a number"
@@ -78,11 +93,13 @@ readonly TOKEN="$ETC/token"
 readonly UNIT="$ROOT/etc/systemd/system/$UNIT_NAME"
 readonly STATE="$ROOT/var/lib/lora-worker"
 readonly HANDOFF="$ROOT/worktank/arbo/train"
+readonly MODELS="$ROOT/worktank/models"
 
 # Without --root this is the real host; with it, the service is managed only through an explicit --systemctl.
 MANAGE_SERVICE=0
 if [[ -z $ROOT || -n $SYSTEMCTL ]]; then MANAGE_SERVICE=1; fi
 SYSTEMCTL=${SYSTEMCTL:-systemctl}
+require_commands
 
 CHANGES=0
 UNOWNED=()
@@ -200,8 +217,31 @@ create_token() { # 32 random bytes as hex, one token per line; never readable by
 
 write_default_config() { # every key commented out at its default, under its meaning: the binary's own list
   "$BINARY" config template >"$CONFIG.new.$$" || die "$BINARY config template failed; nothing written to $CONFIG"
+  [[ -z $ROOT ]] || root_paths "$CONFIG.new.$$"
   chmod 0644 "$CONFIG.new.$$"
   mv -f "$CONFIG.new.$$" "$CONFIG"
+}
+
+# root_paths FILE: under --root the paths install.sh lays out are set to their places in the scratch tree, so
+# the worker and doctor there look at what was installed, never at this machine's own /var/lib or /worktank.
+root_paths() {
+  local line replaced=0
+  local -A rooted=(
+    ['# state_dir = "/var/lib/lora-worker"']="state_dir = \"$STATE\""
+    ['# handoff_root = "/worktank/arbo/train"']="handoff_root = \"$HANDOFF\""
+    ['# model_roots = ["/worktank/models"]']="model_roots = [\"$MODELS\"]"
+    ['# token_file = "/etc/lora-worker/token"']="token_file = \"$TOKEN\""
+  )
+  while IFS= read -r line; do
+    if [[ -n $line && -n ${rooted[$line]+set} ]]; then
+      printf '%s  # --root: in place of %s\n' "${rooted[$line]}" "${line#*= }"
+      replaced=$((replaced + 1))
+    else
+      printf '%s\n' "$line"
+    fi
+  done <"$1" >"$1.rooted"
+  ((replaced == ${#rooted[@]})) || die "the config template lacks a default path line; nothing written to $CONFIG"
+  mv -f "$1.rooted" "$1"
 }
 
 render_unit() { # the repository's unit with this host's user and group
@@ -235,11 +275,23 @@ health_url() {
   echo "http://$host:${listen##*:}/healthz"
 }
 
+# get_ok URL: one GET over bash's /dev/tcp, at most 2 s; true when it answers 200 with {"status":"ok",...}.
+get_ok() {
+  [[ $1 =~ ^http://(\[([^]]+)\]|([^/:]+)):([0-9]+)(/.*)?$ ]] || return 1
+  local host=${BASH_REMATCH[2]:-${BASH_REMATCH[3]}} port=${BASH_REMATCH[4]} path=${BASH_REMATCH[5]:-/}
+  local answer
+  # shellcheck disable=SC2016 # expanded by the inner bash, from its arguments
+  answer=$(timeout 2 "$BASH" -c 'exec 3<>"/dev/tcp/$1/$2" || exit 1
+    printf "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" "$3" "$1" >&3
+    cat <&3' _ "$host" "$port" "$path" 2>/dev/null) || return 1
+  [[ $answer == "HTTP/1."[01]" 200 "* && $answer == *'"status":"ok"'* ]]
+}
+
 healthy() { # healthy DEADLINE_S: GET /healthz answers {"status":"ok",...} before the deadline
-  local url body deadline=$((SECONDS + $1))
+  local url deadline=$((SECONDS + $1))
   url=$(health_url)
   while ((SECONDS < deadline)); do
-    body=$(curl -fsS --max-time 2 "$url" 2>/dev/null) && [[ $body == *'"status":"ok"'* ]] && return 0
+    get_ok "$url" && return 0
     sleep 0.2
   done
   return 1
@@ -305,7 +357,6 @@ preflight() { # preflight BINARY
   [[ -f $1 && -x $1 ]] || die "no executable at $1 (build it: bun run build)"
   NEW_VERSION=$("$1" --version 2>/dev/null) || die "$1 does not run (--version failed); nothing changed"
   if [[ -z $ROOT ]] && ((!DRY_RUN && EUID != 0)); then die "run as root (or pass --dry-run or --root DIR)"; fi
-  if ((MANAGE_SERVICE && !DRY_RUN)); then command -v curl >/dev/null || die "the health gate needs curl: apt-get install curl"; fi
 }
 
 install_host() {
@@ -328,6 +379,12 @@ install_host() {
   ensure_parent "${HANDOFF%/*}"
   ensure_dir "$HANDOFF" 2770 root "$SVC_GROUP"
   ensure_dir "$STATE" 0700 "$SVC_USER" "$SVC_GROUP"
+  # model_roots' default: made when missing, for the operator to place the SDXL base checkpoint in; an existing
+  # one is the operator's (perhaps shared with other services) and keeps its owner and mode.
+  if [[ ! -d $MODELS ]]; then
+    ensure_parent "${MODELS%/*}"
+    change "create directory $MODELS (mode 0755: place the SDXL base checkpoint here)" install -d -m 0755 "$MODELS"
+  fi
   # trainer.tokenizer_dir's default: `lora-worker tokenizers import` fills it (docs/operating.md, "Prove a deployment").
   ensure_dir "$STATE/tokenizers" 0755 "$SVC_USER" "$SVC_GROUP"
   before=$CHANGES

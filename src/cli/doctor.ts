@@ -26,6 +26,7 @@ import {
   checkTrainerPython,
 } from "../doctor/trainer-checks.ts";
 import { checkTokenizers } from "../doctor/tokenizer-checks.ts";
+import { checkBaseModel } from "../doctor/base-model-check.ts";
 import { createBackends } from "../supervisor/index.ts";
 import { shimCommand } from "./executables.ts";
 import { checkTrainerTmpdir } from "../doctor/tmpdir-check.ts";
@@ -65,6 +66,7 @@ async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
     checkTokenizers(deps),
     checkHandoffRoot(config, account, runAs),
     ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
+    checkBaseModel(config, account, runAs),
     checkStateDir(config, account, runAs),
     checkTrainerTmpdir(deps),
     createBackends(config, shimCommand(), process.env).chosen.checks(deps.devDir),

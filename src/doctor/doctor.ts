@@ -2,6 +2,10 @@ import { CONFIG_PATH_ENV, DEFAULT_CONFIG_PATH, loadConfig, type ConfigSource } f
 import { ConfigSchema, type Config } from "../config/schema.ts";
 import type { RunAs, ServiceAccount } from "./service-account.ts";
 
+/** How an operator brings the trainer's environment onto an offline box (docs/operating.md). */
+export const INSTALL_TRAINER = "lora-worker trainer install FILE (a bundle made by lora-worker trainer bundle on a " +
+  "machine with PyPI), then set trainer.accelerate and trainer.sd_scripts_dir to the two lines it prints";
+
 type CheckStatus = "OK" | "WARN" | "FAIL";
 
 /** One line of `lora-worker doctor`: what was checked, what was found, and for WARN/FAIL what to do. */
@@ -71,11 +75,21 @@ export async function loadDoctorConfig(source: ConfigSource): Promise<DoctorConf
     const detail = `${where} (trainer mode ${config.trainer.mode}, ${defaultsInUse.length} keys at their default)`;
     return { result: passed("config", detail), config };
   }
-  const fix = `edit ${file} (every key is in docs/configuration.md, and in lora-worker config template)`;
   return {
-    result: failed("config", `serve refuses to start: ${loaded.error.join("; ")}`, fix),
+    result: failed("config", `serve refuses to start: ${loaded.error.join("; ")}`, configFixes(loaded.error, file)),
     config: await schemaOnly(file, explicit !== undefined),
   };
+}
+
+// What a fresh install lacks has a command that brings it; anything else is an edit of the file.
+function configFixes(errors: string[], file: string): string {
+  const fixes = errors.map((error) => {
+    if (/^trainer\.(accelerate|sd_scripts_dir):/.test(error)) return INSTALL_TRAINER;
+    const root = /^model_roots\[\d+\]: directory (.+) does not exist$/.exec(error)?.[1];
+    if (root !== undefined) return `install -d -m 0755 ${root} (install.sh makes the default one)`;
+    return `edit ${file} (every key is in docs/configuration.md, and in lora-worker config template)`;
+  });
+  return [...new Set(fixes)].join("; ");
 }
 
 // Only the file against the schema (no environment overrides, no path checks): enough to run the other checks.

@@ -79,7 +79,8 @@ export async function checkHandoffRoot(config: Config, account: ServiceAccount, 
 export async function checkModelRoot(root: string, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
   const name = `model root ${root}`;
   const st = statOrNull(root);
-  if (!st) return failed(name, `${root} does not exist`, "create it or fix model_roots in the config");
+  const create = `install.sh creates the default one, or: install -d -m 0755 ${root}; or fix model_roots in the config`;
+  if (!st) return failed(name, `${root} does not exist`, create);
   if (!st.isDirectory()) return failed(name, `${root} is not a directory`, "point model_roots at directories");
   if (!(await holdsFor(runAs, ["-r", root, "-a", "-x", root]))) {
     const fix = `chmod o+rx ${root}, or give ${account.group} read on it`;

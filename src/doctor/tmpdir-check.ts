@@ -41,6 +41,10 @@ export async function checkTrainerTmpdir(deps: DoctorDeps): Promise<DoctorCheck>
   if (config.trainer.mode === "simulate") return passed(NAME, `${fits}; sockets not tried: the simulator opens none`);
   if (!statOrNull(config.state_dir)?.isDirectory()) return warned(NAME, `${fits}; sockets not tried: no state dir`);
   const python = join(dirname(config.trainer.accelerate), "python");
+  // Without the trainer's environment there is nothing to bind with; its own lines say how to bring it.
+  if (!(await holdsFor(runAs, ["-x", python]))) {
+    return warned(NAME, `${fits}; sockets not tried: ${account.user} cannot run ${python} (see accelerate)`);
+  }
   const run = await runAs(["sh", "-c", PROBE_SCRIPT, "sh", config.state_dir, link, python, SOCKETS_PROGRAM], {
     env: { PATH: `${dirname(python)}:${BASE_PATH}` },
     timeoutMs: SOCKETS_DEADLINE_MS,

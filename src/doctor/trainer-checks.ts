@@ -1,7 +1,7 @@
 import { dirname, join } from "node:path";
 import { z } from "zod";
 import { TRAIN_SCRIPT, type Config } from "../config/schema.ts";
-import { failed, passed, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
+import { failed, INSTALL_TRAINER, passed, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
 import { holdsFor, type RunAs, type RunResult, type ServiceAccount } from "./service-account.ts";
 import { BASE_PATH } from "../recipe/command.ts";
 
@@ -26,7 +26,8 @@ export async function checkAccelerate(config: Config, account: ServiceAccount, r
   return failed(
     name,
     `${accelerate} does not run as ${account.user} (${why})`,
-    `set trainer.accelerate to the venv's accelerate and make the venv readable and executable by ${account.user}`,
+    `${INSTALL_TRAINER}; or set trainer.accelerate to an existing venv's accelerate, ` +
+      `readable and executable by ${account.user} (docs/operating.md)`,
   );
 }
 
@@ -39,7 +40,8 @@ export async function checkSdScripts(config: Config, account: ServiceAccount, ru
   }
   if (!(await holdsFor(runAs, ["-f", script]))) {
     const missing = `${script} does not exist (or ${account.user} cannot reach it)`;
-    return failed(name, missing, "set trainer.sd_scripts_dir to the sd-scripts checkout");
+    const fix = `${INSTALL_TRAINER}; or set trainer.sd_scripts_dir to an existing sd-scripts checkout`;
+    return failed(name, missing, fix);
   }
   const fix = `chmod o+r, or give ${account.user} group read on it`;
   return failed(name, `${script} is not readable by ${account.user}`, fix);
@@ -95,8 +97,8 @@ const DOING: Record<Stage, string> = {
   bitsandbytes: "import bitsandbytes",
 };
 const FIX: Record<Stage, string> = {
-  torch: "install torch in the venv beside trainer.accelerate (the one sd-scripts runs in), " +
-    "readable by the service user",
+  torch: `${INSTALL_TRAINER}; in an existing venv, install torch beside trainer.accelerate (the one sd-scripts ` +
+    "runs in), readable by the service user",
   cuda: "install a CUDA build of torch that matches the driver (nvidia-smi shows its CUDA version), " +
     "and check /dev/nvidia-uvm",
   bitsandbytes: "install a bitsandbytes that matches this torch and CUDA in the venv: " +

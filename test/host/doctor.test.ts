@@ -4,12 +4,13 @@ import { join } from "node:path";
 import { makeDoctorHost, runDoctor, type DoctorHost } from "../support/doctor-host.ts";
 import { BITSANDBYTES_REPORT, CLIP_CAPTION_IDS, CUDA_REPORT, TORCH_REPORT, writeFakePython } from "../support/fake-python.ts";
 import { CLIP_MERGES } from "../support/tokenizers.ts";
+import { CHECKPOINT_KEYS, writeCheckpoint } from "../support/checkpoints.ts";
 import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
 import { AS_ROOT, STAND_IN } from "../support/install-root.ts";
 import { startWorker } from "../support/worker-process.ts";
 
 const TIMEOUT_MS = 30_000;
-const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "tokenizers", "handoff root", "model root", "state dir", "trainer tmpdir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
+const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "tokenizers", "handoff root", "model root", "base model", "state dir", "trainer tmpdir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
 
 const checkName = (line: string) => /^(?:OK|WARN|FAIL) +([^:]+?)(?: \/\S+)?:/.exec(line)?.[1];
 const failLines = (lines: string[]) => lines.filter((l) => l.startsWith("FAIL"));
@@ -53,6 +54,22 @@ const MISSING: Missing[] = [
   { what: "the handoff root's setgid bit", breakIt: (h) => chmodSync(h.handoff, 0o770), check: "handoff root", says: () => "setgid bit missing" },
   { what: "the handoff root's group", breakIt: (h) => chownSync(h.handoff, 0, 0), check: "handoff root", says: (h) => `${h.handoff} has group gid 0, not ${STAND_IN.group}` },
   { what: "a model root the service user can read", breakIt: (h) => chmodSync(h.models, 0o700), check: "model root", says: (h) => `${h.models} is not readable by nobody` },
+  { what: "the base model smoke.base_model names", breakIt: (h) => rmSync(h.model), check: "base model", says: (h) => `smoke.base_model: ${h.model} does not exist` },
+  {
+    what: "an SDXL base model",
+    breakIt: (h) => void writeCheckpoint(h.model, CHECKPOINT_KEYS.sd15),
+    check: "base model",
+    says: (h) => `smoke.base_model: ${h.model} is an SD 1.x checkpoint`,
+  },
+  {
+    what: "any base model, with smoke.base_model unset",
+    breakIt: (h) => {
+      rmSync(h.model);
+      writeFileSync(h.writeConfig(), readFileSync(h.writeConfig(), "utf8").replace(/^base_model = .*$/m, ""));
+    },
+    check: "base model",
+    says: (h) => `no .safetensors in ${h.models}: no job has a base model to name — fix: copy the SDXL base checkpoint (sd_xl_base_1.0.safetensors) into ${h.models}`,
+  },
   { what: "a state dir the service user can write", breakIt: (h) => chownSync(h.state, 0, 0), check: "state dir", says: (h) => `${h.state} is not writable by nobody` },
   { what: "a working nvidia-smi", breakIt: (h) => void h.writeConfig({ scenario: "no-driver" }), check: "nvidia-smi", says: () => "couldn't communicate with the NVIDIA driver" },
   {
@@ -113,7 +130,7 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
     using host = makeDoctorHost();
     const { code, lines } = await host.doctor();
     expect(lines.slice(0, -1).map(checkName)).toEqual(CHECKS);
-    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 16 OK"]);
+    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 17 OK"]);
     expect(lines).toContain("OK   cuda: torch sees 2 CUDA device(s): 0 NVIDIA GeForce RTX 3090, 1 NVIDIA RTX A6000 (torch built for CUDA 12.4)");
     expect(code).toBe(0);
   }, TIMEOUT_MS);
@@ -139,6 +156,15 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
     const skipped = 'trainer.mode is "simulate": not checked, no real training runs';
     for (const check of ["accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "tokenizers"]) expect(lines).toContain(`WARN ${check}: ${skipped}`);
     expect(failLines(lines)).toEqual([]);
+    expect(code).toBe(0);
+  }, TIMEOUT_MS);
+
+  test("with models in the root but smoke.base_model unset, base model is a WARN naming them, and doctor still passes", async () => {
+    using host = makeDoctorHost();
+    writeFileSync(host.writeConfig(), readFileSync(host.writeConfig(), "utf8").replace(/^base_model = .*$/m, ""));
+    const { code, lines } = await host.doctor();
+    const unset = "smoke.base_model is unset, so lora-worker smoke is refused (409 smoke_unavailable) — fix: set smoke.base_model to one of them";
+    expect(lines.find((l) => checkName(l) === "base model")).toBe(`WARN base model: ${host.model} in the model roots; ${unset}`);
     expect(code).toBe(0);
   }, TIMEOUT_MS);
 

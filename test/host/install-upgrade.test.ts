@@ -16,18 +16,19 @@ interface ManagedRoot {
   args: string[];
 }
 
-// A scratch host that passes doctor (simulate mode, fake nvidia-smi, a uvm node) plus a stand-in service manager.
+// A scratch host that passes doctor (simulate mode, fake nvidia-smi, a uvm node) plus a stand-in service manager;
+// `models` false names a model root elsewhere that nobody made (install.sh makes only its default one).
 function managedRoot(scratch: ScratchRoot, systemd: FakeSystemd, models = true): ManagedRoot {
   const { root, tools } = scratch;
   const port = freePort();
   mkdirSync(join(root, "etc/lora-worker"), { recursive: true });
-  if (models) mkdirSync(join(root, "worktank/models"), { recursive: true });
+  const modelRoot = join(root, models ? "worktank/models" : "srv/models");
   makeDeviceNode(join(root, "dev/nvidia-uvm"));
   const config = [
     `listen = "127.0.0.1:${port}"`,
     `state_dir = "${join(root, "var/lib/lora-worker")}"`,
     `handoff_root = "${join(root, "worktank/arbo/train")}"`,
-    `model_roots = ["${join(root, "worktank/models")}"]`,
+    `model_roots = ["${modelRoot}"]`,
     `[trainer]\nmode = "simulate"`,
     `[gpu]\nnvidia_smi = "${fakeNvidiaSmi(tools).path}"`,
     `[auth]\ntoken_file = "${join(root, "etc/lora-worker/token")}"`,
@@ -78,7 +79,7 @@ describe.skipIf(!AS_ROOT)("install.sh with a service manager", () => {
 
     const run = await runInstall([...host.args, "--binary", sourceBinary(scratch.tools, "a")]);
     expect(run.code).toBe(1);
-    expect(run.stdout).toContain(`FAIL model root ${join(scratch.root, "worktank/models")}: `);
+    expect(run.stdout).toContain(`FAIL model root ${join(scratch.root, "srv/models")}: `);
     expect(run.stderr).toContain("doctor found problems");
     expect(systemd.calls().filter((c) => /^(enable|restart)/.test(c))).toEqual([]);
     expect(systemd.mainPid()).toBeNull();

@@ -1,8 +1,13 @@
 import { describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { AS_ROOT, makeScratchRoot, runInstall, sourceBinary, STAND_IN } from "../support/install-root.ts";
-import { treeFingerprint } from "../support/scratch-files.ts";
+import { CHECKPOINT_KEYS, writeCheckpoint } from "../support/checkpoints.ts";
+import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
+import { writeFakePython } from "../support/fake-python.ts";
+import { fakeSystemd } from "../support/fake-systemd.ts";
+import { freePort, makeDeviceNode, treeFingerprint, writeExecutable } from "../support/scratch-files.ts";
+import { writeTokenizers } from "../support/tokenizers.ts";
 import { CONFIG_KEYS } from "../../src/config/keys.ts";
 import { ConfigSchema } from "../../src/config/schema.ts";
 
@@ -52,24 +57,36 @@ describe("install.sh into a scratch root", () => {
     expect(readFileSync(at("etc/lora-worker/token"), "utf8")).toMatch(/^[0-9a-f]{64}\n$/);
     expect(owner(at("worktank/arbo/train"))).toEqual({ mode: "2770", uid: 0, gid });
     expect(owner(at("var/lib/lora-worker"))).toEqual({ mode: "0700", uid, gid });
+    // model_roots' default, empty: the base checkpoint is the operator's to place there.
+    expect(owner(at("worktank/models"))).toEqual({ mode: "0755", uid: 0, gid: 0 });
+    expect(readdirSync(at("worktank/models"))).toEqual([]);
     // Where `lora-worker tokenizers import` puts the CLIP tokenizers a real run loads offline.
     expect(owner(at("var/lib/lora-worker/tokenizers"))).toEqual({ mode: "0755", uid, gid });
     expect(owner(at("etc/systemd/system/lora-worker.service"))).toEqual({ mode: "0644", uid: 0, gid: 0 });
     const unit = readFileSync(at("etc/systemd/system/lora-worker.service"), "utf8");
     expect(unit).toContain(`\nUser=${STAND_IN.user}\n`);
     expect(unit).toContain(`\nGroup=${STAND_IN.group}\n`);
-    // The default config is every key commented out at its default, under its meaning: read as it is, it sets
-    // nothing (each default is reported as in use); with every line that has a value uncommented, it sets
-    // every key to exactly its default.
+    // The default config is every key commented out at its default, under its meaning, but for the paths
+    // install.sh lays out, which --root sets to their places in the scratch tree: read as it is, it sets only
+    // those; with every line that has a value uncommented, it sets every other key to exactly its default.
     const written = readFileSync(at("etc/lora-worker/config.toml"), "utf8");
-    const sections = Bun.TOML.parse(written) as Record<string, unknown>;
-    expect(Object.values(sections).every((table) => JSON.stringify(table) === "{}")).toBe(true);
+    const rooted = {
+      state_dir: at("var/lib/lora-worker"),
+      handoff_root: at("worktank/arbo/train"),
+      model_roots: [at("worktank/models")],
+      "auth.token_file": at("etc/lora-worker/token"),
+    };
+    expect(flatten(Bun.TOML.parse(written) as Record<string, unknown>)).toEqual(rooted);
     const uncommented = written.replace(/^# (\w+ = (?!\(unset).*)$/gm, "$1");
     const keys = CONFIG_KEYS.filter((k) => k.toml !== null).map((k) => k.key);
     expect(keys).toContain("retention.keep_days");
     expect(Object.keys(flatten(Bun.TOML.parse(uncommented) as Record<string, unknown>)).sort()).toEqual([...keys].sort());
-    expect(ConfigSchema.parse(Bun.TOML.parse(uncommented))).toEqual(ConfigSchema.parse({}));
-    for (const key of CONFIG_KEYS) expect(written).toContain(key.key.includes(".") ? `# ${key.key.split(".")[1]} = ` : `# ${key.key} = `);
+    const { "auth.token_file": tokenFile, ...topLevel } = rooted;
+    expect(ConfigSchema.parse(Bun.TOML.parse(uncommented))).toEqual(ConfigSchema.parse({ ...topLevel, auth: { token_file: tokenFile } }));
+    for (const key of CONFIG_KEYS) {
+      const name = key.key.includes(".") ? key.key.split(".")[1]! : key.key;
+      expect(written).toMatch(new RegExp(`^${key.key in rooted ? "" : "# "}${name} = `, "m"));
+    }
   }, TIMEOUT_MS);
 
   test("an operator's config and token survive a re-install; a loosened token mode is put back", async () => {
@@ -90,13 +107,53 @@ describe("install.sh into a scratch root", () => {
     expect(owner(token).mode).toBe("0640");
   }, TIMEOUT_MS);
 
+  test("an existing model root is the operator's: its owner, mode and files are left as they are", async () => {
+    using scratch = makeScratchRoot();
+    const models = join(scratch.root, "worktank/models");
+    mkdirSync(models, { recursive: true });
+    writeFileSync(join(models, "theirs.safetensors"), "");
+    chmodSync(models, 0o750);
+    const run = await runInstall(["--root", scratch.root, "--binary", sourceBinary(scratch.tools, "a"), ...standIn]);
+    expect(run.code).toBe(0);
+    expect(run.stdout).not.toContain(models);
+    expect(owner(models).mode).toBe("0750");
+    expect(readdirSync(models)).toEqual(["theirs.safetensors"]);
+
+    // Contrast: a root without one gets it made, and says so.
+    using fresh = makeScratchRoot();
+    const made = await runInstall(["--root", fresh.root, "--binary", sourceBinary(fresh.tools, "a"), ...standIn]);
+    expect(made.stdout).toContain(`change: create directory ${join(fresh.root, "worktank/models")} (mode 0755: place the SDXL base checkpoint here)`);
+  }, TIMEOUT_MS);
+
+  test("a host that lacks a command install.sh runs is told which, and the package that brings it, before anything changes", async () => {
+    using scratch = makeScratchRoot();
+    const binary = sourceBinary(scratch.tools, "a");
+    // A PATH of exactly what the script's header says a --root install needs, but cmp.
+    const needed = ["bash", "basename", "dirname", "install", "mkdir", "mktemp", "mv", "rm", "stat", "chmod", "chown", "cmp", "cut", "grep", "head", "id", "od", "sed", "sleep", "timeout", "tr", "getent"];
+    const bin = join(scratch.tools, "bin");
+    mkdirSync(bin);
+    const link = (name: string) => symlinkSync(Bun.which(name)!, join(bin, name));
+    for (const name of needed.filter((n) => n !== "cmp")) link(name);
+    const lacking = await runInstall(["--root", scratch.root, "--binary", binary, ...standIn], { PATH: bin });
+    expect(lacking.code).toBe(1);
+    expect(lacking.stderr).toStartWith("install.sh: this host lacks cmp: install.sh needs coreutils, sed, grep, diffutils (cmp), libc-bin (getent)");
+    expect(lacking.stderr).toContain("; nothing changed");
+    expect(readdirSync(scratch.root)).toEqual([]);
+
+    // Contrast: with cmp too, that PATH is all a scratch install needs (no curl among it).
+    link("cmp");
+    const whole = await runInstall(["--root", scratch.root, "--binary", binary, ...standIn], { PATH: bin });
+    expect(whole.stderr).toBe("");
+    expect(whole.code).toBe(0);
+  }, TIMEOUT_MS);
+
   test("--dry-run lists every change it would make and creates nothing", async () => {
     using scratch = makeScratchRoot();
     const binary = sourceBinary(scratch.tools, "a");
     const dry = await runInstall(["--root", scratch.root, "--binary", binary, "--dry-run", ...standIn]);
     expect(dry.code).toBe(0);
     expect(readdirSync(scratch.root)).toEqual([]);
-    for (const what of ["opt/lora-worker/lora-worker", "etc/systemd/system/lora-worker.service", "etc/lora-worker/config.toml", "etc/lora-worker/token", "worktank/arbo/train", "var/lib/lora-worker", "var/lib/lora-worker/tokenizers"]) {
+    for (const what of ["opt/lora-worker/lora-worker", "etc/systemd/system/lora-worker.service", "etc/lora-worker/config.toml", "etc/lora-worker/token", "worktank/arbo/train", "var/lib/lora-worker", "var/lib/lora-worker/tokenizers", "worktank/models"]) {
       expect(dry.stdout).toContain(join(scratch.root, what));
     }
     expect(dry.stdout).not.toMatch(/^change:/m);
@@ -124,5 +181,61 @@ describe("install.sh into a scratch root", () => {
     expect(run.stdout).toContain(`${token} (root:${missing[1]})`);
     expect(run.stdout).toContain(`${join(scratch.root, "var/lib/lora-worker")} (${missing[0]}:${missing[1]})`);
     expect(existsSync(join(scratch.root, "etc/systemd/system/lora-worker.service"))).toBe(true);
+  }, TIMEOUT_MS);
+});
+
+// The operator's part of a host: what a fresh install cannot make and doctor must name, with the command that brings it.
+describe.skipIf(!AS_ROOT)("a fresh install's doctor", () => {
+  const failures = (stdout: string) => stdout.split("\n").filter((l) => l.startsWith("  FAIL ")).map((l) => l.slice(2));
+  const nameOf = (line: string) => /^FAIL ([^:]+?)(?: \/\S+)?:/.exec(line)?.[1];
+
+  test("FAILs only on the trainer's environment, the tokenizers and a base model, each with the command that brings it; brought, the install goes through", async () => {
+    using scratch = makeScratchRoot();
+    using systemd = fakeSystemd(scratch.root, scratch.tools);
+    const { root, tools } = scratch;
+    // A GPU host's driver, which a fresh install does not bring either: nvidia-smi on the PATH and /dev/nvidia-uvm.
+    const driver = join(tools, "driver");
+    mkdirSync(driver);
+    fakeNvidiaSmi(driver);
+    makeDeviceNode(join(root, "dev/nvidia-uvm"));
+    const env = { PATH: `${driver}:${process.env.PATH}` };
+    const args = ["--root", root, "--systemctl", systemd.systemctl, "--journalctl", systemd.journalctl, ...standIn, "--binary", sourceBinary(tools, "a")];
+
+    const fresh = await runInstall(args, { ...env, LORA_WORKER_LISTEN: `127.0.0.1:${freePort()}` });
+    expect(fresh.code).toBe(1);
+    expect(fresh.stderr).toContain("doctor found problems");
+    const fails = failures(fresh.stdout);
+    expect(fails.map(nameOf)).toEqual(["config", "accelerate", "torch", "sd-scripts", "tokenizers", "base model"]);
+    const trainerInstall = "fix: lora-worker trainer install FILE (a bundle made by lora-worker trainer bundle on a machine with PyPI), then set trainer.accelerate and trainer.sd_scripts_dir to the two lines it prints";
+    for (const line of fails.slice(0, 4)) expect(line).toContain(trainerInstall);
+    expect(fails[4]).toContain("fix: lora-worker tokenizers import PATH");
+    const models = join(root, "worktank/models");
+    expect(fails[5]).toContain(`no .safetensors in ${models}: no job has a base model to name — fix: copy the SDXL base checkpoint (sd_xl_base_1.0.safetensors) into ${models}, readable by ${STAND_IN.user}`);
+    expect(fresh.stdout).toMatch(/^ {2}OK {3}model root /m);
+    expect(systemd.calls().filter((c) => /^(enable|restart)/.test(c))).toEqual([]);
+
+    // Contrast: the same host once the operator brought the three, and named them in the config.
+    const venv = join(tools, "venv/bin");
+    mkdirSync(venv, { recursive: true });
+    const accelerate = writeExecutable(join(venv, "accelerate"), "#!/bin/sh\necho 'usage: accelerate <command> [<args>]'\n");
+    writeFakePython(join(venv, "python"));
+    const sdScripts = join(tools, "sd-scripts");
+    mkdirSync(sdScripts);
+    writeFileSync(join(sdScripts, "sdxl_train_network.py"), "# sd-scripts\n");
+    writeTokenizers(join(root, "var/lib/lora-worker/tokenizers"));
+    const model = writeCheckpoint(join(models, "sd_xl_base_1.0.safetensors"), CHECKPOINT_KEYS.sdxl);
+    const config = join(root, "etc/lora-worker/config.toml");
+    const port = freePort();
+    writeFileSync(config, readFileSync(config, "utf8")
+      .replace(/^# listen = .*$/m, `listen = "127.0.0.1:${port}"`)
+      .replace(/^# accelerate = .*$/m, `accelerate = "${accelerate}"`)
+      .replace(/^# sd_scripts_dir = .*$/m, `sd_scripts_dir = "${sdScripts}"`)
+      .replace(/^# base_model = .*$/m, `base_model = "${model}"`));
+
+    const brought = await runInstall(args, env);
+    expect(failures(brought.stdout)).toEqual([]);
+    expect(brought.stdout).toMatch(/^ {2}OK {3}base model: smoke.base_model \S+ is an SDXL checkpoint readable by /m);
+    expect(brought.stdout).toContain(`ok: http://127.0.0.1:${port}/healthz answers`);
+    expect(brought.code).toBe(0);
   }, TIMEOUT_MS);
 });

@@ -53,6 +53,13 @@ describe("doctor's check of the trainer's TMPDIR", () => {
     expect(shmLinks()).toEqual(before);
   }, TIMEOUT_MS);
 
+  test("without the trainer's Python (no environment yet) the sockets are not tried: a WARN that points at accelerate's line, not a second FAIL", async () => {
+    using venv = makeVenv();
+    const check = await checkTrainerTmpdir(venv.deps);
+    expect(check).toMatchObject({ status: "WARN", name: "trainer tmpdir" });
+    expect(check.detail).toEndWith(`; sockets not tried: ${venv.deps.account.user} cannot run ${venv.python} (see accelerate)`);
+  }, TIMEOUT_MS);
+
   test("a Python that takes the link's target instead (the old TMPDIR) fails with the kernel's words", async () => {
     using venv = makeVenv();
     writeExecutable(venv.python, `#!/bin/sh\nTMPDIR=$(readlink "$TMPDIR") exec ${PYTHON3} "$@"\n`);

@@ -1,6 +1,7 @@
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { CHECKPOINT_KEYS, writeCheckpoint } from "./checkpoints.ts";
 import { fakeNvidiaSmi } from "./fake-nvidia-smi.ts";
 import { writeFakePython } from "./fake-python.ts";
 import { MAIN } from "./host-tree.ts";
@@ -13,6 +14,8 @@ export interface DoctorHost extends Disposable {
   dir: string;
   handoff: string;
   models: string;
+  /** smoke.base_model: an SDXL checkpoint in the model root. */
+  model: string;
   state: string;
   venv: string;
   accelerate: string;
@@ -36,6 +39,7 @@ export function makeDoctorHost(): DoctorHost {
   const { uid, gid } = STAND_IN;
   const handoff = mkdir(at("handoff"), 0o2770, 0, gid);
   const models = mkdir(at("models"), 0o755);
+  const model = writeCheckpoint(at("models/sd_xl_base_1.0.safetensors"), CHECKPOINT_KEYS.sdxl);
   const state = mkdir(at("state"), 0o700, uid, gid);
   const venv = mkdir(at("venv"), 0o755);
   mkdir(at("venv/bin"), 0o755);
@@ -54,7 +58,7 @@ export function makeDoctorHost(): DoctorHost {
   const configPath = at("config.toml");
 
   const host: DoctorHost = {
-    dir, handoff, models, state, venv, accelerate, python, tokenizers, trainScript, uvm, token, port,
+    dir, handoff, models, model, state, venv, accelerate, python, tokenizers, trainScript, uvm, token, port,
     writeConfig({ mode = "real", scenario, extra = "" } = {}) {
       const smi = fakeNvidiaSmi(dir, scenario).path;
       writeFileSync(configPath, [
@@ -63,6 +67,7 @@ export function makeDoctorHost(): DoctorHost {
         `handoff_root = "${handoff}"`,
         `model_roots = ["${models}"]`,
         `[trainer]\nmode = "${mode}"\naccelerate = "${accelerate}"\nsd_scripts_dir = "${at("sd-scripts")}"`,
+        `[smoke]\nbase_model = "${model}"`,
         `[gpu]\nnvidia_smi = "${smi}"`,
         `[auth]\ntoken_file = "${token}"`,
         extra,

@@ -48,8 +48,9 @@ export interface InstallRun {
   stderr: string;
 }
 
-export async function runInstall(args: string[]): Promise<InstallRun> {
-  const proc = Bun.spawn(["bash", INSTALL_SH, ...args], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+/** install.sh ARGS with nothing of this environment but PATH, and `env` on top (which may replace PATH). */
+export async function runInstall(args: string[], env: Record<string, string> = {}): Promise<InstallRun> {
+  const proc = Bun.spawn(["bash", INSTALL_SH, ...args], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env } });
   const [code, stdout, stderr] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
   return { code, stdout, stderr };
 }
