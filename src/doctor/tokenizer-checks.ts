@@ -8,7 +8,7 @@ import { BASE_PATH } from "../recipe/command.ts";
 
 const NAME = "tokenizers";
 const FIX = "lora-worker tokenizers import PATH, from a Hugging Face cache that holds both " +
-  "(see docs/operating.md, \"Prove a deployment\")";
+  "(docs/operating.md, \"From a bare box to smoke\", step 5)";
 // Importing transformers cold takes seconds; a minute is a hang.
 const LOAD_DEADLINE_MS = 60_000;
 const CONTEXT_IDS = 77;
