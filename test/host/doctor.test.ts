@@ -113,6 +113,12 @@ const MISSING: Missing[] = [
     says: (h) => `127.0.0.1:${h.port} is held by another program`,
   },
   {
+    what: "a port in range",
+    breakIt: (h) => writeFileSync(h.writeConfig(), readFileSync(h.writeConfig(), "utf8").replace(/^listen = .*$/m, 'listen = "127.0.0.1:99999"')),
+    check: "config",
+    says: () => "serve refuses to start: listen: port 99999 is out of range: 1 to 65535, or 0 to pick a free one — fix: edit ",
+  },
+  {
     what: "a port the service user may bind",
     breakIt: (h) => writeFileSync(h.writeConfig(), readFileSync(h.writeConfig(), "utf8").replace(/^listen = .*$/m, 'listen = "127.0.0.1:1"')),
     check: "port",
