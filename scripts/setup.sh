@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything a fresh machine with Node.js and npm needs: the pinned Bun, the locked dependencies and,
-# with --test-tools, the Debian packages the tests drive (systemd-analyze, curl, setpriv, script, pkill,
+# with --test-tools, the Debian packages the tests drive (systemd-analyze, setpriv, script, pkill,
 # strace, chromium, and Slurm with munge for a single-node test cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,6 @@ echo "bun $(bun --version)"
 if [ "${1:-}" = "--test-tools" ]; then
   missing=()
   command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
-  command -v curl >/dev/null 2>&1 || missing+=(curl)
   command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
   command -v script >/dev/null 2>&1 || missing+=(bsdutils)
   command -v pkill >/dev/null 2>&1 || missing+=(procps)
