@@ -28,7 +28,8 @@ export async function checkBaseModel(config: Config, account: ServiceAccount, ru
     const found = roots.flatMap((root) => safetensorsUnder(root, SEARCH_DEPTH));
     if (found.length === 0) {
       const none = failed(NAME, `no .safetensors in ${roots.join(", ")}: no job has a base model to name`, place);
-      return relaxedInSimulate(config, none, "the simulated trainer reads only the checkpoint's header");
+      const why = "a simulated run loads no weights, though a request must still name an SDXL checkpoint";
+      return relaxedInSimulate(config, none, why);
     }
     const some = found.slice(0, NAMED).join(", ") + (found.length > NAMED ? ` and ${found.length - NAMED} more` : "");
     const unset = `smoke.base_model is unset, so lora-worker smoke is refused (409 smoke_unavailable)`;
