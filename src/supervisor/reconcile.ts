@@ -5,7 +5,7 @@ import type { Job, JobStore } from "../store/job-store.ts";
 import type { JobDir, JobDirs } from "../job-dir/job-dir.ts";
 import { markedProcesses } from "../os/proc.ts";
 import type { Backends } from "./backend.ts";
-import type { Backend, PendingStop, Placement, RunContext } from "./placement.ts";
+import type { Backend, PendingStop, Placement, PlacementRequest, RecordedPlacement } from "./placement.ts";
 import { sweepStrays } from "../os/terminate.ts";
 
 interface ReconcileDeps {
@@ -50,7 +50,7 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
 export interface Adoption {
   row: Job;
   backend: Backend;
-  placement: (ctx: RunContext) => Placement;
+  placement: (request: PlacementRequest) => Placement;
   pendingStop: PendingStop | null;
 }
 
@@ -63,11 +63,24 @@ function handBack(
   const placed = dir.readPlacement();
   if (placed === null && row.phase === "preparing") return "worker_restarted";
   const backend = (placed === null ? null : deps.backends.of(placed.backend)) ?? deps.backends.chosen;
-  const found = { row, dir, state: placed?.state ?? null, marked, store: deps.store, now: deps.now, log: deps.log };
+  const state = placed?.state ?? null;
+  const found = { id: row.id, train: row.request, dir, recorded: recordedPlacement(row), state, marked };
   const recovery = backend.recover(found);
   if ("gone" in recovery) return recovery.gone;
   deps.log.info("re-adopting job after restart", { job_id: row.id, backend: backend.kind, ...recovery.detail });
   return { row, backend, placement: recovery.placement };
+}
+
+// What the record says of where the run lives, as its backend reads it.
+function recordedPlacement(row: Job): RecordedPlacement {
+  const identity = (pid: number | null, startTicks: number | null) =>
+    pid === null ? null : { pid, startTicks, bootId: row.boot_id };
+  return {
+    shim: identity(row.shim_pid, row.shim_start_ticks),
+    trainer: identity(row.pid, row.pid_start_ticks),
+    schedulerId: row.slurm_job_id,
+    bootId: row.boot_id,
+  };
 }
 
 // A job the restart found with nothing running ends failed. One that never started a trainer keeps nothing: its

@@ -63,7 +63,7 @@ async function decide(run: RunState, ended: ExitWatch): Promise<Outcome> {
   const { ctx, tracker, oomKillsAtStart } = run;
   return decideOutcome({
     ended,
-    stopReason: run.stopReason ?? ctx.store.get(ctx.id)?.stop_reason ?? null,
+    stopReason: run.stopReason ?? ctx.record.read()?.stop_reason ?? null,
     forcedKill: run.forcedKill,
     lastLossNan: tracker.progress().last_loss_nan,
     verdict: await verifySafetensors(ctx.runFile),
@@ -113,10 +113,10 @@ async function recordEnd(run: RunState, outcome: Outcome, point: ResumePoint | n
   const { ctx, tracker } = run;
   const endedAt = ctx.now().toISOString();
   const record = () => {
-    if (point !== null) ctx.store.saveResumePoint(ctx.id, point);
-    ctx.store.saveProgress(ctx.id, tracker.progress());
-    ctx.store.appendLoss(ctx.id, tracker.pendingLoss());
-    ctx.store.finish(ctx.id, outcome, endedAt);
+    if (point !== null) ctx.record.saveResumePoint(point);
+    ctx.record.saveProgress(tracker.progress());
+    ctx.record.appendLoss(tracker.pendingLoss());
+    ctx.record.finish(outcome, endedAt);
   };
   await writeUntilDone(run.guard, "final record", record, () => {
     run.unrecorded = { outcome, ended_at: endedAt };

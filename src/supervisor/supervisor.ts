@@ -1,27 +1,19 @@
-import type { Config } from "../config/schema.ts";
 import { failedOutcome, type Outcome } from "../job.ts";
-import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
-import type { Job, JobStore } from "../store/job-store.ts";
+import type { Job } from "../store/job-store.ts";
 import { createWriteGuard, writeUntilDone } from "../store/write-guard.ts";
-import type { JobDirs, LaunchFile } from "../job-dir/job-dir.ts";
+import type { LaunchFile } from "../job-dir/job-dir.ts";
 import { adoptedOutputFile } from "./publish.ts";
 import { reconcileOnStart } from "./reconcile.ts";
 import { FRESH_MS, supervise } from "./run.ts";
-import { runContext } from "./run-context.ts";
+import { placementRequest, runContext, type RunContext, type RunDeps } from "./run-context.ts";
 import type { Backends } from "./backend.ts";
-import type { Backend, Run, RunContext, Unrecorded } from "./placement.ts";
+import type { Backend, Run, Unrecorded } from "./placement.ts";
 
-export interface SupervisorDeps {
-  store: JobStore;
-  config: Config;
+/** What the supervisor is built from: what every run is given, and where runs are placed. */
+export interface SupervisorDeps extends RunDeps {
   /** Where runs are placed, and where those found after a restart were. */
   backends: Backends;
-  dirs: JobDirs;
-  now: () => Date;
-  log: Logger;
-  /** Where the kernel counts OOM kills of the trainer's cgroup (cgroup v2 or v1's memory controller), if anywhere. */
-  memoryEvents?: string | null;
 }
 
 /** Why a job's preparation stopped: a cancel, not a failure of the copy. */
@@ -166,7 +158,7 @@ async function start(s: Supervision, row: Job, outputFile: string, launch: Launc
     const ctx = contextOf(s, row, outputFile, chosen);
     ctx.jobDir.writeLaunch(launch, job);
     ctx.jobDir.writePlacement({ backend: chosen.kind, state: null });
-    const { placement, state } = await chosen.start(ctx, row.request);
+    const { placement, state } = await chosen.start(placementRequest(ctx, row));
     track(s, supervise(ctx, placement, null));
     recordPlacement(s, ctx, chosen.kind, state);
   } finally {
@@ -237,7 +229,7 @@ function reconcile(s: Supervision): void {
     const outputFile = adoptedOutputFile(row.request, config.handoff_root);
     try {
       const ctx = contextOf(s, row, outputFile, backend);
-      track(s, supervise(ctx, adoption.placement(ctx), adoption.pendingStop));
+      track(s, supervise(ctx, adoption.placement(placementRequest(ctx, row)), adoption.pendingStop));
     } catch (err) {
       log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
     }
