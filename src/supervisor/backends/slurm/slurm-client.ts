@@ -3,6 +3,7 @@
 // seconds after its end).
 import { join } from "node:path";
 import { fail, ok, type Result } from "../../../result.ts";
+import type { ClusterNode } from "../../placement.ts";
 
 interface SlurmSettings {
   // Where sbatch, scancel and scontrol are.
@@ -91,14 +92,8 @@ export function createSlurmClient(settings: SlurmSettings, slurmConf: string | u
 
 export type SlurmClient = ReturnType<typeof createSlurmClient>;
 
-export interface SlurmNode {
-  name: string;
-  state: string;
-  gpus: Array<{ type: string | null; total: number; allocated: number }>;
-  /** Slurm's own words: Gres and GresUsed as scontrol prints them. */
-  gres: string;
-  gres_used: string;
-}
+/** A node as scontrol shows it: the seam's cluster node, its gres in Slurm's own words. */
+export type SlurmNode = ClusterNode;
 
 function nodeOf(fields: Record<string, string>): SlurmNode {
   const gres = fields.Gres ?? "";
