@@ -123,7 +123,13 @@ export interface RecordedPlacement {
 /** What a backend makes of a run found after a restart: its processes to follow, or why nothing of it is left. */
 export type Recovery =
   | { placement: (request: PlacementRequest) => Placement; detail: Record<string, unknown> }
-  | { gone: "host_rebooted" | "worker_restarted" };
+  | Gone;
+
+/** A run a restart cannot follow, and, where the code's usual sentence would not say it, why (for the job's error). */
+export interface Gone {
+  gone: "host_rebooted" | "worker_restarted";
+  why?: string;
+}
 
 /** A node of a cluster, with its GPUs as the cluster counts them. */
 export interface ClusterNode {

@@ -2,11 +2,12 @@ import { readdirSync } from "node:fs";
 import { failedOutcome } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
-import type { JobDir, JobDirs } from "../job-dir/job-dir.ts";
+import type { JobDir, JobDirs, PlacementFile } from "../job-dir/job-dir.ts";
 import { markedProcesses } from "../os/proc.ts";
 import type { Backends } from "./backend.ts";
-import type { Backend, PendingStop, Placement, PlacementRequest, RecordedPlacement } from "./placement.ts";
+import type { Backend, Gone, PendingStop, Placement, PlacementRequest, RecordedPlacement } from "./placement.ts";
 import { sweepStrays } from "../os/terminate.ts";
+import { jobsWithTmpLinks, unlinkTmp } from "../job-dir/tmp-link.ts";
 
 interface ReconcileDeps {
   store: JobStore;
@@ -26,7 +27,7 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
   for (const job of deps.store.activeJobs()) {
     handled.add(job.id);
     const verdict = handBack(deps, job, marked.get(job.id) ?? []);
-    if (typeof verdict === "string") failLeftover(deps, job, verdict);
+    if ("gone" in verdict) endLeftover(deps, job, verdict, marked.get(job.id) ?? []);
     else adopt({ ...verdict, pendingStop: pendingStopOf(job, deps.now) });
   }
   for (const [id, pids] of marked) {
@@ -35,16 +36,25 @@ export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption
     if (handled.has(id) || !dir.exists()) continue;
     const row = recordAgain(deps, id, dir);
     const verdict = row === null ? null : handBack(deps, row, pids);
-    if (verdict !== null && typeof verdict !== "string") {
+    if (verdict !== null && !("gone" in verdict)) {
       deps.log.warn("re-adopting a running job the job database did not know", { job_id: id, pids });
       adopt({ ...verdict, pendingStop: null });
+      continue;
+    }
+    // Recorded again, but no backend can follow it: it ends like any other, its processes stopped.
+    if (verdict !== null) {
+      endLeftover(deps, row!, verdict, pids);
       continue;
     }
     deps.log.warn("stopping processes of a job whose record is final or missing", { job_id: id, pids });
     void sweepStrays(id);
   }
   removeUnrecorded(deps, marked);
+  removeTmpLinks(deps);
 }
+
+// A run the restart cannot follow, with what the job's error adds to its reason (an unreadable placement.json).
+type Ended = Gone & { note?: string };
 
 /** A job found active after a restart, with the backend that placed it and its processes. */
 export interface Adoption {
@@ -54,19 +64,36 @@ export interface Adoption {
   pendingStop: PendingStop | null;
 }
 
-// The run goes back to the backend recorded as placing it (one started by an older worker, which recorded none, to
-// the configured one); a job still preparing had nothing placed.
-function handBack(
-  deps: ReconcileDeps, row: Job, marked: number[],
-): Omit<Adoption, "pendingStop"> | "host_rebooted" | "worker_restarted" {
+// The run goes back to the backend recorded as placing it (one started by an older worker, which recorded none, or
+// one whose record is unreadable, to the configured one); a job still preparing had nothing placed. A backend this
+// program has none of can follow nothing: the job ends rather than stay active with nobody watching its run.
+function handBack(deps: ReconcileDeps, row: Job, marked: number[]): Omit<Adoption, "pendingStop"> | Ended {
   const dir = deps.dirs.of(row.id);
-  const placed = dir.readPlacement();
-  if (placed === null && row.phase === "preparing") return "worker_restarted";
-  const backend = (placed === null ? null : deps.backends.of(placed.backend)) ?? deps.backends.chosen;
+  const { chosen } = deps.backends;
+  let placed: PlacementFile | null = null;
+  let unreadable: string | null = null;
+  try {
+    placed = dir.readPlacement();
+  } catch (err) {
+    unreadable = (err as Error).message;
+    deps.log.warn("a job's placement.json is unreadable; the configured backend judges it", {
+      job_id: row.id, backend: chosen.kind, error: unreadable,
+    });
+  }
+  if (placed === null && row.phase === "preparing") return { gone: "worker_restarted" };
+  const backend = placed === null ? chosen : deps.backends.of(placed.backend);
+  if (backend === null) {
+    const why = `its placement.json names the backend ${JSON.stringify(placed!.backend)}, which this worker has ` +
+      `none of (trainer.backend = "${chosen.kind}"): nothing could follow its run, so the restart ended it`;
+    return { gone: "worker_restarted", why };
+  }
   const state = placed?.state ?? null;
   const found = { id: row.id, train: row.request, dir, recorded: recordedPlacement(row), state, marked };
   const recovery = backend.recover(found);
-  if ("gone" in recovery) return recovery.gone;
+  if ("gone" in recovery) {
+    if (unreadable === null) return recovery;
+    return { ...recovery, note: `${unreadable}, so the configured backend (${chosen.kind}) judged the run` };
+  }
   deps.log.info("re-adopting job after restart", { job_id: row.id, backend: backend.kind, ...recovery.detail });
   return { row, backend, placement: recovery.placement };
 }
@@ -83,18 +110,23 @@ function recordedPlacement(row: Job): RecordedPlacement {
   };
 }
 
-// A job the restart found with nothing running ends failed. One that never started a trainer keeps nothing: its
-// dataset copy (a resume's links to its predecessor's) goes now, not with its directory at retention.
-function failLeftover(deps: ReconcileDeps, job: Job, verdict: "host_rebooted" | "worker_restarted"): void {
+// A job the restart found with nothing running ends failed, and whatever of it runs on this host is stopped (a run
+// whose backend cannot follow it may have some). One that never started a trainer keeps nothing: its
+// dataset copy (a resume's links to its predecessor's) goes now, not with its directory at retention; one cut short
+// while its dataset was copied held nothing but that half copy, and its whole directory goes.
+function endLeftover(deps: ReconcileDeps, job: Job, { gone: verdict, why, note }: Ended, marked: number[]): void {
   const dir = deps.dirs.of(job.id);
   const again = job.resumed_from === null ? "send the request again" : `resume job ${job.resumed_from} again`;
-  const error = verdict === "host_rebooted"
+  const usual = verdict === "host_rebooted"
     ? "the host rebooted while this job ran; its trainer is gone"
     : job.phase === "preparing"
     ? "the worker restarted while it copied this job's dataset, before any trainer was started; " +
       `nothing was trained: ${again}`
     : "the worker restarted while this job ran and its trainer was no longer running; " +
       "its exit status was not recorded";
+  const said = why === undefined ? usual : `the worker restarted while this job ran; ${why}`;
+  const error = note === undefined ? said : `${said} (${note})`;
+  if (marked.length > 0) void sweepStrays(job.id);
   try {
     deps.store.finish(job.id, failedOutcome(verdict, error), deps.now().toISOString());
     deps.log.warn("failed job after restart", { job_id: job.id, error_code: verdict });
@@ -106,7 +138,8 @@ function failLeftover(deps: ReconcileDeps, job: Job, verdict: "host_rebooted" | 
   }
   if (job.started_at !== null || dir.readTrainer() !== null) return;
   try {
-    dir.removeDataset();
+    if (job.phase === "preparing") dir.removeNow();
+    else dir.removeDataset();
   } catch (err) {
     const fields = { job_id: job.id, error: (err as Error).message };
     deps.log.error("could not remove the dataset copy of a job that never trained", fields);
@@ -131,6 +164,22 @@ function removeUnrecorded(deps: ReconcileDeps, marked: Map<string, number[]>): v
       deps.log.warn("removed a job directory no record names (a dispatch cut short)", { job_id: id });
     } catch (err) {
       deps.log.error("could not remove a job directory no record names", { job_id: id, error: (err as Error).message });
+    }
+  }
+}
+
+// A trainer's TMPDIR link outlives it when its shim was killed too (shim.ts removes it otherwise): at start-up, every
+// link this state dir's jobs made (tmp-link.ts tells them from another worker's) goes unless its job is still active,
+// its run adopted. A job that ended here, one retention pruned, one no record names: none has a trainer to need it.
+function removeTmpLinks(deps: ReconcileDeps): void {
+  const active = new Set(deps.store.activeJobs().map((job) => job.id));
+  for (const id of jobsWithTmpLinks(deps.dirs.root)) {
+    if (active.has(id)) continue;
+    try {
+      unlinkTmp(deps.dirs.of(id).dir);
+      deps.log.info("removed the TMPDIR link of a job that is no longer running", { job_id: id });
+    } catch (err) {
+      deps.log.error("could not remove a job's TMPDIR link", { job_id: id, error: (err as Error).message });
     }
   }
 }

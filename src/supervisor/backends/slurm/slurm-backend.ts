@@ -69,7 +69,20 @@ export function slurmBackend(config: Config, shim: ShimCommand, environment: Bac
     start: (request) => startSlurmRun(request, shim.command, planFor(request.train)),
     // Slurm holds a batch job's processes on whatever node, across its own restarts and ours: it says how it ends.
     // A job recorded without its Slurm id (the worker stopped between sbatch and the record) is found by its name.
-    recover: ({ train, recorded, state }) => {
+    // Asked once, first, whether Slurm answers here at all: a worker configured for this host, or one whose Slurm
+    // commands cannot run, would otherwise follow the run by asking forever, the job active and nothing watching it.
+    // A configured Slurm that fails to answer is asked again (its runs outlive its own restarts).
+    recover: ({ id, train, recorded, state }) => {
+      const silent = slurm.unanswered(slurmJobName(id));
+      if (silent !== null && (config.trainer.backend !== "slurm" || !silent.runnable)) {
+        const backend = config.trainer.backend;
+        const context = backend === "slurm" ? "" : `, and this worker's trainer.backend is "${backend}"`;
+        const check = backend === "slurm" ? "check slurm.bin_dir (lora-worker doctor); " : "";
+        const why = `its placement.json says Slurm placed its run, but Slurm does not answer here (${silent.error})` +
+          `${context}: nothing could follow the run, so the restart ended it; ${check}if a cluster still runs it, ` +
+          `scancel the Slurm job named ${slurmJobName(id)}`;
+        return { gone: "worker_restarted", why };
+      }
       const handed = slurmJobIdOf(state);
       const placement = (request: PlacementRequest) =>
         slurmPlacement(request, recorded.schedulerId, planFor(train), handed);
