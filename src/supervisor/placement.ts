@@ -122,7 +122,7 @@ export interface RecordedPlacement {
 
 /** What a backend makes of a run found after a restart: its processes to follow, or why nothing of it is left. */
 export type Recovery =
-  | { placement: (request: PlacementRequest) => Placement; detail: Record<string, unknown> }
+  | { placement: Placement; detail: Record<string, unknown> }
   | Gone;
 
 /** A run a restart cannot follow, and, where the code's usual sentence would not say it, why (for the job's error). */
@@ -159,8 +159,9 @@ export interface Backend {
   deadline(startedAt: number, boundMs: number): number;
   /** Places the run whose job files are written; throws, having stopped whatever it started, when it cannot. */
   start(request: PlacementRequest): Promise<Started>;
-  /** A run this backend placed, found active after a restart. */
-  recover(found: Found): Recovery;
+  /** A run this backend placed, found active after a restart: its processes to follow (told as a launch is told),
+   * or why nothing of it is left. */
+  recover(found: Found, request: PlacementRequest): Recovery;
   /** What `lora-worker doctor` checks of where this backend runs trainers (`devDir`: where the host's devices are). */
   checks(devDir: string): Promise<DoctorCheck[]>;
   /** The cluster's GPUs, node by node, where the backend is a cluster. */

@@ -5,7 +5,7 @@ import type { Job, JobStore } from "../store/job-store.ts";
 import type { JobDir, JobDirs, PlacementFile } from "../job-dir/job-dir.ts";
 import { markedProcesses } from "../os/proc.ts";
 import type { Backends } from "./backend.ts";
-import type { Backend, Gone, PendingStop, Placement, PlacementRequest, RecordedPlacement } from "./placement.ts";
+import type { Backend, Found, Gone, PendingStop, RecordedPlacement } from "./placement.ts";
 import { sweepStrays } from "../os/terminate.ts";
 import { jobsWithTmpLinks, unlinkTmp } from "../job-dir/tmp-link.ts";
 
@@ -18,56 +18,66 @@ interface ReconcileDeps {
 }
 
 // At start-up every process that carries the marker of a job of this state dir ends up supervised or gone,
-// and no job stays "training" with nothing behind it. Each active job goes back to the backend that placed it:
-// one whose run it finds is adopted and ends as if the worker had never restarted; a job the database lost is
-// recorded again from its job.json and adopted.
-export function reconcileOnStart(deps: ReconcileDeps, adopt: (adoption: Adoption) => void): void {
+// and no job stays "training" with nothing behind it. Each active job is handed back to the backend that placed it
+// (the supervisor asks it, and adopts what it finds: the run then ends as if the worker had never restarted); a job
+// the database lost is recorded again from its job.json and handed back too. A job no backend can take back ends
+// here. What is handed back, and the marked processes found, are the answer: the supervisor asks each backend in
+// turn, then clearAfterRestart removes what no run needs.
+export function reconcileOnStart(deps: ReconcileDeps): Reconciled {
   const marked = markedProcesses();
   const handled = new Set<string>();
+  const handbacks: Handback[] = [];
+  const take = (row: Job, pids: number[], pendingStop: PendingStop | null, recordedAgain: boolean) => {
+    const judged = handBack(deps, row, pids);
+    if ("gone" in judged) endLeftover(deps, row, judged, pids);
+    else handbacks.push({ ...judged, pendingStop, recordedAgain });
+  };
   for (const job of deps.store.activeJobs()) {
     handled.add(job.id);
-    const verdict = handBack(deps, job, marked.get(job.id) ?? []);
-    if ("gone" in verdict) endLeftover(deps, job, verdict, marked.get(job.id) ?? []);
-    else adopt({ ...verdict, pendingStop: pendingStopOf(job, deps.now) });
+    take(job, marked.get(job.id) ?? [], pendingStopOf(job, deps.now), false);
   }
   for (const [id, pids] of marked) {
     const dir = deps.dirs.of(id);
     // A job directory elsewhere is another worker's (another state_dir) and none of ours.
     if (handled.has(id) || !dir.exists()) continue;
     const row = recordAgain(deps, id, dir);
-    const verdict = row === null ? null : handBack(deps, row, pids);
-    if (verdict !== null && !("gone" in verdict)) {
-      deps.log.warn("re-adopting a running job the job database did not know", { job_id: id, pids });
-      adopt({ ...verdict, pendingStop: null });
-      continue;
-    }
-    // Recorded again, but no backend can follow it: it ends like any other, its processes stopped.
-    if (verdict !== null) {
-      endLeftover(deps, row!, verdict, pids);
+    if (row !== null) {
+      take(row, pids, null, true);
       continue;
     }
     deps.log.warn("stopping processes of a job whose record is final or missing", { job_id: id, pids });
     void sweepStrays(id);
   }
-  removeUnrecorded(deps, marked);
-  removeTmpLinks(deps);
+  return { handbacks, marked };
 }
 
-// A run the restart cannot follow, with what the job's error adds to its reason (an unreadable placement.json).
-type Ended = Gone & { note?: string };
+/** What a restart found: the runs to hand back, and the processes that carry a job's marker. */
+export interface Reconciled {
+  handbacks: Handback[];
+  marked: Map<string, number[]>;
+}
 
-/** A job found active after a restart, with the backend that placed it and its processes. */
-export interface Adoption {
+/** A job found active after a restart, for the backend that placed it to take back. */
+export interface Handback {
   row: Job;
   backend: Backend;
-  placement: (request: PlacementRequest) => Placement;
+  found: Found;
   pendingStop: PendingStop | null;
+  /** What the job's error adds if the backend finds nothing of the run (an unreadable placement.json). */
+  note: string | null;
+  /** Recorded again from its job directory: the database had lost it. */
+  recordedAgain: boolean;
 }
+
+/** A run the restart cannot follow, with what the job's error adds to its reason. */
+export type Ended = Gone & { note?: string | null };
 
 // The run goes back to the backend recorded as placing it (one started by an older worker, which recorded none, or
 // one whose record is unreadable, to the configured one); a job still preparing had nothing placed. A backend this
 // program has none of can follow nothing: the job ends rather than stay active with nobody watching its run.
-function handBack(deps: ReconcileDeps, row: Job, marked: number[]): Omit<Adoption, "pendingStop"> | Ended {
+function handBack(
+  deps: ReconcileDeps, row: Job, marked: number[],
+): Omit<Handback, "pendingStop" | "recordedAgain"> | Ended {
   const dir = deps.dirs.of(row.id);
   const { chosen } = deps.backends;
   let placed: PlacementFile | null = null;
@@ -89,13 +99,8 @@ function handBack(deps: ReconcileDeps, row: Job, marked: number[]): Omit<Adoptio
   }
   const state = placed?.state ?? null;
   const found = { id: row.id, train: row.request, dir, recorded: recordedPlacement(row), state, marked };
-  const recovery = backend.recover(found);
-  if ("gone" in recovery) {
-    if (unreadable === null) return recovery;
-    return { ...recovery, note: `${unreadable}, so the configured backend (${chosen.kind}) judged the run` };
-  }
-  deps.log.info("re-adopting job after restart", { job_id: row.id, backend: backend.kind, ...recovery.detail });
-  return { row, backend, placement: recovery.placement };
+  const note = unreadable === null ? null : `${unreadable}, so the configured backend (${chosen.kind}) judged the run`;
+  return { row, backend, found, note };
 }
 
 // What the record says of where the run lives, as its backend reads it.
@@ -114,7 +119,9 @@ function recordedPlacement(row: Job): RecordedPlacement {
 // whose backend cannot follow it may have some). One that never started a trainer keeps nothing: its
 // dataset copy (a resume's links to its predecessor's) goes now, not with its directory at retention; one cut short
 // while its dataset was copied held nothing but that half copy, and its whole directory goes.
-function endLeftover(deps: ReconcileDeps, job: Job, { gone: verdict, why, note }: Ended, marked: number[]): void {
+export function endLeftover(
+  deps: ReconcileDeps, job: Job, { gone: verdict, why, note }: Ended, marked: number[],
+): void {
   const dir = deps.dirs.of(job.id);
   const again = job.resumed_from === null ? "send the request again" : `resume job ${job.resumed_from} again`;
   const usual = verdict === "host_rebooted"
@@ -125,7 +132,7 @@ function endLeftover(deps: ReconcileDeps, job: Job, { gone: verdict, why, note }
     : "the worker restarted while this job ran and its trainer was no longer running; " +
       "its exit status was not recorded";
   const said = why === undefined ? usual : `the worker restarted while this job ran; ${why}`;
-  const error = note === undefined ? said : `${said} (${note})`;
+  const error = note == null ? said : `${said} (${note})`;
   if (marked.length > 0) void sweepStrays(job.id);
   try {
     deps.store.finish(job.id, failedOutcome(verdict, error), deps.now().toISOString());
@@ -149,6 +156,13 @@ function endLeftover(deps: ReconcileDeps, job: Job, { gone: verdict, why, note }
 // A dispatch killed while it copied the dataset leaves a job directory that no record names, with no job.json
 // and nothing running in it: removed before any request can start a new one. (A directory with a job.json is a
 // job a lost database forgot: left for the operator.)
+/** After the runs found are taken back or ended: what no run needs goes (directories no record names, TMPDIR links
+ * of jobs no longer running). */
+export function clearAfterRestart(deps: ReconcileDeps, marked: Map<string, number[]>): void {
+  removeUnrecorded(deps, marked);
+  removeTmpLinks(deps);
+}
+
 function removeUnrecorded(deps: ReconcileDeps, marked: Map<string, number[]>): void {
   let names: string[];
   try {

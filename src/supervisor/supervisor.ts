@@ -4,7 +4,7 @@ import type { Job } from "../store/job-store.ts";
 import { createWriteGuard, writeUntilDone } from "../store/write-guard.ts";
 import type { LaunchFile } from "../job-dir/job-dir.ts";
 import { adoptedOutputFile } from "./publish.ts";
-import { reconcileOnStart } from "./reconcile.ts";
+import { clearAfterRestart, endLeftover, type Handback, reconcileOnStart } from "./reconcile.ts";
 import { FRESH_MS, supervise } from "./run.ts";
 import { placementRequest, runContext, type RunContext, type RunDeps } from "./run-context.ts";
 import type { Backends } from "./backend.ts";
@@ -222,16 +222,28 @@ function watch(s: Supervision, id: string, watcher: () => void): () => void {
   };
 }
 
+// Each run a restart found goes back to its backend, told as a launch is told; what it finds is followed, a run it
+// finds nothing of ends; then what no run needs is cleared.
 function reconcile(s: Supervision): void {
-  const { store, config, dirs, backends, now, log } = s.deps;
-  reconcileOnStart({ store, dirs, backends, now, log }, (adoption) => {
-    const { row, backend } = adoption;
-    const outputFile = adoptedOutputFile(row.request, config.handoff_root);
-    try {
-      const ctx = contextOf(s, row, outputFile, backend);
-      track(s, supervise(ctx, adoption.placement(placementRequest(ctx, row)), adoption.pendingStop));
-    } catch (err) {
-      log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
+  const { store, dirs, backends, now, log } = s.deps;
+  const deps = { store, dirs, backends, now, log };
+  const { handbacks, marked } = reconcileOnStart(deps);
+  for (const handback of handbacks) takeBack(s, handback);
+  clearAfterRestart(deps, marked);
+}
+
+function takeBack(s: Supervision, { row, backend, found, pendingStop, note, recordedAgain }: Handback): void {
+  const { config, log } = s.deps;
+  try {
+    const ctx = contextOf(s, row, adoptedOutputFile(row.request, config.handoff_root), backend);
+    const recovery = backend.recover(found, placementRequest(ctx, row));
+    if ("gone" in recovery) return endLeftover(s.deps, row, { ...recovery, note }, found.marked);
+    if (recordedAgain) {
+      log.warn("re-adopting a running job the job database did not know", { job_id: row.id, pids: found.marked });
     }
-  });
+    log.info("re-adopting job after restart", { job_id: row.id, backend: backend.kind, ...recovery.detail });
+    track(s, supervise(ctx, recovery.placement, pendingStop));
+  } catch (err) {
+    log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
+  }
 }

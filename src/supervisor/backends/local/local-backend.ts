@@ -21,11 +21,11 @@ export function localBackend(config: Config, shim: ShimCommand): Backend {
     refusal: async () => null,
     deadline: (startedAt, boundMs) => startedAt + boundMs,
     start: (request) => startRun(request, shim),
-    recover(found): Recovery {
+    recover(found, request): Recovery {
       const ids = judgeLocal(found);
       if (typeof ids === "string") return { gone: ids };
       const detail = { shim_pid: ids.shim?.pid ?? null, pid: ids.trainer?.pid ?? null };
-      return { placement: (request) => adoptedPlacement(request, ids), detail };
+      return { placement: adoptedPlacement(request, ids), detail };
     },
     checks: (devDir) => localChecks(config, devDir),
     nodes: null,

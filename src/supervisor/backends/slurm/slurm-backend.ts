@@ -72,7 +72,7 @@ export function slurmBackend(config: Config, shim: ShimCommand, environment: Bac
     // Asked once, first, whether Slurm answers here at all: a worker configured for this host, or one whose Slurm
     // commands cannot run, would otherwise follow the run by asking forever, the job active and nothing watching it.
     // A configured Slurm that fails to answer is asked again (its runs outlive its own restarts).
-    recover: ({ id, train, recorded, state }) => {
+    recover: ({ id, train, recorded, state }, request) => {
       const silent = slurm.unanswered(slurmJobName(id));
       if (silent !== null && (config.trainer.backend !== "slurm" || !silent.runnable)) {
         const backend = config.trainer.backend;
@@ -84,8 +84,7 @@ export function slurmBackend(config: Config, shim: ShimCommand, environment: Bac
         return { gone: "worker_restarted", why };
       }
       const handed = slurmJobIdOf(state);
-      const placement = (request: PlacementRequest) =>
-        slurmPlacement(request, recorded.schedulerId, planFor(train), handed);
+      const placement = slurmPlacement(request, recorded.schedulerId, planFor(train), handed);
       return { placement, detail: { slurm_job_id: recorded.schedulerId ?? handed } };
     },
     checks: () => slurmChecks(config, slurm),
