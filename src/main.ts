@@ -81,7 +81,7 @@ async function main(argv: string[]): Promise<number | undefined> {
       return (await import("./cli/client/run.ts")).clientCommand(command, rest);
     case "shim":
       if (rest.length !== 1) throw new UsageError("shim takes exactly one job directory");
-      return (await import("./supervisor/shim.ts")).runShim(rest[0]!);
+      return (await import("./shim/shim.ts")).runShim(rest[0]!);
     case "--version":
       process.stdout.write(`lora-worker ${BUILD.version} (commit ${BUILD.commit})\n`);
       return 0;

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, mkdirSync, openSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { readJsonOrNull, sizeOf, writeJsonAtomic } from "../fs.ts";
@@ -53,6 +53,7 @@ export interface JobDir {
   readJob(): JobFile | null;
   /** Which backend placed the run and its state, for the restart that hands it back to that backend. */
   writePlacement(file: PlacementFile): void;
+  /** null when there is none; one that cannot be read or names no backend throws, saying what is wrong with it. */
   readPlacement(): PlacementFile | null;
   readShim(): ProcessIdentity | null;
   readTrainer(): ProcessIdentity | null;
@@ -115,7 +116,7 @@ export function jobDir(stateDir: string, id: string): JobDir {
     },
     readJob: () => readJsonOrNull<JobFile>(jobFilePath(dir)),
     writePlacement: (file) => writeJsonAtomic(join(dir, "placement.json"), file),
-    readPlacement: () => readJsonOrNull<PlacementFile>(join(dir, "placement.json")),
+    readPlacement: () => readPlacement(join(dir, "placement.json")),
     readShim: () => readJsonOrNull<ProcessIdentity>(shimPath(dir)),
     readTrainer: () => readTrainer(dir),
     readExit: () => readExit(dir),
@@ -181,6 +182,27 @@ const EXIT_RESERVE_BYTES = 4096;
 // Written with real bytes (not a hole), so the filesystem has given the blocks already.
 function reserveExit(dir: string): void {
   writeFileSync(exitReservePath(dir), Buffer.alloc(EXIT_RESERVE_BYTES, 0x20), { mode: 0o640 });
+}
+
+// What is wrong is said of "placement.json", not its path: the sentence may reach the job's record, which arbo reads.
+function readPlacement(path: string): PlacementFile | null {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return null;
+    throw new Error(`placement.json cannot be read (${code ?? (err as Error).message})`);
+  }
+  let file: unknown;
+  try {
+    file = JSON.parse(text);
+  } catch {
+    throw new Error("placement.json is not JSON");
+  }
+  const backend = typeof file === "object" && file !== null ? (file as { backend?: unknown }).backend : undefined;
+  if (typeof backend !== "string") throw new Error("placement.json names no backend");
+  return file as PlacementFile;
 }
 
 export const readTrainer = (dir: string) => readJsonOrNull<ProcessIdentity>(trainerPath(dir));

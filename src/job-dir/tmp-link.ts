@@ -9,8 +9,11 @@
 // host and Slurm node, outside PrivateTmp, kept across the worker's restarts, emptied at boot (when no run is left),
 // and torch's data loader needs it already. It is shared and sticky: a name someone else made first is refused,
 // never used, and nobody else can remove or replace ours.
-import { lstatSync, readlinkSync, symlinkSync, unlinkSync } from "node:fs";
+import { lstatSync, readdirSync, readlinkSync, symlinkSync, unlinkSync } from "node:fs";
 import { basename, join } from "node:path";
+
+// Every job's link is named this and its id.
+const LINK_PREFIX = "lora-worker-";
 
 /** Where each job's TMPDIR link lives. */
 export const TMP_LINK_ROOT = "/dev/shm";
@@ -23,7 +26,7 @@ export const PYMP_SOCKET_SUFFIX = 32;
 export const tmpFolder = (jobDir: string) => join(jobDir, "tmp");
 
 /** The trainer's TMPDIR: a short link to the job's tmp folder, named by the job's id (its directory's name). */
-export const tmpLink = (jobDir: string) => join(TMP_LINK_ROOT, `lora-worker-${basename(jobDir)}`);
+export const tmpLink = (jobDir: string) => join(TMP_LINK_ROOT, `${LINK_PREFIX}${basename(jobDir)}`);
 
 /** The link to the job's tmp folder, made where the trainer runs (by the shim); one already there must be ours. */
 export function linkTmp(jobDir: string): void {
@@ -44,6 +47,27 @@ export function unlinkTmp(jobDir: string): void {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
   }
+}
+
+/**
+ * The jobs of `jobsRoot` (one state dir's jobs folder) whose TMPDIR links are in this host's /dev/shm: this user's
+ * links, each named for a job and leading into that job's own tmp folder there. Another worker's, even of the same
+ * user, leads into its own state dir and is never among them.
+ */
+export function jobsWithTmpLinks(jobsRoot: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(TMP_LINK_ROOT);
+  } catch {
+    return [];
+  }
+  return names.flatMap((name) => {
+    const id = name.slice(LINK_PREFIX.length);
+    const dir = join(jobsRoot, id);
+    // The name must be the one tmpLink gives that job's directory ("lora-worker-.." names none).
+    const named = name.startsWith(LINK_PREFIX) && tmpLink(dir) === join(TMP_LINK_ROOT, name);
+    return named && isOurs(tmpLink(dir), tmpFolder(dir)) ? [id] : [];
+  });
 }
 
 // A link this user made to this job's folder; another user's name in the sticky /dev/shm is never ours.

@@ -6,9 +6,11 @@ import { fail, ok, type Result } from "../result.ts";
 import { createJobReads } from "./job-reads.ts";
 import { ACTIVE_SQL } from "./job-row.ts";
 import { createJobTallies } from "./job-tallies.ts";
+import { bindRecord, type JobRecord, type ProgressFields } from "./job-record.ts";
 import { openChecked, type OpenOptions } from "./open.ts";
 
 export type { Job } from "./job-row.ts";
+export type { JobRecord, ProgressFields } from "./job-record.ts";
 
 const reportJson = (dataset: DatasetOnRecord | null) =>
   dataset?.report == null ? null : JSON.stringify(dataset.report);
@@ -51,14 +53,6 @@ interface NewJob {
 // The slot; or who holds it, who runs for the same output, or who resumed the same state first.
 type Claim = Result<void, { activeId: string } | { outputUser: string } | { resumedBy: string | null }>;
 
-interface ProgressFields {
-  phase: Phase;
-  step: number;
-  total_steps: number | null;
-  loss: number | null;
-  eta_s: number | null;
-}
-
 export type JobStore = ReturnType<typeof openJobStore>;
 
 // A write the state dir could not take (SQLITE_FULL, I/O error, read-only): the caller keeps what it meant
@@ -81,8 +75,10 @@ const SQL = {
     WHERE id=? AND ${ACTIVE_SQL}`,
   saveSamples: "UPDATE jobs SET samples=? WHERE id=?",
   requestPause: `UPDATE jobs SET pause_requested_at=COALESCE(pause_requested_at, ?) WHERE id=? AND ${ACTIVE_SQL}`,
-  markSpawned: "UPDATE jobs SET pid=?, pid_start_ticks=?, boot_id=?, started_at=? WHERE id=? AND status='starting'",
-  markShim: `UPDATE jobs SET shim_pid=?, shim_start_ticks=?, boot_id=? WHERE id=? AND ${ACTIVE_SQL}`,
+  markSpawned: `UPDATE jobs SET pid=?, pid_start_ticks=?, boot_id=?, started_at=?
+    WHERE id=? AND status='starting' AND pid IS NULL`,
+  markShim: `UPDATE jobs SET shim_pid=?, shim_start_ticks=?, boot_id=?
+    WHERE id=? AND shim_pid IS NULL AND ${ACTIVE_SQL}`,
   markSlurm: `UPDATE jobs SET slurm_job_id=? WHERE id=? AND ${ACTIVE_SQL}`,
   markStarted: `UPDATE jobs SET started_at=COALESCE(started_at, ?) WHERE id=? AND ${ACTIVE_SQL}`,
   markTraining: "UPDATE jobs SET status='training' WHERE id=? AND status='starting'",
@@ -125,7 +121,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
   // One guarded UPDATE: whether it moved the job.
   const update = (sql: string, values: SQLQueryBindings[]) => write(() => changed(db.run(sql, values)));
 
-  return {
+  const store = {
     ...reads,
     countByStatus: tallies.byStatus,
     countFailuresByCode: tallies.failuresByCode,
@@ -201,6 +197,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
       db.close();
     },
   };
+  return { ...store, record: (id: string): JobRecord => bindRecord(store, id) };
 }
 
 // The claim: exactly one caller wins; the others learn who holds the slot or the output (or, for a resume, who

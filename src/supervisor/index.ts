@@ -1,6 +1,5 @@
 // The supervisor's one face to the rest of the worker: what builds it (the supervisor, the backends, retention),
-// what the routes and dispatch read of it, and the check of a saved state a resume makes before it claims. The
-// shim (shim.ts) is a program of its own, which main.ts enters by name.
+// what the routes and dispatch read of it, and the check of a saved state a resume makes before it claims.
 export {
   createSupervisor,
   PreparationCancelled,

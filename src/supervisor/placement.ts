@@ -5,9 +5,7 @@ import type { Progress } from "../progress/progress.ts";
 import type { GpuPlacement } from "../recipe/command.ts";
 import type { JobRequest } from "../request/schema.ts";
 import type { Result } from "../result.ts";
-import type { Checkpoint } from "../job.ts";
-import type { Job, JobStore } from "../store/job-store.ts";
-import type { Sample } from "../job.ts";
+import type { ProcessIdentity } from "../os/proc.ts";
 import type { DoctorCheck } from "../doctor/doctor.ts";
 import type { JobDir } from "../job-dir/job-dir.ts";
 import type { ExitWatch } from "./exit-watch.ts";
@@ -16,41 +14,30 @@ import type { ExitWatch } from "./exit-watch.ts";
 // that places runs and takes them back after a restart, what a run is told, what it offers, and where its processes
 // are. run.ts follows a run through it the same way for every backend; nothing here names one.
 
-export interface RunContext {
+/** What a backend is told to place a run: exactly what it reads, and where it reports what it learns. */
+export interface PlacementRequest {
   id: string;
   jobDir: JobDir;
-  /** The state dir the job directory lies in: a trainer that fails as it fills is said to have filled it. */
-  stateDir: string;
-  /** Where the trainer writes its final LoRA (the job's run directory), and where the worker publishes it. */
-  runFile: string;
-  outputFile: string;
-  /** The handoff root as configured: the publish reaches outputFile's folder from it, never through a link. */
-  handoffRoot: string;
-  store: JobStore;
+  /** What the job asks for: its device and tier pick what a cluster is asked for. */
+  train: JobRequest;
+  graceMs: number;
   now: () => Date;
   log: Logger;
-  graceMs: number;
-  stallMs: number;
-  deadline: number;
-  nanUpdates: number;
-  /** The tier's max_train_steps; null when the run's own announcement decides (a replayed recording). */
-  expectedTotal: number | null;
-  /** The step of the state a resumed run started from; 0 for a fresh run. */
-  resumedAt: number;
-  /** The predecessor's state a resumed run started from, while the record still offers it (no own state yet). */
-  inherited: { step: number; state: string; digest: string | null } | null;
-  /** The verified intermediate LoRAs on record (an adopted run's, or a resumed run's inherited ones). */
-  checkpoints: Checkpoint[];
-  /** A pause asked for before this worker took the run over. */
-  pauseRequested: boolean;
-  /** For a run that takes preview samples: those on record, and since when this run writes its own. */
-  samples: { known: Sample[]; sinceMs: number } | null;
-  /** The file whose oom_kill counter covers the trainer (cgroup v2 memory.events, v1 memory.oom_control); or null. */
-  memoryEvents: string | null;
-  /** Called after every change a watcher could see: progress, status, the end. */
-  changed: () => void;
-  /** Whether an event stream follows the job now: its output is then read more often. */
-  watched: () => boolean;
+  report: RunReport;
+}
+
+/** What a backend tells the supervisor of a run it placed or found; the supervisor records it. */
+export interface RunReport {
+  /** The shim that starts the trainer runs (this host); throws when the record cannot take it. */
+  shim(identity: ProcessIdentity): void;
+  /** The trainer runs (this host); a record that cannot take it is logged, the run goes on. */
+  trainer(identity: ProcessIdentity): void;
+  /** The scheduler holds the run under this id; throws when the record cannot take it. */
+  scheduled(schedulerId: string): void;
+  /** The scheduler began to run it; a record that cannot take it is logged, the run goes on. */
+  started(): void;
+  /** Something a watcher could see changed (why the scheduler still holds the run). */
+  changed(): void;
 }
 
 /** A run's outcome, decided, that the state dir has not taken yet (it is full, say). */
@@ -112,23 +99,37 @@ export interface Started {
   state: unknown;
 }
 
-/** A job found active after a restart, handed back to the backend that placed it. */
+/** A run found active after a restart, handed back to the backend that placed it. */
 export interface Found {
-  row: Job;
+  id: string;
+  train: JobRequest;
   dir: JobDir;
+  /** What the job's record holds of where the run lives. */
+  recorded: RecordedPlacement;
   /** What the backend handed back when it placed the run; null when the worker stopped before it could. */
   state: unknown;
   /** The pids of this host that carry the job's marker. */
   marked: number[];
-  store: JobStore;
-  now: () => Date;
-  log: Logger;
+}
+
+/** Where the record says a run lives: its shim and trainer on this host, the scheduler's id, the boot they ran in. */
+export interface RecordedPlacement {
+  shim: ProcessIdentity | null;
+  trainer: ProcessIdentity | null;
+  schedulerId: string | null;
+  bootId: string | null;
 }
 
 /** What a backend makes of a run found after a restart: its processes to follow, or why nothing of it is left. */
 export type Recovery =
-  | { placement: (ctx: RunContext) => Placement; detail: Record<string, unknown> }
-  | { gone: "host_rebooted" | "worker_restarted" };
+  | { placement: Placement; detail: Record<string, unknown> }
+  | Gone;
+
+/** A run a restart cannot follow, and, where the code's usual sentence would not say it, why (for the job's error). */
+export interface Gone {
+  gone: "host_rebooted" | "worker_restarted";
+  why?: string;
+}
 
 /** A node of a cluster, with its GPUs as the cluster counts them. */
 export interface ClusterNode {
@@ -157,9 +158,10 @@ export interface Backend {
   /** When the tier's bound ends the run (epoch ms); on Slurm its --time does. */
   deadline(startedAt: number, boundMs: number): number;
   /** Places the run whose job files are written; throws, having stopped whatever it started, when it cannot. */
-  start(ctx: RunContext, request: JobRequest): Promise<Started>;
-  /** A run this backend placed, found active after a restart. */
-  recover(found: Found): Recovery;
+  start(request: PlacementRequest): Promise<Started>;
+  /** A run this backend placed, found active after a restart: its processes to follow (told as a launch is told),
+   * or why nothing of it is left. */
+  recover(found: Found, request: PlacementRequest): Recovery;
   /** What `lora-worker doctor` checks of where this backend runs trainers (`devDir`: where the host's devices are). */
   checks(devDir: string): Promise<DoctorCheck[]>;
   /** The cluster's GPUs, node by node, where the backend is a cluster. */

@@ -9,6 +9,7 @@ import { readOomKills } from "../os/proc.ts";
 import { untilDone } from "../os/terminate.ts";
 import { stateDirFull } from "../store/state-health.ts";
 import { writeUntilDone } from "../store/write-guard.ts";
+import { unlinkTmp } from "../job-dir/tmp-link.ts";
 import { persist, recordSamples, releaseInherited, type FollowedRun, type RunState } from "./run-state.ts";
 
 const LOG_LINES_FOR_OUTCOME = 200;
@@ -22,6 +23,7 @@ export async function endRun(run: FollowedRun, ended: ExitWatch): Promise<void> 
   run.watchdog.stop();
   run.states.stop();
   await clearLeftovers(run);
+  forgetTmp(run);
   await run.follower.stop();
   try {
     ctx.jobDir.repairLogCuts();
@@ -59,11 +61,21 @@ async function clearLeftovers(run: RunState): Promise<void> {
   run.forcedKill ||= forced;
 }
 
+// The shim removes the trainer's TMPDIR link as the trainer ends; a run adopted after its shim was killed has none
+// left to do it, so the worker does, where it can see the link (on this host).
+function forgetTmp({ ctx }: RunState): void {
+  try {
+    unlinkTmp(ctx.jobDir.dir);
+  } catch (err) {
+    ctx.log.error("could not remove the run's TMPDIR link", { job_id: ctx.id, error: (err as Error).message });
+  }
+}
+
 async function decide(run: RunState, ended: ExitWatch): Promise<Outcome> {
   const { ctx, tracker, oomKillsAtStart } = run;
   return decideOutcome({
     ended,
-    stopReason: run.stopReason ?? ctx.store.get(ctx.id)?.stop_reason ?? null,
+    stopReason: run.stopReason ?? ctx.record.read()?.stop_reason ?? null,
     forcedKill: run.forcedKill,
     lastLossNan: tracker.progress().last_loss_nan,
     verdict: await verifySafetensors(ctx.runFile),
@@ -113,10 +125,10 @@ async function recordEnd(run: RunState, outcome: Outcome, point: ResumePoint | n
   const { ctx, tracker } = run;
   const endedAt = ctx.now().toISOString();
   const record = () => {
-    if (point !== null) ctx.store.saveResumePoint(ctx.id, point);
-    ctx.store.saveProgress(ctx.id, tracker.progress());
-    ctx.store.appendLoss(ctx.id, tracker.pendingLoss());
-    ctx.store.finish(ctx.id, outcome, endedAt);
+    if (point !== null) ctx.record.saveResumePoint(point);
+    ctx.record.saveProgress(tracker.progress());
+    ctx.record.appendLoss(tracker.pendingLoss());
+    ctx.record.finish(outcome, endedAt);
   };
   await writeUntilDone(run.guard, "final record", record, () => {
     run.unrecorded = { outcome, ended_at: endedAt };

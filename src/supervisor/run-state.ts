@@ -7,7 +7,8 @@ import type { followLog } from "./job-log.ts";
 import { readOomKills } from "../os/proc.ts";
 import { createWriteGuard } from "../store/write-guard.ts";
 import type { startWatchdog } from "./watchdog.ts";
-import type { Placement, RunContext, Unrecorded } from "./placement.ts";
+import type { Placement, Unrecorded } from "./placement.ts";
+import type { RunContext } from "./run-context.ts";
 
 // Progress reaches memory at once; the durable row is refreshed at most this often (and at the end).
 const PERSIST_INTERVAL_MS = 1000;
@@ -73,7 +74,7 @@ export function openRun(ctx: RunContext, placement: Placement): RunState {
 export function persist(run: RunState): void {
   const progress = run.tracker.progress();
   const points = run.tracker.pendingLoss();
-  run.tracker.persisted(run.guard("progress", () => run.ctx.store.saveProgressUnsynced(run.ctx.id, progress, points)));
+  run.tracker.persisted(run.guard("progress", () => run.ctx.record.saveProgressUnsynced(progress, points)));
 }
 
 /** The predecessor's state, once this run no longer needs it: off the record, then off the disk. */
@@ -82,7 +83,7 @@ export async function releaseInherited(run: RunState, by: string): Promise<void>
   const { ctx } = run;
   const { state } = run.inherited;
   run.inherited = null;
-  run.guard("released state", () => ctx.store.releaseState(state, ctx.id, by));
+  run.guard("released state", () => ctx.record.releaseState(state, by));
   await rm(state, { recursive: true, force: true }).catch((err: Error) => {
     ctx.log.error("could not remove a replaced saved state", { job_id: ctx.id, error: err.message });
   });
@@ -98,7 +99,7 @@ export async function recordSamples(run: RunState): Promise<void> {
     const found = await findSamples(run.out, ctx.samples.sinceMs, run.samples);
     if (found.length === run.samples.length) return;
     run.samples = found;
-    run.guard("samples", () => ctx.store.saveSamples(ctx.id, found));
+    run.guard("samples", () => ctx.record.saveSamples(found));
   } catch (err) {
     ctx.log.error("could not list the run's samples", { job_id: ctx.id, error: (err as Error).message });
   }

@@ -5,7 +5,8 @@ import { untilDone } from "../os/terminate.ts";
 import { startWatchdog } from "./watchdog.ts";
 import { endRun } from "./run-end.ts";
 import { openRun, persist, recordSamples, releaseInherited, type FollowedRun, type RunState } from "./run-state.ts";
-import type { PendingStop, Placement, Run, RunContext } from "./placement.ts";
+import type { PendingStop, Placement, Run } from "./placement.ts";
+import type { RunContext } from "./run-context.ts";
 
 // How often the trainer's output is read. An answer about the job (GET /train/{id}, the list, /metrics) reads
 // first, unless the last read is younger than FRESH_MS; an event stream's job is read every WATCHED_TICK_MS, so
@@ -71,7 +72,7 @@ function takeIn(run: FollowedRun, text: string): void {
   const { ctx, tracker } = run;
   run.watchdog.touch();
   const firstWords = !run.statusRecorded;
-  if (firstWords) run.statusRecorded = run.guard("status", () => ctx.store.markTraining(ctx.id));
+  if (firstWords) run.statusRecorded = run.guard("status", () => ctx.record.markTraining());
   const update = tracker.push(text);
   if (update.contradiction !== null) {
     const expected = tracker.progress().expected_total;
@@ -92,7 +93,7 @@ function stateSaved(run: FollowedRun, step: number, checkpoint: Checkpoint | nul
   const others = stillThere(run.checkpoints).filter((c) => c.step !== step);
   run.checkpoints = checkpoint ? [...others, checkpoint] : others;
   const point: ResumePoint = { step, state: stateDir(run.out, step), digest, checkpoints: run.checkpoints, gone: null };
-  if (run.guard("resume point", () => ctx.store.saveResumePoint(ctx.id, point))) {
+  if (run.guard("resume point", () => ctx.record.saveResumePoint(point))) {
     void releaseInherited(run, `replaced by job ${ctx.id}'s newer state at step ${step}`);
   }
   ctx.log.info("state saved", { job_id: ctx.id, step, pausing: run.pausing });
@@ -105,7 +106,7 @@ function stateSaved(run: FollowedRun, step: number, checkpoint: Checkpoint | nul
 function stop(run: RunState, reason: StopReason, graceMs = run.ctx.graceMs): Promise<void> {
   const { ctx } = run;
   run.stopReason ??= reason;
-  run.guard("stop reason", () => ctx.store.requestStop(ctx.id, reason, ctx.now().toISOString()));
+  run.guard("stop reason", () => ctx.record.requestStop(reason, ctx.now().toISOString()));
   ctx.log.info("stopping job", { job_id: ctx.id, reason });
   run.stopping = run.stopping.then(() => kill(run, graceMs));
   return run.stopping.then(() => undefined);
@@ -123,7 +124,7 @@ async function kill(run: RunState, graceMs: number): Promise<void> {
 function pause(run: FollowedRun): void {
   const { ctx } = run;
   run.pausing = true;
-  run.guard("pause", () => ctx.store.requestPause(ctx.id, ctx.now().toISOString()));
+  run.guard("pause", () => ctx.record.requestPause(ctx.now().toISOString()));
   ctx.log.info("pausing job at its next saved state", { job_id: ctx.id });
   run.follower.drain();
 }

@@ -1,27 +1,19 @@
-import type { Config } from "../config/schema.ts";
 import { failedOutcome, type Outcome } from "../job.ts";
-import type { Logger } from "../logger.ts";
 import type { Progress } from "../progress/progress.ts";
-import type { Job, JobStore } from "../store/job-store.ts";
+import type { Job } from "../store/job-store.ts";
 import { createWriteGuard, writeUntilDone } from "../store/write-guard.ts";
-import type { JobDirs, LaunchFile } from "../job-dir/job-dir.ts";
+import type { LaunchFile } from "../job-dir/job-dir.ts";
 import { adoptedOutputFile } from "./publish.ts";
-import { reconcileOnStart } from "./reconcile.ts";
+import { clearAfterRestart, endLeftover, type Handback, reconcileOnStart } from "./reconcile.ts";
 import { FRESH_MS, supervise } from "./run.ts";
-import { runContext } from "./run-context.ts";
+import { placementRequest, runContext, type RunContext, type RunDeps } from "./run-context.ts";
 import type { Backends } from "./backend.ts";
-import type { Backend, Run, RunContext, Unrecorded } from "./placement.ts";
+import type { Backend, Run, Unrecorded } from "./placement.ts";
 
-export interface SupervisorDeps {
-  store: JobStore;
-  config: Config;
+/** What the supervisor is built from: what every run is given, and where runs are placed. */
+export interface SupervisorDeps extends RunDeps {
   /** Where runs are placed, and where those found after a restart were. */
   backends: Backends;
-  dirs: JobDirs;
-  now: () => Date;
-  log: Logger;
-  /** Where the kernel counts OOM kills of the trainer's cgroup (cgroup v2 or v1's memory controller), if anywhere. */
-  memoryEvents?: string | null;
 }
 
 /** Why a job's preparation stopped: a cancel, not a failure of the copy. */
@@ -166,7 +158,7 @@ async function start(s: Supervision, row: Job, outputFile: string, launch: Launc
     const ctx = contextOf(s, row, outputFile, chosen);
     ctx.jobDir.writeLaunch(launch, job);
     ctx.jobDir.writePlacement({ backend: chosen.kind, state: null });
-    const { placement, state } = await chosen.start(ctx, row.request);
+    const { placement, state } = await chosen.start(placementRequest(ctx, row));
     track(s, supervise(ctx, placement, null));
     recordPlacement(s, ctx, chosen.kind, state);
   } finally {
@@ -230,16 +222,28 @@ function watch(s: Supervision, id: string, watcher: () => void): () => void {
   };
 }
 
+// Each run a restart found goes back to its backend, told as a launch is told; what it finds is followed, a run it
+// finds nothing of ends; then what no run needs is cleared.
 function reconcile(s: Supervision): void {
-  const { store, config, dirs, backends, now, log } = s.deps;
-  reconcileOnStart({ store, dirs, backends, now, log }, (adoption) => {
-    const { row, backend } = adoption;
-    const outputFile = adoptedOutputFile(row.request, config.handoff_root);
-    try {
-      const ctx = contextOf(s, row, outputFile, backend);
-      track(s, supervise(ctx, adoption.placement(ctx), adoption.pendingStop));
-    } catch (err) {
-      log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
+  const { store, dirs, backends, now, log } = s.deps;
+  const deps = { store, dirs, backends, now, log };
+  const { handbacks, marked } = reconcileOnStart(deps);
+  for (const handback of handbacks) takeBack(s, handback);
+  clearAfterRestart(deps, marked);
+}
+
+function takeBack(s: Supervision, { row, backend, found, pendingStop, note, recordedAgain }: Handback): void {
+  const { config, log } = s.deps;
+  try {
+    const ctx = contextOf(s, row, adoptedOutputFile(row.request, config.handoff_root), backend);
+    const recovery = backend.recover(found, placementRequest(ctx, row));
+    if ("gone" in recovery) return endLeftover(s.deps, row, { ...recovery, note }, found.marked);
+    if (recordedAgain) {
+      log.warn("re-adopting a running job the job database did not know", { job_id: row.id, pids: found.marked });
     }
-  });
+    log.info("re-adopting job after restart", { job_id: row.id, backend: backend.kind, ...recovery.detail });
+    track(s, supervise(ctx, recovery.placement, pendingStop));
+  } catch (err) {
+    log.error("could not re-adopt a running job", { job_id: row.id, error: (err as Error).message });
+  }
 }

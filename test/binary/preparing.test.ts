@@ -105,8 +105,11 @@ describe("the preparing phase", () => {
       "the worker restarted while it copied this job's dataset, before any trainer was started; nothing was " +
         "trained: send the request again",
     );
-    // A job that never trained keeps nothing: its copy goes at the restart, not with retention a month later.
-    expect(existsSync(join(jobDir(tree, id), "dataset"))).toBe(false);
+    // A job that never trained keeps nothing: its directory, which held only the half copy, goes whole at the
+    // restart, not with retention a month later (the contrast, a job that trained and keeps its directory, is
+    // end-to-end.test.ts's "neither shim nor trainer alive").
+    expect(existsSync(jobDir(tree, id))).toBe(false);
+    expect(readdirSync(join(tree.state, "jobs"))).toEqual([]);
     // Contrast: the slot is free again, and the same request now trains.
     const again = (await second.postTrain(tree.validRequest())).body.worker_job_id;
     expect(await untilEnded(second, again)).toMatchObject({ status: "succeeded" });

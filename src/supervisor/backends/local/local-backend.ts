@@ -4,7 +4,7 @@ import {
   liveGroupMembers, signalGroup, sweepStrays, terminateGroup, untilDone, waitGroupGone,
 } from "../../../os/terminate.ts";
 import { type ExitWatch, watchExit } from "../../exit-watch.ts";
-import type { Backend, Placement, Recovery, RunContext, ShimCommand, Started } from "../../placement.ts";
+import type { Backend, Placement, PlacementRequest, Recovery, ShimCommand, Started } from "../../placement.ts";
 import { localChecks } from "./local-checks.ts";
 import { type Identities, judgeLocal } from "./recovery.ts";
 
@@ -20,12 +20,12 @@ export function localBackend(config: Config, shim: ShimCommand): Backend {
     launch: (device) => ({ env: { CUDA_VISIBLE_DEVICES: String(device.index) }, forwardSignals: false }),
     refusal: async () => null,
     deadline: (startedAt, boundMs) => startedAt + boundMs,
-    start: (ctx) => startRun(ctx, shim),
-    recover(found): Recovery {
+    start: (request) => startRun(request, shim),
+    recover(found, request): Recovery {
       const ids = judgeLocal(found);
       if (typeof ids === "string") return { gone: ids };
       const detail = { shim_pid: ids.shim?.pid ?? null, pid: ids.trainer?.pid ?? null };
-      return { placement: (ctx) => adoptedPlacement(ctx, ids), detail };
+      return { placement: adoptedPlacement(request, ids), detail };
     },
     checks: (devDir) => localChecks(config, devDir),
     nodes: null,
@@ -34,7 +34,7 @@ export function localBackend(config: Config, shim: ShimCommand): Backend {
 
 // The worker starts a shim (this program's `shim` command) in its own session; the shim starts the trainer
 // and records its end. The job's files are written already, so a worker that restarts at any moment finds the job.
-async function startRun(ctx: RunContext, shim: ShimCommand): Promise<Started> {
+async function startRun(ctx: PlacementRequest, shim: ShimCommand): Promise<Started> {
   const env = { PATH: shim.path, [JOB_MARKER_ENV]: ctx.id };
   const shimProcess = Bun.spawn([...shim.command, "shim", ctx.jobDir.dir], {
     stdio: ["ignore", "ignore", "ignore"],
@@ -43,8 +43,8 @@ async function startRun(ctx: RunContext, shim: ShimCommand): Promise<Started> {
   });
   try {
     const shimIdentity = identify(shimProcess.pid);
-    ctx.store.markShim(ctx.id, shimIdentity);
-    const trainer = waitForTrainer(ctx, shimIdentity).then(recordTrainer(ctx));
+    ctx.report.shim(shimIdentity);
+    const trainer = waitForTrainer(ctx, shimIdentity).then(reportTrainer(ctx));
     const exit = watchExit(ctx.jobDir.dir, () => isSameProcess(shimIdentity), shimProcess.exited);
     return { placement: localPlacement(ctx, shimIdentity, trainer, exit), state: null };
   } catch (err) {
@@ -55,13 +55,16 @@ async function startRun(ctx: RunContext, shim: ShimCommand): Promise<Started> {
   }
 }
 
-// A run whose worker restarted: the same placement, identities from the record or the job's files.
-function adoptedPlacement(ctx: RunContext, ids: Identities): Placement {
+// A run whose worker restarted: the same placement, identities from the record or the job's files (reported, so
+// the record has those it lacked).
+function adoptedPlacement(ctx: PlacementRequest, ids: Identities): Placement {
   const { shim } = ids;
+  if (shim) reportShim(ctx, shim);
+  if (ids.trainer) ctx.report.trainer(ids.trainer);
   const alive = () => shim !== null && isSameProcess(shim);
   // A live shim that has not yet named its trainer is about to: wait for it as a fresh launch would.
   const trainer = ids.trainer === null && shim !== null
-    ? waitForTrainer(ctx, shim).then(recordTrainer(ctx))
+    ? waitForTrainer(ctx, shim).then(reportTrainer(ctx))
     : Promise.resolve(ids.trainer);
   return localPlacement(ctx, shim, trainer, watchExit(ctx.jobDir.dir, alive));
 }
@@ -72,7 +75,7 @@ const SHIM_EXIT_WAIT_MS = 1000;
 // This host: the trainer leads its own process group; without a known trainer (its shim gone before naming it),
 // the job's marker finds what is left.
 function localPlacement(
-  ctx: RunContext,
+  ctx: PlacementRequest,
   shim: ProcessIdentity | null,
   trainer: Promise<ProcessIdentity | null>,
   exit: Promise<ExitWatch>,
@@ -108,19 +111,23 @@ async function shimGone(shim: ProcessIdentity): Promise<void> {
   if (isSameProcess(shim)) signalGroup(shim.pid, "SIGKILL");
 }
 
-// Recording the trainer is bookkeeping: the run follows it from the promise even if the write fails.
-const recordTrainer = (ctx: RunContext) => (identity: ProcessIdentity | null) => {
-  try {
-    if (identity) ctx.store.markSpawned(ctx.id, identity, ctx.now().toISOString());
-  } catch (err) {
-    ctx.log.error("could not record the trainer's identity", { job_id: ctx.id, error: (err as Error).message });
-  }
+const reportTrainer = (ctx: PlacementRequest) => (identity: ProcessIdentity | null) => {
+  if (identity) ctx.report.trainer(identity);
   return identity;
 };
 
+// A shim found after a restart is followed even when the record cannot take it now.
+function reportShim(ctx: PlacementRequest, shim: ProcessIdentity): void {
+  try {
+    ctx.report.shim(shim);
+  } catch (err) {
+    ctx.log.error("could not record the shim of a re-adopted job", { job_id: ctx.id, error: (err as Error).message });
+  }
+}
+
 // Nothing of a failed launch may run on: the shim first (so it starts nothing more), then the trainer, then
 // strays. What made the launch fail (no descriptor left, say) can make the stopping fail too: it is retried.
-async function abandon(ctx: RunContext, shimPid: number): Promise<void> {
+async function abandon(ctx: PlacementRequest, shimPid: number): Promise<void> {
   signalGroup(shimPid, "SIGKILL");
   await untilDone(
     async () => {
@@ -136,7 +143,7 @@ async function abandon(ctx: RunContext, shimPid: number): Promise<void> {
   );
 }
 
-async function waitForTrainer(ctx: RunContext, shim: ProcessIdentity): Promise<ProcessIdentity | null> {
+async function waitForTrainer(ctx: PlacementRequest, shim: ProcessIdentity): Promise<ProcessIdentity | null> {
   const deadline = Date.now() + TRAINER_START_TIMEOUT_MS;
   for (;;) {
     const trainer = ctx.jobDir.readTrainer();

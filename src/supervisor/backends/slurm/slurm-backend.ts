@@ -10,7 +10,9 @@ import type { JobRequest } from "../../../request/schema.ts";
 import { fail } from "../../../result.ts";
 import { TIERS } from "../../../tiers.ts";
 import type { ExitWatch } from "../../exit-watch.ts";
-import type { Backend, BackendEnvironment, Placement, RunContext, ShimCommand, Started } from "../../placement.ts";
+import type {
+  Backend, BackendEnvironment, Placement, PlacementRequest, ShimCommand, Started,
+} from "../../placement.ts";
 import { slurmChecks } from "./slurm-checks.ts";
 
 interface SlurmPlan {
@@ -64,13 +66,26 @@ export function slurmBackend(config: Config, shim: ShimCommand, environment: Bac
     },
     // Slurm counts the --time from the run's start, not from its time in the queue.
     deadline: () => Number.POSITIVE_INFINITY,
-    start: (ctx, request) => startSlurmRun(ctx, shim.command, planFor(request)),
+    start: (request) => startSlurmRun(request, shim.command, planFor(request.train)),
     // Slurm holds a batch job's processes on whatever node, across its own restarts and ours: it says how it ends.
     // A job recorded without its Slurm id (the worker stopped between sbatch and the record) is found by its name.
-    recover: ({ row, state }) => {
+    // Asked once, first, whether Slurm answers here at all: a worker configured for this host, or one whose Slurm
+    // commands cannot run, would otherwise follow the run by asking forever, the job active and nothing watching it.
+    // A configured Slurm that fails to answer is asked again (its runs outlive its own restarts).
+    recover: ({ id, train, recorded, state }, request) => {
+      const silent = slurm.unanswered(slurmJobName(id));
+      if (silent !== null && (config.trainer.backend !== "slurm" || !silent.runnable)) {
+        const backend = config.trainer.backend;
+        const context = backend === "slurm" ? "" : `, and this worker's trainer.backend is "${backend}"`;
+        const check = backend === "slurm" ? "check slurm.bin_dir (lora-worker doctor); " : "";
+        const why = `its placement.json says Slurm placed its run, but Slurm does not answer here (${silent.error})` +
+          `${context}: nothing could follow the run, so the restart ended it; ${check}if a cluster still runs it, ` +
+          `scancel the Slurm job named ${slurmJobName(id)}`;
+        return { gone: "worker_restarted", why };
+      }
       const handed = slurmJobIdOf(state);
-      const placement = (ctx: RunContext) => slurmPlacement(ctx, row.slurm_job_id, planFor(row.request), handed);
-      return { placement, detail: { slurm_job_id: row.slurm_job_id ?? handed } };
+      const placement = slurmPlacement(request, recorded.schedulerId, planFor(train), handed);
+      return { placement, detail: { slurm_job_id: recorded.schedulerId ?? handed } };
     },
     checks: () => slurmChecks(config, slurm),
     async nodes() {
@@ -86,7 +101,7 @@ const slurmJobIdOf = (state: unknown): string | null =>
     ? state.slurm_job_id
     : null;
 
-async function startSlurmRun(ctx: RunContext, shimCommand: string[], plan: SlurmPlan): Promise<Started> {
+async function startSlurmRun(ctx: PlacementRequest, shimCommand: string[], plan: SlurmPlan): Promise<Started> {
   ctx.jobDir.writeBackendScript(SLURM_SCRIPT, batchScript(ctx, shimCommand));
   const submitted = await plan.slurm.submit(ctx.jobDir.backendFile(SLURM_SCRIPT), [
     `--job-name=${slurmJobName(ctx.id)}`, `--chdir=${ctx.jobDir.dir}`, `--output=${ctx.jobDir.backendFile(SLURM_OUT)}`,
@@ -94,7 +109,7 @@ async function startSlurmRun(ctx: RunContext, shimCommand: string[], plan: Slurm
   ]);
   if (!submitted.ok) throw new Error(`Slurm refused the batch job: ${submitted.error}`);
   try {
-    ctx.store.markSlurm(ctx.id, submitted.value);
+    ctx.report.scheduled(submitted.value);
   } catch (err) {
     await plan.slurm.signal(submitted.value, null);
     throw err;
@@ -103,7 +118,7 @@ async function startSlurmRun(ctx: RunContext, shimCommand: string[], plan: Slurm
   return { placement: slurmPlacement(ctx, submitted.value, plan), state: { slurm_job_id: submitted.value } };
 }
 
-function batchScript(ctx: RunContext, shimCommand: string[]): string {
+function batchScript(ctx: PlacementRequest, shimCommand: string[]): string {
   const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
   return [
     "#!/bin/sh",
@@ -116,7 +131,7 @@ function batchScript(ctx: RunContext, shimCommand: string[]): string {
 
 // `handedId`: the Slurm job the worker recorded in the job directory when the record could not take it.
 function slurmPlacement(
-  ctx: RunContext, recordedId: string | null, plan: SlurmPlan, handedId: string | null = null,
+  ctx: PlacementRequest, recordedId: string | null, plan: SlurmPlan, handedId: string | null = null,
 ): Placement {
   const { slurm } = plan;
   let pending: string | null = null;
@@ -132,7 +147,7 @@ function slurmPlacement(
     const found = handedId ?? (await byName());
     if (found === null) return null;
     try {
-      ctx.store.markSlurm(ctx.id, found);
+      ctx.report.scheduled(found);
     } catch (err) {
       ctx.log.error("could not record the run's Slurm job", { job_id: ctx.id, error: (err as Error).message });
     }
@@ -167,13 +182,9 @@ function slurmPlacement(
     pending = reason;
     if (starts) {
       running = true;
-      try {
-        ctx.store.markStarted(ctx.id, ctx.now().toISOString());
-      } catch (err) {
-        ctx.log.error("could not record the run's start", { job_id: ctx.id, error: (err as Error).message });
-      }
+      ctx.report.started();
     }
-    ctx.changed();
+    ctx.report.changed();
   };
   const ended = async (withinMs: number): Promise<boolean> => {
     const deadline = Date.now() + withinMs;
@@ -223,7 +234,7 @@ const VERDICTS: Record<string, (jobId: string) => ExitWatch> = {
 
 // Slurm's verdict outranks the shim's record (a trainer stopped at the time limit records a SIGTERM); otherwise the
 // shim's record says how the trainer ended. A batch job that failed with neither never got its shim going.
-function endOf(ctx: RunContext, jobId: string, state: JobState | null): ExitWatch {
+function endOf(ctx: PlacementRequest, jobId: string, state: JobState | null): ExitWatch {
   const verdict = state === null ? undefined : VERDICTS[state.state];
   if (verdict) return verdict(jobId);
   const recorded = ctx.jobDir.readExit();

@@ -3,6 +3,7 @@
 // seconds after its end).
 import { join } from "node:path";
 import { fail, ok, type Result } from "../../../result.ts";
+import type { ClusterNode } from "../../placement.ts";
 
 interface SlurmSettings {
   // Where sbatch, scancel and scontrol are.
@@ -35,9 +36,14 @@ export const isLive = (job: JobState) => LIVE_STATES.has(job.state);
 // `slurmConf`: where the commands find their cluster (the worker's SLURM_CONF), when not at their built-in path.
 export function createSlurmClient(settings: SlurmSettings, slurmConf: string | undefined) {
   // What a command printed, or its last words on stderr.
+  const env = { PATH: "/usr/bin:/bin", ...(slurmConf === undefined ? {} : { SLURM_CONF: slurmConf }) };
   const run = async (command: string, args: string[]): Promise<Result<string>> => {
-    const env = { PATH: "/usr/bin:/bin", ...(slurmConf === undefined ? {} : { SLURM_CONF: slurmConf }) };
-    const proc = Bun.spawn([join(settings.bin_dir, command), ...args], { stdout: "pipe", stderr: "pipe", env });
+    let proc;
+    try {
+      proc = Bun.spawn([join(settings.bin_dir, command), ...args], { stdout: "pipe", stderr: "pipe", env });
+    } catch (err) {
+      return fail(cannotRun(command, err));
+    }
     const timer = setTimeout(() => proc.kill("SIGKILL"), COMMAND_TIMEOUT_MS);
     const [stdout, stderr, code] = await Promise.all([
       new Response(proc.stdout).text(),
@@ -49,6 +55,22 @@ export function createSlurmClient(settings: SlurmSettings, slurmConf: string | u
     return fail(stderr.trim().split("\n").slice(-3).join(" ") || `${command} exited ${code}`);
   };
   return {
+    /**
+     * Asked at start-up, before anything waits on it: why Slurm does not answer a question about the job of this
+     * name (`runnable`: false when its commands cannot even be run here), or null when it does.
+     */
+    unanswered(name: string): { error: string; runnable: boolean } | null {
+      const args = ["--noheader", `--name=${name}`, "--format=%i"];
+      try {
+        const res = Bun.spawnSync([join(settings.bin_dir, "squeue"), ...args], { env, timeout: COMMAND_TIMEOUT_MS });
+        if (res.exitCode === 0) return null;
+        const said = res.stderr.toString().trim().split("\n").slice(-3).join(" ");
+        const error = res.exitedDueToTimeout ? `squeue did not answer within ${COMMAND_TIMEOUT_MS / 1000} s` : said;
+        return { error: error || `squeue exited ${res.exitCode}`, runnable: true };
+      } catch (err) {
+        return { error: cannotRun("squeue", err), runnable: false };
+      }
+    },
     /** Submits a batch script; the job id, or Slurm's refusal. */
     async submit(script: string, options: string[]): Promise<Result<string>> {
       const res = await run("sbatch", ["--parsable", ...placementOf(settings), ...options, script]);
@@ -91,14 +113,12 @@ export function createSlurmClient(settings: SlurmSettings, slurmConf: string | u
 
 export type SlurmClient = ReturnType<typeof createSlurmClient>;
 
-export interface SlurmNode {
-  name: string;
-  state: string;
-  gpus: Array<{ type: string | null; total: number; allocated: number }>;
-  /** Slurm's own words: Gres and GresUsed as scontrol prints them. */
-  gres: string;
-  gres_used: string;
-}
+// A command missing from slurm.bin_dir (or not executable) is said as such, not thrown at whoever asked.
+const cannotRun = (command: string, err: unknown) =>
+  `${command} in slurm.bin_dir cannot be run (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`;
+
+/** A node as scontrol shows it: the seam's cluster node, its gres in Slurm's own words. */
+export type SlurmNode = ClusterNode;
 
 function nodeOf(fields: Record<string, string>): SlurmNode {
   const gres = fields.Gres ?? "";
