@@ -1,4 +1,5 @@
-import { fieldPathError } from "../request/schema.ts";
+import { type DetailItem, fieldPathError } from "../request/schema.ts";
+import { fail, ok, type Result } from "../result.ts";
 import { ApiError } from "./errors.ts";
 
 // What the routes read from a request's body and headers: the JSON body, bounded before it is parsed, and the
@@ -14,17 +15,24 @@ const CLOSE = { Connection: "close" };
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
 
+/** A JSON body, with the 422 items of what only its text shows: they join the request's other faults. */
+export interface JsonBody {
+  value: unknown;
+  faults: DetailItem[];
+}
+
 // A body that may be left out: none at all (no bytes) reads as an empty object, anything else as readJsonBody does.
-export async function readOptionalJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS): Promise<unknown> {
+export async function readOptionalJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS): Promise<JsonBody> {
   const declared = req.headers.get("content-length");
   const chunked = req.headers.get("transfer-encoding") !== null;
-  if (req.body === null || (declared === "0" && !chunked)) return {};
+  if (req.body === null || (declared === "0" && !chunked)) return { value: {}, faults: [] };
   return readJsonBody(req, deadlineMs);
 }
 
-// Bounded in size, time and nesting before JSON.parse sees a byte; duplicate keys and non-integer number
-// literals are refused here, where the text still shows them (every number of a train request is an integer).
-export async function readJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS): Promise<unknown> {
+// Bounded in size, time and nesting before JSON.parse sees a byte. Duplicate keys and non-integer number literals
+// are found here, where the text still shows them (every number of a request is an integer: `10.0` parses to 10,
+// so a client that sends it holds a float where an integer belongs, and is told rather than silently rounded).
+export async function readJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS): Promise<JsonBody> {
   checkContentType(req.headers.get("content-type") ?? "");
   const declared = Number(req.headers.get("content-length") ?? "0");
   if (declared > MAX_BODY_BYTES) throw tooLarge();
@@ -39,16 +47,13 @@ export async function readJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS):
   } catch (err) {
     throw new ApiError(400, { detail: `request body is not valid JSON: ${(err as Error).message}` });
   }
-  const { duplicateKey: key, nonIntegerNumber: fraction } = scan;
   const repeated = "appears more than once in the object; each key may appear once";
-  const detail = [
-    ...(key ? [fieldPathError(key, repeated, "duplicate_key")] : []),
-    ...(fraction
-      ? [fieldPathError(fraction.path, `must be an integer, got the number literal ${fraction.literal}`, "type_error")]
-      : []),
+  const faults = [
+    ...scan.duplicateKeys.map((key) => fieldPathError(key, repeated, "duplicate_key")),
+    ...scan.nonIntegerNumbers.map(({ path, literal }) =>
+      fieldPathError(path, `must be an integer, got the number literal ${literal}`, "type_error")),
   ];
-  if (detail.length > 0) throw new ApiError(422, { detail });
-  return value;
+  return { value, faults };
 }
 
 function checkContentType(type: string): void {
@@ -100,7 +105,7 @@ function tooLarge(): ApiError {
 type JsonPath = Array<string | number>;
 type JsonScan =
   | { tooDeep: true }
-  | { tooDeep: false; duplicateKey: JsonPath | null; nonIntegerNumber: { path: JsonPath; literal: string } | null };
+  | { tooDeep: false; duplicateKeys: JsonPath[]; nonIntegerNumbers: Array<{ path: JsonPath; literal: string }> };
 
 interface Frame {
   keys: Set<string> | null; // null for an array
@@ -109,12 +114,12 @@ interface Frame {
 }
 
 // One pass over the raw text, before JSON.parse, for what the parsed value can no longer tell:
-// how deep it nests, the first key an object repeats (JSON.parse silently keeps the last), and the
-// first number written as a fraction or exponent (`10.0` and `1e2` parse to integers; `1e400` to Infinity).
+// how deep it nests, every key an object repeats (JSON.parse silently keeps the last), and every
+// number written as a fraction or exponent (`10.0` and `1e2` parse to integers; `1e400` to Infinity).
 function scanJson(text: string): JsonScan {
   const stack: Frame[] = [];
-  let duplicateKey: JsonPath | null = null;
-  let nonIntegerNumber: { path: JsonPath; literal: string } | null = null;
+  const duplicateKeys: JsonPath[] = [];
+  const nonIntegerNumbers: Array<{ path: JsonPath; literal: string }> = [];
   const here = () => stack.map((f) => f.at);
   for (let i = 0; i < text.length; i++) {
     const ch = text[i]!;
@@ -125,7 +130,7 @@ function scanJson(text: string): JsonScan {
         top.expectKey = false;
         const key = decodeKey(text.slice(i, end + 1));
         if (key !== null) top.at = key;
-        if (key !== null && top.keys.has(key)) duplicateKey ??= here();
+        if (key !== null && top.keys.has(key)) duplicateKeys.push(here());
         if (key !== null) top.keys.add(key);
       }
       i = end;
@@ -139,11 +144,11 @@ function scanJson(text: string): JsonScan {
       else top.at = (top.at as number) + 1;
     } else if (/[-0-9]/.test(ch)) {
       const literal = /^-?[0-9.eE+-]+/.exec(text.slice(i, i + 400))![0];
-      if (/[.eE]/.test(literal)) nonIntegerNumber ??= { path: here(), literal: literal.slice(0, 40) };
+      if (/[.eE]/.test(literal)) nonIntegerNumbers.push({ path: here(), literal: literal.slice(0, 40) });
       i += literal.length - 1;
     }
   }
-  return { tooDeep: false, duplicateKey, nonIntegerNumber };
+  return { tooDeep: false, duplicateKeys, nonIntegerNumbers };
 }
 
 // Index of the closing quote, honouring backslash escapes; the end of the text if it never closes.
@@ -165,10 +170,15 @@ function decodeKey(literal: string): string | null {
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
-// A header value used as a database key: printable ASCII, bounded, or a 422 naming the header.
-export function idempotencyKeyOf(raw: string | undefined): string | null {
-  if (raw === undefined) return null;
-  if (IDEMPOTENCY_KEY.test(raw)) return raw;
+// A header value used as a database key: printable ASCII, bounded, or the 422 item naming the header.
+export function idempotencyKeyOf(raw: string | undefined): Result<string | null, DetailItem> {
+  if (raw === undefined) return ok(null);
+  if (IDEMPOTENCY_KEY.test(raw)) return ok(raw);
   const msg = "must be 1-255 printable ASCII characters without spaces";
-  throw new ApiError(422, { detail: [{ loc: ["header", "Idempotency-Key"], msg, type: "value_error" }] });
+  return fail({ loc: ["header", "Idempotency-Key"], msg, type: "value_error" });
+}
+
+/** The key to dispatch with, and the faults of the body and the header together: one 422 answers them all. */
+export function sentWith(key: Result<string | null, DetailItem>, body: JsonBody) {
+  return { key: key.ok ? key.value : null, faults: key.ok ? body.faults : [...body.faults, key.error] };
 }

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { JobFilter } from "../job.ts";
 import type { Job } from "../store/job-store.ts";
 import type { LogCursor } from "../job-dir/log-cut.ts";
+import type { DetailItem } from "../request/schema.ts";
 import { ApiError } from "./errors.ts";
 
 // What the routes read from the URL. The OpenAPI document describes these same schemas, so each bound is
@@ -56,7 +57,8 @@ export function parseQuery<T extends z.ZodObject>(
 }
 
 export function queryRefusal(name: string, msg: string): ApiError {
-  return new ApiError(422, { detail: [{ loc: ["query", name], msg, type: "value_error" }] });
+  const item: DetailItem = { loc: ["query", name], msg, type: "value_error" };
+  return new ApiError(422, { detail: [item] });
 }
 
 export const encodeLogCursor = (cursor: LogCursor) => `${cursor.generation}.${cursor.offset}`;

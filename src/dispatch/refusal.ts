@@ -7,7 +7,6 @@ import type { DiskShortfall } from "./disk.ts";
 /** Why POST /train (or a resume) started no run: REFUSALS says how each kind is answered. */
 export type DispatchRefusal =
   | { kind: "invalid"; detail: DetailItem[] }
-  | { kind: "idempotency_mismatch"; detail: string }
   | { kind: "refused"; refusal: AdmissionRefusal }
   | { kind: "output_exists"; detail: string }
   | { kind: "output_in_use"; jobId: string; outputName: string }
@@ -71,10 +70,6 @@ const vram = (r: { refusal: VramRefusal }) => ({ ...r.refusal });
  */
 export const REFUSALS = {
   invalid: { status: 422, body: (r) => ({ detail: r.detail }) },
-  idempotency_mismatch: {
-    status: 422,
-    body: (r, type) => ({ detail: [{ loc: ["header", "Idempotency-Key"], msg: r.detail, type }] }),
-  },
   no_such_job: { status: 404, body: () => ({ detail: NO_SUCH_JOB }) },
   busy: {
     status: 409,

@@ -56,6 +56,6 @@ describe("idempotent dispatch", () => {
     await using h = harness();
     await h.dispatcher.dispatch(h.tree.validRequest(), "key-3");
     const reuse = await h.dispatcher.dispatch(h.tree.validRequest({ seed: 9 }), "key-3");
-    expect(reuse).toMatchObject({ ok: false, error: { kind: "idempotency_mismatch" } });
+    expect(reuse).toMatchObject({ ok: false, error: { kind: "invalid", detail: [{ loc: ["header", "Idempotency-Key"], type: "idempotency_mismatch" }] } });
   });
 });
