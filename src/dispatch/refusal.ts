@@ -137,3 +137,12 @@ export function reasonsOf<S extends Row<Kind>["status"]>(status: S): [Reasoned<S
   const reasons = kinds.map((k) => (REFUSALS[k] as Row<Kind>).reason ?? k);
   return reasons as [Reasoned<S>, ...Reasoned<S>[]];
 }
+
+/** The reasons an answer of `status` sends Retry-After with, and its seconds: the OpenAPI document declares it. */
+export function retryAftersOf(status: Row<Kind>["status"]): Array<{ reason: string; seconds: number }> {
+  return (Object.keys(REFUSALS) as Kind[]).flatMap((kind) => {
+    const row = REFUSALS[kind] as Row<Kind>;
+    if (row.status !== status || row.retryAfterS === undefined) return [];
+    return [{ reason: row.reason ?? kind, seconds: row.retryAfterS }];
+  });
+}
