@@ -1,4 +1,5 @@
-import { type DetailItem, fieldPathError } from "../request/schema.ts";
+import { MAX_JSON_DEPTH, scanJsonText } from "../request/json-text.ts";
+import type { DetailItem } from "../request/schema.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { ApiError } from "./errors.ts";
 
@@ -6,7 +7,6 @@ import { ApiError } from "./errors.ts";
 // Idempotency-Key header. (The URL's query parameters are query.ts's.)
 
 export const MAX_BODY_BYTES = 64 * 1024;
-export const MAX_JSON_DEPTH = 32;
 // A LAN client sends 64 KiB in well under this; a client trickling its body cannot hold a request open longer.
 const BODY_DEADLINE_MS = 10_000;
 
@@ -29,31 +29,22 @@ export async function readOptionalJsonBody(req: Request, deadlineMs = BODY_DEADL
   return readJsonBody(req, deadlineMs);
 }
 
-// Bounded in size, time and nesting before JSON.parse sees a byte. Duplicate keys and non-integer number literals
-// are found here, where the text still shows them (every number of a request is an integer: `10.0` parses to 10,
-// so a client that sends it holds a float where an integer belongs, and is told rather than silently rounded).
+// Bounded in size, time and nesting before JSON.parse sees a byte; what only the text shows (request/json-text.ts)
+// comes back as faults, answered with the request's others.
 export async function readJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS): Promise<JsonBody> {
   checkContentType(req.headers.get("content-type") ?? "");
   const declared = Number(req.headers.get("content-length") ?? "0");
   if (declared > MAX_BODY_BYTES) throw tooLarge();
   const text = decodeUtf8(await readLimited(req, deadlineMs));
-  const scan = scanJson(text);
+  const scan = scanJsonText(text);
   if (scan.tooDeep) {
     throw new ApiError(413, { detail: `request body nests deeper than ${MAX_JSON_DEPTH} levels` }, CLOSE);
   }
-  let value: unknown;
   try {
-    value = JSON.parse(text);
+    return { value: JSON.parse(text), faults: scan.faults };
   } catch (err) {
     throw new ApiError(400, { detail: `request body is not valid JSON: ${(err as Error).message}` });
   }
-  const repeated = "appears more than once in the object; each key may appear once";
-  const faults = [
-    ...scan.duplicateKeys.map((key) => fieldPathError(key, repeated, "duplicate_key")),
-    ...scan.nonIntegerNumbers.map(({ path, literal }) =>
-      fieldPathError(path, `must be an integer, got the number literal ${literal}`, "type_error")),
-  ];
-  return { value, faults };
 }
 
 function checkContentType(type: string): void {
@@ -100,72 +91,6 @@ function decodeUtf8(bytes: Uint8Array): string {
 
 function tooLarge(): ApiError {
   return new ApiError(413, { detail: `request body is larger than ${MAX_BODY_BYTES} bytes` }, CLOSE);
-}
-
-type JsonPath = Array<string | number>;
-type JsonScan =
-  | { tooDeep: true }
-  | { tooDeep: false; duplicateKeys: JsonPath[]; nonIntegerNumbers: Array<{ path: JsonPath; literal: string }> };
-
-interface Frame {
-  keys: Set<string> | null; // null for an array
-  at: string | number; // the key or index of the value being read
-  expectKey: boolean;
-}
-
-// One pass over the raw text, before JSON.parse, for what the parsed value can no longer tell:
-// how deep it nests, every key an object repeats (JSON.parse silently keeps the last), and every
-// number written as a fraction or exponent (`10.0` and `1e2` parse to integers; `1e400` to Infinity).
-function scanJson(text: string): JsonScan {
-  const stack: Frame[] = [];
-  const duplicateKeys: JsonPath[] = [];
-  const nonIntegerNumbers: Array<{ path: JsonPath; literal: string }> = [];
-  const here = () => stack.map((f) => f.at);
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i]!;
-    const top = stack[stack.length - 1];
-    if (ch === '"') {
-      const end = stringEnd(text, i);
-      if (top?.keys && top.expectKey) {
-        top.expectKey = false;
-        const key = decodeKey(text.slice(i, end + 1));
-        if (key !== null) top.at = key;
-        if (key !== null && top.keys.has(key)) duplicateKeys.push(here());
-        if (key !== null) top.keys.add(key);
-      }
-      i = end;
-    } else if (ch === "{" || ch === "[") {
-      if (stack.length >= MAX_JSON_DEPTH) return { tooDeep: true };
-      stack.push({ keys: ch === "{" ? new Set() : null, at: ch === "{" ? "" : 0, expectKey: ch === "{" });
-    } else if (ch === "}" || ch === "]") {
-      stack.pop();
-    } else if (ch === "," && top) {
-      if (top.keys) top.expectKey = true;
-      else top.at = (top.at as number) + 1;
-    } else if (/[-0-9]/.test(ch)) {
-      const literal = /^-?[0-9.eE+-]+/.exec(text.slice(i, i + 400))![0];
-      if (/[.eE]/.test(literal)) nonIntegerNumbers.push({ path: here(), literal: literal.slice(0, 40) });
-      i += literal.length - 1;
-    }
-  }
-  return { tooDeep: false, duplicateKeys, nonIntegerNumbers };
-}
-
-// Index of the closing quote, honouring backslash escapes; the end of the text if it never closes.
-function stringEnd(text: string, open: number): number {
-  for (let j = open + 1; j < text.length; j++) {
-    if (text[j] === "\\") j++;
-    else if (text[j] === '"') return j;
-  }
-  return text.length;
-}
-
-function decodeKey(literal: string): string | null {
-  try {
-    return JSON.parse(literal) as string;
-  } catch {
-    return null; // malformed: JSON.parse of the whole body answers 400
-  }
 }
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
