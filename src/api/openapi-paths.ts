@@ -352,6 +352,8 @@ const OPENAPI = {
   get: {
     operationId: "getOpenApiDocument",
     summary: "This document",
+    description: "Behind the token like every route but /healthz and /: `lora-worker openapi` prints the same " +
+      "document with no server, config or token.",
     responses: {
       200: { description: "OpenAPI 3.1", content: { "application/json": { schema: { type: "object" } } } },
       401: unauthorized,
