@@ -29,9 +29,7 @@ export function createDispatcher(deps: DispatcherDeps) {
     ): Promise<DispatchResult> {
       const read = readTrain(body, faults);
       if (read.request !== null) return dispatchRequest(ctx, read.request, idempotencyKey);
-      // A body with a fault is never the body a key was used with.
-      const reused = idempotencyKey !== null && ctx.store.byIdempotencyKey(idempotencyKey) !== null;
-      const detail = [...(await everyFault(read, ctx.config)), ...(reused ? [keyReused(OTHER_BODY)] : [])];
+      const detail = [...(await everyFault(read, ctx.config)), ...reusedKey(ctx, idempotencyKey, OTHER_BODY)];
       return fail({ kind: "invalid", detail });
     },
 
@@ -52,7 +50,9 @@ export function createDispatcher(deps: DispatcherDeps) {
       const asked = ResumeRequest.safeParse(body);
       const issues = asked.success ? [] : detailFromIssues(asked.error.issues, body);
       const detail = oneEach([...issues, ...faults], Object.keys(ResumeRequest.shape));
-      if (!asked.success || detail.length > 0) return fail({ kind: "invalid", detail });
+      if (!asked.success || detail.length > 0) {
+        return fail({ kind: "invalid", detail: [...detail, ...reusedKey(ctx, key, OTHER_REQUEST)] });
+      }
       const job = ctx.store.get(predecessorId);
       if (!job) return fail({ kind: "no_such_job" });
       const samplesAsked = asked.data.samples;
@@ -64,6 +64,11 @@ export function createDispatcher(deps: DispatcherDeps) {
       return unlessRetried(await resumeFresh(ctx, job, samplesAsked, key, retry), retry);
     },
   };
+}
+
+// A request with a fault is never the one a key claimed a job for: a key on record is one reused.
+function reusedKey(ctx: DispatchContext, key: string | null, msg: string): DetailItem[] {
+  return key !== null && ctx.store.byIdempotencyKey(key) !== null ? [keyReused(msg)] : [];
 }
 
 // A request parsed once, from a body or composed by the worker: retry → check → refusals → origin → claim.

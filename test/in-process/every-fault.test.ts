@@ -144,4 +144,29 @@ describe("every fault of a request in one 422", () => {
     expect((await send(a, JSON.stringify(tree.validRequest()), "k-1")).status).toBe(200);
     expect(jobRows(tree)).toBe(1);
   });
+
+  test("a resume's body faults, a bad or reused Idempotency-Key among them, come in one 422", async () => {
+    using tree = makeHostTree();
+    await using a = appFor(tree);
+    const id = (await send(a, JSON.stringify(tree.validRequest()), "k-2")).body.worker_job_id;
+    await a.supervisor.untilIdle();
+    const resume = async (text: string, key: string) => {
+      const headers = { "content-type": "application/json", "idempotency-key": key };
+      const res = await a.app.request(`/train/${id}/resume`, { method: "POST", headers, body: text });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    const samples = { loc: ["body", "samples"], msg: "must be an integer, got the number literal 1.0", type: "type_error" };
+    expect(await resume('{"samples":1.0,"tier":"fast"}', "k-2")).toEqual({ status: 422, body: { detail: [
+      samples,
+      item("tier", "extra_forbidden"),
+      { loc: ["header", "Idempotency-Key"], msg: "this Idempotency-Key was already used for another request", type: "idempotency_mismatch" },
+    ] } });
+    expect(await resume('{"samples":1.0}', "a b")).toEqual({ status: 422, body: { detail: [
+      samples,
+      { loc: ["header", "Idempotency-Key"], msg: "must be 1-255 printable ASCII characters without spaces", type: "value_error" },
+    ] } });
+    // Contrast: a key no job holds is no fault; the body's own are all that is said.
+    expect(await resume('{"samples":1.0}', "k-new")).toEqual({ status: 422, body: { detail: [samples] } });
+    expect(jobRows(tree)).toBe(1);
+  });
 });
