@@ -85,6 +85,21 @@ describe("every fault of a request in one 422", () => {
     expect(await send(a, JSON.stringify(fixed))).toMatchObject({ status: 200, body: { status: "starting" } });
   });
 
+  test("every number written as a fraction and every repeated key the text shows is named, not only the first", async () => {
+    using tree = makeHostTree();
+    await using a = appFor(tree);
+    const text = JSON.stringify(tree.validRequest())
+      .replace('"repeats":2', '"repeats":2.0').replace('"seed":42', '"seed":4.2e1').replace('"trigger":"ohwx"', '"trigger":"ohwx","trigger":"x"')
+      .replace('"tier":"fast"', '"tier":"fast","tier":"fast"');
+    const { status, body } = await send(a, text);
+    expect([status, body.detail.map((d: any) => [d.loc[1], d.type, d.msg])]).toEqual([422, [
+      ["trigger", "duplicate_key", "appears more than once in the object; each key may appear once"],
+      ["repeats", "type_error", "must be an integer, got the number literal 2.0"],
+      ["tier", "duplicate_key", "appears more than once in the object; each key may appear once"],
+      ["seed", "type_error", "must be an integer, got the number literal 4.2e1"],
+    ]]);
+  });
+
   test("contrast: fixing all but one named field is answered with exactly that one", async () => {
     using tree = makeHostTree();
     await using a = appFor(tree);
