@@ -20,6 +20,7 @@ Usage:
                                                trainer.tokenizer_dir, from a Hugging Face cache or cache-dir folders
   lora-worker tokenizers check [--config FILE] whether trainer.tokenizer_dir holds both, usable
   lora-worker config template                  every config key, commented out at its default, under its meaning
+  lora-worker openapi                          the OpenAPI document the worker serves, with no server or token
   lora-worker shim JOB_DIR                     internal: the per-job shim that starts the trainer and records its exit
   lora-worker --version | --help
 
@@ -69,6 +70,8 @@ async function main(argv: string[]): Promise<number | undefined> {
       return (await import("./cli/tokenizers.ts")).tokenizersCommand(rest);
     case "config":
       return (await import("./cli/config.ts")).configCommand(rest);
+    case "openapi":
+      return (await import("./cli/openapi.ts")).openapiCommand(rest);
     case "submit":
     case "status":
     case "jobs":

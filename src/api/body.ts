@@ -1,11 +1,12 @@
-import { fieldPathError } from "../request/schema.ts";
+import { MAX_JSON_DEPTH, scanJsonText } from "../request/json-text.ts";
+import type { DetailItem } from "../request/schema.ts";
+import { fail, ok, type Result } from "../result.ts";
 import { ApiError } from "./errors.ts";
 
 // What the routes read from a request's body and headers: the JSON body, bounded before it is parsed, and the
 // Idempotency-Key header. (The URL's query parameters are query.ts's.)
 
 export const MAX_BODY_BYTES = 64 * 1024;
-export const MAX_JSON_DEPTH = 32;
 // A LAN client sends 64 KiB in well under this; a client trickling its body cannot hold a request open longer.
 const BODY_DEADLINE_MS = 10_000;
 
@@ -14,41 +15,36 @@ const CLOSE = { Connection: "close" };
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)/i;
 
+/** A JSON body, with the 422 items of what only its text shows: they join the request's other faults. */
+export interface JsonBody {
+  value: unknown;
+  faults: DetailItem[];
+}
+
 // A body that may be left out: none at all (no bytes) reads as an empty object, anything else as readJsonBody does.
-export async function readOptionalJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS): Promise<unknown> {
+export async function readOptionalJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS): Promise<JsonBody> {
   const declared = req.headers.get("content-length");
   const chunked = req.headers.get("transfer-encoding") !== null;
-  if (req.body === null || (declared === "0" && !chunked)) return {};
+  if (req.body === null || (declared === "0" && !chunked)) return { value: {}, faults: [] };
   return readJsonBody(req, deadlineMs);
 }
 
-// Bounded in size, time and nesting before JSON.parse sees a byte; duplicate keys and non-integer number
-// literals are refused here, where the text still shows them (every number of a train request is an integer).
-export async function readJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS): Promise<unknown> {
+// Bounded in size, time and nesting before JSON.parse sees a byte; what only the text shows (request/json-text.ts)
+// comes back as faults, answered with the request's others.
+export async function readJsonBody(req: Request, deadlineMs = BODY_DEADLINE_MS): Promise<JsonBody> {
   checkContentType(req.headers.get("content-type") ?? "");
   const declared = Number(req.headers.get("content-length") ?? "0");
   if (declared > MAX_BODY_BYTES) throw tooLarge();
   const text = decodeUtf8(await readLimited(req, deadlineMs));
-  const scan = scanJson(text);
+  const scan = scanJsonText(text);
   if (scan.tooDeep) {
     throw new ApiError(413, { detail: `request body nests deeper than ${MAX_JSON_DEPTH} levels` }, CLOSE);
   }
-  let value: unknown;
   try {
-    value = JSON.parse(text);
+    return { value: JSON.parse(text), faults: scan.faults };
   } catch (err) {
     throw new ApiError(400, { detail: `request body is not valid JSON: ${(err as Error).message}` });
   }
-  const { duplicateKey: key, nonIntegerNumber: fraction } = scan;
-  const repeated = "appears more than once in the object; each key may appear once";
-  const detail = [
-    ...(key ? [fieldPathError(key, repeated, "duplicate_key")] : []),
-    ...(fraction
-      ? [fieldPathError(fraction.path, `must be an integer, got the number literal ${fraction.literal}`, "type_error")]
-      : []),
-  ];
-  if (detail.length > 0) throw new ApiError(422, { detail });
-  return value;
 }
 
 function checkContentType(type: string): void {
@@ -97,78 +93,17 @@ function tooLarge(): ApiError {
   return new ApiError(413, { detail: `request body is larger than ${MAX_BODY_BYTES} bytes` }, CLOSE);
 }
 
-type JsonPath = Array<string | number>;
-type JsonScan =
-  | { tooDeep: true }
-  | { tooDeep: false; duplicateKey: JsonPath | null; nonIntegerNumber: { path: JsonPath; literal: string } | null };
-
-interface Frame {
-  keys: Set<string> | null; // null for an array
-  at: string | number; // the key or index of the value being read
-  expectKey: boolean;
-}
-
-// One pass over the raw text, before JSON.parse, for what the parsed value can no longer tell:
-// how deep it nests, the first key an object repeats (JSON.parse silently keeps the last), and the
-// first number written as a fraction or exponent (`10.0` and `1e2` parse to integers; `1e400` to Infinity).
-function scanJson(text: string): JsonScan {
-  const stack: Frame[] = [];
-  let duplicateKey: JsonPath | null = null;
-  let nonIntegerNumber: { path: JsonPath; literal: string } | null = null;
-  const here = () => stack.map((f) => f.at);
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i]!;
-    const top = stack[stack.length - 1];
-    if (ch === '"') {
-      const end = stringEnd(text, i);
-      if (top?.keys && top.expectKey) {
-        top.expectKey = false;
-        const key = decodeKey(text.slice(i, end + 1));
-        if (key !== null) top.at = key;
-        if (key !== null && top.keys.has(key)) duplicateKey ??= here();
-        if (key !== null) top.keys.add(key);
-      }
-      i = end;
-    } else if (ch === "{" || ch === "[") {
-      if (stack.length >= MAX_JSON_DEPTH) return { tooDeep: true };
-      stack.push({ keys: ch === "{" ? new Set() : null, at: ch === "{" ? "" : 0, expectKey: ch === "{" });
-    } else if (ch === "}" || ch === "]") {
-      stack.pop();
-    } else if (ch === "," && top) {
-      if (top.keys) top.expectKey = true;
-      else top.at = (top.at as number) + 1;
-    } else if (/[-0-9]/.test(ch)) {
-      const literal = /^-?[0-9.eE+-]+/.exec(text.slice(i, i + 400))![0];
-      if (/[.eE]/.test(literal)) nonIntegerNumber ??= { path: here(), literal: literal.slice(0, 40) };
-      i += literal.length - 1;
-    }
-  }
-  return { tooDeep: false, duplicateKey, nonIntegerNumber };
-}
-
-// Index of the closing quote, honouring backslash escapes; the end of the text if it never closes.
-function stringEnd(text: string, open: number): number {
-  for (let j = open + 1; j < text.length; j++) {
-    if (text[j] === "\\") j++;
-    else if (text[j] === '"') return j;
-  }
-  return text.length;
-}
-
-function decodeKey(literal: string): string | null {
-  try {
-    return JSON.parse(literal) as string;
-  } catch {
-    return null; // malformed: JSON.parse of the whole body answers 400
-  }
-}
-
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
-// A header value used as a database key: printable ASCII, bounded, or a 422 naming the header.
-export function idempotencyKeyOf(raw: string | undefined): string | null {
-  if (raw === undefined) return null;
-  if (IDEMPOTENCY_KEY.test(raw)) return raw;
+// A header value used as a database key: printable ASCII, bounded, or the 422 item naming the header.
+export function idempotencyKeyOf(raw: string | undefined): Result<string | null, DetailItem> {
+  if (raw === undefined) return ok(null);
+  if (IDEMPOTENCY_KEY.test(raw)) return ok(raw);
   const msg = "must be 1-255 printable ASCII characters without spaces";
-  throw new ApiError(422, { detail: [{ loc: ["header", "Idempotency-Key"], msg, type: "value_error" }] });
+  return fail({ loc: ["header", "Idempotency-Key"], msg, type: "value_error" });
+}
+
+/** The key to dispatch with, and the faults of the body and the header together: one 422 answers them all. */
+export function sentWith(key: Result<string | null, DetailItem>, body: JsonBody) {
+  return { key: key.ok ? key.value : null, faults: key.ok ? body.faults : [...body.faults, key.error] };
 }

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { retryAftersOf } from "../dispatch/refusal.ts";
 import { READ_MAX_BYTES } from "../job-dir/log-cursor.ts";
 import type { Component } from "./openapi-components.ts";
 import { JOB_VIEW_EXAMPLE, LOG_CURSOR_HEADER, LOG_CUT_HEADER, TRAIN_REQUEST_EXAMPLE } from "./openapi.ts";
@@ -44,13 +45,35 @@ const queryParameters = (query: z.ZodObject) =>
     const { default: fallback, ...rest } = schema(field as z.ZodType);
     return { name, in: "query", schema: fallback === undefined ? rest : { ...rest, default: fallback } };
   });
-const idempotencyKey = { name: "Idempotency-Key", in: "header", schema: { type: "string", maxLength: 255 } };
+const idempotencyKey = {
+  name: "Idempotency-Key",
+  in: "header",
+  description: "the same key with the same request answers the job it claimed; with another request, a 422 " +
+    "(idempotency_mismatch). Remembered as long as the job's record",
+  schema: { type: "string", minLength: 1, maxLength: 255, pattern: "^[\\x21-\\x7e]+$" },
+};
 const notFound = problem("no such job");
 const late = problem("the body did not arrive in time");
 const unauthorized = problem("missing or wrong bearer token");
-const unavailable = answer(
-  "nvidia-smi could not be read, the state dir cannot take writes, the trainer could not be started " +
-    "(the failed job is named), or Slurm would not take the run (Slurm backend)",
+// A refusal's Retry-After, as REFUSALS sends it with the reasons of this status.
+const retryAfter = (status: 409 | 503) => {
+  const sent = retryAftersOf(status).map(({ reason, seconds }) => `${reason} (${seconds} s)`).join(", ");
+  return {
+    "Retry-After": {
+      description: `seconds to wait before sending the request again; sent with ${sent}, not with the other reasons`,
+      schema: { type: "integer", minimum: 1 },
+    },
+  };
+};
+const refusal = (status: 409 | 503, description: string, name: "Conflict" | "Unavailable") => ({
+  ...answer(description, name),
+  headers: retryAfter(status),
+});
+// A job's own start failing is not a refusal: the job was claimed (200) and ends spawn_failed in its preparing phase.
+const unavailable = refusal(
+  503,
+  "nvidia-smi could not be read (gpu_probe_failed), the state dir cannot take writes (state_unwritable), or Slurm " +
+    "would not take the run (slurm_refused, Slurm backend)",
   "Unavailable",
 );
 const malformed = problem("malformed JSON or a body that is not UTF-8");
@@ -80,13 +103,19 @@ const TRAIN = {
       400: malformed,
       401: unauthorized,
       408: late,
-      409: answer(
-        "busy, output exists, refused by VRAM admission, or too little disk for the run's states and LoRAs",
+      409: refusal(
+        409,
+        "busy, output exists, another active job publishes the same output (output_in_use), refused by VRAM " +
+          "admission, or too little disk for the run's states and LoRAs",
         "Conflict",
       ),
       413: tooLarge,
       415: problem("not application/json"),
-      422: answer("invalid parameters", "ValidationError"),
+      422: answer(
+        "every fault of the request at once, one item per field: its shape, its paths, its device, the dataset's " +
+          "own checks, the Idempotency-Key",
+        "ValidationError",
+      ),
       503: unavailable,
     },
   },
@@ -242,8 +271,10 @@ const RESUME = {
       200: answer("the new job (or the same one again for a retried request)", "Resumed"),
       401: unauthorized,
       404: notFound,
-      409: answer(
-        "not_resumable (the detail says why), busy, refused by VRAM or disk admission, or output exists",
+      409: refusal(
+        409,
+        "not_resumable (the detail says why), base_model_changed, busy, output exists or in use, refused by VRAM " +
+          "or disk admission",
         "Conflict",
       ),
       400: malformed,
@@ -291,7 +322,7 @@ const SMOKE = {
       400: malformed,
       401: unauthorized,
       408: late,
-      409: answer("busy, refused by VRAM admission, or no smoke.base_model configured", "Conflict"),
+      409: refusal(409, "busy, refused by VRAM admission, or no smoke.base_model configured", "Conflict"),
       413: tooLarge,
       415: problem("not application/json"),
       422: answer("a device_index that names no device, or none where several are configured", "ValidationError"),
@@ -321,6 +352,8 @@ const OPENAPI = {
   get: {
     operationId: "getOpenApiDocument",
     summary: "This document",
+    description: "Behind the token like every route but /healthz and /: `lora-worker openapi` prints the same " +
+      "document with no server, config or token.",
     responses: {
       200: { description: "OpenAPI 3.1", content: { "application/json": { schema: { type: "object" } } } },
       401: unauthorized,

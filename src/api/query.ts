@@ -2,10 +2,11 @@ import { z } from "zod";
 import { JobFilter } from "../job.ts";
 import type { Job } from "../store/job-store.ts";
 import type { LogCursor } from "../job-dir/log-cut.ts";
+import type { DetailItem } from "../request/schema.ts";
 import { ApiError } from "./errors.ts";
 
 // What the routes read from the URL. The OpenAPI document describes these same schemas, so each bound is
-// written once; every refusal is a 422 naming the first bad parameter, in the schema's order.
+// written once; a refusal is one 422 naming every bad parameter, in the schema's order.
 export const JOB_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const DIGITS = /^\d+$/;
 
@@ -51,12 +52,21 @@ export function parseQuery<T extends z.ZodObject>(
 ): z.output<T> {
   const parsed = schema.safeParse(Object.fromEntries(Object.keys(schema.shape).map((name) => [name, req.query(name)])));
   if (parsed.success) return parsed.data;
-  const issue = parsed.error.issues[0]!;
-  throw queryRefusal(String(issue.path[0]), issue.message);
+  // One item per parameter: zod reports the fields in the schema's order.
+  const named = new Set<string>();
+  const detail = parsed.error.issues.flatMap((issue) => {
+    const name = String(issue.path[0]);
+    if (named.has(name)) return [];
+    named.add(name);
+    return [queryItem(name, issue.message)];
+  });
+  throw new ApiError(422, { detail });
 }
 
+const queryItem = (name: string, msg: string): DetailItem => ({ loc: ["query", name], msg, type: "value_error" });
+
 export function queryRefusal(name: string, msg: string): ApiError {
-  return new ApiError(422, { detail: [{ loc: ["query", name], msg, type: "value_error" }] });
+  return new ApiError(422, { detail: [queryItem(name, msg)] });
 }
 
 export const encodeLogCursor = (cursor: LogCursor) => `${cursor.generation}.${cursor.offset}`;

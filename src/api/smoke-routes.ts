@@ -18,7 +18,8 @@ interface SmokeRouteDeps {
 // worker reads: a resume takes it on.
 export function smokeRoutes({ loaded, dispatcher, supervisor, bodyDeadlineMs }: SmokeRouteDeps) {
   return new Hono().post("/", async (c) => {
-    const result = await dispatchSmoke(await readJsonBody(c.req.raw, bodyDeadlineMs), loaded.config, dispatcher);
+    const { value, faults } = await readJsonBody(c.req.raw, bodyDeadlineMs);
+    const result = await dispatchSmoke(value, loaded.config, dispatcher, faults);
     if (!result.ok) throw refusalError(result.error);
     void supervisor.pause(result.value.id);
     return c.json({ worker_job_id: result.value.id, status: result.value.status });

@@ -7,7 +7,7 @@ import type { JobDirs } from "../job-dir/job-dir.ts";
 import type { Supervisor } from "../supervisor/index.ts";
 import { ApiError, noSuchJob, refusalError } from "./errors.ts";
 import { createJobFeeds, jobEvents } from "./events.ts";
-import { idempotencyKeyOf, readJsonBody, readOptionalJsonBody } from "./body.ts";
+import { idempotencyKeyOf, readJsonBody, readOptionalJsonBody, sentWith } from "./body.ts";
 import { CurveQuery, encodeCursor, JOB_ID, ListQuery, parseQuery } from "./query.ts";
 import { logAnswer } from "./log-answer.ts";
 import { type JobViews, jobView } from "./job-view.ts";
@@ -40,8 +40,9 @@ export function trainRoutes(deps: TrainRouteDeps & { views: JobViews }) {
 
   return new Hono()
     .post("/", async (c) => {
-      const key = idempotencyKeyOf(c.req.header("idempotency-key"));
-      const result = await dispatcher.dispatch(await readJsonBody(c.req.raw, bodyDeadlineMs), key);
+      const body = await readJsonBody(c.req.raw, bodyDeadlineMs);
+      const { key, faults } = sentWith(idempotencyKeyOf(c.req.header("idempotency-key")), body);
+      const result = await dispatcher.dispatch(body.value, key, faults);
       if (!result.ok) throw refusalError(result.error);
       return c.json({ worker_job_id: result.value.id, status: result.value.status });
     })
@@ -104,10 +105,11 @@ export function trainRoutes(deps: TrainRouteDeps & { views: JobViews }) {
       return c.json({ worker_job_id: row.id, ...lossCurve(store.lossHistory(row.id), max_points) });
     })
     .post("/:id/resume", async (c) => {
-      const key = idempotencyKeyOf(c.req.header("idempotency-key"));
+      const body = await readOptionalJsonBody(c.req.raw, bodyDeadlineMs);
+      const { key, faults } = sentWith(idempotencyKeyOf(c.req.header("idempotency-key")), body);
       const id = c.req.param("id");
       if (!JOB_ID.test(id)) throw noSuchJob();
-      const result = await dispatcher.resume(id, key, await readOptionalJsonBody(c.req.raw, bodyDeadlineMs));
+      const result = await dispatcher.resume(id, key, body.value, faults);
       if (!result.ok) throw refusalError(result.error);
       const job = result.value;
       return c.json({

@@ -1,6 +1,8 @@
 import { formatFor } from "../logger.ts";
 import { buildLaunch } from "../recipe/command.ts";
 import { checkTrain } from "../request/check.ts";
+import { MAX_JSON_DEPTH, scanJsonText } from "../request/json-text.ts";
+import type { DetailItem } from "../request/schema.ts";
 import { createBackends } from "../supervisor/index.ts";
 import { jobDir } from "../job-dir/job-dir.ts";
 import { UsageError, parseArgs } from "./args.ts";
@@ -14,8 +16,8 @@ export async function planCommand(argv: string[]): Promise<number> {
   const { positional, values } = parseArgs(argv, { values: ["config"] });
   if (positional.length !== 1) throw new UsageError("plan takes exactly one REQUEST.json");
   const loaded = await loadConfigOrExit(values.config, formatFor(2, process.env.JOURNAL_STREAM));
-  const body = await readRequest(positional[0]!);
-  const checked = await checkTrain(body, loaded.config);
+  const { body, faults } = await readRequest(positional[0]!);
+  const checked = await checkTrain(body, loaded.config, faults);
   if (!checked.ok) {
     const { error } = checked;
     const answer = error.kind === "invalid" ? { detail: error.detail } : { detail: error.detail, reason: error.kind };
@@ -30,12 +32,15 @@ export async function planCommand(argv: string[]): Promise<number> {
   return 0;
 }
 
-async function readRequest(path: string): Promise<unknown> {
+// Read as the worker reads a body: what only the text shows (`10.0`, a repeated key) is a fault here too.
+async function readRequest(path: string): Promise<{ body: unknown; faults: DetailItem[] }> {
   const text = await Bun.file(path).text().catch(() => {
     throw new UsageError(`cannot read ${path}`);
   });
+  const scan = scanJsonText(text);
+  if (scan.tooDeep) throw new UsageError(`${path} nests deeper than ${MAX_JSON_DEPTH} levels`);
   try {
-    return JSON.parse(text);
+    return { body: JSON.parse(text), faults: scan.faults };
   } catch (err) {
     throw new UsageError(`${path} is not valid JSON: ${(err as Error).message}`);
   }

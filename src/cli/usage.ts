@@ -47,6 +47,13 @@ Prints every config key, commented out at its default, under its meaning: a new 
 
 Exit codes: 0 printed, 2 usage error.
 `,
+  openapi: `Usage: lora-worker openapi
+
+Prints the OpenAPI 3.1 document this worker serves at GET /openapi.json, as JSON on stdout: no server, no config,
+no token. Generate a client from it in CI: lora-worker openapi > openapi.json.
+
+Exit codes: 0 printed, 2 usage error.
+`,
   launch: `Usage: lora-worker launch [accelerate launch's options] SCRIPT [SCRIPT's options]
 
 The simulated trainer: what trainer.mode = "simulate" runs in place of \`accelerate launch\`. It takes the argv

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { CheckedTrain } from "../request/check.ts";
 import { recheckPaths } from "../request/check.ts";
-import type { JobRequest } from "../request/schema.ts";
+import type { DetailItem, JobRequest } from "../request/schema.ts";
 import { fail, ok } from "../result.ts";
 import { type Job, StoreWriteFailed } from "../store/job-store.ts";
 import { busy, gate, outputInUse } from "./admit.ts";
@@ -33,7 +33,12 @@ export function retryOf(
   }
   const keyed = ctx.store.byIdempotencyKey(key);
   if (keyed === null) return null;
-  return same(keyed) ? ok(keyed) : fail({ kind: "idempotency_mismatch", detail: mismatch });
+  return same(keyed) ? ok(keyed) : fail({ kind: "invalid", detail: [keyReused(mismatch)] });
+}
+
+/** The 422 item of an Idempotency-Key that already claimed a job for another request. */
+export function keyReused(msg: string): DetailItem {
+  return { loc: ["header", "Idempotency-Key"], msg, type: "idempotency_mismatch" };
 }
 
 /**

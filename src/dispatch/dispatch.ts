@@ -1,13 +1,14 @@
-import { checkRequest, checkResume, parseTrain } from "../request/check.ts";
-import { detailFromIssues, type JobRequest, ResumeRequest } from "../request/schema.ts";
+import { checkRequest, checkResume, everyFault } from "../request/check.ts";
+import { readTrain } from "../request/read-train.ts";
+import { detailFromIssues, type DetailItem, type JobRequest, oneEach, ResumeRequest } from "../request/schema.ts";
 import { fail } from "../result.ts";
 import type { Job } from "../store/job-store.ts";
 import { admit, busyWith } from "./admit.ts";
-import { claim, requestHash, retryOf, unlessRetried } from "./claim.ts";
+import { claim, keyReused, requestHash, retryOf, unlessRetried } from "./claim.ts";
 import { type DispatchContext, dispatchContext, type DispatcherDeps } from "./context.ts";
 import { readCopy } from "./dataset-copy.ts";
 import { freshOrigin, resumeOrigin } from "./origin.ts";
-import type { DispatchResult } from "./refusal.ts";
+import type { DispatchResult, Refused } from "./refusal.ts";
 
 export type Dispatcher = ReturnType<typeof createDispatcher>;
 
@@ -17,12 +18,19 @@ const OTHER_REQUEST = "this Idempotency-Key was already used for another request
 // POST /train and POST /train/{id}/resume, each a straight pipeline over one context (dispatchRequest and resume):
 // parse → retry → check → admit (admit.ts) → origin (origin.ts) → claim (claim.ts) → answer; after the answer, the
 // job's preparing phase (preparing.ts: its dataset copied or linked, then the launch) is held by the supervisor.
+// Every fault of a request is answered in one 422; `faults` are those only the raw request showed (api/body.ts).
 export function createDispatcher(deps: DispatcherDeps) {
   const ctx = dispatchContext(deps);
   return {
-    async dispatch(body: unknown, idempotencyKey: string | null = null): Promise<DispatchResult> {
-      const parsed = parseTrain(body);
-      return parsed.ok ? dispatchRequest(ctx, parsed.value, idempotencyKey) : parsed;
+    async dispatch(
+      body: unknown,
+      idempotencyKey: string | null = null,
+      faults: readonly DetailItem[] = [],
+    ): Promise<DispatchResult> {
+      const read = readTrain(body, faults);
+      if (read.request !== null) return dispatchRequest(ctx, read.request, idempotencyKey);
+      const detail = [...(await everyFault(read, ctx.config)), ...reusedKey(ctx, idempotencyKey, OTHER_BODY)];
+      return fail({ kind: "invalid", detail });
     },
 
     // A request the worker composed itself (a smoke run), through every step one from arbo takes.
@@ -33,9 +41,18 @@ export function createDispatcher(deps: DispatcherDeps) {
 
     // POST /train/{id}/resume: a retry (the same Idempotency-Key, or while the successor runs) is the same job.
     // `body` may ask for other previews than the predecessor's; nothing else of its request changes.
-    async resume(predecessorId: string, key: string | null = null, body: unknown = {}): Promise<DispatchResult> {
+    async resume(
+      predecessorId: string,
+      key: string | null = null,
+      body: unknown = {},
+      faults: readonly DetailItem[] = [],
+    ): Promise<DispatchResult> {
       const asked = ResumeRequest.safeParse(body);
-      if (!asked.success) return fail({ kind: "invalid", detail: detailFromIssues(asked.error.issues, body) });
+      const issues = asked.success ? [] : detailFromIssues(asked.error.issues, body);
+      const detail = oneEach([...issues, ...faults], Object.keys(ResumeRequest.shape));
+      if (!asked.success || detail.length > 0) {
+        return fail({ kind: "invalid", detail: [...detail, ...reusedKey(ctx, key, OTHER_REQUEST)] });
+      }
       const job = ctx.store.get(predecessorId);
       if (!job) return fail({ kind: "no_such_job" });
       const samplesAsked = asked.data.samples;
@@ -49,14 +66,26 @@ export function createDispatcher(deps: DispatcherDeps) {
   };
 }
 
+// A request with a fault is never the one a key claimed a job for: a key on record is one reused.
+function reusedKey(ctx: DispatchContext, key: string | null, msg: string): DetailItem[] {
+  return key !== null && ctx.store.byIdempotencyKey(key) !== null ? [keyReused(msg)] : [];
+}
+
 // A request parsed once, from a body or composed by the worker: retry → check → refusals → origin → claim.
 async function dispatchRequest(ctx: DispatchContext, request: JobRequest, key: string | null): Promise<DispatchResult> {
   const hash = requestHash(request);
   const retry = () => retryOf(ctx, key, (job) => job.request_hash === hash, OTHER_BODY);
   // Before the filesystem checks: a retry after success must not read as "output exists".
   const earlier = retry();
-  if (earlier) return earlier;
+  if (earlier?.ok) return earlier;
+  if (earlier) return withFaults(earlier, await checkRequest(request, ctx.config));
   return unlessRetried(await dispatchFresh(ctx, request, key, retry), retry);
+}
+
+// A key used with another body, answered with the request's own faults, if it has any, in one 422.
+function withFaults(reused: Refused, checked: Awaited<ReturnType<typeof checkRequest>>): Refused {
+  if (checked.ok || checked.error.kind !== "invalid" || reused.error.kind !== "invalid") return reused;
+  return fail({ kind: "invalid", detail: [...checked.error.detail, ...reused.error.detail] });
 }
 
 // A request's own steps, after its retry check.

@@ -7,7 +7,6 @@ import type { DiskShortfall } from "./disk.ts";
 /** Why POST /train (or a resume) started no run: REFUSALS says how each kind is answered. */
 export type DispatchRefusal =
   | { kind: "invalid"; detail: DetailItem[] }
-  | { kind: "idempotency_mismatch"; detail: string }
   | { kind: "refused"; refusal: AdmissionRefusal }
   | { kind: "output_exists"; detail: string }
   | { kind: "output_in_use"; jobId: string; outputName: string }
@@ -71,10 +70,6 @@ const vram = (r: { refusal: VramRefusal }) => ({ ...r.refusal });
  */
 export const REFUSALS = {
   invalid: { status: 422, body: (r) => ({ detail: r.detail }) },
-  idempotency_mismatch: {
-    status: 422,
-    body: (r, type) => ({ detail: [{ loc: ["header", "Idempotency-Key"], msg: r.detail, type }] }),
-  },
   no_such_job: { status: 404, body: () => ({ detail: NO_SUCH_JOB }) },
   busy: {
     status: 409,
@@ -141,4 +136,13 @@ export function reasonsOf<S extends Row<Kind>["status"]>(status: S): [Reasoned<S
   const kinds = (Object.keys(REFUSALS) as Kind[]).filter((k) => REFUSALS[k].status === status);
   const reasons = kinds.map((k) => (REFUSALS[k] as Row<Kind>).reason ?? k);
   return reasons as [Reasoned<S>, ...Reasoned<S>[]];
+}
+
+/** The reasons an answer of `status` sends Retry-After with, and its seconds: the OpenAPI document declares it. */
+export function retryAftersOf(status: Row<Kind>["status"]): Array<{ reason: string; seconds: number }> {
+  return (Object.keys(REFUSALS) as Kind[]).flatMap((kind) => {
+    const row = REFUSALS[kind] as Row<Kind>;
+    if (row.status !== status || row.retryAfterS === undefined) return [];
+    return [{ reason: row.reason ?? kind, seconds: row.retryAfterS }];
+  });
 }

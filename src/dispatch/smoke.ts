@@ -5,7 +5,7 @@ import { z } from "zod";
 import type { Config, Device } from "../config/schema.ts";
 import { NotAsExpected, pinChain, pinChild, type PinnedDir } from "../pinned-dir.ts";
 import { fail, ok, type Result } from "../result.ts";
-import { detailFromIssues, fieldError, type JobRequest } from "../request/schema.ts";
+import { type DetailItem, detailFromIssues, fieldError, type JobRequest, oneEach } from "../request/schema.ts";
 import { SMOKE_CLASS, SMOKE_FOLDER, SMOKE_TRIGGER, writeSmokeDataset } from "../smoke/dataset.ts";
 import type { Dispatcher } from "./dispatch.ts";
 import type { DispatchRefusal, DispatchResult } from "./refusal.ts";
@@ -20,9 +20,16 @@ const SHARED_DIR_MODE = 0o2770;
 export const SmokeBody = z.strictObject({ device_index: z.int("must be an integer").min(0).max(63).optional() });
 
 /** POST /smoke: the worker's own short run on a dataset it writes, dispatched as any request is. */
-export async function dispatchSmoke(body: unknown, config: Config, dispatcher: Dispatcher): Promise<DispatchResult> {
+export async function dispatchSmoke(
+  body: unknown,
+  config: Config,
+  dispatcher: Dispatcher,
+  faults: readonly DetailItem[] = [],
+): Promise<DispatchResult> {
   const parsed = SmokeBody.safeParse(body);
-  if (!parsed.success) return fail({ kind: "invalid", detail: detailFromIssues(parsed.error.issues, body) });
+  const issues = parsed.success ? [] : detailFromIssues(parsed.error.issues, body);
+  const detail = oneEach([...issues, ...faults], Object.keys(SmokeBody.shape));
+  if (!parsed.success || detail.length > 0) return fail({ kind: "invalid", detail });
   const model = config.smoke.base_model;
   if (model === undefined) {
     const detail = "no base model for smoke runs: set smoke.base_model in the config to an SDXL .safetensors " +

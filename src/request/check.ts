@@ -7,9 +7,8 @@ import { TIERS } from "../tiers.ts";
 import { checkBaseModelHeader } from "./base-model.ts";
 import { resolveInside, type Roots } from "./contained-path.ts";
 import { scanDataset, type Dataset } from "./dataset.ts";
-import {
-  detailFromIssues, type DetailItem, fieldError, type JobRequest, type Problem, TrainRequest,
-} from "./schema.ts";
+import { FIELDS, readTrain, type ReadTrain } from "./read-train.ts";
+import { type DetailItem, fieldError, type JobRequest, oneEach, type Problem } from "./schema.ts";
 
 // For the moment just before spawning: every real path the check resolved still resolves to itself inside
 // its root, so a link swapped in since the request was checked is caught (time of check vs time of use).
@@ -54,16 +53,22 @@ const NOT_SAFETENSORS = "must name a .safetensors file (other formats can run co
 
 type Field<T> = Result<T, DetailItem>;
 
-/** A body as a request, or the 422 detail of every field that is not. */
-export function parseTrain(body: unknown): Result<JobRequest, CheckRefusal> {
-  const parsed = TrainRequest.safeParse(body);
-  if (parsed.success) return ok(parsed.data);
-  return fail({ kind: "invalid", detail: detailFromIssues(parsed.error.issues, body) });
+/** A body as a request, or the 422 detail of every fault: each field's shape, and the meaning of the rest. */
+export async function checkTrain(
+  body: unknown,
+  config: Config,
+  faults: readonly DetailItem[] = [],
+): Promise<TrainCheck> {
+  const read = readTrain(body, faults);
+  if (read.request !== null) return checkRequest(read.request, config);
+  return fail({ kind: "invalid", detail: await everyFault(read, config) });
 }
 
-export async function checkTrain(body: unknown, config: Config): Promise<TrainCheck> {
-  const parsed = parseTrain(body);
-  return parsed.ok ? checkRequest(parsed.value, config) : parsed;
+/** The shape's faults and those of the checks the fields with a right shape allow, one item per field. */
+export async function everyFault(read: ReadTrain, config: Config): Promise<DetailItem[]> {
+  const { fields } = read;
+  const dataset = fields.dataset_dir === undefined ? null : checkDataset(fields.dataset_dir, config);
+  return oneEach([...read.detail, ...faultsOf(await runChecks(fields, dataset, config))], FIELDS);
 }
 
 /** Every rule of a parsed request (from arbo, or composed by the worker: a smoke run). */
@@ -77,20 +82,43 @@ export async function checkResume(request: JobRequest, copy: DatasetCheck, confi
   return checkWith(request, Promise.resolve(ok(copy)), config, true);
 }
 
+// What the filesystem and the config say of each field given; a field not given (absent, or faulty) is not checked.
+interface Checks {
+  dataset: Field<DatasetCheck> | null;
+  model: Field<string> | null;
+  output: Field<string> | null;
+  device: Field<Device> | null;
+}
+
+async function runChecks(
+  fields: Partial<JobRequest>,
+  datasetCheck: Promise<Field<DatasetCheck>> | null,
+  config: Config,
+): Promise<Checks> {
+  const { base_model_path: model, output_dir: output, device_index: device } = fields;
+  const [dataset, modelCheck, outputCheck, deviceCheck] = await Promise.all([
+    datasetCheck,
+    model === undefined ? null : checkBaseModel(model, config),
+    output === undefined ? null : checkOutputDir(output, config),
+    device === undefined ? null : checkDevice(device, fields.tier, config),
+  ]);
+  return { dataset, model: modelCheck, output: outputCheck, device: deviceCheck };
+}
+
+const faultsOf = (checks: Checks): DetailItem[] =>
+  Object.values(checks).flatMap((check: Field<unknown> | null) => (check === null || check.ok ? [] : [check.error]));
+
 async function checkWith(
   request: JobRequest,
   datasetCheck: Promise<Field<DatasetCheck>>,
   config: Config,
   resumed: boolean,
 ): Promise<TrainCheck> {
-  const [dataset, model, output, device] = await Promise.all([
-    datasetCheck,
-    checkBaseModel(request.base_model_path, config),
-    checkOutputDir(request.output_dir, config),
-    checkDevice(request, config),
-  ]);
-  const errors = [dataset, model, output, device].flatMap((f) => (f.ok ? [] : [f.error]));
-  if (!dataset.ok || !model.ok || !output.ok || !device.ok) return fail({ kind: "invalid", detail: errors });
+  const checks = await runChecks(request, datasetCheck, config);
+  const { dataset, model, output, device } = checks;
+  if (!dataset?.ok || !model?.ok || !output?.ok || !device?.ok) {
+    return fail({ kind: "invalid", detail: oneEach(faultsOf(checks), FIELDS) });
+  }
   const outputFile = join(output.value, `${request.output_name}.safetensors`);
   // lstat: a dangling link named like the output would have the trainer write wherever it points.
   if (hasEntry(outputFile)) {
@@ -150,18 +178,20 @@ function checkOutputDir(path: string, config: Config): Field<string> {
   return inside;
 }
 
-function checkDevice(request: JobRequest, config: Config): Field<Device> {
-  const device = config.devices.find((d) => d.index === request.device_index);
+// The tier's device classes are asked only of a tier with a right shape; an unknown device needs no tier.
+function checkDevice(index: number, tier: JobRequest["tier"] | undefined, config: Config): Field<Device> {
+  const device = config.devices.find((d) => d.index === index);
   const known = config.devices.map((d) => `${d.index} (${d.name}, ${d.class})`).join(", ");
   if (!device) {
-    const msg = `no configured device ${request.device_index}; configured: ${known}`;
+    const msg = `no configured device ${index}; configured: ${known}`;
     return refuse("device_index", { msg, type: "unknown_device" });
   }
-  const allowed = TIERS[request.tier].deviceClasses;
+  if (tier === undefined) return ok(device);
+  const allowed = TIERS[tier].deviceClasses;
   if (!allowed.includes(device.class)) {
     const usable = config.devices.filter((d) => allowed.includes(d.class)).map((d) => d.index);
     const msg =
-      `tier "${request.tier}" needs a ${allowed.join(" or ")} device; ` +
+      `tier "${tier}" needs a ${allowed.join(" or ")} device; ` +
       `device ${device.index} is ${device.name} (${device.class}); usable: ${usable.join(", ") || "none configured"}`;
     return refuse("device_index", { msg, type: "tier_device_mismatch" });
   }

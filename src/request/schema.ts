@@ -1,34 +1,41 @@
 import { z } from "zod";
 import { RUN_TIERS, TIER_NAMES } from "../tiers.ts";
+import { DETAIL_TYPES, type DetailType } from "./detail-types.ts";
 
-// The 422 item shape arbo's Python client already reads (pydantic's).
+// The 422 item shape arbo's Python client already reads (pydantic's), its `type` from one closed list.
 export const DetailItem = z.strictObject({
   loc: z.array(z.union([z.string(), z.int()])),
   msg: z.string(),
-  type: z.string(),
+  type: z.enum(DETAIL_TYPES).describe("what is wrong, from a closed list: docs/troubleshooting.md explains each"),
 });
 export type DetailItem = z.infer<typeof DetailItem>;
 
-export function fieldError(field: string, msg: string, type: string): DetailItem {
+export function fieldError(field: string, msg: string, type: DetailType): DetailItem {
   return { loc: ["body", field], msg, type };
 }
 
-export function fieldPathError(path: Array<string | number>, msg: string, type: string): DetailItem {
+export function fieldPathError(path: Array<string | number>, msg: string, type: DetailType): DetailItem {
   return { loc: ["body", ...path], msg, type };
 }
 
-const TYPE_BY_CODE: Record<string, string> = {
+// Every zod code, so no issue leaves the closed list; the codes our schemas cannot raise read as value_error.
+const TYPE_BY_CODE: Record<z.core.$ZodIssue["code"], DetailType> = {
   invalid_type: "type_error",
   too_small: "too_small",
   too_big: "too_big",
   invalid_format: "pattern_mismatch",
   invalid_value: "enum",
   custom: "value_error",
+  unrecognized_keys: "extra_forbidden",
+  not_multiple_of: "value_error",
+  invalid_union: "value_error",
+  invalid_key: "value_error",
+  invalid_element: "value_error",
 };
 
 // One item per field: the first thing wrong with it is the one worth reading.
 export function detailFromIssues(issues: z.core.$ZodIssue[], input: unknown): DetailItem[] {
-  const items = issues.flatMap((issue) => {
+  const items = issues.flatMap((issue): DetailItem[] => {
     if (issue.code === "unrecognized_keys") {
       const msg = "unknown field; only the documented fields are accepted";
       return issue.keys.map((k) => fieldError(k, msg, "extra_forbidden"));
@@ -45,9 +52,32 @@ export function detailFromIssues(issues: z.core.$ZodIssue[], input: unknown): De
 }
 
 // A custom check names its own type (e.g. "path_not_normalized"); zod's codes map to pydantic's words.
-function typeOf(issue: z.core.$ZodIssue): string {
-  const own = issue.code === "custom" ? (issue.params as { type?: unknown } | undefined)?.type : undefined;
-  return typeof own === "string" ? own : (TYPE_BY_CODE[issue.code] ?? issue.code);
+function typeOf(issue: z.core.$ZodIssue): DetailType {
+  const own = issue.code === "custom" ? (issue.params as { type?: DetailType } | undefined)?.type : undefined;
+  return own ?? TYPE_BY_CODE[issue.code];
+}
+
+/**
+ * One item per field, the first given, in the order a form lists them: the body as a whole, then the fields in
+ * `fields`' order, then fields no schema knows, then headers. A body that is not an object has no fields to name.
+ */
+export function oneEach(items: readonly DetailItem[], fields: readonly string[]): DetailItem[] {
+  const whole = items.some((item) => item.loc.length === 1 && item.loc[0] === "body");
+  const seen = new Set<string>();
+  const unique: DetailItem[] = [];
+  for (const item of items) {
+    const key = JSON.stringify(item.loc.slice(0, 2));
+    if (seen.has(key) || (whole && item.loc[0] === "body" && item.loc.length > 1)) continue;
+    seen.add(key);
+    unique.push(item);
+  }
+  const rank = ({ loc }: DetailItem) => {
+    if (loc[0] !== "body") return fields.length + 1;
+    if (loc.length === 1) return -1;
+    const at = fields.indexOf(String(loc[1]));
+    return at === -1 ? fields.length : at;
+  };
+  return unique.sort((a, b) => rank(a) - rank(b));
 }
 
 function describe(issue: z.core.$ZodIssue, value: unknown): string {
@@ -89,7 +119,7 @@ const ALLOWED = /^[A-Za-z0-9 ._+@,=~/-]$/;
 // What is wrong with a field, as a 422 item says it, before the item is given its loc.
 export interface Problem {
   msg: string;
-  type: string;
+  type: DetailType;
 }
 
 // Narrower than POSIX on purpose: arbo's paths are plain ASCII, so anything else (encoded or fullwidth dots,
@@ -148,7 +178,7 @@ export const TrainRequest = z.strictObject({
   output_name: z
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    .refine((s) => !s.includes(".."), 'must not contain ".."'),
+    .refine((s) => !s.includes(".."), { message: 'must not contain ".."', params: { type: "pattern_mismatch" } }),
   trigger: z
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$/, "must match ^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$")

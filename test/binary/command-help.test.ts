@@ -8,7 +8,7 @@ const binary = ensureBinary();
 const COMMANDS: Array<[string[], string]> = [
   [["serve"], "serve"], [["plan"], "plan"], [["doctor"], "doctor"], [["tokenizers"], "tokenizers import"],
   [["tokenizers", "import"], "tokenizers import"], [["tokenizers", "check"], "tokenizers import"],
-  [["config"], "config template"], [["config", "template"], "config template"], [["launch"], "launch"],
+  [["config"], "config template"], [["config", "template"], "config template"], [["openapi"], "openapi"], [["launch"], "launch"],
   [["shim"], "shim"], [["submit"], "submit"], [["status"], "status"], [["jobs"], "jobs"], [["logs"], "logs"],
   [["cancel"], "cancel"], [["pause"], "pause"], [["resume"], "resume"], [["gpu"], "gpu"], [["smoke"], "smoke"],
 ];

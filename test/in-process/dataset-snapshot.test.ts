@@ -3,6 +3,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, wr
 import { join } from "node:path";
 import { DatasetChanged, snapshotDataset } from "../../src/dispatch/dataset-copy.ts";
 import { scanDataset } from "../../src/request/dataset.ts";
+import type { DetailType } from "../../src/request/detail-types.ts";
 import { verifySafetensors } from "../../src/safetensors/verify.ts";
 import { makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { snapshotFiles } from "../support/leftovers.ts";
@@ -45,7 +46,7 @@ async function tagsIn(loraPath: string): Promise<Record<string, Record<string, n
 }
 
 describe("every file the trainer would read is checked at dispatch", () => {
-  const refused: Array<[string, (t: HostTree) => void, string, string, Record<string, number>?]> = [
+  const refused: Array<[string, (t: HostTree) => void, string, DetailType, Record<string, number>?]> = [
     ["a caption linked to a file outside the handoff root", (t) => symlinkSync("/etc/hostname", join(t.dataset, "img0.txt")), "img0.txt leads out of the handoff root through a symbolic link", "dataset_file_outside_root"],
     ["an image linked to a file outside the handoff root", (t) => (writeFileSync(join(t.root, "outside.png"), "x"), rmSync(join(t.dataset, "img1.png")), symlinkSync(join(t.root, "outside.png"), join(t.dataset, "img1.png"))), "img1.png leads out of the handoff root through a symbolic link", "dataset_file_outside_root"],
     ["a FIFO named like an image", (t) => Bun.spawnSync(["mkfifo", join(t.dataset, "img9.png")]), "img9.png is a FIFO, not a regular file", "dataset_file_not_regular"],

@@ -56,6 +56,16 @@ describe("idempotent dispatch", () => {
     await using h = harness();
     await h.dispatcher.dispatch(h.tree.validRequest(), "key-3");
     const reuse = await h.dispatcher.dispatch(h.tree.validRequest({ seed: 9 }), "key-3");
-    expect(reuse).toMatchObject({ ok: false, error: { kind: "idempotency_mismatch" } });
+    expect(reuse).toMatchObject({ ok: false, error: { kind: "invalid", detail: [{ loc: ["header", "Idempotency-Key"], type: "idempotency_mismatch" }] } });
+  });
+
+  test("the same fields in another order are the same request; a body that adds samples: 0 is another (docs/api.md)", async () => {
+    await using h = harness();
+    const first = await h.dispatcher.dispatch(h.tree.validRequest(), "key-4");
+    if (!first.ok) throw new Error(JSON.stringify(first));
+    const reversed = Object.fromEntries(Object.entries(h.tree.validRequest()).reverse());
+    expect(await h.dispatcher.dispatch(reversed, "key-4")).toMatchObject({ ok: true, value: { id: first.value.id } });
+    const zero = await h.dispatcher.dispatch(h.tree.validRequest({ samples: 0 }), "key-4");
+    expect(zero).toMatchObject({ ok: false, error: { kind: "invalid", detail: [{ type: "idempotency_mismatch" }] } });
   });
 });

@@ -1,9 +1,11 @@
 import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { Unavailable } from "../../src/api/openapi.ts";
+import { retryAftersOf } from "../../src/dispatch/refusal.ts";
 import { Phase } from "../../src/job.ts";
 import { inProcessApp } from "../support/app-harness.ts";
-import { makeHostTree } from "../support/host-tree.ts";
+import { MAIN, makeHostTree } from "../support/host-tree.ts";
 import { compile, generateTypes, lint, scratchDir } from "../support/openapi-tools.ts";
 import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
 
@@ -13,6 +15,19 @@ async function servedDocument(): Promise<any> {
   using tree = makeHostTree();
   await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
   return (await a.json("/openapi.json")).body;
+}
+
+// `lora-worker openapi` from source, in an empty folder, with no config to find and no token.
+async function printedDocument(dir: string): Promise<any> {
+  const proc = Bun.spawn([process.execPath, MAIN, "openapi"], {
+    cwd: dir,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LORA_WORKER_CONFIG: "/nonexistent/config.toml" },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [stdout, stderr, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  expect({ exitCode, stderr }).toEqual({ exitCode: 0, stderr: "" });
+  return JSON.parse(stdout);
 }
 
 const operations = (doc: any) =>
@@ -142,5 +157,45 @@ describe("the OpenAPI document and the tools that consume it", () => {
       expect.stringMatching(/^wrong\.ts\(8,\d+\): error TS2367: .*'"starting" \| "training" \| "succeeded" \| "failed" \| "cancelled" \| undefined' and '"done"' have no overlap/),
       expect.stringMatching(/^wrong\.ts\(9,\d+\): error TS2367: .*'"fast" \| "balanced" \| "quality" \| "smoke" \| undefined' and '"turbo"' have no overlap/),
     ]);
+  });
+
+  test("lora-worker openapi prints the served document with no server, config or token, and a typed client generated from it compiles", async () => {
+    using scratch = scratchDir();
+    const printed = await printedDocument(scratch.dir);
+    // The in-process app is given the version "test"; the binary's test holds the two equal as they are.
+    expect({ ...printed, info: { ...printed.info, version: "test" } }).toEqual(await servedDocument());
+    await generateTypes(printed, scratch.dir);
+    writeFileSync(join(scratch.dir, "call.ts"), CALL);
+    expect(await compile(scratch.dir, "call.ts")).toEqual({ exitCode: 0, output: "" });
+    // Contrast: the printed types still refuse a wrong call.
+    writeFileSync(join(scratch.dir, "wrong.ts"), WRONG_CALL);
+    expect((await compile(scratch.dir, "wrong.ts")).exitCode).toBe(2);
+  });
+
+  test("the 409s and 503s of the refusable routes declare Retry-After with the reasons REFUSALS sends it with, and only those", async () => {
+    const doc = await servedDocument();
+    const declared = operations(doc).flatMap(({ at, op }) =>
+      ["409", "503"].filter((code) => op.responses[code]?.headers?.["Retry-After"]).map((code) => `${at} ${code}`));
+    expect(declared).toEqual([
+      "POST /train 409", "POST /train 503", "POST /train/{id}/resume 409", "POST /train/{id}/resume 503",
+      "POST /smoke 409", "POST /smoke 503",
+    ]);
+    const header = doc.paths["/train"].post.responses;
+    for (const status of [409, 503] as const) {
+      const sent = retryAftersOf(status);
+      expect(sent.length).toBeGreaterThan(0);
+      for (const { reason, seconds } of sent) expect(header[status].headers["Retry-After"].description).toContain(`${reason} (${seconds} s)`);
+    }
+    expect(header[409].headers["Retry-After"].schema).toEqual({ type: "integer", minimum: 1 });
+    // Contrast: /gpu-status's 503 is gpu_probe_failed alone, which REFUSALS sends without Retry-After.
+    expect(retryAftersOf(503).map((r) => r.reason)).not.toContain("gpu_probe_failed");
+    expect(doc.paths["/gpu-status"].get.responses[503].headers).toBeUndefined();
+  });
+
+  test("the 503 of POST /train names each reason it is sent with, and not a trainer's start, which ends a claimed job", async () => {
+    const doc = await servedDocument();
+    const description: string = doc.paths["/train"].post.responses[503].description;
+    for (const reason of Unavailable.shape.reason.options) expect(description).toContain(reason);
+    expect(description).not.toContain("trainer");
   });
 });

@@ -16,7 +16,7 @@ const SCRIPT_FLAGS = [
 
 async function plan(tree: HostTree, body: unknown, trainerTable = 'mode = "simulate"\n') {
   const requestPath = join(tree.root, "request.json");
-  await Bun.write(requestPath, JSON.stringify(body));
+  await Bun.write(requestPath, typeof body === "string" ? body : JSON.stringify(body));
   const config = tree.writeConfig(`[trainer]\n${trainerTable}`);
   const proc = Bun.spawn([process.execPath, MAIN, "plan", "--config", config, requestPath], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH! } });
   const [code, stdout] = await Promise.all([proc.exited, new Response(proc.stdout).text()]);
@@ -128,6 +128,19 @@ describe("lora-worker plan", () => {
     const parsed = Bun.TOML.parse(out.dataset_toml) as any;
     expect(parsed.datasets.length).toBe(1);
     expect(parsed.datasets[0].subsets[0].image_dir).toEndWith(`/dataset/${basename(odd)}`);
+  });
+
+  test("a request the worker would refuse for its text alone (10.0 for an integer) is refused by plan too, with its other faults", async () => {
+    using tree = makeHostTree();
+    const text = JSON.stringify(tree.validRequest({ tier: "quality" })).replace('"repeats":2', '"repeats":10.0');
+    const { code, out } = await plan(tree, text);
+    expect(code).toBe(1);
+    expect(out).toEqual({ detail: [
+      { loc: ["body", "repeats"], msg: "must be an integer, got the number literal 10.0", type: "type_error" },
+      { loc: ["body", "device_index"], msg: expect.stringContaining('tier "quality" needs a 48gb device'), type: "tier_device_mismatch" },
+    ] });
+    // Contrast: the same request written as an integer plans.
+    expect((await plan(tree, text.replace('"repeats":10.0', '"repeats":10').replace('"device_index":0', '"device_index":1'))).code).toBe(0);
   });
 
   test("a bad request prints the 422 detail list and exits 1 without creating anything", async () => {

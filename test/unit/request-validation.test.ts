@@ -3,6 +3,7 @@ import { mkdirSync, readdirSync, renameSync, symlinkSync, writeFileSync } from "
 import { join } from "node:path";
 import { ConfigSchema, type Config } from "../../src/config/schema.ts";
 import { checkTrain } from "../../src/request/check.ts";
+import type { DetailType } from "../../src/request/detail-types.ts";
 import { recheckPaths } from "../../src/request/check.ts";
 import { makeHostTree, type HostTree } from "../support/host-tree.ts";
 
@@ -39,7 +40,7 @@ describe("POST /train validation (INV-T7)", () => {
     expect(result.ok && result.value.dataset.files.map((f) => f.rel)).toEqual(["10_ohwx person/a.JPG"]);
   });
 
-  const cases: Array<[string, (t: HostTree) => Record<string, unknown>, string, string]> = [
+  const cases: Array<[string, (t: HostTree) => Record<string, unknown>, string, DetailType]> = [
     ["a dataset outside the handoff root", () => ({ dataset_dir: "/tmp" }), "dataset_dir", "path_outside_root"],
     ["a sibling dir sharing the root's prefix", (t) => { mkdirSync(`${t.handoff}-evil`); writeFileSync(`${t.handoff}-evil/a.png`, "x"); return { dataset_dir: `${t.handoff}-evil` }; }, "dataset_dir", "path_outside_root"],
     ["a symlink inside the root pointing out", (t) => { symlinkSync(t.models, join(t.handoff, "link")); return { dataset_dir: join(t.handoff, "link") }; }, "dataset_dir", "path_outside_root"],
