@@ -25,8 +25,9 @@ interface StartRefusal {
 // with its priority on the journal's stream), or on a terminal a sentence and one line per problem.
 export function refuseToStart(format: LogFormat, { reason, errors, exitCode }: StartRefusal): never {
   if (format === "human") {
-    const problems = errors.map((e) => `  - ${e}\n`).join("");
-    process.stderr.write(`lora-worker: refusing to start, ${reason}:\n${problems}`);
+    // One cause is one line (what a terminal or `systemctl status` shows whole); several are a list.
+    const problems = errors.length === 1 ? ` ${errors[0]}\n` : `\n${errors.map((e) => `  - ${e}\n`).join("")}`;
+    process.stderr.write(`lora-worker: refusing to start, ${reason}:${problems}`);
   } else {
     const log = createLogger(format, (line) => process.stderr.write(line));
     log.error(`refusing to start: ${reason}`, { errors, exit_code: exitCode });

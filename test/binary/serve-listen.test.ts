@@ -54,6 +54,25 @@ describe("serve on an address it cannot listen on", () => {
     }
   });
 
+  test("on a terminal too: one line naming the address and the cause, no stack trace", async () => {
+    using tree = makeHostTree();
+    const holder = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    try {
+      const config = configListening(tree, `127.0.0.1:${holder.port}`);
+      const script = Bun.spawn(["script", "-qec", `${binary} serve --config ${config}`, "/dev/null"], {
+        stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH! },
+      });
+      const out = (await new Response(script.stdout).text()).replaceAll("\r\n", "\n");
+      expect(await script.exited).toBe(EXIT_CONFIG);
+      expect(out).toBe(
+        `lora-worker: refusing to start, cannot listen on 127.0.0.1:${holder.port}: the address is in use by another ` +
+          `program; find it with: ss -ltnp 'sport = :${holder.port}'; stop it or change listen\n`,
+      );
+    } finally {
+      holder.stop(true);
+    }
+  });
+
   test("contrast: the same binary and config, once the port is free, listens on it", async () => {
     using tree = makeHostTree();
     const holder = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
