@@ -140,6 +140,29 @@ describe("every job the next start finds reaches an end", () => {
     expect(ended.error).toContain("the trainer ended while its shim was gone");
   });
 
+  test("on the Slurm backend, Slurm commands that cannot run end the job at start, naming slurm.bin_dir; a train is refused, not a 500", async () => {
+    using tree = makeHostTree();
+    using slurm = fakeSlurm(tree.root);
+    const onSlurm = (binDir: string) => tree.writeConfig(
+      SIMULATE_TABLES(0.05).replace('mode = "simulate"', 'mode = "simulate"\nbackend = "slurm"') +
+        `[slurm]\nbin_dir = ${JSON.stringify(binDir)}\npoll_seconds = 0.2\n` +
+        '[[devices]]\nindex = 0\nname = "A6000"\nclass = "48gb"\ngres = "gpu:a6000:1"\n',
+    );
+    const id = await crashMidRun(tree, onSlurm(slurm.binDir), "alive");
+    const noSlurm = join(tree.root, "no-slurm-here");
+    mkdirSync(noSlurm);
+    await using restarted = await startWorker(onSlurm(noSlurm), { command: [binary] });
+    const ended = (await restarted.json(`/train/${id}`)).body;
+    expect(ended).toMatchObject({ status: "failed", error_code: "worker_restarted" });
+    expect(ended.error).toContain("Slurm does not answer here (squeue in slurm.bin_dir cannot be run (ENOENT)): ");
+    expect(ended.error).toContain("check slurm.bin_dir (lora-worker doctor)");
+    // What ran of it on this host (the fake cluster's node) is stopped.
+    await waitFor(() => processesMarkedWith(id).length === 0, "its run to stop");
+    const refused = await restarted.postTrain(tree.validRequest({ output_name: "next" }));
+    expect(refused).toMatchObject({ status: 503, body: { reason: "slurm_refused" } });
+    expect(refused.body.detail).toContain("sbatch in slurm.bin_dir cannot be run (ENOENT)");
+  });
+
   test("a placement.json naming a backend this worker has none of ends the job and stops its run on this host", async () => {
     using tree = makeHostTree();
     const config = tree.writeConfig(SIMULATE_TABLES(0.05));
