@@ -72,16 +72,19 @@ describe("nothing left behind", () => {
     using _ = killJobAtEnd(() => id);
     let id: string | null = null;
     id = await crashMidRun(tree, config, "orphaned");
-    await using restarted = await startWorker(config, { command: [binary] });
-    // Contrast: the trainer runs on and still has its TMPDIR.
+    // Contrast: the shim died without removing it. The restart adopts the trainer (its job active, the start-up
+    // sweep leaves the link); the run's end is what removes it.
     expect(linkTarget(tmpLink(jobDir(tree, id)))).toBe(join(jobDir(tree, id), "tmp"));
+    await using restarted = await startWorker(config, { command: [binary] });
+    expect(restarted.output()).toContain('"msg":"re-adopting job after restart"');
     expect(ENDED_STATUSES).toContain((await untilEnded(restarted, id)).status);
     expect(linkTarget(tmpLink(jobDir(tree, id)))).toBeNull();
   });
 
   test("at start, links of this state dir's jobs that are not running go; another state dir's and a running one's stay", async () => {
     using tree = makeHostTree();
-    const config = tree.writeConfig(SIMULATE_TABLES(0.05));
+    const config = tree.writeConfig(SIMULATE_TABLES(0.03));
+    // 12 s of run left: the restart finds it running, its link still needed.
     using _ = killJobAtEnd(() => running);
     let running: string | null = null;
     running = await crashMidRun(tree, config, "alive");
@@ -111,7 +114,7 @@ describe("every job the next start finds reaches an end", () => {
     using tree = makeHostTree();
     const noSlurm = join(tree.root, "no-slurm-here");
     mkdirSync(noSlurm);
-    const config = tree.writeConfig(`${SIMULATE_TABLES(0.05)}[slurm]\nbin_dir = ${JSON.stringify(noSlurm)}\n`);
+    const config = tree.writeConfig(`${SIMULATE_TABLES(0.01)}[slurm]\nbin_dir = ${JSON.stringify(noSlurm)}\n`);
     const id = await crashMidRun(tree, config, "killed");
     writeFileSync(placementFile(tree, id), JSON.stringify({ backend: "slurm", state: { slurm_job_id: "4242" } }));
     await using restarted = await startWorker(config, { command: [binary] });
