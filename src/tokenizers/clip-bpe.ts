@@ -38,19 +38,6 @@ export function mergeRanks(merges: readonly string[][]): Map<string, number> {
   return new Map(merges.map((merge, rank) => [merge.join(" "), rank]));
 }
 
-/** The ids a caption becomes between <|startoftext|> and <|endoftext|>, or the first symbol the vocabulary lacks. */
-export function encodeCaption(
-  caption: string, vocab: Readonly<Record<string, number>>, ranks: ReadonlyMap<string, number>,
-): { ids: number[] } | { unknown: string } {
-  const ids: number[] = [];
-  for (const symbol of captionSymbols(caption, ranks)) {
-    const id = Object.hasOwn(vocab, symbol) ? vocab[symbol] : undefined;
-    if (id === undefined) return { unknown: symbol };
-    ids.push(id);
-  }
-  return { ids };
-}
-
 /** The merged symbols a caption becomes, one a token: as many as the trainer's text encoders read of it. */
 export function captionSymbols(caption: string, ranks: ReadonlyMap<string, number>): string[] {
   // ftfy, which CLIPTokenizer runs first where it is installed (sd-scripts' venv), leaves text in NFC.

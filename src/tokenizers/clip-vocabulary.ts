@@ -1,12 +1,10 @@
-import { BYTE_SYMBOLS, encodeCaption, MERGES_READ, mergeRanks, readMerges } from "./clip-bpe.ts";
+import { MERGES_READ, readMerges } from "./clip-bpe.ts";
+import { bpeDigests, type BpePin, clipReference, type Vocab } from "./clip-reference.ts";
 import type { NamedToken } from "./named-tokens.ts";
 
-// CLIP's vocabulary is built, in id order, from the 256 byte symbols, the same with "</w>", one token per merge
-// (its two halves joined) and the two special tokens; the text encoders embed exactly this many ids.
+// CLIP's vocabulary: 256 byte symbols, the same with "</w>", one token per merge and the two special tokens; the text
+// encoders embed exactly this many ids.
 const VOCAB_SIZE = 49408;
-const BYTES = BYTE_SYMBOLS.length;
-const FIRST_MERGE_ID = 2 * BYTES;
-const SPECIAL_IDS: Readonly<Record<string, number>> = { "<|startoftext|>": 49406, "<|endoftext|>": 49407 };
 
 /** Captions and the ids CLIP's own tokenizer gives them (transformers' CLIPTokenizer and open_clip's agree). */
 export const KNOWN_CAPTIONS: Readonly<Record<string, readonly number[]>> = {
@@ -16,22 +14,23 @@ export const KNOWN_CAPTIONS: Readonly<Record<string, readonly number[]>> = {
   "Candid photo: the dog's tail in a café": [19206, 1125, 281, 518, 1929, 568, 4132, 530, 320, 15304],
 };
 
-type Vocab = Record<string, number>;
-
 /**
- * What keeps vocab.json and merges.txt from being CLIP's tokenizer as the trainer reads them, with the tokens the
- * folder names besides (named-tokens.ts: each must be in vocab.json, at its id where one is given); none when they are.
+ * What keeps vocab.json and merges.txt from being CLIP's tokenizer exactly (`pin`: the digests its id's BPE must have,
+ * clip-reference.ts), with the tokens the folder names besides (named-tokens.ts: each must be in vocab.json, at its id
+ * where one is given); none when they are. A departure from CLIP's is named where it first occurs.
  */
 export function clipVocabularyProblems(
-  vocabText: string, mergesText: string, named: readonly NamedToken[] = [],
+  vocabText: string, mergesText: string, pin: BpePin, named: readonly NamedToken[] = [],
 ): string[] {
   const vocab = parseVocab(vocabText);
   if (typeof vocab === "string") return [`vocab.json ${vocab}`];
   const merges = readMerges(mergesText);
   const problems = mergesProblems(mergesText, merges);
   if (problems.length > 0) return problems;
-  const disagreement = [...agreementProblems(vocab, merges), ...namedProblems(vocab, named)];
-  return disagreement.length > 0 ? disagreement : captionProblems(vocab, merges);
+  const digests = bpeDigests(merges, vocab);
+  if (digests.merges !== pin.merges) return [mergesDeparture(merges, digests.merges, pin.merges)];
+  if (digests.vocab !== pin.vocab) return [vocabDeparture(vocab, digests.vocab, pin.vocab)];
+  return namedProblems(vocab, named);
 }
 
 function parseVocab(text: string): Vocab | string {
@@ -61,19 +60,25 @@ function mergesProblems(text: string, merges: string[][]): string[] {
   return bad < 0 ? [] : [`merges.txt line ${bad + 2} is not one merge "a b"`];
 }
 
-// The vocabulary must be exactly CLIP's construction over these merges, each token at its id.
-function agreementProblems(vocab: Vocab, merges: string[][]): string[] {
-  const expected: [string, number][] = [
-    ...BYTE_SYMBOLS.map((symbol, id): [string, number] => [symbol, id]),
-    ...BYTE_SYMBOLS.map((symbol, id): [string, number] => [`${symbol}</w>`, BYTES + id]),
-    ...merges.map((merge, i): [string, number] => [merge.join(""), FIRST_MERGE_ID + i]),
-    ...Object.entries(SPECIAL_IDS),
-  ];
-  const wrong = expected.find(([token, id]) => !Object.hasOwn(vocab, token) || vocab[token] !== id);
-  if (wrong === undefined) return [];
-  const [token, id] = wrong;
-  const has = Object.hasOwn(vocab, token) ? `has it as ${vocab[token]}` : "lacks it";
-  return [`vocab.json and merges.txt disagree: ${JSON.stringify(token)} should be id ${id}, vocab.json ${has}`];
+// The first merge (by its line: the #version line is line 1) that is not CLIP's. Only where the embedded merges are
+// not what the pin says (a tokenizer id pinned to another BPE) is there no line to name: the digests are.
+function mergesDeparture(merges: string[][], got: string, pinned: string): string {
+  const clip = clipReference().merges;
+  const at = merges.findIndex((merge, i) => merge.join(" ") !== clip[i]?.join(" "));
+  if (at < 0) return `merges.txt is not CLIP's: its merges' sha256 is ${got}, not ${pinned}`;
+  const quote = (merge: readonly string[]) => JSON.stringify(merge.join(" "));
+  return `merges.txt line ${at + 2}: ${quote(merges[at]!)} where CLIP has ${quote(clip[at]!)}`;
+}
+
+// The first of CLIP's tokens, in id order, that vocab.json lacks or gives another id. vocab.json holds as many tokens
+// as CLIP's, so one of CLIP's is out of place wherever it is not CLIP's.
+function vocabDeparture(vocab: Vocab, got: string, pinned: string): string {
+  const tokens = clipReference().tokens;
+  const id = tokens.findIndex((token, i) => !Object.hasOwn(vocab, token) || vocab[token] !== i);
+  if (id < 0) return `vocab.json is not CLIP's: its sha256 (in id order) is ${got}, not ${pinned}`;
+  const token = JSON.stringify(tokens[id]);
+  if (!Object.hasOwn(vocab, tokens[id]!)) return `vocab.json lacks ${token}, which CLIP has as id ${id}`;
+  return `vocab.json: ${token} has id ${vocab[tokens[id]!]} where CLIP has ${id}`;
 }
 
 function namedProblems(vocab: Vocab, named: readonly NamedToken[]): string[] {
@@ -82,16 +87,5 @@ function namedProblems(vocab: Vocab, named: readonly NamedToken[]): string[] {
     if (!Object.hasOwn(vocab, token)) return [`${file} names the token ${quoted}, which vocab.json lacks`];
     if (id !== null && vocab[token] !== id) return [`${file} gives ${quoted} the id ${id}, vocab.json ${vocab[token]}`];
     return [];
-  });
-}
-
-function captionProblems(vocab: Vocab, merges: string[][]): string[] {
-  const ranks = mergeRanks(merges);
-  return Object.entries(KNOWN_CAPTIONS).flatMap(([caption, want]) => {
-    const got = encodeCaption(caption, vocab, ranks);
-    if ("ids" in got && got.ids.join() === want.join()) return [];
-    const gave = "ids" in got ? `[${got.ids.join(", ")}]` : `a symbol it lacks, ${JSON.stringify(got.unknown)}`;
-    const clip = `not CLIP's [${want.join(", ")}]`;
-    return [`vocab.json and merges.txt tokenize ${JSON.stringify(caption)} as ${gave}, ${clip}`];
   });
 }

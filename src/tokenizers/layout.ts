@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { statOrNull } from "../fs.ts";
+import { type BpePin, CLIP_BPE } from "./clip-reference.ts";
 import { clipVocabularyProblems } from "./clip-vocabulary.ts";
 import { namedTokens } from "./named-tokens.ts";
 
@@ -13,11 +14,13 @@ export interface TokenizerSpec {
   folder: string;
   /** sd-scripts sets tokenizer 2's pad_token_id to 0 (CLIP's "!"); doctor loads it the same way. */
   padsWithIdZero: boolean;
+  /** The digests its merges and vocabulary must have: both ids hold CLIP's BPE, the same two files. */
+  bpe: BpePin;
 }
 
 export const TOKENIZERS: readonly TokenizerSpec[] = [
-  { id: "openai/clip-vit-large-patch14", padsWithIdZero: false },
-  { id: "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k", padsWithIdZero: true },
+  { id: "openai/clip-vit-large-patch14", padsWithIdZero: false, bpe: CLIP_BPE },
+  { id: "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k", padsWithIdZero: true, bpe: CLIP_BPE },
 ].map((t) => ({ ...t, folder: t.id.replace("/", "_") }));
 
 // What CLIPTokenizer.from_pretrained reads, checked; tokenizer.json (the fast tokenizer's, which it does not read) is
@@ -51,7 +54,8 @@ export function tokenizersProblems(dir: string): string[] {
   return TOKENIZERS.flatMap((spec) => tokenizerProblems(join(dir, spec.folder), spec));
 }
 
-/** What is wrong with one tokenizer's files: one missing, or their content not CLIP's as CLIPTokenizer reads it. */
+/** What is wrong with one tokenizer's files: one missing, or their content not CLIP's, exactly, as CLIPTokenizer reads
+ * it. `tokenizers import`, the start-up log, /healthz and doctor all judge by this. */
 export function tokenizerFilesProblems(files: TokenizerFiles, spec: TokenizerSpec): string[] {
   const where = (problem: string) => `${spec.folder}/${problem}`;
   const missing = REQUIRED_FILES.filter((file) => !files.has(file));
@@ -63,7 +67,7 @@ export function tokenizerFilesProblems(files: TokenizerFiles, spec: TokenizerSpe
   const config = text("tokenizer_config.json")!;
   const named = namedTokens({ added: text("added_tokens.json"), config, special: text("special_tokens_map.json") });
   if (typeof named === "string") return [where(named)];
-  const bpe = clipVocabularyProblems(text("vocab.json")!, text("merges.txt")!, named);
+  const bpe = clipVocabularyProblems(text("vocab.json")!, text("merges.txt")!, spec.bpe, named);
   return [...bpe, ...configProblems(config).map((p) => `tokenizer_config.json ${p}`)].map(where);
 }
 

@@ -72,16 +72,19 @@ describe("nothing left behind", () => {
     using _ = killJobAtEnd(() => id);
     let id: string | null = null;
     id = await crashMidRun(tree, config, "orphaned");
-    await using restarted = await startWorker(config, { command: [binary] });
-    // Contrast: the trainer runs on and still has its TMPDIR.
+    // Contrast: the shim died without removing it. The restart adopts the trainer (its job active, the start-up
+    // sweep leaves the link); the run's end is what removes it.
     expect(linkTarget(tmpLink(jobDir(tree, id)))).toBe(join(jobDir(tree, id), "tmp"));
+    await using restarted = await startWorker(config, { command: [binary] });
+    expect(restarted.output()).toContain('"msg":"re-adopting job after restart"');
     expect(ENDED_STATUSES).toContain((await untilEnded(restarted, id)).status);
     expect(linkTarget(tmpLink(jobDir(tree, id)))).toBeNull();
   });
 
   test("at start, links of this state dir's jobs that are not running go; another state dir's and a running one's stay", async () => {
     using tree = makeHostTree();
-    const config = tree.writeConfig(SIMULATE_TABLES(0.05));
+    const config = tree.writeConfig(SIMULATE_TABLES(0.03));
+    // 12 s of run left: the restart finds it running, its link still needed.
     using _ = killJobAtEnd(() => running);
     let running: string | null = null;
     running = await crashMidRun(tree, config, "alive");
@@ -111,7 +114,7 @@ describe("every job the next start finds reaches an end", () => {
     using tree = makeHostTree();
     const noSlurm = join(tree.root, "no-slurm-here");
     mkdirSync(noSlurm);
-    const config = tree.writeConfig(`${SIMULATE_TABLES(0.05)}[slurm]\nbin_dir = ${JSON.stringify(noSlurm)}\n`);
+    const config = tree.writeConfig(`${SIMULATE_TABLES(0.01)}[slurm]\nbin_dir = ${JSON.stringify(noSlurm)}\n`);
     const id = await crashMidRun(tree, config, "killed");
     writeFileSync(placementFile(tree, id), JSON.stringify({ backend: "slurm", state: { slurm_job_id: "4242" } }));
     await using restarted = await startWorker(config, { command: [binary] });
@@ -138,6 +141,29 @@ describe("every job the next start finds reaches an end", () => {
     const ended = await untilEnded(restarted, id);
     expect(ended).toMatchObject({ status: "failed", error_code: "worker_restarted" });
     expect(ended.error).toContain("the trainer ended while its shim was gone");
+  });
+
+  test("on the Slurm backend, Slurm commands that cannot run end the job at start, naming slurm.bin_dir; a train is refused, not a 500", async () => {
+    using tree = makeHostTree();
+    using slurm = fakeSlurm(tree.root);
+    const onSlurm = (binDir: string) => tree.writeConfig(
+      SIMULATE_TABLES(0.05).replace('mode = "simulate"', 'mode = "simulate"\nbackend = "slurm"') +
+        `[slurm]\nbin_dir = ${JSON.stringify(binDir)}\npoll_seconds = 0.2\n` +
+        '[[devices]]\nindex = 0\nname = "A6000"\nclass = "48gb"\ngres = "gpu:a6000:1"\n',
+    );
+    const id = await crashMidRun(tree, onSlurm(slurm.binDir), "alive");
+    const noSlurm = join(tree.root, "no-slurm-here");
+    mkdirSync(noSlurm);
+    await using restarted = await startWorker(onSlurm(noSlurm), { command: [binary] });
+    const ended = (await restarted.json(`/train/${id}`)).body;
+    expect(ended).toMatchObject({ status: "failed", error_code: "worker_restarted" });
+    expect(ended.error).toContain("Slurm does not answer here (squeue in slurm.bin_dir cannot be run (ENOENT)): ");
+    expect(ended.error).toContain("check slurm.bin_dir (lora-worker doctor)");
+    // What ran of it on this host (the fake cluster's node) is stopped.
+    await waitFor(() => processesMarkedWith(id).length === 0, "its run to stop");
+    const refused = await restarted.postTrain(tree.validRequest({ output_name: "next" }));
+    expect(refused).toMatchObject({ status: 503, body: { reason: "slurm_refused" } });
+    expect(refused.body.detail).toContain("sbatch in slurm.bin_dir cannot be run (ENOENT)");
   });
 
   test("a placement.json naming a backend this worker has none of ends the job and stops its run on this host", async () => {

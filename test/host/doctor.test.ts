@@ -3,7 +3,7 @@ import { chmodSync, chownSync, mkdirSync, readFileSync, rmSync, writeFileSync } 
 import { join } from "node:path";
 import { makeDoctorHost, runDoctor, type DoctorHost } from "../support/doctor-host.ts";
 import { BITSANDBYTES_REPORT, CLIP_CAPTION_IDS, CUDA_REPORT, TORCH_REPORT, writeFakePython } from "../support/fake-python.ts";
-import { CLIP_MERGES } from "../support/tokenizers.ts";
+import { CLIP_MERGES, swappedMerges } from "../support/tokenizers.ts";
 import { CHECKPOINT_KEYS, writeCheckpoint } from "../support/checkpoints.ts";
 import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
 import { AS_ROOT, STAND_IN } from "../support/install-root.ts";
@@ -95,6 +95,20 @@ const MISSING: Missing[] = [
     breakIt: (h) => writeFileSync(join(h.tokenizers, "openai_clip-vit-large-patch14", "merges.txt"), CLIP_MERGES.slice(0, 300_000)),
     check: "tokenizers",
     says: (h) => `not ready in ${h.tokenizers}: openai_clip-vit-large-patch14/merges.txt holds 29418 merges after its #version line, not CLIP's 48894 (cut short?)`,
+  },
+  {
+    what: "CLIP's merges exactly (two swapped, vocab.json rebuilt to agree with them)",
+    breakIt: (h) => {
+      const swapped = swappedMerges(40001);
+      writeFileSync(join(h.tokenizers, "laion_CLIP-ViT-bigG-14-laion2B-39B-b160k", "merges.txt"), swapped.merges);
+      writeFileSync(join(h.tokenizers, "laion_CLIP-ViT-bigG-14-laion2B-39B-b160k", "vocab.json"), swapped.vocab);
+    },
+    check: "tokenizers",
+    says: (h) => {
+      const clip = CLIP_MERGES.split("\n");
+      return `not ready in ${h.tokenizers}: laion_CLIP-ViT-bigG-14-laion2B-39B-b160k/merges.txt line 40002: ` +
+        `${JSON.stringify(clip[40002])} where CLIP has ${JSON.stringify(clip[40001])}`;
+    },
   },
   {
     what: "tokenizers the trainer's Python reads as CLIP's",

@@ -3,7 +3,9 @@ import { existsSync, lstatSync, mkdirSync, symlinkSync, writeFileSync } from "no
 import { join } from "node:path";
 import { TOKENIZERS } from "../../src/tokenizers/layout.ts";
 import { MAIN, makeHostTree, type HostTree } from "../support/host-tree.ts";
-import { CLIP_MERGES, CLIP_VOCAB, filesUnder, runTokenizers, secondImport, writeTokenizers } from "../support/tokenizers.ts";
+import {
+  CLIP_MERGES, CLIP_VOCAB, filesUnder, runTokenizers, secondImport, swappedMerges, writeTokenizerFolder, writeTokenizers,
+} from "../support/tokenizers.ts";
 
 const [CLIP_L, CLIP_G] = TOKENIZERS;
 const CUT_MERGES = CLIP_MERGES.slice(0, 300_000);
@@ -31,6 +33,25 @@ describe("tokenizers import checks what the trainer will read", () => {
     });
     expect(existsSync(h.dir)).toBe(false);
     writeFileSync(join(source, CLIP_G!.folder, "merges.txt"), CLIP_MERGES);
+    expect((await tokenizers(["import", "--config", h.config, source])).code).toBe(0);
+    expect((await tokenizers(["check", "--config", h.config])).code).toBe(0);
+  });
+
+  test("two merges swapped, vocab.json rebuilt to agree, are refused naming the line and CLIP's merge; swapped back, imported", async () => {
+    using h = host();
+    const source = writeTokenizers(join(h.root, "from"));
+    const [header, ...clip] = CLIP_MERGES.split("\n");
+    writeTokenizerFolder(join(source, CLIP_L!.folder), swappedMerges(40001));
+    const swapped = await tokenizers(["import", "--config", h.config, source]);
+    expect(header).toBe("#version: 0.2");
+    expect(swapped).toEqual({
+      code: 1,
+      stdout: "",
+      stderr: `tokenizers: nothing imported into ${h.dir}: tokenizer ${CLIP_L!.id} in ${join(source, CLIP_L!.folder)} is not usable: ` +
+        `${CLIP_L!.folder}/merges.txt line 40002: ${JSON.stringify(clip[40001])} where CLIP has ${JSON.stringify(clip[40000])}\n`,
+    });
+    expect(existsSync(h.dir)).toBe(false);
+    writeTokenizerFolder(join(source, CLIP_L!.folder));
     expect((await tokenizers(["import", "--config", h.config, source])).code).toBe(0);
     expect((await tokenizers(["check", "--config", h.config])).code).toBe(0);
   });

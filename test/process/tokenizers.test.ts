@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { importTokenizers } from "../../src/tokenizers/import.ts";
@@ -16,6 +16,25 @@ function scratch(): { dir: string } & Disposable {
   const dir = mkdtempSync(join(tmpdir(), "lora-worker-tokenizers-"));
   return { dir, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
 }
+
+const MAKE_TOKENIZERS = join(import.meta.dir, "..", "..", "scripts", "real-trainer", "make-tokenizers.py");
+
+describe.skipIf(!Bun.which("python3"))("the real-trainer harness's tokenizers (make-tokenizers.py)", () => {
+  test("are CLIP's exactly, as pinned; with two of their merges swapped, refused at the first line", () => {
+    using s = scratch();
+    const made = Bun.spawnSync(["python3", MAKE_TOKENIZERS, s.dir], { stderr: "pipe" });
+    expect(made.exitCode).toBe(0);
+    expect(tokenizersProblems(s.dir)).toEqual([]);
+    // Contrast: the same folder with its last two merges swapped (vocab.json unchanged) is not CLIP's.
+    const merges = join(s.dir, CLIP_G!.folder, "merges.txt");
+    const lines = readFileSync(merges, "utf8").trimEnd().split("\n");
+    [lines[48893], lines[48894]] = [lines[48894]!, lines[48893]!];
+    writeFileSync(merges, `${lines.join("\n")}\n`);
+    expect(tokenizersProblems(s.dir)).toEqual([
+      `${CLIP_G!.folder}/merges.txt line 48894: ${JSON.stringify(lines[48893])} where CLIP has ${JSON.stringify(lines[48894])}`,
+    ]);
+  });
+});
 
 describe("importTokenizers", () => {
   test("copies both from folders in --tokenizer_cache_dir's layout, and the copies are ready", () => {

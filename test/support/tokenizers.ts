@@ -8,14 +8,23 @@ export const CLIP_MERGES = new TextDecoder().decode(
   Bun.gunzipSync(readFileSync(join(import.meta.dir, "..", "fixtures", "clip", "merges.txt.gz"))),
 );
 
-// CLIP's vocab.json, built from its merges as CLIP builds it.
-function clipVocab(): Record<string, number> {
-  const merged = CLIP_MERGES.trim().split("\n").slice(1).map((line) => line.replace(" ", ""));
+/** vocab.json built from a merges.txt as CLIP builds its own: consistent with those merges. */
+export function vocabFor(merges: string): string {
+  const merged = merges.trim().split("\n").slice(1).map((line) => line.replace(" ", ""));
   const tokens = [...BYTE_SYMBOLS, ...BYTE_SYMBOLS.map((s) => `${s}</w>`), ...merged, "<|startoftext|>", "<|endoftext|>"];
-  return Object.fromEntries(tokens.map((token, id) => [token, id]));
+  return JSON.stringify(Object.fromEntries(tokens.map((token, id) => [token, id])));
 }
 
-export const CLIP_VOCAB = JSON.stringify(clipVocab());
+export const CLIP_VOCAB = vocabFor(CLIP_MERGES);
+
+/** CLIP's merges with the n-th and the next swapped (merges.txt lines n + 1 and n + 2), vocab.json rebuilt to agree:
+ * consistent with itself, tokenizing common captions as CLIP does, and not CLIP's. */
+export function swappedMerges(n: number): { merges: string; vocab: string } {
+  const [header, ...lines] = CLIP_MERGES.trimEnd().split("\n");
+  [lines[n - 1], lines[n]] = [lines[n]!, lines[n - 1]!];
+  const merges = `${[header, ...lines].join("\n")}\n`;
+  return { merges, vocab: vocabFor(merges) };
+}
 
 export interface TokenizerShape {
   maxLength?: number;

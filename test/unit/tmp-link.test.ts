@@ -2,8 +2,10 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readlinkSync, rmSync, symlinkSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { jobDir } from "../../src/job-dir/job-dir.ts";
-import { linkTmp, MAX_SOCKET_PATH, PYMP_SOCKET_SUFFIX, tmpLink, unlinkTmp } from "../../src/job-dir/tmp-link.ts";
+import { jobDir, jobsDir } from "../../src/job-dir/job-dir.ts";
+import {
+  jobsWithTmpLinks, linkTmp, MAX_SOCKET_PATH, PYMP_SOCKET_SUFFIX, tmpLink, unlinkTmp,
+} from "../../src/job-dir/tmp-link.ts";
 
 const root = mkdtempSync(join(tmpdir(), "tmp-link-test-"));
 const stateDir = join(root, "x".repeat(200));
@@ -18,6 +20,26 @@ function preparedJob() {
 }
 
 describe("the trainer's TMPDIR link", () => {
+  test("the jobs whose links a state dir made are told from another state dir's and from names of no job", () => {
+    const [ours, theirs] = [preparedJob(), jobDir(join(root, "other-state"), crypto.randomUUID())];
+    linkTmp(ours.dir);
+    linkTmp(theirs.dir);
+    // Same form, but "lora-worker-.." names no job directory (its target is the jobs folder's parent's tmp).
+    const odd = join("/dev/shm", "lora-worker-..");
+    symlinkSync(join(jobsDir(stateDir), "..", "tmp"), odd);
+    try {
+      const found = jobsWithTmpLinks(jobsDir(stateDir));
+      expect(found).toContain(ours.id);
+      expect(found).not.toContain(theirs.id);
+      expect(found).not.toContain("..");
+      // Contrast: from the other state dir, its own link is found and ours is not.
+      expect(jobsWithTmpLinks(jobsDir(join(root, "other-state")))).toEqual(expect.arrayContaining([theirs.id]));
+      expect(jobsWithTmpLinks(jobsDir(join(root, "other-state")))).not.toContain(ours.id);
+    } finally {
+      for (const link of [odd, ours.tmp, theirs.tmp]) rmSync(link, { force: true });
+    }
+  });
+
   test("is short enough for Python's sockets whatever the state dir, and leads to the job's own tmp folder", () => {
     const dir = preparedJob();
     expect(dir.tmp).toBe(`/dev/shm/lora-worker-${dir.id}`);
