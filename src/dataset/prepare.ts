@@ -1,5 +1,6 @@
 import { readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { faultOn } from "../fs.ts";
 import type { DatasetReport } from "../job.ts";
 import { isImage } from "../request/dataset.ts";
 import type { CaptionTokens } from "./clip-tokens.ts";
@@ -80,7 +81,7 @@ async function uprightImage(path: string, shown: string): Promise<ImageFacts> {
     const stored = await new Bun.Image(bytes, { autoOrient: false, maxPixels: MAX_PIXELS }).metadata();
     const quarter = uprightOf(orientation).rotate % 180 !== 0;
     const [width, height] = quarter ? [stored.height, stored.width] : [stored.width, stored.height];
-    if (orientation !== 1) await writeBeside(path, await uprightPng(bytes, orientation));
+    if (orientation !== 1) await writeBeside(path, await uprightPng(bytes, orientation), shown);
     return { turned: orientation !== 1, width, height, sha256 };
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
@@ -121,7 +122,7 @@ async function leadCaptions(
     if (led === text) report.captions.trigger_present += 1;
     else {
       report.captions.trigger_added += 1;
-      await writeBeside(path, led);
+      await writeBeside(path, led, shownAs(caption));
     }
     const tokens = target.tokens.count(trainedLine(led));
     if (tokens > target.maxTokens) report.captions.cut.push({ caption: shownAs(caption), tokens });
@@ -137,13 +138,14 @@ function decodeCaption(bytes: Uint8Array, shown: string): string {
   }
 }
 
-async function writeBeside(path: string, data: string | Uint8Array): Promise<void> {
+// `shown` names the file in an error (fs.ts's faultOn).
+async function writeBeside(path: string, data: string | Uint8Array, shown: string): Promise<void> {
   const tmp = `${path}.upright-tmp`;
   try {
     await writeFile(tmp, data, { mode: 0o640, flag: "wx" });
     await rename(tmp, path);
   } catch (err) {
     await rm(tmp, { force: true });
-    throw err;
+    throw faultOn(shown, err);
   }
 }
