@@ -131,6 +131,11 @@ export interface DatasetReport {
   turned_upright: string[];
   /** Images under the tier's resolution in pixel count: sd-scripts scales them up, and the LoRA learns the blur. */
   small: ImageSize[];
+  /**
+   * Images over Pillow's MAX_IMAGE_PIXELS (89,478,485) and within twice it: sd-scripts reads them, and Pillow warns
+   * of a decompression bomb in the trainer's log. Absent from records written before it was kept.
+   */
+  large?: ImageSize[];
   /** Sets of images whose bytes are identical: each trains as often as the set is large. */
   duplicates: string[][];
 }
