@@ -63,6 +63,7 @@ describe("the dataset the trainer reads is the one a person meant", () => {
         // d.jpg is stored 6 x 4 and seen (and now stored) 4 x 6.
         image: `10_ohwx person/${name}`, width: name === "d.jpg" ? 4 : 8, height: name === "d.jpg" ? 6 : 8,
       })),
+      large: [],
       duplicates: [["10_ohwx person/b.png", "10_ohwx person/c.png"]],
     });
     // What the trainer trained on, from the LoRA's own header: the trigger leads a.png's caption now.
