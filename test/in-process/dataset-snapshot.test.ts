@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DatasetChanged, snapshotDataset } from "../../src/dispatch/dataset-copy.ts";
 import { MAX_CAPTION_BYTES, scanDataset } from "../../src/request/dataset.ts";
@@ -209,6 +209,27 @@ describe("the copy takes only the file that was checked", () => {
     const copied = snapshotDataset(scan.value, join(tree.state, "copy"));
 
     await expect(copied).rejects.toThrow(new DatasetChanged("img1.png", "it is gone"));
+  });
+
+  test("a fault of the copy itself names the file as arbo named it and its code, never a path in the state dir", async () => {
+    using tree = makeHostTree();
+    const scan = await scanDataset(tree.dataset, tree.handoff, { max_files: 100, max_bytes: 1 << 20, max_file_bytes: 1 << 20 });
+    if (!scan.ok) throw new Error(scan.error.msg);
+    const dest = join(tree.state, "copy");
+    mkdirSync(join(dest, "images"), { recursive: true });
+    writeFileSync(join(dest, "images", "img1.png"), "in the way");
+
+    const copied = await snapshotDataset(scan.value, dest).catch((err) => err);
+
+    expect({ message: copied.message, code: copied.code }).toEqual({ message: "img1.png: EEXIST (open)", code: "EEXIST" });
+    // Contrast: the error the system gives for that very open names the path in the state dir.
+    let raw = "";
+    try {
+      openSync(join(dest, "images", "img1.png"), "wx");
+    } catch (err) {
+      raw = (err as Error).message;
+    }
+    expect(raw).toContain(tree.state);
   });
 
   test("contrast: the untouched dataset copies whole", async () => {
