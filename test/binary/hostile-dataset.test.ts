@@ -126,6 +126,28 @@ describe("a hostile dataset's preparation", () => {
     expect(final).toMatchObject({ status: "succeeded", dataset: { prepared: { turned_upright: ["img0.png"] } } });
     expect(existsSync(jobDir(tree, id))).toBe(false);
   });
+
+  test("a pause while a large photo is turned is on record at once; the run it launches stops at its first state", async () => {
+    using tree = makeHostTree();
+    writeFileSync(join(tree.dataset, "img0.png"), pngWithOrientation(solidPng(6000, 6000, [90, 60, 30]), 6));
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.01)), { command: [binary] });
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    const copied = join(jobDir(tree, id), "dataset", "images", "img0.png");
+    await waitFor(() => existsSync(copied), "the copy to begin");
+    const ticks = cpuTicks(worker.proc.pid);
+    await waitFor(() => cpuTicks(worker.proc.pid) - ticks >= 33, "the copy and the turn to be under way");
+    // The answer waits for the run's first saved state, as a pause's does in every phase (docs/api.md).
+    const pausing = worker.json(`/train/${id}/pause`, { method: "POST" });
+    const asked = await waitFor(async () => {
+      const job = (await worker.json(`/train/${id}`)).body;
+      return job.pause_requested_at === undefined ? null : job;
+    }, "the pause to be on record", 1000);
+    expect(asked).toMatchObject({ status: "starting", phase: "preparing" });
+    const paused = await pausing;
+    expect(paused).toMatchObject({ status: 200, body: { status: "cancelled", paused: true, resumable: true } });
+    // The photo was turned before the run: the pause let the preparation finish.
+    expect(paused.body.dataset.prepared.turned_upright).toEqual(["img0.png"]);
+  });
 });
 
 describe("photos sd-scripts reads", () => {
