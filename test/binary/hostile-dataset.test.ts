@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { MAX_CAPTION_BYTES } from "../../src/request/dataset.ts";
 import { solidPng } from "../../src/png.ts";
 import { ensureBinary } from "../support/binary.ts";
+import { runCli } from "../support/cli-process.ts";
 import { claimedPng, pngWithOrientation, tiffImage } from "../support/exif.ts";
 import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
 import { untilEnded } from "../support/jobs.ts";
@@ -78,6 +79,9 @@ describe("a hostile dataset's preparation", () => {
     expect(final.dataset.prepared.captions).toMatchObject({ tokens_counted_by: "clip tokenizer", cut });
     expect(probed.answers).toBeGreaterThan(0);
     expect(probed.longestMs).toBeLessThan(1000);
+    // The count stops past what the trainer reads, and `status` says so rather than a number it did not count.
+    const status = await runCli(binary, ["status", id], { LORA_WORKER_URL: worker.url });
+    expect(status.stdout).toContain("cut      img0.txt: more than 225 tokens, more than the text encoders read");
   });
 
   test("a 90 MiB caption is refused by name at the request, read by nobody; one of the bound's size trains", async () => {
@@ -170,6 +174,8 @@ describe("photos sd-scripts reads", () => {
     const copy = join(jobDir(tree, id), "dataset", "images");
     expect(readFileSync(join(copy, "img2.txt"), "utf8")).toBe("sks woman, ſkſ woman, red hat");
     expect(new Uint8Array(readFileSync(join(copy, "img0.png")))).toEqual(tiffImage(64, 48));
+    const status = await runCli(binary, ["status", id], { LORA_WORKER_URL: worker.url });
+    expect(status.stdout).toContain("large    img1.png (10000x10000): over Pillow's 89,478,485 pixels, it warns");
   });
 
   test("past Pillow's refusal a photo is refused saying what was checked; bytes no reader knows, saying what was tried", async () => {
