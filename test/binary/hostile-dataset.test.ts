@@ -145,7 +145,8 @@ describe("a hostile dataset's preparation", () => {
     const asked = await waitFor(async () => {
       const job = (await worker.json(`/train/${id}`)).body;
       return job.pause_requested_at === undefined ? null : job;
-    }, "the pause to be on record", 1000);
+    }, "the pause to be on record");
+    // On record while the photo is still being turned: the pause waited for no decode to be written down.
     expect(asked).toMatchObject({ status: "starting", phase: "preparing" });
     const paused = await pausing;
     expect(paused).toMatchObject({ status: 200, body: { status: "cancelled", paused: true, resumable: true } });
