@@ -119,7 +119,10 @@ export interface DatasetReport {
     trigger_present: number;
     /** Images with no caption file: sd-scripts trains them on `<trigger> <class>` (the subset's class_tokens). */
     images_without_caption: number;
-    /** Captions longer than the text encoders read: the words past the limit are not trained on. */
+    /**
+     * Captions longer than the text encoders read: the words past the limit are not trained on. `tokens` is
+     * counted up to 225 (the longest context sd-scripts trains) and is 226 for every caption longer.
+     */
     cut: Array<{ caption: string; tokens: number }>;
     /** The CLIP tokenizer the trainer uses, or (with none on disk) a bound that never counts fewer tokens. */
     tokens_counted_by: "clip tokenizer" | "upper bound";
@@ -128,6 +131,11 @@ export interface DatasetReport {
   turned_upright: string[];
   /** Images under the tier's resolution in pixel count: sd-scripts scales them up, and the LoRA learns the blur. */
   small: ImageSize[];
+  /**
+   * Images over Pillow's MAX_IMAGE_PIXELS (89,478,485) and within twice it: sd-scripts reads them, and Pillow warns
+   * of a decompression bomb in the trainer's log. Absent from records written before it was kept.
+   */
+  large?: ImageSize[];
   /** Sets of images whose bytes are identical: each trains as often as the set is large. */
   duplicates: string[][];
 }

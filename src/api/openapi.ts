@@ -47,6 +47,11 @@ export const DatasetReportView = z
     small: z
       .array(ImageSizeView)
       .describe("images of fewer pixels than the tier's resolution squared: sd-scripts scales them up"),
+    large: z
+      .array(ImageSizeView)
+      .optional()
+      .describe("images over Pillow's MAX_IMAGE_PIXELS (89,478,485) and within twice it: sd-scripts reads them, " +
+        "and Pillow warns of a decompression bomb in the trainer's log (absent from records before it was kept)"),
     duplicates: z.array(z.array(z.string())).describe("sets of images whose bytes are identical"),
   })
   .describe("images and captions are named as they lie in the request's dataset_dir");

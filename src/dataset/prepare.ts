@@ -1,10 +1,11 @@
 import { readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { DatasetReport } from "../job.ts";
+import { faultOn } from "../fs.ts";
+import type { DatasetReport, ImageSize } from "../job.ts";
 import { isImage } from "../request/dataset.ts";
 import type { CaptionTokens } from "./clip-tokens.ts";
 import { captionCandidates, hasTrigger, trainedLine, withTrigger } from "./captions.ts";
-import { type Orientation, readOrientation, uprightOf } from "./orientation.ts";
+import { isTiff, type Orientation, readOrientation, tiffSize, uprightOf } from "./orientation.ts";
 
 // The job's own copy of the dataset, made ready for the trainer: each image stored upright, each caption leading
 // with the trigger, and what sd-scripts would do quietly (scale a small image up, cut a long caption, train a
@@ -21,15 +22,21 @@ export interface PrepareFor {
   tokens: CaptionTokens;
 }
 
-/** An image no decoder reads, or a caption sd-scripts cannot read: the job ends before the trainer starts. */
+/** An image the worker cannot read or Pillow refuses, or a caption sd-scripts cannot read: the job ends here. */
 export class DatasetInvalid extends Error {}
 
-// Pillow refuses an image over 89 M pixels as a decompression bomb; so does the worker, before decoding it.
-const MAX_PIXELS = 89_478_485;
+// Pillow, which sd-scripts reads images with, warns (DecompressionBombWarning) of an image over MAX_IMAGE_PIXELS
+// and refuses (DecompressionBombError) one over twice that (PIL/Image.py, _decompression_bomb_check).
+const PILLOW_WARNS_OVER = 89_478_485;
+const PILLOW_REFUSES_OVER = 2 * PILLOW_WARNS_OVER;
+// Reading a header allocates no pixels: no bound is set to learn an image's size, so that the limit applied is
+// Pillow's, with the size in the refusal.
+const ANY_SIZE = Number.MAX_SAFE_INTEGER;
 
 /**
  * `imageDir` holds the copy's images and captions; `shownAs` names a file there as it lies in arbo's dataset dir.
- * `signal` stops the work between two files.
+ * `signal` stops the work between two files, and while an image is decoded or turned: that work, on Bun.Image's
+ * own thread, is left to finish unobserved, and nothing it makes is written.
  */
 export async function prepareCopy(
   imageDir: string,
@@ -40,22 +47,24 @@ export async function prepareCopy(
   const names = new Set(await readdir(imageDir));
   // As the dataset scan chose them (request/dataset.ts): the copy holds nothing else.
   const images = [...names].filter(isImage).sort();
+  const large: ImageSize[] = [];
   const report: DatasetReport = {
     captions: {
       trigger_added: 0, trigger_present: 0, images_without_caption: 0, cut: [], tokens_counted_by: target.tokens.by,
     },
     turned_upright: [],
     small: [],
+    large,
     duplicates: [],
   };
   const byDigest = new Map<string, string[]>();
   for (const image of images) {
     signal?.throwIfAborted();
-    const found = await uprightImage(join(imageDir, image), shownAs(image));
+    const found = await uprightImage(join(imageDir, image), shownAs(image), signal);
+    const size = { image: shownAs(image), width: found.width, height: found.height };
     if (found.turned) report.turned_upright.push(shownAs(image));
-    if (found.width * found.height < target.resolution ** 2) {
-      report.small.push({ image: shownAs(image), width: found.width, height: found.height });
-    }
+    if (found.width * found.height < target.resolution ** 2) report.small.push(size);
+    if (found.width * found.height > PILLOW_WARNS_OVER) large.push(size);
     byDigest.set(found.sha256, [...(byDigest.get(found.sha256) ?? []), shownAs(image)]);
   }
   report.duplicates = [...byDigest.values()].filter((set) => set.length > 1);
@@ -71,29 +80,80 @@ interface ImageFacts {
   sha256: string;
 }
 
-async function uprightImage(path: string, shown: string): Promise<ImageFacts> {
+async function uprightImage(path: string, shown: string, signal?: AbortSignal): Promise<ImageFacts> {
   const bytes = await Bun.file(path).bytes();
   const sha256 = new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
   const orientation = readOrientation(bytes);
-  try {
-    // As stored, then as seen: a quarter turn swaps the sides.
-    const stored = await new Bun.Image(bytes, { autoOrient: false, maxPixels: MAX_PIXELS }).metadata();
-    const quarter = uprightOf(orientation).rotate % 180 !== 0;
-    const [width, height] = quarter ? [stored.height, stored.width] : [stored.width, stored.height];
-    if (orientation !== 1) await writeBeside(path, await uprightPng(bytes, orientation));
-    return { turned: orientation !== 1, width, height, sha256 };
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === undefined || !code.startsWith("ERR_IMAGE")) throw err;
-    throw new DatasetInvalid(`${shown} cannot be decoded as an image (${code}): the trainer could not read it either`);
+  const stored = await storedSize(bytes, shown, orientation, signal);
+  // As stored, then as seen: a quarter turn swaps the sides.
+  const quarter = uprightOf(orientation).rotate % 180 !== 0;
+  const [width, height] = quarter ? [stored.height, stored.width] : [stored.width, stored.height];
+  if (width * height > PILLOW_REFUSES_OVER) {
+    throw new DatasetInvalid(
+      `${shown} is ${width}x${height}, ${width * height} pixels: Pillow, which sd-scripts reads images with, ` +
+        `refuses an image over ${PILLOW_REFUSES_OVER} pixels as a decompression bomb`,
+    );
   }
+  if (orientation !== 1) {
+    const upright = await abandonedOnAbort(uprightPng(bytes, orientation), signal).catch((err: unknown) => {
+      const code = imageErrorCode(err);
+      if (code === null) throw err;
+      const why = `stored turned (EXIF orientation ${orientation}) and the worker could not decode it to turn it`;
+      throw new DatasetInvalid(`${shown} is ${why} upright (Bun.Image: ${code})`);
+    });
+    await writeBeside(path, upright, shown);
+  }
+  return { turned: orientation !== 1, width, height, sha256 };
+}
+
+// The size the header gives, read without decoding a pixel: by Bun.Image (PNG, JPEG, WebP, GIF, BMP), or for TIFF,
+// which Pillow reads and Bun.Image cannot on Linux, from its first IFD; such a file trains as it is, unless it
+// must be turned. Anything else is refused, naming what was tried.
+async function storedSize(
+  bytes: Uint8Array, shown: string, orientation: Orientation, signal?: AbortSignal,
+): Promise<{ width: number; height: number }> {
+  const header = new Bun.Image(bytes, { autoOrient: false, maxPixels: ANY_SIZE }).metadata();
+  const read = await abandonedOnAbort(header, signal).catch((err: unknown) => {
+    if (imageErrorCode(err) === null) throw err;
+    return imageErrorCode(err)!;
+  });
+  if (typeof read !== "string") return read;
+  if (!isTiff(bytes)) {
+    const tried = "Bun.Image reads PNG, JPEG, WebP, GIF and BMP, and the worker reads a TIFF's header";
+    throw new DatasetInvalid(`${shown} is none of the image formats the worker reads (${tried}; Bun.Image: ${read})`);
+  }
+  const size = tiffSize(bytes);
+  if (size === null) throw new DatasetInvalid(`${shown} is a TIFF whose first IFD gives no width and height`);
+  if (orientation !== 1) {
+    const why = `TIFF stored turned (EXIF orientation ${orientation}), which the worker cannot decode to turn upright`;
+    throw new DatasetInvalid(`${shown} is a ${why}: stored as PNG or JPEG, it would be turned`);
+  }
+  return size;
+}
+
+function imageErrorCode(err: unknown): string | null {
+  const code = (err as NodeJS.ErrnoException).code;
+  return code !== undefined && code.startsWith("ERR_IMAGE") ? code : null;
+}
+
+// A cancel does not wait for Bun.Image, whose work runs on a thread of its own: the promise is answered with the
+// signal's reason at once, and what the work makes later is dropped, never written.
+function abandonedOnAbort<T>(work: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (signal === undefined) return work;
+  work.catch(() => {});
+  return new Promise<T>((resolve, reject) => {
+    const abort = () => reject(signal.reason);
+    if (signal.aborted) return abort();
+    signal.addEventListener("abort", abort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", abort));
+  });
 }
 
 // PNG keeps every decoded pixel; the file keeps its name (sd-scripts finds images by extension and Pillow reads
 // them by content), so its caption and the record go on naming it as arbo did.
 async function uprightPng(bytes: Uint8Array, orientation: Orientation): Promise<Uint8Array> {
   const { rotate, mirror } = uprightOf(orientation);
-  const image = new Bun.Image(bytes, { autoOrient: false, maxPixels: MAX_PIXELS }).rotate(rotate);
+  const image = new Bun.Image(bytes, { autoOrient: false, maxPixels: PILLOW_REFUSES_OVER }).rotate(rotate);
   return (mirror ? image.flop() : image).png().bytes();
 }
 
@@ -121,7 +181,7 @@ async function leadCaptions(
     if (led === text) report.captions.trigger_present += 1;
     else {
       report.captions.trigger_added += 1;
-      await writeBeside(path, led);
+      await writeBeside(path, led, shownAs(caption));
     }
     const tokens = target.tokens.count(trainedLine(led));
     if (tokens > target.maxTokens) report.captions.cut.push({ caption: shownAs(caption), tokens });
@@ -137,13 +197,14 @@ function decodeCaption(bytes: Uint8Array, shown: string): string {
   }
 }
 
-async function writeBeside(path: string, data: string | Uint8Array): Promise<void> {
+// `shown` names the file in an error (fs.ts's faultOn).
+async function writeBeside(path: string, data: string | Uint8Array, shown: string): Promise<void> {
   const tmp = `${path}.upright-tmp`;
   try {
     await writeFile(tmp, data, { mode: 0o640, flag: "wx" });
     await rename(tmp, path);
   } catch (err) {
     await rm(tmp, { force: true });
-    throw err;
+    throw faultOn(shown, err);
   }
 }

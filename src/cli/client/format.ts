@@ -109,8 +109,14 @@ function datasetRows(view: JobView): [string, string][] {
   if (report.small.length > 0) {
     rows.push(["small", report.small.map((s) => `${s.image} (${s.width}x${s.height})`).join(", ")]);
   }
+  const large = (report.large ?? []).map((s) => `${s.image} (${s.width}x${s.height})`);
+  if (large.length > 0) rows.push(["large", `${large.join(", ")}: over Pillow's 89,478,485 pixels, it warns`]);
   for (const set of report.duplicates) rows.push(["same", set.join(" = ")]);
-  for (const cut of c.cut) rows.push(["cut", `${cut.caption}: ${cut.tokens} tokens, more than the text encoders read`]);
+  // Counting stops past 225 tokens (dataset/clip-tokens.ts): a longer caption is not counted further.
+  const tokens = (n: number) => (n > 225 ? "more than 225 tokens" : `${n} tokens`);
+  for (const cut of c.cut) {
+    rows.push(["cut", `${cut.caption}: ${tokens(cut.tokens)}, more than the text encoders read`]);
+  }
   return rows;
 }
 
