@@ -29,6 +29,12 @@ export function hasTrigger(caption: string, trigger: string): boolean {
   return wordPattern(trigger).test(trainedLine(caption));
 }
 
+/** Where the first whole-word trigger of a trained line ends (a string index), or null without one. */
+export function triggerEnd(line: string, trigger: string): number | null {
+  const found = wordPattern(trigger).exec(line);
+  return found === null ? null : found.index + found[0].length;
+}
+
 /**
  * The caption with the trigger in front of the line the trainer reads: `<trigger> <class>, ` and the line as it
  * was (the same words sd-scripts gives an image without a caption, so a captioned image and a bare one train

@@ -1,6 +1,7 @@
 import { dirname, join } from "node:path";
 import { TRAIN_SCRIPT, type Config } from "../config/schema.ts";
 import type { JobDir } from "../job-dir/job-dir.ts";
+import type { DatasetReport, TokenWindow } from "../job.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { TIERS } from "../tiers.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
@@ -27,8 +28,16 @@ const NETWORK_MODULE = "networks.lora";
 const DATA_LOADER_WORKERS = 1;
 // Alpha at half the rank keeps the LoRA's effective scale at 0.5, kohya's usual SDXL choice.
 const NETWORK_ALPHA_RATIO = 0.5;
-/** The caption tokens the text encoders read (three CLIP windows of 75); sd-scripts' default reads one. */
-export const MAX_TOKEN_LENGTH = 225;
+// The context of a run whose record names none: its worker trained every caption on three CLIP windows.
+const CONTEXT_BEFORE_CHOICE: TokenWindow = 225;
+
+/**
+ * The context a job's runs train on: the one its preparation chose (dataset/caption-plan.ts), which a resume, on
+ * the same copy, keeps; a job prepared by an older worker, or with no report, trained on 225.
+ */
+export function trainedWindow(report: DatasetReport | null | undefined): TokenWindow {
+  return report?.token_window?.tokens ?? CONTEXT_BEFORE_CHOICE;
+}
 
 /** A resumed run: the state it starts from, and how many times the dataset's repeats are taken (dataset-toml.ts). */
 export interface ResumeFrom {
@@ -70,10 +79,11 @@ export function buildLaunch(
   paths: JobDir,
   trainer: Trainer,
   gpu: GpuPlacement,
+  window: TokenWindow,
   resume: ResumeFrom | null = null,
 ): LaunchPlan {
   const sdScripts = config.trainer.sd_scripts_dir;
-  const script = [join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths, config), ...resumeFlags(resume)];
+  const script = [join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths, config, window), ...resumeFlags(resume)];
   const samples = (train.request.samples ?? 0) > 0;
   return {
     argv: [...trainer.command, "launch", ...LAUNCH_FLAGS, ...script],
@@ -85,7 +95,7 @@ export function buildLaunch(
   };
 }
 
-function scriptFlags(train: CheckedTrain, paths: JobDir, config: Config): string[] {
+function scriptFlags(train: CheckedTrain, paths: JobDir, config: Config, window: TokenWindow): string[] {
   const { request } = train;
   const tier = TIERS[request.tier];
   const valued: Array<[string, string | number]> = [
@@ -126,7 +136,7 @@ function scriptFlags(train: CheckedTrain, paths: JobDir, config: Config): string
     "--cache_text_encoder_outputs",
     flag(["min_snr_gamma", MIN_SNR_GAMMA]),
     flag(["noise_offset", NOISE_OFFSET]),
-    flag(["max_token_length", MAX_TOKEN_LENGTH]),
+    ...contextFlags(window),
     flag(["max_data_loader_n_workers", DATA_LOADER_WORKERS]),
     "--persistent_data_loader_workers",
     "--console_log_simple",
@@ -134,6 +144,11 @@ function scriptFlags(train: CheckedTrain, paths: JobDir, config: Config): string
     ...checkpointFlags(tier.checkpointEvery),
     ...sampleFlags(request.samples ?? 0, tier.checkpointEvery, paths.samplePrompts),
   ];
+}
+
+// sd-scripts trains on one CLIP window without the flag, and accepts only 150 and 225 with it.
+function contextFlags(window: TokenWindow): string[] {
+  return window === 75 ? [] : [flag(["max_token_length", window])];
 }
 
 // Samples are taken at the checkpoints, just before each is saved (train_network.py); none without samples.

@@ -109,8 +109,13 @@ describe("the simulator writes what real sd-scripts wrote", () => {
     const real = (await realLora()).__metadata__!;
     const { lora_worker_simulated: marker, ...written } = simulated.lora.__metadata__!;
     expect(marker).toBe("true");
+    // The recording's run passed --max_token_length=225; the simulated smoke run's short captions pass no flag, and
+    // sd-scripts writes an unset value as str(None), as the recording's ss_clip_skip shows.
+    expect(written.ss_max_token_length).toBe("None");
+    const recorded: Record<string, string> = { ...real, ss_max_token_length: real.ss_clip_skip! };
+    expect([real.ss_max_token_length, recorded.ss_max_token_length]).toEqual(["225", "None"]);
     for (const [key, value] of Object.entries(written)) {
-      expect({ key, form: real[key] === undefined ? "absent" : formOf(real[key]) }).toEqual({ key, form: formOf(value) });
+      expect({ key, form: recorded[key] === undefined ? "absent" : formOf(recorded[key]) }).toEqual({ key, form: formOf(value) });
     }
     // The keys `lora-worker smoke` checks, with the same values for the same recipe.
     for (const key of ["ss_network_module", "ss_network_dim", "ss_network_alpha", "modelspec.architecture"]) {
