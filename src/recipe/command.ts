@@ -6,7 +6,7 @@ import type { CheckedTrain } from "../request/check.ts";
 import { TIERS } from "../tiers.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
 import { datasetToml } from "./dataset-toml.ts";
-import { SAMPLE_SAMPLER, samplePrompts } from "./samples.ts";
+import { SAMPLE_SAMPLER, sampleEvery, samplePrompts } from "./samples.ts";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
 import { tokenizerDir } from "../tokenizers/layout.ts";
 import type { Trainer } from "../trainer/trainer.ts";
@@ -142,7 +142,7 @@ function scriptFlags(train: CheckedTrain, paths: JobDir, config: Config, window:
     "--console_log_simple",
     flag(["caption_extension", CAPTION_EXTENSION]),
     ...checkpointFlags(tier.checkpointEvery),
-    ...sampleFlags(request.samples ?? 0, tier.checkpointEvery, paths.samplePrompts),
+    ...sampleFlags(request.samples ?? 0, tier.maxTrainSteps, paths.samplePrompts),
   ];
 }
 
@@ -151,11 +151,12 @@ function contextFlags(window: TokenWindow): string[] {
   return window === 75 ? [] : [flag(["max_token_length", window])];
 }
 
-// Samples are taken at the checkpoints, just before each is saved (train_network.py); none without samples.
-function sampleFlags(samples: number, every: number, promptsFile: string): string[] {
+// Previews at a few points of the run and at its end (recipe/samples.ts); sd-scripts draws them before it saves a
+// state due at the same step. None without samples.
+function sampleFlags(samples: number, maxTrainSteps: number, promptsFile: string): string[] {
   if (samples === 0) return [];
   return [
-    flag(["sample_every_n_steps", every]),
+    flag(["sample_every_n_steps", sampleEvery(maxTrainSteps)]),
     flag(["sample_prompts", promptsFile]),
     flag(["sample_sampler", SAMPLE_SAMPLER]),
   ];

@@ -64,11 +64,24 @@ beforeAll(async () => {
   simulated.png = await pngHead(join(out, "sample", readdirSync(join(out, "sample"))[0]!));
 }, TIMEOUT_MS);
 
+// The recordings drew one preview prompt at each point; the worker now draws two (the trigger's and the class's,
+// recipe/samples.ts), the second in the same kinds of lines as the first: a pair repeated at once is read once.
+function onePromptEach(kinds: string[]): string[] {
+  const pair = ["sample setting", "sampler bar"];
+  return kinds.reduce<string[]>((read, kind) => {
+    const repeated = kind === pair[1] && read.slice(-3).join("\n") === [...pair, pair[0]].join("\n");
+    return repeated ? read.slice(0, -1) : [...read, kind];
+  }, []);
+}
+
 describe("the simulator says what real sd-scripts said under the worker", () => {
   for (const run of ["paused", "resumed"] as const) {
     test(`a smoke run ${run}: the same kinds of lines, in the same order`, async () => {
       const real = classify(await Bun.file(REAL[run]).text());
-      expect(kindSequence(classify(simulated[run]))).toEqual(kindSequence(real));
+      const kinds = kindSequence(classify(simulated[run]));
+      expect(onePromptEach(kinds)).toEqual(kindSequence(real));
+      // Contrast: the simulated run drew two prompts where the recording drew one.
+      expect(kinds).not.toEqual(kindSequence(real));
     });
 
     test(`a smoke run ${run}: each kind of line in the same shapes`, async () => {
