@@ -20,6 +20,7 @@ const SCRIPTS = [
   "sse-fanout.ts",
   "retention.ts",
   "healthz-under-flood.ts",
+  "hostile-dataset.ts",
 ];
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");

@@ -103,3 +103,14 @@ export function fileKind(st: Stats): string {
   if (st.isCharacterDevice() || st.isBlockDevice()) return "a device";
   return "not a regular file";
 }
+
+/**
+ * A file system error on a file of the job's copy, named as arbo named the file (`shown`) with the error's code and
+ * call: the path it happened at lies in the state dir, which no message shows. Anything but such an error (a
+ * cancel's reason, a refusal of the worker's own) is given back as it is.
+ */
+export function faultOn(shown: string, err: unknown): unknown {
+  const { code, syscall } = err as NodeJS.ErrnoException;
+  if (code === undefined || syscall === undefined) return err;
+  return Object.assign(new Error(`${shown}: ${code} (${syscall})`), { code, syscall });
+}

@@ -121,7 +121,7 @@ export const FILE_NOTES_LISTED = 50;
 /** What preparing did to one file of the copy, named as it lies in arbo's dataset dir. */
 export type FileNote =
   | { file: string; did: "trigger_added"; prefix: string }
-  | { file: string; did: "trigger_moved"; prefix: string; trigger_token: number }
+  | { file: string; did: "trigger_moved"; prefix: string }
   | { file: string; did: "caption_kept" }
   | { file: string; did: "no_caption"; trains_on: string }
   | { file: string; did: "turned_upright"; stored_as: string }
@@ -143,7 +143,10 @@ export interface DatasetReport {
     trigger_moved?: number;
     /** Images with no caption file: sd-scripts trains them on `<trigger> <class>` (the subset's class_tokens). */
     images_without_caption: number;
-    /** Captions longer than the text encoders read: the words past the limit are not trained on. */
+    /**
+     * Captions longer than the text encoders read: the words past the limit are not trained on. `tokens` is
+     * counted up to 225 (the longest context sd-scripts trains) and is 226 for every caption longer.
+     */
     cut: Array<{ caption: string; tokens: number }>;
     /** The CLIP tokenizer the trainer uses, or (with none on disk) a bound that never counts fewer tokens. */
     tokens_counted_by: "clip tokenizer" | "upper bound";
@@ -155,6 +158,11 @@ export interface DatasetReport {
   /** Images sd-scripts scales up into their bucket, and the LoRA learns the blur (before: fewer pixels than the
    * resolution squared, without the scale). */
   small: Array<ImageSize | SmallImage>;
+  /**
+   * Images over Pillow's MAX_IMAGE_PIXELS (89,478,485) and within twice it: sd-scripts reads them, and Pillow warns
+   * of a decompression bomb in the trainer's log. Absent from records written before it was kept.
+   */
+  large?: ImageSize[];
   /** Sets of images whose bytes are identical: each trains as often as the set is large. */
   duplicates: string[][];
   /** Per file, what was done, in file order: the first FILE_NOTES_LISTED (absent before). */

@@ -29,8 +29,8 @@ export const FileNoteView = z.discriminatedUnion("did", [
   note("trigger_added", { prefix: z.string() }, "a caption without the trigger: `prefix` was put in front"),
   note(
     "trigger_moved",
-    { prefix: z.string(), trigger_token: z.int().min(1) },
-    "a caption whose trigger ended at token `trigger_token`, past the context: `prefix` was put in front",
+    { prefix: z.string() },
+    "a caption whose trigger lay past the context (225 tokens, the longest): `prefix` was put in front",
   ),
   note("caption_kept", {}, "a caption that held the trigger within the context, left as it was"),
   note("no_caption", { trains_on: z.string() }, "an image without a caption: sd-scripts trains it on `trains_on`"),
@@ -73,7 +73,9 @@ export const DatasetReportView = z
     token_window: z
       .strictObject({
         tokens: z.union([z.literal(75), z.literal(150), z.literal(225)]),
-        longest: z.strictObject({ caption: z.string(), tokens: z.int().min(0) }).nullable(),
+        longest: z
+          .strictObject({ caption: z.string(), tokens: z.int().min(0).max(226).describe("226: more than 225") })
+          .nullable(),
       })
       .optional()
       .describe("the caption context the run trains on (`--max_token_length`; 75 passes no flag, sd-scripts' own), " +
@@ -86,6 +88,11 @@ export const DatasetReportView = z
       .array(z.union([SmallImageView, ImageSizeView]))
       .describe("images sd-scripts scales up into their aspect bucket, with the scale (an older worker named those " +
         "of fewer pixels than the tier's resolution squared, without it)"),
+    large: z
+      .array(ImageSizeView)
+      .optional()
+      .describe("images over Pillow's MAX_IMAGE_PIXELS (89,478,485) and within twice it: sd-scripts reads them, " +
+        "and Pillow warns of a decompression bomb in the trainer's log (absent from records before it was kept)"),
     duplicates: z.array(z.array(z.string())).describe("sets of images whose bytes are identical"),
     files: z
       .array(FileNoteView)

@@ -48,7 +48,7 @@ async function datasetWindow(train: CheckedTrain, config: Config): Promise<Token
   );
   const { count } = captionTokens(join(tokenizerDir(config), TOKENIZERS[0]!.folder));
   const lead = { trigger: train.request.trigger, subjectClass: train.request.subject_class, count };
-  return (await planCaptions(files, lead)).window;
+  return planCaptions(files, lead).window;
 }
 
 async function readRequest(path: string): Promise<unknown> {

@@ -1,5 +1,5 @@
 import type { TokenWindow } from "../job.ts";
-import { captionCandidates, trainedLine, triggerEnd, withTrigger } from "./captions.ts";
+import { captionCandidates, trainedLine, upToTrigger, withTrigger } from "./captions.ts";
 import type { TokenCounter } from "./clip-tokens.ts";
 import { tokenWindowFor } from "./token-window.ts";
 
@@ -18,7 +18,8 @@ export interface CaptionFile {
 
 /**
  * What a caption file becomes: `text` as the trainer reads it, `prefix` what was put in front (null when kept) and
- * `triggerToken` the token a kept or moved caption's trigger ended at (null when it had none).
+ * `triggerToken` the token a kept or moved caption's trigger ended at, counted as far as TokenCounter counts (null
+ * when it had none).
  */
 export interface PlannedCaption extends CaptionFile {
   did: "caption_kept" | "trigger_added" | "trigger_moved";
@@ -41,7 +42,7 @@ export interface LeadWith {
   count: TokenCounter;
 }
 
-export async function planCaptions(files: CaptionFile[], lead: LeadWith): Promise<CaptionPlan> {
+export function planCaptions(files: CaptionFile[], lead: LeadWith): CaptionPlan {
   const classTokens = `${lead.trigger} ${lead.subjectClass}`;
   const led = (file: CaptionFile) => {
     const text = withTrigger(file.text, classTokens);
@@ -51,25 +52,25 @@ export async function planCaptions(files: CaptionFile[], lead: LeadWith): Promis
   const first: PlannedCaption[] = [];
   for (const file of files) {
     const line = trainedLine(file.text);
-    const end = triggerEnd(line, lead.trigger);
-    if (end === null) {
+    const before = upToTrigger(line, lead.trigger);
+    if (before === null) {
       const { text, prefix } = led(file);
-      const tokens = await lead.count(trainedLine(text));
+      const tokens = lead.count(trainedLine(text));
       first.push({ ...file, text, did: "trigger_added", prefix, tokens, triggerToken: null });
     } else {
-      const [tokens, triggerToken] = [await lead.count(line), await lead.count(line.slice(0, end))];
+      const [tokens, triggerToken] = [lead.count(line), lead.count(before)];
       first.push({ ...file, did: "caption_kept", tokens, prefix: null, triggerToken });
     }
   }
-  const before = tokenWindowFor(Math.max(0, ...first.map((c) => c.tokens)));
+  const kept = tokenWindowFor(Math.max(0, ...first.map((c) => c.tokens)));
   const captions: PlannedCaption[] = [];
   for (const planned of first) {
-    if (planned.did !== "caption_kept" || (planned.triggerToken ?? 0) <= before) {
+    if (planned.did !== "caption_kept" || (planned.triggerToken ?? 0) <= kept) {
       captions.push(planned);
       continue;
     }
     const { text, prefix } = led(planned);
-    captions.push({ ...planned, text, did: "trigger_moved", prefix, tokens: await lead.count(trainedLine(text)) });
+    captions.push({ ...planned, text, did: "trigger_moved", prefix, tokens: lead.count(trainedLine(text)) });
   }
   const longest = captions.reduce<PlannedCaption | null>((a, c) => (a === null || c.tokens > a.tokens ? c : a), null);
   return {

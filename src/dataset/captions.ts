@@ -1,4 +1,5 @@
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
+import { asClipReads } from "../tokenizers/clip-bpe.ts";
 
 // What sd-scripts makes of captions (library/train_util.py, read_caption and load_dreambooth_dir): an image's
 // caption is `<stem>.txt`, or for a stem of five or more "_"-parts the stem less its last four (a face-cropped
@@ -13,26 +14,33 @@ export function captionCandidates(image: string): string[] {
   return [stem + CAPTION_EXTENSION, faceStem + CAPTION_EXTENSION];
 }
 
+// Python's readlines() ends a line at \n, \r\n or \r: the first ending is found without splitting the rest.
+const LINE_END = /\r\n|\r|\n/;
+
 /** The line sd-scripts trains on: the first, as Python's readlines() ends it (\n, \r\n or \r), stripped. */
 export function trainedLine(text: string): string {
-  return (text.split(/\r\n|\r|\n/)[0] ?? "").trim();
+  const end = LINE_END.exec(text);
+  return (end === null ? text : text.slice(0, end.index)).trim();
 }
 
-// A trigger is letters, digits, "_" and "-" (the request's pattern), none of them special outside a class; the
-// CLIP tokenizers lowercase every caption, so case does not count.
+// A trigger is letters, digits, "_" and "-" (the request's pattern), none of them special outside a class.
 function wordPattern(trigger: string): RegExp {
-  return new RegExp(`(?<![\\p{L}\\p{N}_-])${trigger}(?![\\p{L}\\p{N}_-])`, "iu");
+  return new RegExp(`(?<![\\p{L}\\p{N}_-])${trigger}(?![\\p{L}\\p{N}_-])`, "u");
 }
 
-/** Whether the line the trainer reads holds the trigger as a whole word ("ohwx," does; "ohwx_man" does not). */
+/**
+ * Whether the line the trainer reads holds the trigger as a whole word, as CLIP reads both ("OHWX," does;
+ * "ohwx_man" does not; "ſkſ" does not hold "sks", since CLIP does not fold "ſ" into "s").
+ */
 export function hasTrigger(caption: string, trigger: string): boolean {
-  return wordPattern(trigger).test(trainedLine(caption));
+  return wordPattern(asClipReads(trigger)).test(asClipReads(trainedLine(caption)));
 }
 
-/** Where the first whole-word trigger of a trained line ends (a string index), or null without one. */
-export function triggerEnd(line: string, trigger: string): number | null {
-  const found = wordPattern(trigger).exec(line);
-  return found === null ? null : found.index + found[0].length;
+/** A trained line as CLIP reads it, up to the end of its first whole-word trigger; null without one. */
+export function upToTrigger(line: string, trigger: string): string | null {
+  const read = asClipReads(line);
+  const found = wordPattern(asClipReads(trigger)).exec(read);
+  return found === null ? null : read.slice(0, found.index + found[0].length);
 }
 
 /**
@@ -41,9 +49,8 @@ export function triggerEnd(line: string, trigger: string): number | null {
  * the trigger alike); an empty line becomes `<trigger> <class>` alone. The other lines stay as they were.
  */
 export function withTrigger(caption: string, classTokens: string): string {
-  const [first = "", ...rest] = caption.split(/(?<=\r\n|\r(?!\n)|\n)/);
-  const ending = first.match(/(\r\n|\r|\n)$/)?.[0] ?? "";
-  const line = first.slice(0, first.length - ending.length).trim();
+  const end = LINE_END.exec(caption);
+  const line = (end === null ? caption : caption.slice(0, end.index)).trim();
   const led = line === "" ? classTokens : `${classTokens}, ${line}`;
-  return [led + ending, ...rest].join("");
+  return end === null ? led : led + caption.slice(end.index);
 }

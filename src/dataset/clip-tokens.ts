@@ -1,12 +1,21 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { captionSymbols, mergeRanks, readMerges } from "../tokenizers/clip-bpe.ts";
+import { clipBpe, countTokens, readMerges } from "../tokenizers/clip-bpe.ts";
 
 // How many tokens of a caption the trainer's text encoders read: CLIP's BPE over the merges of the tokenizer the
 // trainer loads (tokenizers/clip-bpe.ts, as transformers' CLIPTokenizer with ftfy; ftfy's repairs of broken text,
 // mojibake and ligatures, are not made: they only ever shorten a caption). BOS and EOS are not counted.
 
-/** Counts a caption's tokens, BOS and EOS not included. */
+/**
+ * The longest context sd-scripts trains (`--max_token_length=225`, three CLIP windows): a caption is counted this
+ * far and no further, so a caption of any length costs the same bounded work.
+ */
+export const TOKENS_COUNTED = 225;
+
+/**
+ * Counts a caption's tokens, BOS and EOS not included: exactly up to TOKENS_COUNTED, and TOKENS_COUNTED + 1 for
+ * every caption longer (the trainer reads no further, so neither does the count).
+ */
 export type TokenCounter = (caption: string) => number;
 
 /** A counter and how it counts, for the record. */
@@ -17,8 +26,8 @@ export interface CaptionTokens {
 
 /** CLIP's count over `merges` (merges.txt's text; the two SDXL tokenizers share it). */
 export function clipTokenCounter(merges: string): TokenCounter {
-  const ranks = mergeRanks(readMerges(merges));
-  return (caption) => captionSymbols(caption, ranks).length;
+  const bpe = clipBpe(readMerges(merges));
+  return (caption) => countTokens(caption, bpe, TOKENS_COUNTED);
 }
 
 /**
@@ -36,4 +45,4 @@ export function captionTokens(folder: string): CaptionTokens {
  * one UTF-8 byte of it, and every character but whitespace is in some piece.
  */
 export const tokensAtMost: TokenCounter = (caption) =>
-  new TextEncoder().encode(caption.toLowerCase().replace(/\s+/g, "")).length;
+  Math.min(new TextEncoder().encode(caption.toLowerCase().replace(/\s+/g, "")).length, TOKENS_COUNTED + 1);

@@ -1,8 +1,11 @@
-// EXIF orientation (TIFF tag 0x0112) as phone cameras write it, read from the three containers the trainer reads:
-// JPEG (an APP1 segment "Exif\0\0" + TIFF), PNG (an eXIf chunk of bare TIFF, before IDAT) and WebP (a RIFF "EXIF"
-// chunk, bare TIFF or with the JPEG prefix). 1 is upright; 2-8 say how the stored pixels must be turned to be seen
-// as the camera saw them. Pillow, which sd-scripts loads images with, ignores the tag (sd-scripts issue #1316).
+// EXIF orientation (TIFF tag 0x0112) as phone cameras write it, read from the containers the trainer reads: JPEG
+// (an APP1 segment "Exif\0\0" + TIFF), PNG (an eXIf chunk of bare TIFF, before IDAT), WebP (a RIFF "EXIF" chunk,
+// bare TIFF or with the JPEG prefix) and a TIFF file itself (its first IFD; Bun.Image cannot decode TIFF on Linux).
+// 1 is upright; 2-8 say how the stored pixels must be turned to be seen as the camera saw them. Pillow, which
+// sd-scripts loads images with, ignores the tag (sd-scripts issue #1316).
 const ORIENTATION_TAG = 0x0112;
+const WIDTH_TAG = 0x0100;
+const HEIGHT_TAG = 0x0101;
 const EXIF_PREFIX = [0x45, 0x78, 0x69, 0x66, 0, 0]; // "Exif\0\0"
 
 /** An orientation 1-8, or 1 when the file carries none (or one no reader would trust). */
@@ -33,10 +36,26 @@ export function uprightOf(orientation: Orientation): Upright {
 
 export function readOrientation(bytes: Uint8Array): Orientation {
   const tiff = tiffOf(bytes);
-  return tiff === null ? 1 : tiffOrientation(tiff);
+  const value = tiff === null ? undefined : ifdValues(tiff).get(ORIENTATION_TAG);
+  return value !== undefined && value >= 1 && value <= 8 ? (value as Orientation) : 1;
+}
+
+/** Whether the bytes are a TIFF file: its byte order ("II" or "MM") and 42. */
+export function isTiff(bytes: Uint8Array): boolean {
+  const order = ascii(bytes, 0, 2);
+  if (bytes.length < 8 || (order !== "II" && order !== "MM")) return false;
+  return viewOf(bytes).getUint16(2, order === "II") === 42;
+}
+
+/** A TIFF file's width and height as its first IFD gives them, read without decoding; null when it gives none. */
+export function tiffSize(bytes: Uint8Array): { width: number; height: number } | null {
+  const values = ifdValues(bytes);
+  const [width, height] = [values.get(WIDTH_TAG), values.get(HEIGHT_TAG)];
+  return width === undefined || height === undefined || width < 1 || height < 1 ? null : { width, height };
 }
 
 function tiffOf(bytes: Uint8Array): Uint8Array | null {
+  if (isTiff(bytes)) return bytes;
   if (bytes[0] === 0xff && bytes[1] === 0xd8) return jpegTiff(bytes);
   if (bytes[0] === 0x89 && ascii(bytes, 1, 3) === "PNG") return pngTiff(bytes);
   if (ascii(bytes, 0, 4) === "RIFF" && ascii(bytes, 8, 4) === "WEBP") return webpTiff(bytes);
@@ -87,25 +106,25 @@ function webpTiff(bytes: Uint8Array): Uint8Array | null {
 }
 
 // The TIFF header ("II" or "MM", 42, the first IFD's offset) and IFD0's 12-byte entries: tag, type, count, value.
-function tiffOrientation(tiff: Uint8Array): Orientation {
-  if (tiff.length < 8) return 1;
-  const order = ascii(tiff, 0, 2);
-  if (order !== "II" && order !== "MM") return 1;
-  const little = order === "II";
+// Each tag of one value, a SHORT (type 3) or LONG (type 4), held in the entry itself; nothing a reader would not
+// trust (a header cut short, an entry past the end) is read.
+function ifdValues(tiff: Uint8Array): Map<number, number> {
+  const values = new Map<number, number>();
+  if (!isTiff(tiff)) return values;
+  const little = ascii(tiff, 0, 2) === "II";
   const view = viewOf(tiff);
-  if (view.getUint16(2, little) !== 42) return 1;
   const ifd = view.getUint32(4, little);
-  if (ifd + 2 > tiff.length) return 1;
+  if (ifd + 2 > tiff.length) return values;
   const entries = view.getUint16(ifd, little);
   for (let i = 0; i < entries; i++) {
     const at = ifd + 2 + i * 12;
-    if (at + 12 > tiff.length) return 1;
-    if (view.getUint16(at, little) !== ORIENTATION_TAG) continue;
-    // A SHORT (type 3), count 1: its value sits in the entry's first two bytes.
-    const value = view.getUint16(at + 8, little);
-    return value >= 1 && value <= 8 ? (value as Orientation) : 1;
+    if (at + 12 > tiff.length) break;
+    const [tag, type] = [view.getUint16(at, little), view.getUint16(at + 2, little)];
+    if (view.getUint32(at + 4, little) !== 1) continue;
+    if (type === 3) values.set(tag, view.getUint16(at + 8, little));
+    if (type === 4) values.set(tag, view.getUint32(at + 8, little));
   }
-  return 1;
+  return values;
 }
 
 function viewOf(bytes: Uint8Array): DataView {

@@ -1,7 +1,7 @@
 import { constants, readdirSync } from "node:fs";
 import { type FileHandle, link, lstat, mkdir, open, readdir } from "node:fs/promises";
 import { dirname, extname, join } from "node:path";
-import { fileKind } from "../fs.ts";
+import { faultOn, fileKind } from "../fs.ts";
 import { type Dataset, type DatasetFile, IMAGE_EXTENSIONS } from "../request/dataset.ts";
 
 // The dataset the trainer reads is the one that was checked: each checked file is copied into the job directory,
@@ -30,7 +30,8 @@ export class DatasetChanged extends Error {
 export async function snapshotDataset(dataset: Dataset, dest: string, signal?: AbortSignal): Promise<DatasetCopy> {
   const summary = new Bun.CryptoHasher("sha256");
   for (const file of dataset.files) {
-    const digest = await copyChecked(file, join(dest, dataset.folder === null ? "images" : "", file.rel), signal);
+    const to = join(dest, dataset.folder === null ? "images" : "", file.rel);
+    const digest = await copyChecked(file, to, signal).catch((err: unknown) => Promise.reject(faultOn(file.rel, err)));
     summary.update(`${file.rel}\0${file.size}\0${digest}\n`);
   }
   return { files: dataset.files.length, bytes: dataset.bytes, sha256: summary.digest("hex") };

@@ -12,6 +12,11 @@ import type { Problem } from "./schema.ts";
 export const IMAGE_EXTENSIONS = [".png", ".jpg", ".jpeg", ".webp"];
 export const CAPTION_EXTENSION = ".txt";
 const KOHYA_FOLDER = /^\d+_\S.*$/;
+/**
+ * The most bytes a caption may hold. sd-scripts reads a caption file whole and trains on its first line, cut at 225
+ * tokens (some 1,000 bytes of words); no caption written for training nears this, and one past it is refused by name.
+ */
+export const MAX_CAPTION_BYTES = 1024 * 1024;
 
 interface DatasetBounds {
   max_files: number;
@@ -64,9 +69,13 @@ export async function scanDataset(
     return fail({ msg: `holds no image (${names}) ${where}`, type: "dataset_empty" });
   }
   const names = new Set(inner.value.map((e) => e.name));
+  // Two images of one stem (x.png, x.jpg) share x.txt, as sd-scripts reads it for both: it is copied once.
+  const captions = new Set<string>();
   const wanted = images.flatMap((image) => {
     const caption = image.slice(0, image.lastIndexOf(".")) + CAPTION_EXTENSION;
-    return names.has(caption) ? [image, caption] : [image];
+    if (!names.has(caption) || captions.has(caption)) return [image];
+    captions.add(caption);
+    return [image, caption];
   });
   if (wanted.length > bounds.max_files) {
     return fail({
@@ -128,6 +137,12 @@ function checkFile(
   if (st.size > bounds.max_file_bytes) {
     return fail({
       msg: `${rel} is ${st.size} bytes; dataset.max_file_bytes allows ${bounds.max_file_bytes}`,
+      type: "dataset_file_too_large",
+    });
+  }
+  if (rel.endsWith(CAPTION_EXTENSION) && st.size > MAX_CAPTION_BYTES) {
+    return fail({
+      msg: `${rel} is ${st.size} bytes; a caption may hold at most ${MAX_CAPTION_BYTES} (the trainer reads one line)`,
       type: "dataset_file_too_large",
     });
   }

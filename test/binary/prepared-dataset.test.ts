@@ -67,6 +67,7 @@ describe("the dataset the trainer reads is the one a person meant", () => {
         // d.jpg is stored 6 x 4 and seen (and now stored) 4 x 6: the 640x896 bucket at 768, 160 times it.
         image: at(name), width: name === "d.jpg" ? 4 : 8, height: name === "d.jpg" ? 6 : 8, scale: name === "d.jpg" ? 160 : 96,
       })),
+      large: [],
       duplicates: [[at("b.png"), at("c.png")]],
       files: [
         { file: at("a.png"), did: "small", scale: 96 },
@@ -126,7 +127,7 @@ describe("the dataset the trainer reads is the one a person meant", () => {
     expect(readFileSync(join(copy, "a.txt"), "utf8")).toBe("ohwx person, sks man smiling");
   });
 
-  test("an image no decoder reads ends the job dataset_invalid before the trainer starts, naming it", async () => {
+  test("an image in no format the worker reads ends the job dataset_invalid before the trainer starts, naming it", async () => {
     using tree = makeHostTree(0);
     const folder = studioDataset(tree);
     writeFileSync(join(folder, "broken.jpg"), "not a picture at all");
@@ -134,8 +135,8 @@ describe("the dataset the trainer reads is the one a person meant", () => {
     expect(final).toMatchObject({
       status: "failed",
       error_code: "dataset_invalid",
-      error: `${tree.dataset}: 10_ohwx person/broken.jpg cannot be decoded as an image (ERR_IMAGE_UNKNOWN_FORMAT): ` +
-        "the trainer could not read it either",
+      error: `${tree.dataset}: 10_ohwx person/broken.jpg is none of the image formats the worker reads (Bun.Image ` +
+        "reads PNG, JPEG, WebP, GIF and BMP, and the worker reads a TIFF's header; Bun.Image: ERR_IMAGE_UNKNOWN_FORMAT)",
     });
     expect(final.exit_code).toBeUndefined();
   });

@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { DatasetChanged, snapshotDataset } from "../../src/dispatch/dataset-copy.ts";
-import { scanDataset } from "../../src/request/dataset.ts";
+import { MAX_CAPTION_BYTES, scanDataset } from "../../src/request/dataset.ts";
 import { verifySafetensors } from "../../src/safetensors/verify.ts";
 import { makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { snapshotFiles } from "../support/leftovers.ts";
@@ -52,6 +52,7 @@ describe("every file the trainer would read is checked at dispatch", () => {
     ["a dangling caption link", (t) => symlinkSync(join(t.handoff, "gone.txt"), join(t.dataset, "img2.txt")), "img2.txt cannot be read (ENOENT)", "dataset_file_unreadable"],
     ["more files than dataset.max_files", () => {}, "holds 3 images and captions; dataset.max_files allows 2", "dataset_too_many_files", { max_files: 2 }],
     ["a file over dataset.max_file_bytes", (t) => writeFileSync(join(t.dataset, "img0.png"), "x".repeat(2048)), "img0.png is 2048 bytes; dataset.max_file_bytes allows 1024", "dataset_file_too_large", { max_file_bytes: 1024 }],
+    ["a caption over the caption bound", (t) => writeFileSync(join(t.dataset, "img0.txt"), "ohwx\n".repeat(MAX_CAPTION_BYTES / 4)), `img0.txt is ${5 * (MAX_CAPTION_BYTES / 4)} bytes; a caption may hold at most ${MAX_CAPTION_BYTES} (the trainer reads one line)`, "dataset_file_too_large", { max_file_bytes: 4 * MAX_CAPTION_BYTES }],
   ];
   for (const [name, arrange, msg, type, bounds] of refused) {
     test(`${name} is a 422 naming the file, and nothing is created`, async () => {
@@ -62,6 +63,29 @@ describe("every file the trainer would read is checked at dispatch", () => {
       expect(detail[0]!.msg).not.toContain("/etc/hostname");
     });
   }
+
+  test("contrast: a caption of the bound's size trains on its first line", async () => {
+    using tree = makeHostTree();
+    const first = "ohwx, red hat\n";
+    writeFileSync(join(tree.dataset, "img0.txt"), first + "x".repeat(MAX_CAPTION_BYTES - first.length));
+    await using s = harness(tree, { max_file_bytes: 4 * MAX_CAPTION_BYTES });
+    const row = await trained(s, tree);
+    expect(row.status).toBe("succeeded");
+    expect(await tagsIn(row.lora_path!)).toEqual({ images: { ohwx: 1, "red hat": 1, "ohwx person": 2 } });
+  });
+
+  test("two images of one stem share its caption, as sd-scripts reads it for both, and train", async () => {
+    using tree = makeHostTree();
+    const png = readFileSync(join(tree.dataset, "img0.png"));
+    writeFileSync(join(tree.dataset, "img0.jpg"), await new Bun.Image(png).jpeg().bytes());
+    writeFileSync(join(tree.dataset, "img0.txt"), "ohwx, red hat");
+    await using s = harness(tree);
+    const row = await trained(s, tree);
+    expect({ status: row.status, error: row.error }).toEqual({ status: "succeeded", error: null });
+    expect(row.dataset_files).toBe(5);
+    // Both images train on the one caption; the two images of other stems on the class tokens.
+    expect(await tagsIn(row.lora_path!)).toEqual({ images: { ohwx: 2, "red hat": 2, "ohwx person": 2 } });
+  });
 
   test("contrast: a caption linked to a file inside the handoff root trains, and its tags reach the LoRA", async () => {
     using tree = makeHostTree();
@@ -185,6 +209,27 @@ describe("the copy takes only the file that was checked", () => {
     const copied = snapshotDataset(scan.value, join(tree.state, "copy"));
 
     await expect(copied).rejects.toThrow(new DatasetChanged("img1.png", "it is gone"));
+  });
+
+  test("a fault of the copy itself names the file as arbo named it and its code, never a path in the state dir", async () => {
+    using tree = makeHostTree();
+    const scan = await scanDataset(tree.dataset, tree.handoff, { max_files: 100, max_bytes: 1 << 20, max_file_bytes: 1 << 20 });
+    if (!scan.ok) throw new Error(scan.error.msg);
+    const dest = join(tree.state, "copy");
+    mkdirSync(join(dest, "images"), { recursive: true });
+    writeFileSync(join(dest, "images", "img1.png"), "in the way");
+
+    const copied = await snapshotDataset(scan.value, dest).catch((err) => err);
+
+    expect({ message: copied.message, code: copied.code }).toEqual({ message: "img1.png: EEXIST (open)", code: "EEXIST" });
+    // Contrast: the error the system gives for that very open names the path in the state dir.
+    let raw = "";
+    try {
+      openSync(join(dest, "images", "img1.png"), "wx");
+    } catch (err) {
+      raw = (err as Error).message;
+    }
+    expect(raw).toContain(tree.state);
   });
 
   test("contrast: the untouched dataset copies whole", async () => {

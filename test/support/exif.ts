@@ -1,6 +1,6 @@
 // Pictures as phone cameras store them: pixels as the sensor read them, and an EXIF orientation that tells a viewer
 // how to turn them. Built from the containers' own layouts (the TIFF IFD, JPEG's APP1, PNG's eXIf, RIFF's EXIF).
-import { encodePng } from "../../src/png.ts";
+import { encodePng, solidPng } from "../../src/png.ts";
 
 /** 6 x 4 pixels, each corner its own colour: a turn or a mirror of it is never the same picture. */
 export function cornersPng(): Uint8Array {
@@ -59,4 +59,44 @@ export async function webpWithOrientation(png: Uint8Array, orientation: number):
   const out = Uint8Array.from([...webp, ...chunk]);
   new DataView(out.buffer).setUint32(4, out.length - 8, true);
   return out;
+}
+
+/**
+ * A TIFF file as a scanner or an old camera writes it: IFD0 with its width and height (LONG), the orientation
+ * (SHORT), and one uncompressed 8-bit grey strip of the pixels (Pillow reads it; Bun.Image on Linux cannot).
+ */
+export function tiffImage(width: number, height: number, orientation = 1): Uint8Array<ArrayBuffer> {
+  // [tag, type, value]: ImageWidth, ImageLength, BitsPerSample, Compression, Photometric, StripOffsets,
+  // Orientation, SamplesPerPixel, RowsPerStrip, StripByteCounts; in tag order, as TIFF wants.
+  const pixelsAt = 8 + 2 + 10 * 12 + 4;
+  const entries: Array<[number, number, number]> = [
+    [0x100, 4, width], [0x101, 4, height], [0x102, 3, 8], [0x103, 3, 1], [0x106, 3, 1], [0x111, 4, pixelsAt],
+    [0x112, 3, orientation], [0x115, 3, 1], [0x116, 4, height], [0x117, 4, width * height],
+  ];
+  const tiff = new Uint8Array(pixelsAt + width * height).fill(0x80, pixelsAt);
+  const view = new DataView(tiff.buffer);
+  tiff.set([0x49, 0x49], 0);
+  view.setUint16(2, 42, true);
+  view.setUint32(4, 8, true);
+  view.setUint16(8, entries.length, true);
+  entries.forEach(([tag, type, value], i) => {
+    const at = 10 + i * 12;
+    view.setUint16(at, tag, true);
+    view.setUint16(at + 2, type, true);
+    view.setUint32(at + 4, 1, true);
+    if (type === 3) view.setUint16(at + 8, value, true);
+    else view.setUint32(at + 8, value, true);
+  });
+  return tiff;
+}
+
+/** A PNG whose header claims `width` x `height` over a 1 x 1 picture's data: its size is read, never decoded. */
+export function claimedPng(width: number, height: number): Uint8Array {
+  const png = solidPng(1, 1, [1, 2, 3]);
+  const view = new DataView(png.buffer, png.byteOffset);
+  // IHDR: the signature (8), its length and type (8), then width and height; its CRC over type and data at 29.
+  view.setUint32(16, width);
+  view.setUint32(20, height);
+  view.setUint32(29, Bun.hash.crc32(png.subarray(12, 29)));
+  return png;
 }

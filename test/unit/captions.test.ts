@@ -14,6 +14,18 @@ describe("the trigger in a caption, as the trainer reads it", () => {
     }
   });
 
+  test("the trigger is matched as CLIP reads it: lowercased, never case-folded", () => {
+    // "ſ" (U+017F) is lowercase already: Python's str.lower, which CLIPTokenizer applies, leaves it, so CLIP reads
+    // "ſkſ" as other tokens than "sks" and that caption lacks the trigger.
+    expect(hasTrigger("ſkſ woman", "sks")).toBe(false);
+    expect(hasTrigger("ſkſ woman", "SKS")).toBe(false);
+    // Contrast: a match that folds case, as the worker's did (the "i" flag with "u"), takes it for the trigger.
+    expect(/(?<![\p{L}\p{N}_-])sks(?![\p{L}\p{N}_-])/iu.test("ſkſ woman")).toBe(true);
+    // What str.lower does map is matched: the Kelvin sign lowercases to "k", and an upper-case trigger to its own.
+    expect(hasTrigger("s\u212As woman", "sks")).toBe(true);
+    expect(hasTrigger("a photo of sks", "SKS")).toBe(true);
+  });
+
   test("a trigger with - and _ is matched as written", () => {
     expect(hasTrigger("a sks-dog running", "sks-dog")).toBe(true);
     expect(hasTrigger("a sks_dog running", "sks-dog")).toBe(false);

@@ -22,8 +22,12 @@ export function datasetRows(view: JobView): [string, string][] {
     const scaled = (s: Report["small"][number]) => ("scale" in s ? `, scaled ${round(s.scale)}x` : "");
     rows.push(["small", report.small.map((s) => `${s.image} (${s.width}x${s.height}${scaled(s)})`).join(", ")]);
   }
+  const large = (report.large ?? []).map((s) => `${s.image} (${s.width}x${s.height})`);
+  if (large.length > 0) rows.push(["large", `${large.join(", ")}: over Pillow's 89,478,485 pixels, it warns`]);
   for (const set of report.duplicates) rows.push(["same", set.join(" = ")]);
-  for (const cut of c.cut) rows.push(["cut", `${cut.caption}: ${cut.tokens} tokens, more than the text encoders read`]);
+  for (const cut of c.cut) {
+    rows.push(["cut", `${cut.caption}: ${tokenCount(cut.tokens)}, more than the text encoders read`]);
+  }
   (report.files ?? []).forEach((note, i) => rows.push([i === 0 ? "files" : "", `${note.file}: ${noteText(note)}`]));
   if (report.files_not_listed) rows.push(["", `and ${report.files_not_listed} more`]);
   return rows;
@@ -32,14 +36,14 @@ export function datasetRows(view: JobView): [string, string][] {
 function contextLine(window: NonNullable<Report["token_window"]>): string {
   const flag = window.tokens === 75 ? "no --max_token_length" : `--max_token_length=${window.tokens}`;
   const why = window.longest === null ? "no captions" : `the longest caption, ${window.longest.caption}, has ` +
-    `${window.longest.tokens}`;
+    tokenCount(window.longest.tokens).replace(" tokens", "");
   return `${window.tokens} tokens (${flag}): ${why}`;
 }
 
 function noteText(note: Note): string {
   switch (note.did) {
     case "trigger_added": return `trigger added ("${note.prefix}" in front)`;
-    case "trigger_moved": return `trigger at token ${note.trigger_token}, past the context: "${note.prefix}" in front`;
+    case "trigger_moved": return `trigger past the context (225 tokens): "${note.prefix}" in front`;
     case "caption_kept": return "caption kept";
     case "no_caption": return `no caption: trains on "${note.trains_on}"`;
     case "turned_upright": return `turned upright, re-encoded as PNG: ${note.stored_as}`;
@@ -47,5 +51,8 @@ function noteText(note: Note): string {
     case "duplicate": return `the same bytes as ${note.same_as}`;
   }
 }
+
+// Counting stops past 225 tokens (dataset/clip-tokens.ts): a longer caption is not counted further.
+const tokenCount = (n: number) => (n > 225 ? "more than 225 tokens" : `${n} tokens`);
 
 const round = (scale: number) => String(Math.round(scale * 100) / 100);
