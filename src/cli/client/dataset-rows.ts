@@ -35,8 +35,9 @@ export function datasetRows(view: JobView): [string, string][] {
 
 function contextLine(window: NonNullable<Report["token_window"]>): string {
   const flag = window.tokens === 75 ? "no --max_token_length" : `--max_token_length=${window.tokens}`;
-  const why = window.longest === null ? "no captions" : `the longest caption, ${window.longest.caption}, has ` +
-    tokenCount(window.longest.tokens).replace(" tokens", "");
+  const { longest } = window;
+  const why = longest === null ? "no captions" : `the longest caption, ${longest.caption}, has ` +
+    count(longest.tokens);
   return `${window.tokens} tokens (${flag}): ${why}`;
 }
 
@@ -53,6 +54,7 @@ function noteText(note: Note): string {
 }
 
 // Counting stops past 225 tokens (dataset/clip-tokens.ts): a longer caption is not counted further.
-const tokenCount = (n: number) => (n > 225 ? "more than 225 tokens" : `${n} tokens`);
+const count = (n: number) => (n > 225 ? "more than 225" : String(n));
+const tokenCount = (n: number) => `${count(n)} tokens`;
 
 const round = (scale: number) => String(Math.round(scale * 100) / 100);
