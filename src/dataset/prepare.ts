@@ -32,8 +32,8 @@ export class DatasetInvalid extends Error {}
 // and refuses (DecompressionBombError) one over twice that (PIL/Image.py, _decompression_bomb_check).
 const PILLOW_WARNS_OVER = 89_478_485;
 const PILLOW_REFUSES_OVER = 2 * PILLOW_WARNS_OVER;
-// Reading a header allocates no pixels: no bound is needed to learn an image's size (Bun.Image's default would
-// refuse some that Pillow reads).
+// Reading a header allocates no pixels: no bound is set to learn an image's size, so that the limit applied is
+// Pillow's, with the size in the refusal.
 const ANY_SIZE = Number.MAX_SAFE_INTEGER;
 
 /**

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { MAX_CAPTION_BYTES } from "../../src/request/dataset.ts";
 import { solidPng } from "../../src/png.ts";
 import { ensureBinary } from "../support/binary.ts";
+import { runCli } from "../support/cli-process.ts";
 import { claimedPng, pngWithOrientation, tiffImage } from "../support/exif.ts";
 import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
 import { untilEnded } from "../support/jobs.ts";
@@ -78,6 +79,9 @@ describe("a hostile dataset's preparation", () => {
     expect(final.dataset.prepared.captions).toMatchObject({ tokens_counted_by: "clip tokenizer", cut });
     expect(probed.answers).toBeGreaterThan(0);
     expect(probed.longestMs).toBeLessThan(1000);
+    // The count stops past what the trainer reads, and `status` says so rather than a number it did not count.
+    const status = await runCli(binary, ["status", id], { LORA_WORKER_URL: worker.url });
+    expect(status.stdout).toContain("cut      img0.txt: more than 225 tokens, more than the text encoders read");
   });
 
   test("a 90 MiB caption is refused by name at the request, read by nobody; one of the bound's size trains", async () => {
@@ -126,6 +130,28 @@ describe("a hostile dataset's preparation", () => {
     expect(final).toMatchObject({ status: "succeeded", dataset: { prepared: { turned_upright: ["img0.png"] } } });
     expect(existsSync(jobDir(tree, id))).toBe(false);
   });
+
+  test("a pause while a large photo is turned is on record at once; the run it launches stops at its first state", async () => {
+    using tree = makeHostTree();
+    writeFileSync(join(tree.dataset, "img0.png"), pngWithOrientation(solidPng(6000, 6000, [90, 60, 30]), 6));
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.01)), { command: [binary] });
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id;
+    const copied = join(jobDir(tree, id), "dataset", "images", "img0.png");
+    await waitFor(() => existsSync(copied), "the copy to begin");
+    const ticks = cpuTicks(worker.proc.pid);
+    await waitFor(() => cpuTicks(worker.proc.pid) - ticks >= 33, "the copy and the turn to be under way");
+    // The answer waits for the run's first saved state, as a pause's does in every phase (docs/api.md).
+    const pausing = worker.json(`/train/${id}/pause`, { method: "POST" });
+    const asked = await waitFor(async () => {
+      const job = (await worker.json(`/train/${id}`)).body;
+      return job.pause_requested_at === undefined ? null : job;
+    }, "the pause to be on record", 1000);
+    expect(asked).toMatchObject({ status: "starting", phase: "preparing" });
+    const paused = await pausing;
+    expect(paused).toMatchObject({ status: 200, body: { status: "cancelled", paused: true, resumable: true } });
+    // The photo was turned before the run: the pause let the preparation finish.
+    expect(paused.body.dataset.prepared.turned_upright).toEqual(["img0.png"]);
+  });
 });
 
 describe("photos sd-scripts reads", () => {
@@ -148,6 +174,8 @@ describe("photos sd-scripts reads", () => {
     const copy = join(jobDir(tree, id), "dataset", "images");
     expect(readFileSync(join(copy, "img2.txt"), "utf8")).toBe("sks woman, ſkſ woman, red hat");
     expect(new Uint8Array(readFileSync(join(copy, "img0.png")))).toEqual(tiffImage(64, 48));
+    const status = await runCli(binary, ["status", id], { LORA_WORKER_URL: worker.url });
+    expect(status.stdout).toContain("large    img1.png (10000x10000): over Pillow's 89,478,485 pixels, it warns");
   });
 
   test("past Pillow's refusal a photo is refused saying what was checked; bytes no reader knows, saying what was tried", async () => {

@@ -7,7 +7,7 @@ import { chromiumForTests, type Page } from "../support/chromium.ts";
 import { REPO, SIMULATE_TABLES, makeHostTree } from "../support/host-tree.ts";
 import { HOSTILE_NAME, OVERFLOWS, TTS, gpuScenario, openStatusPage as openOn, saveScreenshot } from "../support/status-page.ts";
 import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
-import { cornersPng, jpegWithOrientation } from "../support/exif.ts";
+import { claimedPng, cornersPng, jpegWithOrientation } from "../support/exif.ts";
 
 // The compiled worker runs a simulated job; the page runs in a real headless Chromium. Screenshots are
 // kept (overwritten on each run) where a person can look at them.
@@ -195,25 +195,27 @@ describe("the status page of the compiled binary, in headless Chromium", () => {
     expect(page.errors).toEqual([]);
   });
 
-  test("a job's card says what was done to its dataset copy: captions given the trigger, its context, photos turned upright, small images, per file", async () => {
+  test("a job's card says what was done to its dataset copy: captions given the trigger, its context, photos turned upright, small and large images, per file", async () => {
     using tree = makeHostTree();
     writeFileSync(join(tree.dataset, "img0.txt"), "a man in a blue shirt");
     writeFileSync(join(tree.dataset, "img1.txt"), "ohwx, smiling");
     writeFileSync(join(tree.dataset, "phone.jpg"), await jpegWithOrientation(cornersPng(), 6));
+    writeFileSync(join(tree.dataset, "big.png"), claimedPng(10_000, 10_000));
     await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.002)), { command: [binary] });
     await worker.postTrain(tree.validRequest());
     const page = await openStatusPage(worker);
     await page.until(`document.getElementById("job-status").textContent === "succeeded"`, "the card to show the job succeeded", 45_000);
     const rows = await page.evaluate<string[]>(`[...document.querySelectorAll("#job-dataset span")].map((s) => s.textContent)`);
     expect(rows).toEqual([
-      "Captions", "trigger added to 1 caption, already in 1, 2 images without one",
+      "Captions", "trigger added to 1 caption, already in 1, 3 images without one",
       // Counted by the bound (no tokenizer here): "ohwx person, a man in a blue shirt" but its spaces.
       "Context", "75 tokens (no --max_token_length): the longest caption, img0.txt, has 27",
       "Turned upright", "1 image: phone.jpg",
       // At the fast tier's 768: an 8x8 image goes to the 768x768 bucket, the 4x6 photo to 640x896.
       "Small", "4 images scaled up: img0.png (8×8, ×96), img1.png (8×8, ×96), img2.png (8×8, ×96), phone.jpg (4×6, ×160)",
-      "Files", "img0.png: small: scaled up ×96; img0.txt: trigger added (\"ohwx person, \" in front); img1.png: small: " +
-        "scaled up ×96; img1.txt: caption kept; img2.png: small: scaled up ×96; and 4 more",
+      "Large", "1 image over Pillow's 89,478,485 pixels (it warns): big.png (10000×10000)",
+      "Files", "big.png: no caption: trains on \"ohwx person\"; img0.png: small: scaled up ×96; img0.txt: trigger added " +
+        "(\"ohwx person, \" in front); img1.png: small: scaled up ×96; img1.txt: caption kept; and 5 more",
     ]);
     expect(await page.evaluate(OVERFLOWS)).toEqual([]);
     await saveScreenshot(page, "prepared-dataset");
