@@ -23,7 +23,7 @@ export function isActive(status: JobStatus): boolean {
 }
 
 // In the order a run goes through them; a phase never moves backwards, but for `sampling`, a pause of
-// `training` at a checkpoint while preview images are generated.
+// `training` at a preview step while preview images are generated.
 // `preparing` while the worker copies the dataset into the job directory, before any trainer exists;
 // `queued` only on the Slurm backend, while Slurm holds the run pending.
 export const Phase = z.enum(["preparing", "queued", "loading", "caching", "training", "sampling", "saving", "done"]);

@@ -107,7 +107,7 @@ export const DatasetReportView = z
   })
   .describe("images and captions are named as they lie in the request's dataset_dir");
 
-/** A preview PNG the run drew at a checkpoint; `url` serves it (behind the same token). */
+/** A preview PNG the run drew at one of its preview steps; `url` serves it (behind the same token). */
 export const SampleView = z.strictObject({
   step: z.int().min(1).describe("the step it was drawn at"),
   index: z
