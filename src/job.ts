@@ -23,7 +23,7 @@ export function isActive(status: JobStatus): boolean {
 }
 
 // In the order a run goes through them; a phase never moves backwards, but for `sampling`, a pause of
-// `training` at a checkpoint while preview images are generated.
+// `training` at a preview step while preview images are generated.
 // `preparing` while the worker copies the dataset into the job directory, before any trainer exists;
 // `queued` only on the Slurm backend, while Slurm holds the run pending.
 export const Phase = z.enum(["preparing", "queued", "loading", "caching", "training", "sampling", "saving", "done"]);
@@ -107,9 +107,31 @@ export interface ImageSize {
   height: number;
 }
 
+/** An image sd-scripts scales up into its bucket, with the scale (above 1). */
+export interface SmallImage extends ImageSize {
+  scale: number;
+}
+
+/** The text encoders' context the run trains on (`--max_token_length`; 75 is sd-scripts' own, passed as no flag). */
+export type TokenWindow = 75 | 150 | 225;
+
+/** How many notes of a dataset report's `files` are listed; the rest are counted. */
+export const FILE_NOTES_LISTED = 50;
+
+/** What preparing did to one file of the copy, named as it lies in arbo's dataset dir. */
+export type FileNote =
+  | { file: string; did: "trigger_added"; prefix: string }
+  | { file: string; did: "trigger_moved"; prefix: string }
+  | { file: string; did: "caption_kept" }
+  | { file: string; did: "no_caption"; trains_on: string }
+  | { file: string; did: "turned_upright"; stored_as: string }
+  | { file: string; did: "small"; scale: number }
+  | { file: string; did: "duplicate"; same_as: string };
+
 /**
  * What the worker did to the job's own copy of the dataset before the trainer read it, and what it found; images
- * and captions are named as they lie in arbo's dataset dir.
+ * and captions are named as they lie in arbo's dataset dir. The fields marked "absent before" are missing from the
+ * report of a job prepared by an older worker.
  */
 export interface DatasetReport {
   captions: {
@@ -117,6 +139,8 @@ export interface DatasetReport {
     trigger_added: number;
     /** Caption files whose trained line held the trigger already, left as they were. */
     trigger_present: number;
+    /** Caption files whose trigger lay past the trained window: they now start `<trigger> <class>, ` too. */
+    trigger_moved?: number;
     /** Images with no caption file: sd-scripts trains them on `<trigger> <class>` (the subset's class_tokens). */
     images_without_caption: number;
     /**
@@ -127,10 +151,13 @@ export interface DatasetReport {
     /** The CLIP tokenizer the trainer uses, or (with none on disk) a bound that never counts fewer tokens. */
     tokens_counted_by: "clip tokenizer" | "upper bound";
   };
+  /** The smallest context that holds the longest trained caption (absent before: such a run trained on 225). */
+  token_window?: { tokens: TokenWindow; longest: { caption: string; tokens: number } | null };
   /** Images stored turned or mirrored with an EXIF orientation, stored upright (as PNG) in the copy. */
   turned_upright: string[];
-  /** Images under the tier's resolution in pixel count: sd-scripts scales them up, and the LoRA learns the blur. */
-  small: ImageSize[];
+  /** Images sd-scripts scales up into their bucket, and the LoRA learns the blur (before: fewer pixels than the
+   * resolution squared, without the scale). */
+  small: Array<ImageSize | SmallImage>;
   /**
    * Images over Pillow's MAX_IMAGE_PIXELS (89,478,485) and within twice it: sd-scripts reads them, and Pillow warns
    * of a decompression bomb in the trainer's log. Absent from records written before it was kept.
@@ -138,4 +165,10 @@ export interface DatasetReport {
   large?: ImageSize[];
   /** Sets of images whose bytes are identical: each trains as often as the set is large. */
   duplicates: string[][];
+  /** Per file, what was done, in file order: the first FILE_NOTES_LISTED (absent before). */
+  files?: FileNote[];
+  /** How many notes past those were left out of `files`. */
+  files_not_listed?: number;
+  /** What the request overrode: a kohya folder name naming another trigger or class (absent before). */
+  warnings?: string[];
 }

@@ -2,7 +2,7 @@ import { isActive } from "../job.ts";
 import type { LiveProgress, Supervisor } from "../supervisor/index.ts";
 import type { JobFilter } from "../job.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
-import { SAMPLE_TEMPLATES, samplePrompt } from "../recipe/samples.ts";
+import { sampleOf, samplePrompt } from "../recipe/samples.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { TIERS } from "../tiers.ts";
 
@@ -105,7 +105,8 @@ export function jobView(recorded: Job, live: LiveProgress | null) {
     ...(terminal ? {} : optional({ pause_step: pauseStep(row, request, progress.step, progress.total_steps) })),
     samples: row.samples.map(({ path: _path, ...sample }) => ({
       ...sample,
-      template: SAMPLE_TEMPLATES[sample.index]?.name ?? null,
+      template: sampleOf(sample.index)?.template.name ?? null,
+      subject: sampleOf(sample.index)?.subject ?? null,
       prompt: samplePrompt(request, sample.index),
       url: `/train/${row.id}/samples/${encodeURIComponent(sample.name)}`,
     })),

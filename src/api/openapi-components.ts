@@ -3,8 +3,9 @@ import { SmokeBody } from "../dispatch/smoke.ts";
 import { ErrorCode, JobStatus, Phase } from "../job.ts";
 import { JobRequest, ResumeRequest, TrainRequest } from "../request/schema.ts";
 import {
-  CheckpointView, ClusterGpuStatus, Conflict, DetailItem, Dispatched, GpuStatus, Health, HostGpuStatus, JobEvent,
-  JobList, JobView, LossCurve, Problem, Resumed, SampleView, Unavailable, ValidationError,
+  CheckpointView, ClusterGpuStatus, Conflict, DatasetReportView, DetailItem, Dispatched, FileNoteView, GpuStatus,
+  Health, HostGpuStatus, JobEvent, JobList, JobView, LossCurve, Problem, Resumed, SampleView, Unavailable,
+  ValidationError,
 } from "./openapi.ts";
 
 // Named components: a generated client gets one type for each, and every use of one is a $ref to it.
@@ -18,6 +19,8 @@ const COMPONENTS = {
   SmokeBody,
   Checkpoint: CheckpointView,
   Sample: SampleView,
+  DatasetReport: DatasetReportView,
+  FileNote: FileNoteView,
   JobView,
   JobList,
   Dispatched,

@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { AuthMode } from "../auth/setup.ts";
 import { GpuAdmission, TrainerBackend, TrainerMode } from "../config/schema.ts";
-import { ErrorCode, JobStatus, Phase } from "../job.ts";
-import { SAMPLE_TEMPLATES, samplePrompt } from "../recipe/samples.ts";
+import { ErrorCode, FILE_NOTES_LISTED, JobStatus, Phase } from "../job.ts";
+import { SAMPLE_TEMPLATES, sampleOf, samplePrompt } from "../recipe/samples.ts";
 import { reasonsOf } from "../dispatch/refusal.ts";
 import { DetailItem, JobRequest, MAX_SAMPLES } from "../request/schema.ts";
 import { END_EVENT_ID } from "./events.ts";
@@ -19,6 +19,29 @@ export const CheckpointView = z.strictObject({
 });
 
 const ImageSizeView = z.strictObject({ image: z.string(), width: z.int().min(1), height: z.int().min(1) });
+const SmallImageView = ImageSizeView.extend({ scale: z.number().gt(1).describe("how much sd-scripts scales it up") });
+
+const note = <T extends string, S extends z.ZodRawShape>(did: T, shape: S, description: string) =>
+  z.strictObject({ file: z.string(), did: z.literal(did), ...shape }).describe(description);
+
+/** What preparing did to one file of the job's copy. */
+export const FileNoteView = z.discriminatedUnion("did", [
+  note("trigger_added", { prefix: z.string() }, "a caption without the trigger: `prefix` was put in front"),
+  note(
+    "trigger_moved",
+    { prefix: z.string() },
+    "a caption whose trigger lay past the context (225 tokens, the longest): `prefix` was put in front",
+  ),
+  note("caption_kept", {}, "a caption that held the trigger within the context, left as it was"),
+  note("no_caption", { trains_on: z.string() }, "an image without a caption: sd-scripts trains it on `trains_on`"),
+  note(
+    "turned_upright",
+    { stored_as: z.string() },
+    "an image stored turned or mirrored (EXIF orientation): re-encoded upright as PNG under `stored_as`",
+  ),
+  note("small", { scale: z.number().gt(1) }, "an image sd-scripts scales up by `scale` into its bucket"),
+  note("duplicate", { same_as: z.string() }, "an image whose bytes are those of `same_as`"),
+]);
 
 /** What the worker did to the job's own copy of the dataset before the trainer read it, and what it found. */
 export const DatasetReportView = z
@@ -30,6 +53,12 @@ export const DatasetReportView = z
         .describe("caption files whose trained (first) line lacked the trigger as a whole word: it now starts " +
           "`<trigger> <subject_class>, `"),
       trigger_present: z.int().min(0).describe("caption files that held the trigger already, left as they were"),
+      trigger_moved: z
+        .int()
+        .min(0)
+        .optional()
+        .describe("caption files whose trigger lay past the context (sd-scripts cuts it there): they now start " +
+          "`<trigger> <subject_class>, ` too; absent from a job prepared by an older worker"),
       images_without_caption: z
         .int()
         .min(0)
@@ -41,31 +70,58 @@ export const DatasetReportView = z
         .enum(["clip tokenizer", "upper bound"])
         .describe("the CLIP tokenizer the trainer uses, or with none on disk a bound never below its count"),
     }),
+    token_window: z
+      .strictObject({
+        tokens: z.union([z.literal(75), z.literal(150), z.literal(225)]),
+        longest: z
+          .strictObject({ caption: z.string(), tokens: z.int().min(0).max(226).describe("226: more than 225") })
+          .nullable(),
+      })
+      .optional()
+      .describe("the caption context the run trains on (`--max_token_length`; 75 passes no flag, sd-scripts' own), " +
+        "the smallest that holds `longest`, the longest caption as trained (null without captions); absent from a " +
+        "job prepared by an older worker, which trained on 225"),
     turned_upright: z
       .array(z.string())
       .describe("images stored turned or mirrored with an EXIF orientation: trained upright (stored as PNG)"),
     small: z
-      .array(ImageSizeView)
-      .describe("images of fewer pixels than the tier's resolution squared: sd-scripts scales them up"),
+      .array(z.union([SmallImageView, ImageSizeView]))
+      .describe("images sd-scripts scales up into their aspect bucket, with the scale (an older worker named those " +
+        "of fewer pixels than the tier's resolution squared, without it)"),
     large: z
       .array(ImageSizeView)
       .optional()
       .describe("images over Pillow's MAX_IMAGE_PIXELS (89,478,485) and within twice it: sd-scripts reads them, " +
         "and Pillow warns of a decompression bomb in the trainer's log (absent from records before it was kept)"),
     duplicates: z.array(z.array(z.string())).describe("sets of images whose bytes are identical"),
+    files: z
+      .array(FileNoteView)
+      .max(FILE_NOTES_LISTED)
+      .optional()
+      .describe(`per file, what was done, in file order: the first ${FILE_NOTES_LISTED} notes`),
+    files_not_listed: z.int().min(0).optional().describe("how many notes past those were left out of `files`"),
+    warnings: z
+      .array(z.string())
+      .optional()
+      .describe("what the request overrode: a kohya folder name naming another trigger or class"),
   })
   .describe("images and captions are named as they lie in the request's dataset_dir");
 
-/** A preview PNG the run drew at a checkpoint; `url` serves it (behind the same token). */
+/** A preview PNG the run drew at one of its preview steps; `url` serves it (behind the same token). */
 export const SampleView = z.strictObject({
-  step: z.int().min(1).describe("the checkpoint's step"),
+  step: z.int().min(1).describe("the step it was drawn at"),
   index: z
     .int()
     .min(0)
-    .max(MAX_SAMPLES - 1)
-    .describe("which of the request's samples: the recipe's template of that index"),
+    .max(2 * MAX_SAMPLES - 1)
+    .describe("its entry in the prompts file: per template of the request's samples, the trigger's then the class's"),
   template: z.enum(SAMPLE_TEMPLATES.map((t) => t.name)).nullable().describe("the prompt template it was drawn from"),
-  prompt: z.string().nullable().describe("the prompt it was drawn from: the template with the trigger and class"),
+  subject: z
+    .enum(["trigger", "class"])
+    .nullable()
+    .describe("whom it shows: `<trigger> <subject_class>`, or the class alone (to see class bleed), same seed"),
+  prompt: z.string().nullable().describe("the prompt it was drawn from: the template with the trigger and class, " +
+    "or the class alone"),
   name: z.string().describe("the file's name in the job's run directory (sample/)"),
   bytes: z.int().min(0),
   url: z.string().describe("GET /train/{id}/samples/{name}, relative to the worker"),
@@ -300,10 +356,11 @@ export const TRAIN_REQUEST_EXAMPLE = {
 const EXAMPLE_JOB_ID = "3f1c2a4e-5b6d-4e7f-8a9b-0c1d2e3f4a5b";
 
 function exampleSample(index: number, bytes: number) {
-  const name = `ohwx_person_000600_0${index}_20261130102712_${1234 + index}.png`;
+  const name = `ohwx_person_000375_0${index}_20261130102712_${1234 + Math.floor(index / 2)}.png`;
   const url = `/train/${EXAMPLE_JOB_ID}/samples/${name}`;
   const prompt = samplePrompt(TRAIN_REQUEST_EXAMPLE, index);
-  return { step: 600, index, template: SAMPLE_TEMPLATES[index]!.name, prompt, name, bytes, url };
+  const { template, subject } = sampleOf(index)!;
+  return { step: 375, index, template: template.name, subject, prompt, name, bytes, url };
 }
 
 export const JOB_VIEW_EXAMPLE = {

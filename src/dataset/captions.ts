@@ -36,6 +36,13 @@ export function hasTrigger(caption: string, trigger: string): boolean {
   return wordPattern(asClipReads(trigger)).test(asClipReads(trainedLine(caption)));
 }
 
+/** A trained line as CLIP reads it, up to the end of its first whole-word trigger; null without one. */
+export function upToTrigger(line: string, trigger: string): string | null {
+  const read = asClipReads(line);
+  const found = wordPattern(asClipReads(trigger)).exec(read);
+  return found === null ? null : read.slice(0, found.index + found[0].length);
+}
+
 /**
  * The caption with the trigger in front of the line the trainer reads: `<trigger> <class>, ` and the line as it
  * was (the same words sd-scripts gives an image without a caption, so a captioned image and a bare one train

@@ -1,10 +1,12 @@
 import { readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { faultOn } from "../fs.ts";
-import type { DatasetReport, ImageSize } from "../job.ts";
+import type { DatasetReport, FileNote, ImageSize } from "../job.ts";
 import { isImage } from "../request/dataset.ts";
 import type { CaptionTokens } from "./clip-tokens.ts";
-import { captionCandidates, hasTrigger, trainedLine, withTrigger } from "./captions.ts";
+import { type BucketLayout, fitBucket } from "./buckets.ts";
+import { type CaptionFile, captionsOf, planCaptions } from "./caption-plan.ts";
+import { folderWarnings, listNotes } from "./file-notes.ts";
 import { isTiff, type Orientation, readOrientation, tiffSize, uprightOf } from "./orientation.ts";
 
 // The job's own copy of the dataset, made ready for the trainer: each image stored upright, each caption leading
@@ -12,13 +14,14 @@ import { isTiff, type Orientation, readOrientation, tiffSize, uprightOf } from "
 // duplicate twice) named in the record. Only the copy changes, never arbo's files; each change is written beside
 // and renamed over, so a copy a resume reads through hard links keeps its own inode and never changes under it.
 
-/** What the copy is prepared for: the request's trigger and class, the tier's resolution, and the caption limit. */
+/** What the copy is prepared for: the request's trigger and class, the tier's buckets, and how tokens are counted. */
 export interface PrepareFor {
   trigger: string;
   subjectClass: string;
-  resolution: number;
-  /** How many tokens of a caption the trainer keeps, and how many a caption holds (never fewer than the trainer's). */
-  maxTokens: number;
+  buckets: BucketLayout;
+  /** The kohya folder the images lie in (`<repeats>_<trigger> <class>`), or null. */
+  folder: string | null;
+  /** How many tokens a caption holds (never fewer than the trainer's tokenizer counts). */
   tokens: CaptionTokens;
 }
 
@@ -50,26 +53,41 @@ export async function prepareCopy(
   const large: ImageSize[] = [];
   const report: DatasetReport = {
     captions: {
-      trigger_added: 0, trigger_present: 0, images_without_caption: 0, cut: [], tokens_counted_by: target.tokens.by,
+      trigger_added: 0, trigger_present: 0, trigger_moved: 0, images_without_caption: 0, cut: [],
+      tokens_counted_by: target.tokens.by,
     },
+    token_window: { tokens: 75, longest: null },
     turned_upright: [],
     small: [],
     large,
     duplicates: [],
+    warnings: folderWarnings(target),
   };
+  const notes: FileNote[] = [];
   const byDigest = new Map<string, string[]>();
   for (const image of images) {
     signal?.throwIfAborted();
-    const found = await uprightImage(join(imageDir, image), shownAs(image), signal);
-    const size = { image: shownAs(image), width: found.width, height: found.height };
-    if (found.turned) report.turned_upright.push(shownAs(image));
-    if (found.width * found.height < target.resolution ** 2) report.small.push(size);
+    const shown = shownAs(image);
+    const found = await uprightImage(join(imageDir, image), shown, signal);
+    if (found.turned) {
+      report.turned_upright.push(shown);
+      notes.push({ file: shown, did: "turned_upright", stored_as: shown });
+    }
+    const size = { image: shown, width: found.width, height: found.height };
+    const { scale } = fitBucket(found.width, found.height, target.buckets);
+    if (scale > 1) {
+      report.small.push({ ...size, scale });
+      notes.push({ file: shown, did: "small", scale });
+    }
     if (found.width * found.height > PILLOW_WARNS_OVER) large.push(size);
-    byDigest.set(found.sha256, [...(byDigest.get(found.sha256) ?? []), shownAs(image)]);
+    byDigest.set(found.sha256, [...(byDigest.get(found.sha256) ?? []), shown]);
   }
   report.duplicates = [...byDigest.values()].filter((set) => set.length > 1);
-  await leadCaptions(imageDir, images, names, shownAs, target, report, signal);
-  return report;
+  for (const [first, ...rest] of report.duplicates) {
+    for (const file of rest) notes.push({ file, did: "duplicate", same_as: first! });
+  }
+  await leadCaptions(imageDir, images, names, shownAs, target, report, notes, signal);
+  return { ...report, ...listNotes(notes) };
 }
 
 interface ImageFacts {
@@ -164,27 +182,36 @@ async function leadCaptions(
   shownAs: (name: string) => string,
   target: PrepareFor,
   report: DatasetReport,
+  notes: FileNote[],
   signal?: AbortSignal,
 ): Promise<void> {
-  const read = new Set<string>();
-  for (const image of images) {
-    const caption = captionCandidates(image).find((name) => names.has(name));
-    if (caption === undefined) report.captions.images_without_caption += 1;
-    else read.add(caption);
-  }
   const classTokens = `${target.trigger} ${target.subjectClass}`;
-  for (const caption of [...read].sort()) {
+  const { captions, bare } = captionsOf(images, names);
+  report.captions.images_without_caption = bare.length;
+  for (const image of bare) notes.push({ file: shownAs(image), did: "no_caption", trains_on: classTokens });
+  const files: CaptionFile[] = [];
+  for (const name of captions) {
     signal?.throwIfAborted();
-    const path = join(imageDir, caption);
-    const text = decodeCaption(await Bun.file(path).bytes(), shownAs(caption));
-    const led = hasTrigger(text, target.trigger) ? text : withTrigger(text, classTokens);
-    if (led === text) report.captions.trigger_present += 1;
+    const text = decodeCaption(await Bun.file(join(imageDir, name)).bytes(), shownAs(name));
+    files.push({ name, shown: shownAs(name), text });
+  }
+  const plan = planCaptions(files, { ...target, count: target.tokens.count });
+  report.token_window = { tokens: plan.window, longest: plan.longest };
+  for (const caption of plan.captions) {
+    signal?.throwIfAborted();
+    const { shown: file, prefix } = caption;
+    if (caption.did === "caption_kept") report.captions.trigger_present += 1;
     else {
-      report.captions.trigger_added += 1;
-      await writeBeside(path, led, shownAs(caption));
+      if (caption.did === "trigger_added") report.captions.trigger_added += 1;
+      else report.captions.trigger_moved! += 1;
+      await writeBeside(join(imageDir, caption.name), caption.text, file);
     }
-    const tokens = target.tokens.count(trainedLine(led));
-    if (tokens > target.maxTokens) report.captions.cut.push({ caption: shownAs(caption), tokens });
+    notes.push(
+      caption.did === "caption_kept" ? { file, did: "caption_kept" }
+      : caption.did === "trigger_added" ? { file, did: "trigger_added", prefix: prefix! }
+      : { file, did: "trigger_moved", prefix: prefix! },
+    );
+    if (caption.tokens > plan.window) report.captions.cut.push({ caption: file, tokens: caption.tokens });
   }
 }
 

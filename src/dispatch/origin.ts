@@ -1,7 +1,6 @@
 import { cancelledOutcome, failedOutcome, type Outcome, type Sample } from "../job.ts";
 import type { ResumeFrom } from "../recipe/command.ts";
-import { resumeRepeatsScale, snapshotImageDir } from "../recipe/dataset-toml.ts";
-import { MAX_TOKEN_LENGTH } from "../recipe/command.ts";
+import { bucketLayout, resumeRepeatsScale, snapshotImageDir } from "../recipe/dataset-toml.ts";
 import { DatasetInvalid, prepareCopy } from "../dataset/prepare.ts";
 import type { CaptionTokens } from "../dataset/clip-tokens.ts";
 import { type BaseModelPrint, baseModelPrint } from "../request/base-model.ts";
@@ -53,8 +52,8 @@ async function copyDataset(
     const copy = await snapshotDataset(dataset, dest, signal);
     const shownAs = (name: string) => (dataset.folder === null ? name : `${dataset.folder}/${name}`);
     const target = {
-      trigger: request.trigger, subjectClass: request.subject_class, resolution: TIERS[request.tier].resolution,
-      maxTokens: MAX_TOKEN_LENGTH, tokens: tokens(),
+      trigger: request.trigger, subjectClass: request.subject_class, buckets: bucketLayout(request.tier),
+      folder: dataset.folder, tokens: tokens(),
     };
     const report = await prepareCopy(snapshotImageDir(dest, dataset.folder), shownAs, target, signal);
     return ok({ ...copy, report });

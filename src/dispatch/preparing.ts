@@ -1,5 +1,5 @@
-import { cancelledOutcome, failedOutcome, type Outcome } from "../job.ts";
-import { buildLaunch, type ResumeFrom } from "../recipe/command.ts";
+import { cancelledOutcome, failedOutcome, type Outcome, type TokenWindow } from "../job.ts";
+import { buildLaunch, type ResumeFrom, trainedWindow } from "../recipe/command.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import type { Job } from "../store/job-store.ts";
 import type { DispatchContext } from "./context.ts";
@@ -33,7 +33,9 @@ async function fillAndLaunch(ctx: DispatchContext, row: Job, train: CheckedTrain
   if (!filled.ok || cancelled) return filled.ok ? cancelledOutcome() : filled.error;
   // A record no longer active has nothing left to launch.
   if (!ctx.store.markPrepared(row.id, filled.value)) return null;
-  return launch(ctx, row, train, origin.resume);
+  // A fresh copy's own report, or for a resume its predecessor's, which the copy was prepared under.
+  const window = trainedWindow((filled.value ?? origin.dataset)?.report);
+  return launch(ctx, row, train, origin.resume, window);
 }
 
 async function launch(
@@ -41,12 +43,13 @@ async function launch(
   row: Job,
   train: CheckedTrain,
   resume: ResumeFrom | null,
+  window: TokenWindow,
 ): Promise<Outcome | null> {
   const { config, trainer, log } = ctx;
   const dir = ctx.dirOf(row.id);
   try {
     const placing = ctx.backend.launch(train.device);
-    const plan = buildLaunch(train, config, dir, trainer, placing, resume);
+    const plan = buildLaunch(train, config, dir, trainer, placing, window, resume);
     dir.writeRecipe({ datasetToml: plan.dataset_toml, samplePrompts: plan.sample_prompts });
     const launchFile = {
       argv: plan.argv,

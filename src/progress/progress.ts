@@ -121,7 +121,7 @@ function applyMessage(p: Progress, text: string): Progress {
     const steps = Number(total[1]);
     return fitsTotal(p, steps) ? { ...p, total_steps: steps, expected_total: steps } : contradicted(p, steps);
   }
-  // sd-scripts samples at a checkpoint, the last step's included, before it saves it.
+  // sd-scripts samples at its preview steps, the last included, before it saves a state due at the same step.
   const sampling = SAMPLING.exec(text);
   if (sampling !== null) {
     const paused = p.phase === "training" || p.phase === "saving";

@@ -1,11 +1,12 @@
 import { dirname, join } from "node:path";
 import { TRAIN_SCRIPT, type Config } from "../config/schema.ts";
 import type { JobDir } from "../job-dir/job-dir.ts";
+import type { DatasetReport, TokenWindow } from "../job.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { TIERS } from "../tiers.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
 import { datasetToml } from "./dataset-toml.ts";
-import { SAMPLE_SAMPLER, samplePrompts } from "./samples.ts";
+import { SAMPLE_SAMPLER, sampleEvery, samplePrompts } from "./samples.ts";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
 import { tokenizerDir } from "../tokenizers/layout.ts";
 import type { Trainer } from "../trainer/trainer.ts";
@@ -27,8 +28,16 @@ const NETWORK_MODULE = "networks.lora";
 const DATA_LOADER_WORKERS = 1;
 // Alpha at half the rank keeps the LoRA's effective scale at 0.5, kohya's usual SDXL choice.
 const NETWORK_ALPHA_RATIO = 0.5;
-/** The caption tokens the text encoders read (three CLIP windows of 75); sd-scripts' default reads one. */
-export const MAX_TOKEN_LENGTH = 225;
+// The context of a run whose record names none: its worker trained every caption on three CLIP windows.
+const CONTEXT_BEFORE_CHOICE: TokenWindow = 225;
+
+/**
+ * The context a job's runs train on: the one its preparation chose (dataset/caption-plan.ts), which a resume, on
+ * the same copy, keeps; a job prepared by an older worker, or with no report, trained on 225.
+ */
+export function trainedWindow(report: DatasetReport | null | undefined): TokenWindow {
+  return report?.token_window?.tokens ?? CONTEXT_BEFORE_CHOICE;
+}
 
 /** A resumed run: the state it starts from, and how many times the dataset's repeats are taken (dataset-toml.ts). */
 export interface ResumeFrom {
@@ -70,10 +79,11 @@ export function buildLaunch(
   paths: JobDir,
   trainer: Trainer,
   gpu: GpuPlacement,
+  window: TokenWindow,
   resume: ResumeFrom | null = null,
 ): LaunchPlan {
   const sdScripts = config.trainer.sd_scripts_dir;
-  const script = [join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths, config), ...resumeFlags(resume)];
+  const script = [join(sdScripts, TRAIN_SCRIPT), ...scriptFlags(train, paths, config, window), ...resumeFlags(resume)];
   const samples = (train.request.samples ?? 0) > 0;
   return {
     argv: [...trainer.command, "launch", ...LAUNCH_FLAGS, ...script],
@@ -85,7 +95,7 @@ export function buildLaunch(
   };
 }
 
-function scriptFlags(train: CheckedTrain, paths: JobDir, config: Config): string[] {
+function scriptFlags(train: CheckedTrain, paths: JobDir, config: Config, window: TokenWindow): string[] {
   const { request } = train;
   const tier = TIERS[request.tier];
   const valued: Array<[string, string | number]> = [
@@ -126,21 +136,27 @@ function scriptFlags(train: CheckedTrain, paths: JobDir, config: Config): string
     "--cache_text_encoder_outputs",
     flag(["min_snr_gamma", MIN_SNR_GAMMA]),
     flag(["noise_offset", NOISE_OFFSET]),
-    flag(["max_token_length", MAX_TOKEN_LENGTH]),
+    ...contextFlags(window),
     flag(["max_data_loader_n_workers", DATA_LOADER_WORKERS]),
     "--persistent_data_loader_workers",
     "--console_log_simple",
     flag(["caption_extension", CAPTION_EXTENSION]),
     ...checkpointFlags(tier.checkpointEvery),
-    ...sampleFlags(request.samples ?? 0, tier.checkpointEvery, paths.samplePrompts),
+    ...sampleFlags(request.samples ?? 0, tier.maxTrainSteps, paths.samplePrompts),
   ];
 }
 
-// Samples are taken at the checkpoints, just before each is saved (train_network.py); none without samples.
-function sampleFlags(samples: number, every: number, promptsFile: string): string[] {
+// sd-scripts trains on one CLIP window without the flag, and accepts only 150 and 225 with it.
+function contextFlags(window: TokenWindow): string[] {
+  return window === 75 ? [] : [flag(["max_token_length", window])];
+}
+
+// Previews at a few points of the run and at its end (recipe/samples.ts); sd-scripts draws them before it saves a
+// state due at the same step. None without samples.
+function sampleFlags(samples: number, maxTrainSteps: number, promptsFile: string): string[] {
   if (samples === 0) return [];
   return [
-    flag(["sample_every_n_steps", every]),
+    flag(["sample_every_n_steps", sampleEvery(maxTrainSteps)]),
     flag(["sample_prompts", promptsFile]),
     flag(["sample_sampler", SAMPLE_SAMPLER]),
   ];

@@ -1,9 +1,21 @@
 import { join } from "node:path";
-import { TIERS } from "../tiers.ts";
+import type { BucketLayout } from "../dataset/buckets.ts";
+import { type RunTier, TIERS } from "../tiers.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
 
 const MAX_BUCKET_RESO = 2048;
+// sd-scripts' defaults, not written: config_util's min_bucket_reso and bucket_reso_steps.
+const MIN_BUCKET_RESO = 256;
+const BUCKET_RESO_STEPS = 64;
+
+/** The buckets sd-scripts lays out for a tier's dataset (upscaling allowed: bucket_no_upscale stays off). */
+export function bucketLayout(tier: RunTier): BucketLayout {
+  return {
+    resolution: TIERS[tier].resolution, minBucketReso: MIN_BUCKET_RESO, maxBucketReso: MAX_BUCKET_RESO,
+    bucketResoSteps: BUCKET_RESO_STEPS,
+  };
+}
 
 // Only the keys sd-scripts' config schema knows; Bun's TOML writer escapes every string.
 // The images are read from the job's own copy (datasetCopy), never from the handoff folder. `repeatsScale`

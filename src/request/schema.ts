@@ -111,7 +111,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 const MAX_PATH_LENGTH = 1024;
-// Preview images per checkpoint: one per prompt template of the recipe (recipe/samples.ts).
+// The preview templates a request may ask for (recipe/samples.ts), each drawn with the trigger and with the class.
 export const MAX_SAMPLES = 4;
 const SEGMENT_CHARS = "letters A-Z a-z, digits, space and . _ - + @ , = ~";
 const ALLOWED = /^[A-Za-z0-9 ._+@,=~/-]$/;

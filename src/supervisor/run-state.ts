@@ -89,9 +89,9 @@ export async function releaseInherited(run: RunState, by: string): Promise<void>
   });
 }
 
-/** The samples the run wrote since the last look, onto the record. sd-scripts samples just before it saves a
- * checkpoint, so a verified state means its samples are whole too. An output dir that cannot be listed now leaves
- * the record as it is until the next look. */
+/** The samples the run wrote since the last look, onto the record, at each verified state and at the end.
+ * sd-scripts draws a step's previews before it trains on, so every preview drawn before a state is whole when it is
+ * verified. An output dir that cannot be listed now leaves the record as it is until the next look. */
 export async function recordSamples(run: RunState): Promise<void> {
   const { ctx } = run;
   if (ctx.samples === null) return;

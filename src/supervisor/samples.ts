@@ -4,7 +4,7 @@ import type { Sample } from "../job.ts";
 import { PNG_SIGNATURE } from "../png.ts";
 import type { RunOutput } from "./checkpoints.ts";
 
-// The preview images sd-scripts takes at each checkpoint (train_util.sample_image_inference): PNGs in
+// The preview images sd-scripts draws at the run's preview points (train_util.sample_image_inference): PNGs in
 // <output_dir>/sample/ named <output_name>_<step:06d>_<index:02d>_<YYYYmmddHHMMSS>_<seed>.png. A sample is listed
 // once it is a whole PNG file written by this run; only listed files are ever served.
 

@@ -17,8 +17,9 @@ import { waitFor } from "../support/wait.ts";
 import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 
 // Issue #28: every answer of every route, on both backends, checked against the document the worker serves with a
-// JSON Schema validator (document-check.ts). The simulated fast run saves a state every 40 steps; its GPU runs out
-// of memory drawing step 80's previews, so a run with samples fails there and one without succeeds.
+// JSON Schema validator (document-check.ts). The simulated fast run saves a state every 40 steps and draws previews
+// every 100; its GPU runs out of memory drawing step 200's, so a run with samples fails there and one without
+// succeeds.
 setDefaultTimeout(60_000);
 
 const UNKNOWN_JOB = "3f1c2a4e-0000-4000-8000-000000000000";
@@ -95,7 +96,7 @@ function switchableNvidiaSmi(tree: HostTree) {
 
 function localConfig(tree: HostTree, nvidiaSmi: string): string {
   const tables = SIMULATE_TABLES(0.003)
-    .replace("[simulate]\n", '[simulate]\nfail = "sample-oom@80"\n')
+    .replace("[simulate]\n", '[simulate]\nfail = "sample-oom@200"\n')
     .replace(JSON.stringify(FAKE_NVIDIA_SMI), `${JSON.stringify(nvidiaSmi)}\ncache_ttl_ms = 0`);
   const tokens = writeTokens(join(tree.root, "auth"), [TOKEN_A]);
   return tree.writeConfig(`${tables}[auth]\nmode = "token"\ntoken_file = ${JSON.stringify(tokens)}\n[smoke]\nbase_model = ${JSON.stringify(tree.model)}\n`);

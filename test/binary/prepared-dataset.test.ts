@@ -54,17 +54,35 @@ describe("the dataset the trainer reads is the one a person meant", () => {
     const final = await trainedJob(tree);
 
     expect(final.status).toBe("succeeded");
+    const at = (name: string) => `10_ohwx person/${name}`;
     expect(final.dataset.prepared).toEqual({
       captions: {
-        trigger_added: 1, trigger_present: 1, images_without_caption: 2, cut: [], tokens_counted_by: "upper bound",
+        trigger_added: 1, trigger_present: 1, trigger_moved: 0, images_without_caption: 2, cut: [],
+        tokens_counted_by: "upper bound",
       },
-      turned_upright: ["10_ohwx person/d.jpg"],
+      // Counted by the bound (no tokenizer here): the led caption's bytes but its spaces.
+      token_window: { tokens: 75, longest: { caption: at("a.txt"), tokens: 35 } },
+      turned_upright: [at("d.jpg")],
       small: ["a.png", "b.png", "c.png", "d.jpg"].map((name) => ({
-        // d.jpg is stored 6 x 4 and seen (and now stored) 4 x 6.
-        image: `10_ohwx person/${name}`, width: name === "d.jpg" ? 4 : 8, height: name === "d.jpg" ? 6 : 8,
+        // d.jpg is stored 6 x 4 and seen (and now stored) 4 x 6: the 640x896 bucket at 768, 160 times it.
+        image: at(name), width: name === "d.jpg" ? 4 : 8, height: name === "d.jpg" ? 6 : 8, scale: name === "d.jpg" ? 160 : 96,
       })),
       large: [],
-      duplicates: [["10_ohwx person/b.png", "10_ohwx person/c.png"]],
+      duplicates: [[at("b.png"), at("c.png")]],
+      files: [
+        { file: at("a.png"), did: "small", scale: 96 },
+        { file: at("a.txt"), did: "trigger_added", prefix: "ohwx person, " },
+        { file: at("b.png"), did: "small", scale: 96 },
+        { file: at("b.txt"), did: "caption_kept" },
+        { file: at("c.png"), did: "small", scale: 96 },
+        { file: at("c.png"), did: "duplicate", same_as: at("b.png") },
+        { file: at("c.png"), did: "no_caption", trains_on: "ohwx person" },
+        { file: at("d.jpg"), did: "turned_upright", stored_as: at("d.jpg") },
+        { file: at("d.jpg"), did: "small", scale: 160 },
+        { file: at("d.jpg"), did: "no_caption", trains_on: "ohwx person" },
+      ],
+      files_not_listed: 0,
+      warnings: [],
     });
     // What the trainer trained on, from the LoRA's own header: the trigger leads a.png's caption now.
     const verdict = await verifySafetensors(final.lora_path);
@@ -83,7 +101,30 @@ describe("the dataset the trainer reads is the one a person meant", () => {
       "captions trigger added to 1, already in 1, 2 images without one",
       "upright  turned: 10_ohwx person/d.jpg",
       "same     10_ohwx person/b.png = 10_ohwx person/c.png",
+      "context  75 tokens (no --max_token_length): the longest caption, 10_ohwx person/a.txt, has 35",
+      "files    10_ohwx person/a.png: small: scaled up 96x",
+      "         10_ohwx person/a.txt: trigger added (\"ohwx person, \" in front)",
+      "         10_ohwx person/d.jpg: turned upright, re-encoded as PNG: 10_ohwx person/d.jpg",
     ]));
+    // The trainer was given no --max_token_length: every caption fits one CLIP window.
+    const argv: string[] = JSON.parse(readFileSync(join(tree.state, "jobs", final.worker_job_id, "launch.json"), "utf8")).argv;
+    expect(argv.filter((flag) => flag.startsWith("--max_token_length"))).toEqual([]);
+  });
+
+  test("a kohya folder naming another trigger is trained as the request says, and the record and status warn of it", async () => {
+    using tree = makeHostTree(0);
+    const folder = join(tree.dataset, "10_sks man");
+    mkdirSync(folder, { recursive: true });
+    writeFileSync(join(folder, "a.png"), solidPng(8, 8, [10, 20, 30]));
+    writeFileSync(join(folder, "a.txt"), "sks man smiling");
+    const final = await trainedJob(tree);
+    expect(final.status).toBe("succeeded");
+    const warning = 'the folder "10_sks man" names "sks man", the request "ohwx person": the request\'s trigger and ' +
+      'class are trained (the captions are led with "ohwx person, " and images without a caption train on "ohwx person")';
+    expect(final.dataset.prepared.warnings).toEqual([warning]);
+    expect(final.statusLines).toContain(`warning  ${warning}`);
+    const copy = join(tree.state, "jobs", final.worker_job_id, "dataset", "10_sks man");
+    expect(readFileSync(join(copy, "a.txt"), "utf8")).toBe("ohwx person, sks man smiling");
   });
 
   test("an image in no format the worker reads ends the job dataset_invalid before the trainer starts, naming it", async () => {

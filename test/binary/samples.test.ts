@@ -43,18 +43,19 @@ function decodePng(bytes: Uint8Array): { width: number; height: number; pixels: 
 const launchArgv = (tree: HostTree, id: string): string[] => JSON.parse(readFileSync(join(tree.state, "jobs", id, "launch.json"), "utf8")).argv;
 
 describe("preview samples (compiled binary, simulated trainer)", () => {
-  test("a samples: 2 run lists two decodable PNGs at each checkpoint and serves them", async () => {
+  test("a samples: 2 run lists four decodable PNGs (two templates, with and without the trigger) at four steps and serves them", async () => {
     using tree = makeHostTree();
     await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.002)), { command: [binary] });
     const id = (await worker.postTrain(tree.validRequest({ samples: 2 }))).body.worker_job_id;
     const final = await untilEnded(worker, id);
     expect(final).toMatchObject({ status: "succeeded", request: { samples: 2 } });
 
-    const steps = Array.from({ length: 10 }, (_, i) => 40 * (i + 1));
-    expect(final.samples.map((s: any) => [s.step, s.index, s.template])).toEqual(steps.flatMap((step) => [[step, 0, "portrait"], [step, 1, "full_body"]]));
+    const steps = [100, 200, 300, 400];
+    const drawn = (step: number) => [[step, 0, "portrait", "trigger"], [step, 1, "portrait", "class"], [step, 2, "full_body", "trigger"], [step, 3, "full_body", "class"]];
+    expect(final.samples.map((s: any) => [s.step, s.index, s.template, s.subject])).toEqual(steps.flatMap(drawn));
     const pixelsAt = new Map<number, Buffer>();
     for (const sample of final.samples) {
-      expect(sample.name).toMatch(new RegExp(`^mylora_${String(sample.step).padStart(6, "0")}_0${sample.index}_\\d{14}_${42 + sample.index}\\.png$`));
+      expect(sample.name).toMatch(new RegExp(`^mylora_${String(sample.step).padStart(6, "0")}_0${sample.index}_\\d{14}_${42 + Math.floor(sample.index / 2)}\\.png$`));
       expect(sample.url).toBe(`/train/${id}/samples/${sample.name}`);
       expect(sample.path).toBeUndefined();
       const res = await worker.request(sample.url);
@@ -68,15 +69,17 @@ describe("preview samples (compiled binary, simulated trainer)", () => {
       if (sample.index === 0) pixelsAt.set(sample.step, png.pixels);
     }
     // The images change with the step.
-    expect(pixelsAt.get(40)!.equals(pixelsAt.get(80)!)).toBe(false);
+    expect(pixelsAt.get(100)!.equals(pixelsAt.get(200)!)).toBe(false);
 
-    // The trainer was told to sample at the checkpoints from the recipe's prompts file, seeded from the request.
+    // The trainer was told to sample every 100 steps from the recipe's prompts file, seeded from the request.
     const argv = launchArgv(tree, id);
     const prompts = join(tree.state, "jobs", id, "sample-prompts.json");
-    expect(argv.slice(-3)).toEqual(["--sample_every_n_steps=40", `--sample_prompts=${prompts}`, "--sample_sampler=euler_a"]);
+    expect(argv.slice(-3)).toEqual(["--sample_every_n_steps=100", `--sample_prompts=${prompts}`, "--sample_sampler=euler_a"]);
     expect(JSON.parse(readFileSync(prompts, "utf8"))).toEqual([
       expect.objectContaining({ prompt: expect.stringContaining("portrait photo of ohwx person"), width: 768, height: 768, seed: 42 }),
+      expect.objectContaining({ prompt: expect.stringContaining("portrait photo of person"), width: 768, height: 768, seed: 42 }),
       expect.objectContaining({ prompt: expect.stringContaining("full body photo of ohwx person"), width: 768, height: 768, seed: 43 }),
+      expect.objectContaining({ prompt: expect.stringContaining("full body photo of person"), width: 768, height: 768, seed: 43 }),
     ]);
   });
 
@@ -133,12 +136,12 @@ describe("preview samples (compiled binary, simulated trainer)", () => {
 
   test("an OOM while sampling is cuda_oom with phase sampling, and says so", async () => {
     using tree = makeHostTree();
-    await using worker = await startWorker(tree.writeConfig(FAILING_TABLES(0.002, "sample-oom@80")), { command: [binary] });
+    await using worker = await startWorker(tree.writeConfig(FAILING_TABLES(0.002, "sample-oom@200")), { command: [binary] });
     const id = (await worker.postTrain(tree.validRequest({ samples: 2 }))).body.worker_job_id;
     const final = await untilEnded(worker, id);
-    expect(final).toMatchObject({ status: "failed", error_code: "cuda_oom", phase: "sampling", resume_step: 40, resumable: true });
+    expect(final).toMatchObject({ status: "failed", error_code: "cuda_oom", phase: "sampling", resume_step: 160, resumable: true });
     expect(final.error).toContain("while taking preview samples");
-    expect(final.samples.map((s: any) => s.step)).toEqual([40, 40]);
+    expect(final.samples.map((s: any) => s.step)).toEqual([100, 100, 100, 100]);
     // Contrast: the same failure plan without samples never samples, so it never fails there.
     const plain = (await worker.postTrain(tree.validRequest({ output_name: "plain" }))).body.worker_job_id;
     expect(await untilEnded(worker, plain)).toMatchObject({ status: "succeeded" });

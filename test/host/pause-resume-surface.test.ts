@@ -194,8 +194,8 @@ describe("the status page's pause and resume, in headless Chromium", () => {
 
   test("a run that failed drawing its previews offers Resume without previews, which continues it with none", async () => {
     using tree = makeHostTree();
-    // Step 40's previews were drawn and its state saved; the GPU runs out of memory drawing step 80's.
-    await using worker = await startWorker(tree.writeConfig(withFailure("sample-oom@80")));
+    // Step 100's previews were drawn and the state of step 160 saved; the GPU runs out of memory drawing step 200's.
+    await using worker = await startWorker(tree.writeConfig(withFailure("sample-oom@200")));
     const failed = await untilEnded(worker, (await worker.postTrain(tree.validRequest({ samples: 2 }))).body.worker_job_id);
     expect(failed).toMatchObject({ status: "failed", error_code: "cuda_oom", phase: "sampling", resumable: true });
     const id = failed.worker_job_id as string;
@@ -210,7 +210,7 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     await page.evaluate(`document.getElementById("job-resume-plain").click()`);
     const next = await page.until<string>(`${text("job-id")} !== ${JSON.stringify(id)} && ${text("job-id")}`, "the page to show the new job");
     const resumed = await untilEnded(worker, next);
-    // No previews this time: the run goes on past step 80 to the end.
+    // No previews this time: the run goes on past step 200 to the end.
     expect(resumed).toMatchObject({ status: "succeeded", resumed_from: id, request: { samples: 0 } });
     expect(page.errors).toEqual([]);
   });

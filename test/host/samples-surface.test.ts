@@ -10,10 +10,13 @@ import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 import { untilEnded as ended } from "../support/jobs.ts";
 
 // Preview samples (issue 19) as a person meets them: the status page's strip in headless Chromium, behind a
-// token, and `lora-worker status`. The simulated fast run checkpoints every 40 steps and writes real 768 px PNGs.
+// token, and `lora-worker status`. The simulated fast run draws them at steps 100, 200, 300 and 400, each template
+// with the trigger and with the class alone, and writes real 768 px PNGs.
 setDefaultTimeout(90_000);
 
-const ALL_STEPS = Array.from({ length: 10 }, (_, i) => 400 - 40 * i);
+const ALL_STEPS = [400, 300, 200, 100];
+// The labels of a samples: 2 job's images at each step drawn.
+const TWO_TEMPLATES = ["portrait", "portrait · class", "full body", "full body · class"];
 
 // Expressions evaluated in the page.
 const STRIP = `[...document.querySelectorAll("#samples-strip .sample-row")].map((row) => ({
@@ -39,10 +42,10 @@ async function enterToken(page: Page) {
 }
 
 describe("preview samples on the status page and in the client", () => {
-  test("behind a token, a samples: 2 job's strip grows live, newest checkpoint first, each image fetched once and decoded, and a click opens the full image", async () => {
+  test("behind a token, a samples: 2 job's strip grows live, newest step first, each image fetched once and decoded, and a click opens the full image", async () => {
     using tree = makeHostTree();
     const tokenFile = writeTokens(join(tree.root, "etc"), [TOKEN_A]);
-    // 400 steps at 0.03 s: a checkpoint about every 1.2 s, so the page sees the strip grow.
+    // 400 steps at 0.03 s: previews about every 3 s, so the page sees the strip grow.
     await using worker = await startWorker(tree.writeConfig(`${SIMULATE_TABLES(0.03)}[auth]\ntoken_file = ${JSON.stringify(tokenFile)}\n`), { command: [binary] });
     const auth = { authorization: `Bearer ${TOKEN_A}` };
     const posted = await worker.json("/train", { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify(tree.validRequest({ samples: 2 })) });
@@ -51,47 +54,50 @@ describe("preview samples on the status page and in the client", () => {
     await page.evaluate("performance.setResourceTimingBufferSize(10000)");
     await enterToken(page);
 
-    // The first checkpoint's images, decoded; then a later checkpoint lands above them without reloading them.
-    await page.until(`document.querySelector('#samples-strip .sample-row[data-step="40"] img')?.naturalWidth > 0`, "the step 40 previews to show", 30_000);
-    await page.evaluate(`window.__first = document.querySelector('#samples-strip .sample-row[data-step="40"] img'); window.__firstSrc = window.__first.src`);
-    await page.until(`document.querySelector("#samples-strip .sample-row").dataset.step !== "40"`, "a newer checkpoint on top", 30_000);
+    // The first step's images, decoded; then a later step's land above them without reloading them.
+    await page.until(`document.querySelector('#samples-strip .sample-row[data-step="100"] img')?.naturalWidth > 0`, "the step 100 previews to show", 30_000);
+    await page.evaluate(`window.__first = document.querySelector('#samples-strip .sample-row[data-step="100"] img'); window.__firstSrc = window.__first.src`);
+    await page.until(`document.querySelector("#samples-strip .sample-row").dataset.step !== "100"`, "a newer step on top", 30_000);
     const final = await untilEnded(worker, id, { headers: auth });
     expect(final).toMatchObject({ status: "succeeded", request: { samples: 2 } });
-    await page.until(`document.getElementById("job-status").textContent === "succeeded" && document.querySelectorAll("#samples-strip .sample-row").length === 10`, "all ten checkpoints after the run");
+    await page.until(`document.getElementById("job-status").textContent === "succeeded" && document.querySelectorAll("#samples-strip .sample-row").length === 4`, "all four steps drawn after the run");
     expect(await page.evaluate(`[window.__first.isConnected, window.__first.src === window.__firstSrc, window.__first.src.startsWith("blob:")]`)).toEqual([true, true, true]);
-    expect(await page.evaluate(text("#samples-note"))).toBe("2 per checkpoint · 10 checkpoints");
+    expect(await page.evaluate(text("#samples-note"))).toBe("4 per step drawn · 4 steps drawn");
 
     const strip = await page.until<Strip>(`((rows) => rows[0].images.every((i) => i.width > 0) && rows)(${STRIP})`, "the newest row decoded");
-    expect(strip.map((row) => [row.step, row.images.map((i) => i.label)])).toEqual(ALL_STEPS.map((step) => [`step ${step}`, ["portrait", "full body"]]));
+    expect(strip.map((row) => [row.step, row.images.map((i) => i.label)])).toEqual(ALL_STEPS.map((step) => [`step ${step}`, TWO_TEMPLATES]));
     await saveScreenshot(page, "samples-strip");
-    // Each checkpoint came in on top while the page watched, so every image was fetched as it arrived, and once.
+    // Each step came in on top while the page watched, so every image was fetched as it arrived, and once.
     await page.evaluate(`document.getElementById("samples-strip").scrollTop = 1e6`);
-    await page.until(`${DECODED} === 20`, "every preview decoded", 20_000);
-    expect((await page.evaluate<Strip>(STRIP)).flatMap((row) => row.images.map((i) => i.width))).toEqual(Array(20).fill(768));
+    await page.until(`${DECODED} === 16`, "every preview decoded", 20_000);
+    expect((await page.evaluate<Strip>(STRIP)).flatMap((row) => row.images.map((i) => i.width))).toEqual(Array(16).fill(768));
     const fetched = await page.evaluate<string[]>(SAMPLE_FETCHES);
     expect(fetched.toSorted()).toEqual(final.samples.map((s: { url: string }) => s.url).toSorted());
 
-    // Shown by prompt: a row a prompt, with its text, its images from the first checkpoint to the last, the same
+    // Shown by prompt: a row a prompt, with its text, its images from the first step drawn to the last, the same
     // tiles (already fetched) labelled by their step.
     await page.evaluate(`(() => { const g = document.getElementById("samples-group"); g.value = "prompt"; g.dispatchEvent(new Event("change")); })()`);
     const byPrompt = await page.evaluate<Array<{ label: string; prompt: string; steps: string[] }>>(`[...document.querySelectorAll("#samples-strip .sample-row")].map((row) => ({
       label: row.querySelector(".sample-step").firstChild.textContent, prompt: row.querySelector(".sample-prompt").textContent,
       steps: [...row.querySelectorAll(".sample-label")].map((l) => l.textContent) }))`);
+    const steps = ALL_STEPS.toReversed().map((step) => `step ${step}`);
     expect(byPrompt).toEqual([
-      { label: "portrait", prompt: "portrait photo of ohwx person, head and shoulders, looking at the camera, soft light", steps: ALL_STEPS.toReversed().map((step) => `step ${step}`) },
-      { label: "full body", prompt: "full body photo of ohwx person, standing, outdoors, natural light", steps: ALL_STEPS.toReversed().map((step) => `step ${step}`) },
+      { label: "portrait", prompt: "portrait photo of ohwx person, head and shoulders, looking at the camera, soft light", steps },
+      { label: "portrait · class", prompt: "portrait photo of person, head and shoulders, looking at the camera, soft light", steps },
+      { label: "full body", prompt: "full body photo of ohwx person, standing, outdoors, natural light", steps },
+      { label: "full body · class", prompt: "full body photo of person, standing, outdoors, natural light", steps },
     ]);
-    expect(await page.evaluate(`${DECODED}`)).toBe(20);
-    expect(final.samples.map((s: { prompt: string }) => s.prompt).slice(0, 2)).toEqual(byPrompt.map((row) => row.prompt));
+    expect(await page.evaluate(`${DECODED}`)).toBe(16);
+    expect(final.samples.map((s: { prompt: string }) => s.prompt).slice(0, 4)).toEqual(byPrompt.map((row) => row.prompt));
     await saveScreenshot(page, "samples-by-prompt");
-    // Contrast: back to each checkpoint, a row a step again.
+    // Contrast: back to each step drawn, a row a step again.
     await page.evaluate(`(() => { const g = document.getElementById("samples-group"); g.value = "step"; g.dispatchEvent(new Event("change")); })()`);
     expect((await page.evaluate<Strip>(STRIP)).map((row) => row.step)).toEqual(ALL_STEPS.map((step) => `step ${step}`));
 
     // A click opens the full image.
     await page.evaluate(`document.querySelector('#samples-strip .sample-row[data-step="400"] .sample').click()`);
     await page.until(`document.getElementById("sample-dialog").open && document.getElementById("sample-full").naturalWidth > 0`, "the full image");
-    expect(await page.evaluate(`[${text("#sample-title")}, ${text("#sample-name")}, document.getElementById("sample-full").naturalWidth]`)).toEqual(["step 400 · portrait", final.samples[18].name, 768]);
+    expect(await page.evaluate(`[${text("#sample-title")}, ${text("#sample-name")}, document.getElementById("sample-full").naturalWidth]`)).toEqual(["step 400 · portrait", final.samples[12].name, 768]);
     await saveScreenshot(page, "samples-full-image");
     await page.evaluate(`document.getElementById("sample-close").click()`);
     // The dialog's close event, which lets the image go, is dispatched after the click returns.
@@ -109,23 +115,23 @@ describe("preview samples on the status page and in the client", () => {
     await untilEnded(worker, id);
     const page = await openStatusPage(browser, worker, PHONE);
 
-    const strip = await page.until<Strip>(`document.getElementById("job-id").textContent === "${id}" && ((rows) => rows.length === 10 && rows[0].images.every((i) => i.width > 0) && rows)(${STRIP})`, "the job's newest previews");
-    expect(strip[0]!.images.map((i) => i.label)).toEqual(["portrait", "full body", "close up", "candid"]);
+    const strip = await page.until<Strip>(`document.getElementById("job-id").textContent === "${id}" && ((rows) => rows.length === 4 && rows[0].images.every((i) => i.width > 0) && rows)(${STRIP})`, "the job's newest previews");
+    expect(strip[0]!.images.map((i) => i.label)).toEqual(["portrait", "full body", "close up", "candid"].flatMap((t) => [t, `${t} · class`]));
     expect(await page.evaluate(OVERFLOWS)).toEqual([]);
     await saveScreenshot(page, "phone-samples", { fullPage: true });
     // The strip shows a few rows of a finished run: the oldest are fetched only once they scroll into view.
-    expect(strip.at(-1)!.images.map((i) => i.width)).toEqual([0, 0, 0, 0]);
+    expect(strip.at(-1)!.images.map((i) => i.width)).toEqual(Array(8).fill(0));
     expect(await page.evaluate<string[]>(SAMPLE_FETCHES)).not.toContain(`/train/${id}/samples/${(await worker.json(`/train/${id}`)).body.samples[0].name}`);
     await page.evaluate(`document.getElementById("samples-strip").scrollTop = 1e6`);
-    await page.until(`${DECODED} === 40`, "every preview decoded after scrolling", 20_000);
+    await page.until(`${DECODED} === 32`, "every preview decoded after scrolling", 20_000);
 
-    // A checkpoint's sampling, rendered by the page's own functions in one task.
+    // A step's sampling, rendered by the page's own functions in one task.
     const sampling = `(() => {
-      state.job = { ...state.job, status: "training", phase: "sampling", step: 120, ended_at: undefined };
+      state.job = { ...state.job, status: "training", phase: "sampling", step: 200, ended_at: undefined };
       renderJob();
       return [${text("#job-phase")}, ${text("#samples-note")}];
     })()`;
-    expect(await page.evaluate(sampling)).toEqual(["sampling", "drawing 4 previews at step 120…"]);
+    expect(await page.evaluate(sampling)).toEqual(["sampling", "drawing 8 previews at step 200…"]);
 
     await page.evaluate(`focus(${JSON.stringify(plain)})`);
     await page.until(`document.getElementById("job-id").textContent === "${plain}"`, "the job without samples");
@@ -133,7 +139,7 @@ describe("preview samples on the status page and in the client", () => {
     expect(page.errors).toEqual([]);
   });
 
-  test("status ID prints each checkpoint's preview URLs, which serve the PNG with the token and a 401 without; --json is the record", async () => {
+  test("status ID prints each step's preview URLs, which serve the PNG with the token and a 401 without; --json is the record", async () => {
     using tree = makeHostTree();
     const tokenFile = writeTokens(join(tree.root, "etc"), [TOKEN_A]);
     await using worker = await startWorker(tree.writeConfig(`${SIMULATE_TABLES(0.002)}[auth]\ntoken_file = ${JSON.stringify(tokenFile)}\n`));
@@ -145,12 +151,13 @@ describe("preview samples on the status page and in the client", () => {
     const [status, json] = await Promise.all([runCli(process.execPath, [MAIN, "status", final.worker_job_id], env), runCli(process.execPath, [MAIN, "status", final.worker_job_id, "--json"], env)]);
     expect([status.exitCode, status.stderr]).toEqual([0, ""]);
     const url = (i: number) => `${worker.url}${final.samples[i].url}`;
-    const rows = ALL_STEPS.toReversed().map((step, i) => `${i === 0 ? "samples  " : "         "}step ${step}: portrait ${url(2 * i)}, full_body ${url(2 * i + 1)}`);
+    const names = ["portrait", "portrait/class", "full_body", "full_body/class"];
+    const rows = ALL_STEPS.toReversed().map((step, i) => `${i === 0 ? "samples  " : "         "}step ${step}: ${names.map((n, j) => `${n} ${url(4 * i + j)}`).join(", ")}`);
     expect(status.stdout).toContain(`\n${rows.join("\n")}\nsucceeded after `);
-    expect(status.stdout).toContain(", seed 42, 2 samples a checkpoint\n");
+    expect(status.stdout).toContain(", seed 42, 2 sample prompts with and without the trigger\n");
     expect(JSON.parse(json.stdout)).toEqual(final);
 
-    const printed = /^samples {2}step 40: portrait (\S+),/m.exec(status.stdout)![1]!;
+    const printed = /^samples {2}step 100: portrait (\S+),/m.exec(status.stdout)![1]!;
     const image = await fetch(printed, { headers: auth });
     expect([image.status, image.headers.get("content-type"), (await image.bytes()).length]).toEqual([200, "image/png", final.samples[0].bytes]);
     const refused = await fetch(printed);

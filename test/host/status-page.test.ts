@@ -195,7 +195,7 @@ describe("the status page of the compiled binary, in headless Chromium", () => {
     expect(page.errors).toEqual([]);
   });
 
-  test("a job's card says what was done to its dataset copy: captions given the trigger, photos turned upright, small and large images", async () => {
+  test("a job's card says what was done to its dataset copy: captions given the trigger, its context, photos turned upright, small and large images, per file", async () => {
     using tree = makeHostTree();
     writeFileSync(join(tree.dataset, "img0.txt"), "a man in a blue shirt");
     writeFileSync(join(tree.dataset, "img1.txt"), "ohwx, smiling");
@@ -208,9 +208,14 @@ describe("the status page of the compiled binary, in headless Chromium", () => {
     const rows = await page.evaluate<string[]>(`[...document.querySelectorAll("#job-dataset span")].map((s) => s.textContent)`);
     expect(rows).toEqual([
       "Captions", "trigger added to 1 caption, already in 1, 3 images without one",
+      // Counted by the bound (no tokenizer here): "ohwx person, a man in a blue shirt" but its spaces.
+      "Context", "75 tokens (no --max_token_length): the longest caption, img0.txt, has 27",
       "Turned upright", "1 image: phone.jpg",
-      "Small", "4 images scaled up: img0.png (8×8), img1.png (8×8), img2.png (8×8), phone.jpg (4×6)",
+      // At the fast tier's 768: an 8x8 image goes to the 768x768 bucket, the 4x6 photo to 640x896.
+      "Small", "4 images scaled up: img0.png (8×8, ×96), img1.png (8×8, ×96), img2.png (8×8, ×96), phone.jpg (4×6, ×160)",
       "Large", "1 image over Pillow's 89,478,485 pixels (it warns): big.png (10000×10000)",
+      "Files", "big.png: no caption: trains on \"ohwx person\"; img0.png: small: scaled up ×96; img0.txt: trigger added " +
+        "(\"ohwx person, \" in front); img1.png: small: scaled up ×96; img1.txt: caption kept; and 5 more",
     ]);
     expect(await page.evaluate(OVERFLOWS)).toEqual([]);
     await saveScreenshot(page, "prepared-dataset");

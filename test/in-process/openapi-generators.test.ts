@@ -119,7 +119,7 @@ describe("the OpenAPI document and the tools that consume it", () => {
     expect(schemas.JobView.properties.phase).toEqual({ $ref: "#/components/schemas/Phase" });
     expect(schemas.JobView.properties.error_code).toEqual({ $ref: "#/components/schemas/ErrorCode" });
     expect(schemas.JobView.properties.samples).toMatchObject({ type: "array", items: { $ref: "#/components/schemas/Sample" } });
-    expect(schemas.Sample.required).toEqual(["step", "index", "template", "prompt", "name", "bytes", "url"]);
+    expect(schemas.Sample.required).toEqual(["step", "index", "template", "subject", "prompt", "name", "bytes", "url"]);
     expect(schemas.Sample.properties.template.anyOf).toEqual([{ type: "string", enum: ["portrait", "full_body", "close_up", "candid"] }, { type: "null" }]);
     expect(schemas.TrainRequest.properties.samples).toEqual({ type: "integer", minimum: 0, maximum: 4 });
     expect(schemas.TrainRequest.required).not.toContain("samples");

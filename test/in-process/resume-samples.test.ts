@@ -10,15 +10,16 @@ import { untilEnded } from "../support/jobs.ts";
 const TIMEOUT_MS = 60_000;
 
 function appFor(tree: HostTree) {
-  // The GPU runs out of memory drawing the previews of step 80; step 40's were drawn and its state saved.
-  const a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0, fail: "sample-oom@80" }), SIMULATOR);
+  // The GPU runs out of memory drawing the previews of step 200 (a fast run's second point); step 100's were drawn,
+  // and the state of step 160 saved.
+  const a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0, fail: "sample-oom@200" }), SIMULATOR);
   const post = (path: string, body?: string, type = "application/json") =>
     a.json(path, { method: "POST", ...(body === undefined ? {} : { body, headers: { "content-type": type } }) });
   const ended = (id: string) => untilEnded(a, id, 15_000);
   const failedWhileSampling = async (name: string) => {
     const { body } = await post("/train", JSON.stringify(tree.validRequest({ output_name: name, samples: 2 })));
     const failed = await ended(body.worker_job_id);
-    expect(failed).toMatchObject({ status: "failed", error_code: "cuda_oom", resume_step: 40, resumable: true });
+    expect(failed).toMatchObject({ status: "failed", error_code: "cuda_oom", resume_step: 160, resumable: true });
     return failed.worker_job_id as string;
   };
   const argvOf = async (id: string): Promise<string[]> => (await Bun.file(join(tree.state, "jobs", id, "launch.json")).json()).argv;
@@ -31,7 +32,7 @@ describe("resume with other previews", () => {
     await using a = appFor(tree);
     const failed = await a.failedWhileSampling("without");
     const resumed = await a.post(`/train/${failed}/resume`, JSON.stringify({ samples: 0 }));
-    expect(resumed).toEqual({ status: 200, body: { worker_job_id: expect.any(String), status: "starting", resumed_from: failed, resume_step: 40 } });
+    expect(resumed).toEqual({ status: 200, body: { worker_job_id: expect.any(String), status: "starting", resumed_from: failed, resume_step: 160 } });
     const final = await a.ended(resumed.body.worker_job_id);
     expect(final).toMatchObject({ status: "succeeded", step: 400, request: { samples: 0, output_name: "without" } });
     const [before, after] = [await a.argvOf(failed), await a.argvOf(resumed.body.worker_job_id)];

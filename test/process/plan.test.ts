@@ -9,7 +9,7 @@ const SCRIPT_FLAGS = [
   "network_module", "network_dim", "network_alpha", "metadata_title", "metadata_trigger_phrase", "network_train_unet_only", "learning_rate", "unet_lr",
   "optimizer_type", "lr_scheduler", "lr_warmup_steps", "max_train_steps", "seed", "mixed_precision",
   "gradient_checkpointing", "sdpa", "cache_latents", "cache_latents_to_disk", "cache_text_encoder_outputs",
-  "min_snr_gamma", "noise_offset", "max_token_length", "max_data_loader_n_workers", "persistent_data_loader_workers",
+  "min_snr_gamma", "noise_offset", "max_data_loader_n_workers", "persistent_data_loader_workers",
   "console_log_simple", "caption_extension", "save_every_n_steps", "save_state", "save_last_n_steps",
   "save_last_n_steps_state",
 ];
@@ -24,6 +24,18 @@ async function plan(tree: HostTree, body: unknown, trainerTable = 'mode = "simul
 }
 
 describe("lora-worker plan", () => {
+  test("the context is chosen from the dataset's captions as its preparation will choose it", async () => {
+    using tree = makeHostTree();
+    // By the bound plan counts with here (no tokenizer imported): one token per letter, 80 past the trigger.
+    await Bun.write(join(tree.dataset, "img0.txt"), Array.from({ length: 80 }, () => "a").join(" "));
+    const long = await plan(tree, tree.validRequest());
+    expect(long.out.argv).toContain("--max_token_length=150");
+    // Contrast: the same dataset with a short caption trains on one window, passed as no flag.
+    await Bun.write(join(tree.dataset, "img0.txt"), "a man smiling");
+    const short = await plan(tree, tree.validRequest());
+    expect(short.out.argv.filter((a: string) => a.startsWith("--max_token_length"))).toEqual([]);
+  });
+
   test("in real mode the trainer is accelerate and the cwd is the sd-scripts checkout", async () => {
     using tree = makeHostTree();
     const venv = join(tree.root, "venv/bin");
@@ -61,9 +73,8 @@ describe("lora-worker plan", () => {
     expect(flags).toContain("--network_dim=16");
     expect(flags).toContain("--seed=42");
     expect(flags).toContain("--caption_extension=.txt");
-    // SDXL base's own noise offset; three CLIP windows of caption (works with cached text-encoder outputs).
+    // SDXL base's own noise offset; no caption here needs more than one CLIP window, so no --max_token_length.
     expect(flags).toContain("--noise_offset=0.0357");
-    expect(flags).toContain("--max_token_length=225");
     // The LoRA's modelspec header names it and its trigger.
     expect(flags).toContain("--metadata_title=mylora");
     expect(flags).toContain("--metadata_trigger_phrase=ohwx");

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tokensAtMost } from "../../src/dataset/clip-tokens.ts";
 import { DatasetInvalid, prepareCopy, type PrepareFor } from "../../src/dataset/prepare.ts";
+import type { TokenWindow } from "../../src/job.ts";
 import { solidPng } from "../../src/png.ts";
 import { waitFor } from "../support/wait.ts";
 import { claimedPng, cornersPng, jpegWithOrientation, pngWithOrientation, tiffImage } from "../support/exif.ts";
@@ -20,10 +21,14 @@ function copyDir(files: Record<string, string | Uint8Array>): string {
   return dir;
 }
 
+// Buckets around 8 px, so the small test images here train at scale 1 unless a test says otherwise.
+const TINY_BUCKETS = { resolution: 8, minBucketReso: 4, maxBucketReso: 64, bucketResoSteps: 4 };
 const TARGET: PrepareFor = {
-  trigger: "ohwx", subjectClass: "person", resolution: 8, maxTokens: 225,
+  trigger: "ohwx", subjectClass: "person", buckets: TINY_BUCKETS, folder: "10_ohwx person",
   tokens: { count: tokensAtMost, by: "upper bound" },
 };
+// A caption of `n` tokens as tokensAtMost counts them: one per letter.
+const tokens = (n: number) => Array.from({ length: n }, () => "a").join(" ");
 const shownAs = (name: string) => `10_ohwx person/${name}`;
 const png = (shade: number) => solidPng(8, 8, [shade, 10, 10]);
 
@@ -36,10 +41,18 @@ describe("the job's copy made ready for the trainer", () => {
     });
     const report = await prepareCopy(dir, shownAs, TARGET);
     expect(report.captions).toEqual({
-      trigger_added: 1, trigger_present: 1, images_without_caption: 1, cut: [], tokens_counted_by: "upper bound",
+      trigger_added: 1, trigger_present: 1, trigger_moved: 0, images_without_caption: 1, cut: [],
+      tokens_counted_by: "upper bound",
     });
     expect(readFileSync(join(dir, "a.txt"), "utf8")).toBe("ohwx person, a man smiling, outdoors");
     expect(readFileSync(join(dir, "b.txt"), "utf8")).toBe("OHWX, close-up\nnotes");
+    expect(report.files).toEqual([
+      { file: "10_ohwx person/a.txt", did: "trigger_added", prefix: "ohwx person, " },
+      { file: "10_ohwx person/b.txt", did: "caption_kept" },
+      { file: "10_ohwx person/c.png", did: "no_caption", trains_on: "ohwx person" },
+    ]);
+    expect(report.files_not_listed).toBe(0);
+    expect(report.warnings).toEqual([]);
   });
 
   test("a caption is written beside and renamed: a hard link to it elsewhere (a resume's copy) keeps its text", async () => {
@@ -57,6 +70,9 @@ describe("the job's copy made ready for the trainer", () => {
     const dir = copyDir({ "phone.jpg": turned, "flat.png": pngWithOrientation(cornersPng(), 1) });
     const report = await prepareCopy(dir, shownAs, TARGET);
     expect(report.turned_upright).toEqual(["10_ohwx person/phone.jpg"]);
+    expect(report.files).toContainEqual(
+      { file: "10_ohwx person/phone.jpg", did: "turned_upright", stored_as: "10_ohwx person/phone.jpg" },
+    );
     const stored = new Uint8Array(readFileSync(join(dir, "phone.jpg")));
     expect(await new Bun.Image(stored).metadata()).toEqual({ width: 4, height: 6, format: "png" });
     // What Bun's own EXIF handling (libjpeg-turbo's orientation) shows of the original, pixel for pixel.
@@ -77,25 +93,89 @@ describe("the job's copy made ready for the trainer", () => {
     }
   });
 
-  test("small images and identical images are named; bigger, distinct ones are not", async () => {
+  test("images sd-scripts scales up into their bucket are named with the scale; identical images are named", async () => {
     const dir = copyDir({
       "big.png": solidPng(16, 16, [1, 2, 3]), "tiny.png": solidPng(4, 6, [4, 5, 6]),
       "one.png": png(9), "two.png": png(9),
     });
-    const report = await prepareCopy(dir, shownAs, { ...TARGET, resolution: 12 });
+    // At 12: 16x16 goes to the 12x12 bucket (scale 0.75), 8x8 to it at 1.5, 4x6 to 8x16 at 16/6.
+    const report = await prepareCopy(dir, shownAs, { ...TARGET, buckets: { ...TINY_BUCKETS, resolution: 12 } });
     expect(report.small).toEqual([
-      { image: "10_ohwx person/one.png", width: 8, height: 8 },
-      { image: "10_ohwx person/tiny.png", width: 4, height: 6 },
-      { image: "10_ohwx person/two.png", width: 8, height: 8 },
+      { image: "10_ohwx person/one.png", width: 8, height: 8, scale: 1.5 },
+      { image: "10_ohwx person/tiny.png", width: 4, height: 6, scale: 16 / 6 },
+      { image: "10_ohwx person/two.png", width: 8, height: 8, scale: 1.5 },
     ]);
     expect(report.duplicates).toEqual([["10_ohwx person/one.png", "10_ohwx person/two.png"]]);
+    expect(report.files).toContainEqual({ file: "10_ohwx person/two.png", did: "duplicate", same_as: "10_ohwx person/one.png" });
+    expect(report.files).toContainEqual({ file: "10_ohwx person/tiny.png", did: "small", scale: 16 / 6 });
   });
 
-  test("a caption longer than the trainer reads is named with its count", async () => {
-    const long = Array.from({ length: 40 }, (_, i) => `word${i}`).join(" ");
-    const dir = copyDir({ "a.png": png(1), "a.txt": `ohwx ${long}`, "b.png": png(2), "b.txt": "ohwx short" });
-    const report = await prepareCopy(dir, shownAs, { ...TARGET, maxTokens: 100 });
-    expect(report.captions.cut).toEqual([{ caption: "10_ohwx person/a.txt", tokens: tokensAtMost(`ohwx ${long}`) }]);
+  test("a photo of fewer pixels than the resolution squared is not small when its bucket fits it (sd-scripts' rule)", async () => {
+    const sdxl = { resolution: 768, minBucketReso: 256, maxBucketReso: 2048, bucketResoSteps: 64 };
+    const dir = copyDir({ "fits.png": solidPng(640, 896, [1, 2, 3]), "under.png": solidPng(600, 800, [4, 5, 6]) });
+    const report = await prepareCopy(dir, shownAs, { ...TARGET, buckets: sdxl });
+    // Contrast: both are under 768 x 768 pixels; only the one its bucket (640x896) is larger than is upscaled.
+    expect(report.small).toEqual([{ image: "10_ohwx person/under.png", width: 600, height: 800, scale: 1.12 }]);
+  });
+
+  test("the context is the smallest that holds the longest caption: 75, 150 or 225 tokens, named with it", async () => {
+    const cases: Array<[number, TokenWindow]> = [[60, 75], [75, 75], [76, 150], [150, 150], [151, 225], [300, 225]];
+    for (const [length, window] of cases) {
+      const dir = copyDir({ "a.png": png(1), "a.txt": `ohwx ${tokens(length - 4)}`, "b.png": png(2), "b.txt": "ohwx" });
+      const report = await prepareCopy(dir, shownAs, TARGET);
+      expect({ length, window: report.token_window }).toEqual({
+        // Counted up to 225, and 226 for any longer (dataset/clip-tokens.ts).
+        length, window: { tokens: window, longest: { caption: "10_ohwx person/a.txt", tokens: Math.min(length, 226) } },
+      });
+      expect(report.captions.cut).toEqual(length > 225 ? [{ caption: "10_ohwx person/a.txt", tokens: 226 }] : []);
+    }
+  });
+
+  test("the trigger a caption gets in front counts toward the context", async () => {
+    // 72 tokens, then "ohwx person, " (4 + 6 + 1 by the bound) in front: past 75.
+    const dir = copyDir({ "a.png": png(1), "a.txt": tokens(72) });
+    const report = await prepareCopy(dir, shownAs, TARGET);
+    expect(report.token_window).toEqual({ tokens: 150, longest: { caption: "10_ohwx person/a.txt", tokens: 83 } });
+  });
+
+  test("a caption whose trigger lies past the context gets it in front; one whose trigger lies within keeps it", async () => {
+    const dir = copyDir({
+      "late.png": png(1), "late.txt": `${tokens(230)} ohwx`,
+      "early.png": png(2), "early.txt": `ohwx ${tokens(230)}`,
+    });
+    const report = await prepareCopy(dir, shownAs, TARGET);
+    expect(readFileSync(join(dir, "late.txt"), "utf8")).toBe(`ohwx person, ${tokens(230)} ohwx`);
+    // Contrast: the same length with the trigger first stays as it was.
+    expect(readFileSync(join(dir, "early.txt"), "utf8")).toBe(`ohwx ${tokens(230)}`);
+    expect(report.captions).toMatchObject({ trigger_moved: 1, trigger_present: 1, trigger_added: 0 });
+    expect(report.files).toContainEqual(
+      { file: "10_ohwx person/late.txt", did: "trigger_moved", prefix: "ohwx person, " },
+    );
+    expect(report.token_window?.tokens).toBe(225);
+  });
+
+  test("the notes list the first 50 files and count the rest", async () => {
+    const names = Array.from({ length: 60 }, (_, i) => `i${String(i).padStart(2, "0")}.png`);
+    const report = await prepareCopy(copyDir(Object.fromEntries(names.map((n, i) => [n, png(i)]))), shownAs, TARGET);
+    expect(report.files).toHaveLength(50);
+    expect(report.files?.[49]).toEqual({ file: "10_ohwx person/i49.png", did: "no_caption", trains_on: "ohwx person" });
+    expect(report.files_not_listed).toBe(10);
+    expect(report.captions.images_without_caption).toBe(60);
+  });
+
+  test("a kohya folder naming another trigger or class is a warning; the request's are trained", async () => {
+    const dir = copyDir({ "a.png": png(1), "a.txt": "a man" });
+    const report = await prepareCopy(dir, shownAs, { ...TARGET, folder: "10_sks man" });
+    expect(report.warnings).toEqual([
+      'the folder "10_sks man" names "sks man", the request "ohwx person": the request\'s trigger and class are ' +
+        'trained (the captions are led with "ohwx person, " and images without a caption train on "ohwx person")',
+    ]);
+    expect(readFileSync(join(dir, "a.txt"), "utf8")).toBe("ohwx person, a man");
+    // Contrast: the folder that names them (the trigger in any case, as CLIP lowercases it) warns of nothing.
+    for (const folder of ["10_ohwx person", "3_OHWX person", null]) {
+      const same = await prepareCopy(copyDir({ "a.png": png(1) }), shownAs, { ...TARGET, folder });
+      expect({ folder, warnings: same.warnings }).toEqual({ folder, warnings: [] });
+    }
   });
 
   test("bytes that are no image the worker reads, and a caption that is not UTF-8, end it naming the file", async () => {
@@ -117,9 +197,10 @@ describe("the job's copy made ready for the trainer", () => {
     const dir = copyDir({ "scan.png": tiff });
     // Contrast: the worker's decoder refuses these very bytes.
     expect(await new Bun.Image(tiff).metadata().catch((err) => err.code)).toBe("ERR_IMAGE_FORMAT_UNSUPPORTED");
-    const report = await prepareCopy(dir, shownAs, { ...TARGET, resolution: 12 });
+    const report = await prepareCopy(dir, shownAs, { ...TARGET, buckets: { ...TINY_BUCKETS, resolution: 12 } });
     expect(new Uint8Array(readFileSync(join(dir, "scan.png")))).toEqual(tiff);
-    expect(report).toMatchObject({ turned_upright: [], small: [{ image: "10_ohwx person/scan.png", width: 6, height: 4 }] });
+    // At 12, 6 x 4 goes to the 12 x 12 bucket (tied with 16 x 8, the first in sd-scripts' order), scaled 3 times.
+    expect(report).toMatchObject({ turned_upright: [], small: [{ image: "10_ohwx person/scan.png", width: 6, height: 4, scale: 3 }] });
   });
 
   test("a TIFF stored turned is refused, naming its orientation: the worker cannot turn what it cannot decode", async () => {

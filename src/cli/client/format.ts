@@ -1,3 +1,4 @@
+import { datasetRows } from "./dataset-rows.ts";
 import { EXIT, type ExitCode } from "./exit.ts";
 import { isTerminal, type JobView } from "./worker-client.ts";
 
@@ -82,7 +83,7 @@ export function statusLines(view: JobView, baseUrl: string): string[] {
     ["status", `${view.status}${paused}, phase ${view.phase}${view.simulated ? " (simulated trainer)" : ""}`],
     ["progress", `${steps(view)} steps, loss ${loss(view)}${eta}`],
     ["request", `tier ${String(r.tier)} on device ${String(r.device_index)}, ${String(r.output_name)}, ` +
-      `trigger ${String(r.trigger)}, seed ${String(r.seed)}${r.samples ? `, ${r.samples} samples a checkpoint` : ""}`],
+      `trigger ${String(r.trigger)}, seed ${String(r.seed)}${samplesNote(r.samples)}`],
     ["created", view.created_at],
     ...(view.started_at ? [["started", view.started_at] as [string, string]] : []),
     ...(view.ended_at ? [["ended", view.ended_at] as [string, string]] : []),
@@ -92,32 +93,6 @@ export function statusLines(view: JobView, baseUrl: string): string[] {
   ];
   const hint = resumeHint(view);
   return [...rows.map(([k, v]) => `${k.padEnd(9)}${v}`), ...outcomeLines(view), ...(hint === null ? [] : [hint])];
-}
-
-// What the worker did to the job's dataset copy, and what sd-scripts would have done to it unsaid. An older worker
-// sends no report.
-function datasetRows(view: JobView): [string, string][] {
-  const report = view.dataset?.prepared;
-  if (report === undefined) return [];
-  const c = report.captions;
-  const rows: [string, string][] = [[
-    "captions",
-    `trigger added to ${c.trigger_added}, already in ${c.trigger_present}, ` +
-      `${c.images_without_caption} images without one`,
-  ]];
-  if (report.turned_upright.length > 0) rows.push(["upright", `turned: ${report.turned_upright.join(", ")}`]);
-  if (report.small.length > 0) {
-    rows.push(["small", report.small.map((s) => `${s.image} (${s.width}x${s.height})`).join(", ")]);
-  }
-  const large = (report.large ?? []).map((s) => `${s.image} (${s.width}x${s.height})`);
-  if (large.length > 0) rows.push(["large", `${large.join(", ")}: over Pillow's 89,478,485 pixels, it warns`]);
-  for (const set of report.duplicates) rows.push(["same", set.join(" = ")]);
-  // Counting stops past 225 tokens (dataset/clip-tokens.ts): a longer caption is not counted further.
-  const tokens = (n: number) => (n > 225 ? "more than 225 tokens" : `${n} tokens`);
-  for (const cut of c.cut) {
-    rows.push(["cut", `${cut.caption}: ${tokens(cut.tokens)}, more than the text encoders read`]);
-  }
-  return rows;
 }
 
 // The runs before and after this one, its newest saved state and the intermediate LoRAs beside it.
@@ -136,15 +111,22 @@ function resumeRows(view: JobView, baseUrl: string): [string, string][] {
   return rows;
 }
 
-// One row per checkpoint, in step order: each preview's template and the URL that serves it (with the token).
+// One row per step drawn, in step order: each preview's template (with "/class" for its draw without the trigger)
+// and the URL that serves it (with the token).
 function sampleRows(view: JobView, baseUrl: string): [string, string][] {
   // An older worker, one without preview samples, sends no `samples`.
   const byStep = Map.groupBy(view.samples ?? [], (s) => s.step);
   return [...byStep].map(([step, samples], i) => [
     i === 0 ? "samples" : "",
-    `step ${step}: ${samples.map((s) => `${s.template ?? `#${s.index}`} ${baseUrl}${s.url}`).join(", ")}`,
+    `step ${step}: ${samples.map((s) => `${sampleName(s)} ${baseUrl}${s.url}`).join(", ")}`,
   ]);
 }
+
+const samplesNote = (samples: unknown) => (samples ? `, ${samples} sample prompts with and without the trigger` : "");
+
+// An older worker's samples name no subject.
+const sampleName = (s: NonNullable<JobView["samples"]>[number]) =>
+  `${s.template ?? `#${s.index}`}${s.subject === "class" ? "/class" : ""}`;
 
 // The command that continues a resumable job, or null.
 export function resumeHint(view: JobView): string | null {

@@ -1,0 +1,60 @@
+import type { JobView } from "./worker-client.ts";
+
+type Report = NonNullable<NonNullable<JobView["dataset"]>["prepared"]>;
+type Note = NonNullable<Report["files"]>[number];
+
+// What the worker did to the job's dataset copy, and what sd-scripts would have done to it unsaid. An older worker
+// sends no report, or one without the context, the notes and the warnings.
+export function datasetRows(view: JobView): [string, string][] {
+  const report = view.dataset?.prepared;
+  if (report === undefined) return [];
+  const c = report.captions;
+  const moved = c.trigger_moved ? `, moved in front in ${c.trigger_moved}` : "";
+  const rows: [string, string][] = [[
+    "captions",
+    `trigger added to ${c.trigger_added}, already in ${c.trigger_present}${moved}, ` +
+      `${c.images_without_caption} images without one`,
+  ]];
+  if (report.token_window !== undefined) rows.push(["context", contextLine(report.token_window)]);
+  for (const warning of report.warnings ?? []) rows.push(["warning", warning]);
+  if (report.turned_upright.length > 0) rows.push(["upright", `turned: ${report.turned_upright.join(", ")}`]);
+  if (report.small.length > 0) {
+    const scaled = (s: Report["small"][number]) => ("scale" in s ? `, scaled ${round(s.scale)}x` : "");
+    rows.push(["small", report.small.map((s) => `${s.image} (${s.width}x${s.height}${scaled(s)})`).join(", ")]);
+  }
+  const large = (report.large ?? []).map((s) => `${s.image} (${s.width}x${s.height})`);
+  if (large.length > 0) rows.push(["large", `${large.join(", ")}: over Pillow's 89,478,485 pixels, it warns`]);
+  for (const set of report.duplicates) rows.push(["same", set.join(" = ")]);
+  for (const cut of c.cut) {
+    rows.push(["cut", `${cut.caption}: ${tokenCount(cut.tokens)}, more than the text encoders read`]);
+  }
+  (report.files ?? []).forEach((note, i) => rows.push([i === 0 ? "files" : "", `${note.file}: ${noteText(note)}`]));
+  if (report.files_not_listed) rows.push(["", `and ${report.files_not_listed} more`]);
+  return rows;
+}
+
+function contextLine(window: NonNullable<Report["token_window"]>): string {
+  const flag = window.tokens === 75 ? "no --max_token_length" : `--max_token_length=${window.tokens}`;
+  const { longest } = window;
+  const why = longest === null ? "no captions" : `the longest caption, ${longest.caption}, has ` +
+    count(longest.tokens);
+  return `${window.tokens} tokens (${flag}): ${why}`;
+}
+
+function noteText(note: Note): string {
+  switch (note.did) {
+    case "trigger_added": return `trigger added ("${note.prefix}" in front)`;
+    case "trigger_moved": return `trigger past the context (225 tokens): "${note.prefix}" in front`;
+    case "caption_kept": return "caption kept";
+    case "no_caption": return `no caption: trains on "${note.trains_on}"`;
+    case "turned_upright": return `turned upright, re-encoded as PNG: ${note.stored_as}`;
+    case "small": return `small: scaled up ${round(note.scale)}x`;
+    case "duplicate": return `the same bytes as ${note.same_as}`;
+  }
+}
+
+// Counting stops past 225 tokens (dataset/clip-tokens.ts): a longer caption is not counted further.
+const count = (n: number) => (n > 225 ? "more than 225" : String(n));
+const tokenCount = (n: number) => `${count(n)} tokens`;
+
+const round = (scale: number) => String(Math.round(scale * 100) / 100);
