@@ -16,7 +16,7 @@ export function gate(ctx: DispatchContext): Refused | null {
 }
 
 function unsupervised(ctx: DispatchContext): string | null {
-  for (const id of ctx.markedJobs()) if (!ctx.supervisor.follows(id) && ctx.dirOf(id).exists()) return id;
+  for (const id of ctx.markedJobs()) if (!ctx.supervisor.follows(id) && ctx.dirs.of(id).exists()) return id;
   return null;
 }
 

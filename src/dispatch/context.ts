@@ -2,7 +2,7 @@ import { join } from "node:path";
 import type { Config } from "../config/schema.ts";
 import { type CaptionTokens, captionTokens } from "../dataset/clip-tokens.ts";
 import type { GpuProbe } from "../gpu/probe.ts";
-import type { JobDir, JobDirs } from "../job-dir/job-dir.ts";
+import type { JobDirs } from "../job-dir/job-dir.ts";
 import type { Logger } from "../logger.ts";
 import type { JobStore } from "../store/job-store.ts";
 import type { StateHealth } from "../store/state-health.ts";
@@ -32,7 +32,6 @@ export interface DispatcherDeps {
 
 /** What every step of a dispatch reads: its collaborators, and what follows from them once. */
 export interface DispatchContext extends DispatcherDeps {
-  dirOf: (id: string) => JobDir;
   resumeChecks: ReturnType<typeof createResumeChecks>;
   /** How the trainer's tokenizer counts a caption's tokens: read for each job (`tokenizers import` may have run). */
   captionTokensOf: () => CaptionTokens;
@@ -41,7 +40,6 @@ export interface DispatchContext extends DispatcherDeps {
 export function dispatchContext(deps: DispatcherDeps): DispatchContext {
   return {
     ...deps,
-    dirOf: (id) => deps.dirs.of(id),
     resumeChecks: createResumeChecks(deps.store, deps.config.state_dir),
     captionTokensOf: () => captionTokens(join(tokenizerDir(deps.config), TOKENIZERS[0]!.folder)),
   };

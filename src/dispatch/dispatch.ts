@@ -114,7 +114,7 @@ async function resumeFresh(
 ): Promise<DispatchResult> {
   const from = await ctx.resumeChecks.resumable(job);
   if (!from.ok) return from;
-  const copy = readCopy(ctx.dirOf(job.id).dataset);
+  const copy = readCopy(ctx.dirs.of(job.id).dataset);
   if (copy === null) {
     const detail = `job ${job.id} cannot be resumed: its dataset copy is missing from its job directory`;
     return fail({ kind: "not_resumable", detail });

@@ -1,14 +1,17 @@
-import { cancelledOutcome, failedOutcome, type Outcome, type TokenWindow } from "../job.ts";
+import { cancelledOutcome, failedOutcome, type TokenWindow } from "../job.ts";
 import { buildLaunch, type ResumeFrom, trainedWindow } from "../recipe/command.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import type { Job } from "../store/job-store.ts";
+import type { Prepared } from "../supervisor/index.ts";
 import type { DispatchContext } from "./context.ts";
 import type { Origin } from "./origin.ts";
 
 /**
  * The preparing phase, after the answer: the job directory created and filled (the dataset copied, or a
- * predecessor's copy linked), then the launch. The job ends here, before any trainer exists, when the fill or the
- * launch fails or a cancel came first: it trained nothing, and its directory goes whole.
+ * predecessor's copy linked), then the launch planned and what the trainer reads written. It hands the supervisor
+ * the launch, which the supervisor starts, or how the job ended before any trainer existed (the fill or the plan
+ * failed, or a cancel came first): it trained nothing, and its directory goes whole. Null: its record was ended
+ * meanwhile, with nothing left to launch.
  */
 export async function prepare(
   ctx: DispatchContext,
@@ -16,42 +19,45 @@ export async function prepare(
   train: CheckedTrain,
   origin: Origin,
   signal: AbortSignal,
-): Promise<Outcome | null> {
-  const dir = ctx.dirOf(row.id);
+): Promise<Prepared> {
+  const dir = ctx.dirs.of(row.id);
   dir.create();
-  const ended = await fillAndLaunch(ctx, row, train, origin, signal).catch(async (err: unknown) => {
+  const prepared = await fillAndPlan(ctx, row, train, origin, signal).catch(async (err: unknown) => {
     await dir.remove();
     throw err;
   });
-  if (ended !== null) await dir.remove();
-  return ended;
+  if (prepared !== null && "ended" in prepared) await dir.remove();
+  return prepared;
 }
 
-async function fillAndLaunch(ctx: DispatchContext, row: Job, train: CheckedTrain, origin: Origin, signal: AbortSignal) {
-  const filled = await origin.fill(ctx.dirOf(row.id).dataset, signal);
+async function fillAndPlan(
+  ctx: DispatchContext, row: Job, train: CheckedTrain, origin: Origin, signal: AbortSignal,
+): Promise<Prepared> {
+  const filled = await origin.fill(ctx.dirs.of(row.id).dataset, signal);
   const cancelled = ctx.store.get(row.id)?.stop_reason != null;
-  if (!filled.ok || cancelled) return filled.ok ? cancelledOutcome() : filled.error;
+  if (!filled.ok || cancelled) return { ended: filled.ok ? cancelledOutcome() : filled.error };
   // A record no longer active has nothing left to launch.
   if (!ctx.store.markPrepared(row.id, filled.value)) return null;
   // A fresh copy's own report, or for a resume its predecessor's, which the copy was prepared under.
   const window = trainedWindow((filled.value ?? origin.dataset)?.report);
-  return launch(ctx, row, train, origin.resume, window);
+  return plan(ctx, row, train, origin.resume, window);
 }
 
-async function launch(
+// The one command, and what it reads written into the job directory: the launch the supervisor starts.
+function plan(
   ctx: DispatchContext,
   row: Job,
   train: CheckedTrain,
   resume: ResumeFrom | null,
   window: TokenWindow,
-): Promise<Outcome | null> {
-  const { config, trainer, log } = ctx;
-  const dir = ctx.dirOf(row.id);
+): Prepared {
+  const { config, trainer } = ctx;
+  const dir = ctx.dirs.of(row.id);
   try {
     const placing = ctx.backend.launch(train.device);
     const plan = buildLaunch(train, config, dir, trainer, placing, window, resume);
     dir.writeRecipe({ datasetToml: plan.dataset_toml, samplePrompts: plan.sample_prompts });
-    const launchFile = {
+    const launch = {
       argv: plan.argv,
       env: plan.env,
       cwd: plan.cwd,
@@ -60,18 +66,10 @@ async function launch(
       inheritEnv: plan.inheritEnv,
       forwardSignals: placing.forwardSignals,
     };
-    await ctx.supervisor.start(ctx.store.get(row.id) ?? row, train.outputFile, launchFile);
+    return { launch, outputFile: train.outputFile };
   } catch (err) {
     const error = `the trainer could not be started: ${(err as Error).message}`;
-    log.error("spawn failed", { job_id: row.id, error });
-    return failedOutcome("spawn_failed", error);
+    ctx.log.error("spawn failed", { job_id: row.id, error });
+    return { ended: failedOutcome("spawn_failed", error) };
   }
-  log.info("job started", {
-    job_id: row.id,
-    tier: train.request.tier,
-    device_index: train.device.index,
-    simulated: trainer.simulated,
-    ...(resume === null ? {} : { resumed_from: row.resumed_from, resume_step: resume.step }),
-  });
-  return null;
 }

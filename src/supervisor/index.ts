@@ -3,6 +3,7 @@
 export {
   createSupervisor,
   PreparationCancelled,
+  type Prepared,
   type LiveProgress,
   type Supervisor,
   type SupervisorDeps,

@@ -16,6 +16,10 @@ export interface SupervisorDeps extends RunDeps {
   backends: Backends;
 }
 
+/** What a job's preparation hands back: the launch to start (and where its LoRA is published), or how the job ended
+ * before any trainer existed; null when its record was ended meanwhile and nothing is left to launch. */
+export type Prepared = { launch: LaunchFile; outputFile: string } | { ended: Outcome } | null;
+
 /** Why a job's preparation stopped: a cancel, not a failure of the copy. */
 export class PreparationCancelled extends Error {
   constructor() {
@@ -29,12 +33,10 @@ export type LiveProgress = Progress & { queue_reason: string | null; unrecorded:
 
 /** The runs of this worker: started, adopted after a restart, watched, cancelled, waited for. */
 export interface Supervisor {
-  /** The claimed job's first phase: `work` copies its dataset and launches it, or says how it ended before any
-   * trainer existed (a copy that failed or was cancelled), which goes on record. Watchers hear of its end. */
-  prepare(id: string, work: (signal: AbortSignal) => Promise<Outcome | null>): void;
-  /** Places a claimed job's run through the configured backend and follows it; throws (having stopped whatever it
-   * started) when it cannot. */
-  start(row: Job, outputFile: string, launch: LaunchFile): Promise<void>;
+  /** The claimed job, from its first phase to its end: `work` prepares it (its dataset copied, its launch planned)
+   * and hands back the launch, which the supervisor places through the configured backend and follows, or how the
+   * job ended before any trainer existed, which goes on record. Watchers hear of its end. */
+  prepare(id: string, work: (signal: AbortSignal) => Promise<Prepared>): void;
   /** Whether a run of ours follows the job, or is being launched for it. */
   follows(id: string): boolean;
   /** Answers once no process of the job is left, with the final record (null for a job the store does not know). */
@@ -76,7 +78,6 @@ export function createSupervisor(deps: SupervisorDeps): Supervisor {
   };
   return {
     prepare: (id, work) => prepare(s, id, work),
-    start: (row, outputFile, launch) => start(s, row, outputFile, launch),
     follows: (id) => s.runs.has(id) || s.launches.has(id),
     cancel: (id) => cancel(s, id),
     pause: (id) => pause(s, id),
@@ -127,10 +128,12 @@ function contextOf(s: Supervision, row: Job, outputFile: string, backend: Backen
   return runContext(s.deps, row, outputFile, backend, hooks);
 }
 
-// A failure or cancel of the preparation is recorded as the job's end; watchers hear of the end either way.
-function prepare(s: Supervision, id: string, work: (signal: AbortSignal) => Promise<Outcome | null>): void {
+// A failure or cancel of the preparation, or a launch that cannot start, is recorded as the job's end; watchers hear
+// of the end either way.
+function prepare(s: Supervision, id: string, work: (signal: AbortSignal) => Promise<Prepared>): void {
   const abort = new AbortController();
   const done = work(abort.signal)
+    .then((prepared) => (prepared !== null && "launch" in prepared ? launch(s, id, prepared) : prepared?.ended ?? null))
     .catch((err: Error) => failedOutcome("spawn_failed", `the job could not be prepared: ${err.message}`))
     .then(async (ended) => {
       if (ended === null) return;
@@ -143,6 +146,26 @@ function prepare(s: Supervision, id: string, work: (signal: AbortSignal) => Prom
       notify(s, id);
     });
   s.preparations.set(id, { abort, done });
+}
+
+// A prepared job's run, placed and followed; one that cannot start ends spawn_failed, its directory gone whole, as
+// a job that ended in its preparation.
+async function launch(s: Supervision, id: string, { launch, outputFile }: { launch: LaunchFile; outputFile: string }) {
+  const { store, dirs, log } = s.deps;
+  const row = store.get(id);
+  if (row === null) return null;
+  try {
+    await start(s, row, outputFile, launch);
+  } catch (err) {
+    const error = `the trainer could not be started: ${(err as Error).message}`;
+    log.error("spawn failed", { job_id: id, error });
+    await dirs.of(id).remove();
+    return failedOutcome("spawn_failed", error);
+  }
+  const { tier, device_index } = row.request;
+  const resumed = row.resumed_from === null ? {} : { resumed_from: row.resumed_from, resume_step: row.resume_step };
+  log.info("job started", { job_id: id, tier, device_index, simulated: row.simulated, ...resumed });
+  return null;
 }
 
 // The job's files and who places it come first, so a restart at any moment finds both; the backend's own state of
