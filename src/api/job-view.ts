@@ -1,4 +1,4 @@
-import { isActive } from "../job.ts";
+import { isActive, isPaused, isResumable } from "../job.ts";
 import type { LiveProgress, Supervisor } from "../supervisor/index.ts";
 import type { JobFilter } from "../job.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
@@ -128,13 +128,12 @@ function pauseStep(row: Job, request: JobRequest, step: number, total: number | 
 function resumeView(row: Job) {
   return {
     resume_step: row.resume_step,
-    resumable:
-      (row.status === "failed" || row.status === "cancelled") && row.resume_state !== null && row.resumed_by === null,
+    resumable: isResumable(row),
     checkpoints: row.checkpoints.map(({ path: _path, ...checkpoint }) => ({
       ...checkpoint,
       url: `/train/${row.id}/checkpoints/${checkpoint.step}`,
     })),
-    paused: row.stop_reason === "pause" && row.status === "cancelled",
+    paused: isPaused(row),
     ...optional({
       pause_requested_at: row.pause_requested_at,
       resumed_from: row.resumed_from,

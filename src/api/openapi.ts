@@ -116,7 +116,10 @@ export const JobView = z.strictObject({
     .boolean()
     .describe("failed or cancelled, with a saved state, and not resumed yet: POST /train/{id}/resume starts from it"),
   checkpoints: z.array(CheckpointView).describe("the verified intermediate LoRAs still on disk"),
-  paused: z.boolean().describe("cancelled by a pause: stopped right after its newest saved state"),
+  paused: z
+    .boolean()
+    .describe("cancelled by a pause, stopped right after its newest saved state, and not resumed yet (once resumed, " +
+      "`resumed_by` names the job that went on and this is false)"),
   pause_requested_at: z.iso.datetime().optional(),
   pause_step: z
     .int()
@@ -126,7 +129,7 @@ export const JobView = z.strictObject({
       "the run reaches its end first)"),
   resumed_from: z.uuid().optional().describe("the job this one continues"),
   resumed_from_step: z.int().min(0).optional().describe("the step of the state this job started from"),
-  resumed_by: z.uuid().optional().describe("the job that continues this one"),
+  resumed_by: z.uuid().optional().describe("the job that continues this one: this one is resumed, no longer paused"),
   resume_gone: z.string().optional().describe("why a saved state of this job is gone"),
   samples: z
     .array(SampleView)

@@ -102,8 +102,8 @@ export function toJob(row: JobRow): Job {
 /** The SQL condition of an active job. */
 export const ACTIVE_SQL = `status IN (${ACTIVE_STATUSES.map((s) => `'${s}'`).join(",")})`;
 
-/** The filters that are no single status, as the job view decides them (api/job-view.ts resumeView). */
+/** The filters that are no single status: job.ts isPaused and isResumable in SQL (test/unit/job-words.test.ts). */
 export const FILTER_SQL: Partial<Record<JobFilter, string>> = {
-  paused: "status = 'cancelled' AND stop_reason = 'pause'",
+  paused: "status = 'cancelled' AND stop_reason = 'pause' AND resumed_by IS NULL",
   resumable: "status IN ('failed', 'cancelled') AND resume_state IS NOT NULL AND resumed_by IS NULL",
 };
