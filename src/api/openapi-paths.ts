@@ -48,6 +48,7 @@ const idempotencyKey = { name: "Idempotency-Key", in: "header", schema: { type: 
 const notFound = problem("no such job");
 const late = problem("the body did not arrive in time");
 const unauthorized = problem("missing or wrong bearer token");
+const forbidden = problem("a read-only token (auth.read_token_file): it may read, never act");
 const unavailable = answer(
   "nvidia-smi could not be read, the state dir cannot take writes, the trainer could not be started " +
     "(the failed job is named), or Slurm would not take the run (Slurm backend)",
@@ -79,6 +80,7 @@ const TRAIN = {
       200: answer("dispatched (or the same job again for a retried request)", "Dispatched"),
       400: malformed,
       401: unauthorized,
+      403: forbidden,
       408: late,
       409: answer(
         "busy, output exists, refused by VRAM admission, or too little disk for the run's states and LoRAs",
@@ -225,6 +227,7 @@ const PAUSE = {
         "JobView",
       ),
       401: unauthorized,
+      403: forbidden,
       404: notFound,
     },
   },
@@ -241,6 +244,7 @@ const RESUME = {
     responses: {
       200: answer("the new job (or the same one again for a retried request)", "Resumed"),
       401: unauthorized,
+      403: forbidden,
       404: notFound,
       409: answer(
         "not_resumable (the detail says why), busy, refused by VRAM or disk admission, or output exists",
@@ -265,7 +269,7 @@ const CANCEL = {
     operationId: "cancelJob",
     summary: "Stop the whole process tree",
     parameters: [jobId],
-    responses: { 200: answer("the final job", "JobView"), 401: unauthorized, 404: notFound },
+    responses: { 200: answer("the final job", "JobView"), 401: unauthorized, 403: forbidden, 404: notFound },
   },
 };
 
@@ -290,6 +294,7 @@ const SMOKE = {
       200: answer("dispatched: a job of tier smoke", "Dispatched"),
       400: malformed,
       401: unauthorized,
+      403: forbidden,
       408: late,
       409: answer("busy, refused by VRAM admission, or no smoke.base_model configured", "Conflict"),
       413: tooLarge,
