@@ -5,6 +5,7 @@ import type { Job, JobStore } from "../store/job-store.ts";
 import { SAMPLE_TEMPLATES, samplePrompt } from "../recipe/samples.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { TIERS } from "../tiers.ts";
+import { NEXT_STEPS } from "./next-steps.ts";
 
 /** A job on record with its run's live progress over it (null when no run of it is live). */
 export interface FreshJob {
@@ -87,6 +88,8 @@ export function jobView(recorded: Job, live: LiveProgress | null) {
       lora_bytes: row.lora_bytes,
       error: row.error,
       error_code: row.error_code,
+      // Once a resume took the job, what was to be done is done.
+      next_step: row.error_code === null || row.resumed_by !== null ? null : NEXT_STEPS[row.error_code],
     }),
     created_at: row.created_at,
     ...optional({ started_at: row.started_at, ended_at: row.ended_at }),

@@ -79,6 +79,16 @@ export const JobView = z.strictObject({
   lora_bytes: z.int().optional(),
   error: z.string().optional(),
   error_code: ErrorCode.optional(),
+  next_step: z
+    .strictObject({
+      text: z.string().describe("docs/troubleshooting.md's \"what to do\" for the error_code, word for word"),
+      retry_elsewhere: z
+        .boolean()
+        .describe("true where sending the request again on another card or a lighter tier is the better first move " +
+          "than a resume (`cuda_oom`)"),
+    })
+    .optional()
+    .describe("with `error_code`, until a resume takes the job: what to do about it"),
   created_at: z.iso.datetime(),
   started_at: z.iso.datetime().optional(),
   ended_at: z.iso.datetime().optional(),

@@ -8,6 +8,7 @@ import { OVERFLOWS, openStatusPage, saveScreenshot } from "../support/status-pag
 import { waitFor } from "../support/wait.ts";
 import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 import { untilEnded as ended } from "../support/jobs.ts";
+import { NEXT_STEPS } from "../../src/api/next-steps.ts";
 
 // Pause and resume as a person meets them: the client commands (run from source against a real worker from
 // source) and the status page in headless Chromium. The simulated fast run saves a state every 40 steps.
@@ -66,6 +67,8 @@ describe("lora-worker pause and resume against a worker running simulated jobs",
       expect(status.exitCode).toBe(1);
       expect(status.stdout).toContain(`\nresume   from step 40 (the newest saved state)\nsaved    step 40: ${worker.url}/train/${id}/checkpoints/40\nfailed after `);
       expect(status.stdout).toEndWith(`\nresume with: lora-worker resume ${id}\n`);
+      // What to do comes before the resume: out of memory, another card first.
+      expect(status.stdout).toContain(`\nwhat to do: ${NEXT_STEPS.cuda_oom.text.replaceAll("`", "")}\nresume with: `);
       const pause = await cli(worker, "pause", id);
       expect(pause.exitCode).toBe(1);
       expect(pause.stdout).toMatch(new RegExp(`^job ${id} had already ended, failed after \\d+s: cuda_oom`));
@@ -239,14 +242,39 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     expect(page.errors).toEqual([]);
   });
 
-  test("contrast: a run that drew no previews has only Resume", async () => {
+  test("contrast: a run that drew no previews and crashed has only Resume, first, and its own next step", async () => {
     using tree = makeHostTree();
-    await using worker = await startWorker(tree.writeConfig(withFailure("oom@50")));
+    await using worker = await startWorker(tree.writeConfig(withFailure("exit@50:1")));
     const id = (await endedJob(worker, tree)).worker_job_id as string;
     const page = await openStatusPage(browser, worker);
     await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')`, "the failed job in the list");
     await page.evaluate(`document.querySelector('#jobs tr[data-id="${id}"]').click()`);
     await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-resume")}`, "the failed job with Resume");
-    expect(await page.evaluate(`[${shown("job-resume-plain")}, ${shown("job-resumable")}]`)).toEqual([false, true]);
+    expect(await page.evaluate(`[${shown("job-resume-plain")}, ${shown("job-resumable")}, ${shown("job-retry-elsewhere")}]`)).toEqual([false, true, false]);
+    expect(await page.evaluate(`document.getElementById("job-resume").classList.contains("primary")`)).toBe(true);
+    expect(await page.evaluate(text("job-next-step"))).toBe(`What to do: ${NEXT_STEPS.trainer_crashed.text.replaceAll("`", "")}`);
+  });
+
+  test("a job that ran out of GPU memory says what to do, and offers sending it again on the other card before Resume, which starts it there", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(withFailure("oom@50")));
+    const failed = await endedJob(worker, tree);
+    expect(failed).toMatchObject({ error_code: "cuda_oom", resumable: true, request: { device_index: 0 }, next_step: NEXT_STEPS.cuda_oom });
+    const id = failed.worker_job_id as string;
+    const page = await openStatusPage(browser, worker);
+    await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')`, "the failed job in the list");
+    await page.evaluate(`document.querySelector('#jobs tr[data-id="${id}"]').click()`);
+    await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-retry-elsewhere")}`, "the failed job with Send again");
+    // The doc's words, its code marks shown as code; the other card first and primary, Resume after it and plain.
+    expect(await page.evaluate(text("job-next-step"))).toBe(`What to do: ${NEXT_STEPS.cuda_oom.text.replaceAll("`", "")}`);
+    expect(await page.evaluate(`[...document.querySelectorAll("#job-next-step code")].map((c) => c.textContent)`)).toContain("lora-worker gpu");
+    const buttons = `[...document.querySelectorAll(".job-actions button")].filter((b) => !b.hidden).map((b) => [b.textContent, b.classList.contains("primary")])`;
+    expect(await page.evaluate(buttons)).toEqual([["Send again on GPU 1", true], ["Resume", false]]);
+    await saveScreenshot(page, "failed-out-of-memory");
+
+    await page.evaluate(`document.getElementById("job-retry-elsewhere").click()`);
+    const next = await page.until<string>(`${text("job-id")} !== ${JSON.stringify(id)} && ${text("job-id")}`, "the page to show the new job");
+    expect((await worker.json(`/train/${next}`)).body).toMatchObject({ request: { ...failed.request, device_index: 1 } });
+    expect(page.errors).toEqual([]);
   });
 });

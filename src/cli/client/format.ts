@@ -99,7 +99,12 @@ export function statusLines(view: JobView, baseUrl: string): string[] {
     ...sampleRows(view, baseUrl),
   ];
   const hint = resumeHint(view);
-  return [...rows.map(([k, v]) => `${k.padEnd(9)}${v}`), ...outcomeLines(view), ...(hint === null ? [] : [hint])];
+  // What to do, as docs/troubleshooting.md says it (its `code` marks dropped), before the resume where that is
+  // the second choice.
+  const next = view.next_step ? [`what to do: ${view.next_step.text.replaceAll("`", "")}`] : [];
+  return [
+    ...rows.map(([k, v]) => `${k.padEnd(9)}${v}`), ...outcomeLines(view), ...next, ...(hint === null ? [] : [hint]),
+  ];
 }
 
 // What the worker did to the job's dataset copy, and what sd-scripts would have done to it unsaid. An older worker
