@@ -14,6 +14,11 @@ export function shownStatus(view: JobView): string {
   return view.resumed_by ? "resumed" : view.status;
 }
 
+/** `1 image`, `2 images`: a count with its noun as the count wants it. */
+export function counted(n: number, noun: string): string {
+  return `${n} ${n === 1 ? noun : `${noun}s`}`;
+}
+
 export function duration(seconds: number | null): string {
   if (seconds === null || !Number.isFinite(seconds)) return "-";
   const s = Math.max(0, Math.round(seconds));
@@ -90,7 +95,8 @@ export function statusLines(view: JobView, baseUrl: string): string[] {
     ["status", `${view.status}${paused}, phase ${view.phase}${view.simulated ? " (simulated trainer)" : ""}`],
     ["progress", `${steps(view)} steps, loss ${loss(view)}${eta}`],
     ["request", `tier ${String(r.tier)} on device ${String(r.device_index)}, ${String(r.output_name)}, ` +
-      `trigger ${String(r.trigger)}, seed ${String(r.seed)}${r.samples ? `, ${r.samples} samples a checkpoint` : ""}`],
+      `trigger ${String(r.trigger)}, seed ${String(r.seed)}` +
+      `${r.samples ? `, ${counted(Number(r.samples), "sample")} a checkpoint` : ""}`],
     ["created", view.created_at],
     ...(view.started_at ? [["started", view.started_at] as [string, string]] : []),
     ...(view.ended_at ? [["ended", view.ended_at] as [string, string]] : []),
@@ -115,8 +121,8 @@ function datasetRows(view: JobView): [string, string][] {
   const c = report.captions;
   const rows: [string, string][] = [[
     "captions",
-    `trigger added to ${c.trigger_added}, already in ${c.trigger_present}, ` +
-      `${c.images_without_caption} images without one`,
+    `trigger added to ${counted(c.trigger_added, "caption")}, already in ${c.trigger_present}, ` +
+      `${counted(c.images_without_caption, "image")} without one`,
   ]];
   if (report.turned_upright.length > 0) rows.push(["upright", `turned: ${report.turned_upright.join(", ")}`]);
   if (report.small.length > 0) {

@@ -15,7 +15,8 @@ balanced every ${balanced}, quality every ${quality}), stops it right after, and
 The job ends cancelled and paused; lora-worker resume ID continues it from that state as a new job. A run
 that ends before its next state ends as it would have; a job that already ended is left as it is.
 Prints how the job ended; --json: the final job record.
-Exit: 0 paused; otherwise by how the job ended: 0 succeeded, 1 failed, 3 cancelled.`,
+Exit: 0 paused (the pause did what was asked: 7 is what status and --follow say of a paused job); otherwise by
+how the job ended: 0 succeeded, 1 failed, 3 cancelled (a job paused before and resumed since included).`,
   values: [],
   flags: ["json"],
   async run({ client, out, options }) {
