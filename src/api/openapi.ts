@@ -274,7 +274,15 @@ export const Health = z.strictObject({
   gpu: GpuProbeFact,
   state_dir: StateDirFact,
   // Whether trainer.tokenizer_dir holds the two CLIP tokenizers a real run loads offline.
-  tokenizers: z.strictObject({ dir: z.string(), ready: z.boolean(), problems: z.array(z.string()) }),
+  tokenizers: z.strictObject({
+    dir: z.string(),
+    ready: z.boolean(),
+    problems: z.array(z.string()),
+    required: z
+      .literal(false)
+      .optional()
+      .describe("in simulate mode only: the simulated trainer loads no tokenizer, so none is needed (ready: true)"),
+  }),
   gpu_admission: GpuAdmission,
   listen: z.string().describe("as configured"),
   config_file: z.string().nullable().describe("the config file read; null when none was found"),
