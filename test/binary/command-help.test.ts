@@ -38,6 +38,7 @@ describe("a usage error", () => {
     const cases: Array<[string[], string, string]> = [
       [["serve", "now"], "serve takes no arguments, got now", "lora-worker serve [--config FILE]"],
       [["plan"], "plan takes exactly one REQUEST.json", "lora-worker plan [--config FILE] REQUEST.json"],
+      [["plan", "--confg", "x"], "unknown option --confg (did you mean --config?)", "lora-worker plan [--config FILE] REQUEST.json"],
       [["tokenizers", "imprt", "x"], "tokenizers takes `import PATH` or `check`, got imprt x (did you mean import?)",
         "lora-worker tokenizers import [--config FILE] PATH | lora-worker tokenizers check [--config FILE]"],
       [["config", "templte"], "config takes `template`, got templte (did you mean template?)", "lora-worker config template"],
@@ -47,6 +48,11 @@ describe("a usage error", () => {
       exitCode: 2, stdout: "",
       stderr: `lora-worker ${words[0]}: ${message}\nusage: ${usage}   (lora-worker ${words[0]} --help for more)\n`,
     })));
+  });
+
+  test("a client command's mistyped option is named with the option meant", async () => {
+    const typo = await runCli(binary, ["status", "--folow"]);
+    expect({ exitCode: typo.exitCode, first: typo.stderr.split("\n")[0] }).toEqual({ exitCode: 2, first: "lora-worker status: unknown option --folow (did you mean --follow?)" });
   });
 
   test("an unknown command is named with the command it most likely meant; contrast: a word like no command gets no guess, and no command at all gets the whole help", async () => {
