@@ -20,8 +20,8 @@ export interface AppDeps extends SystemRouteDeps, TrainRouteDeps {
 
 const CHALLENGE = 'Bearer realm="lora-worker"';
 const BEARER = /^Bearer +([^ ]+) *$/i;
-/** Set on every answer to a read-only token, so a page shown with one can leave out the buttons that act. */
-export const ACCESS_HEADER = "X-Token-Access";
+// Set on every answer to a read-only token, so a page shown with one can leave out the buttons that act.
+const ACCESS_HEADER = "X-Token-Access";
 
 // What answers without a token: liveness and the status page's HTML (its data calls need the
 // token) always, metrics only when the operator says so.

@@ -74,7 +74,7 @@ async function readToml(path: string, required: boolean): Promise<TomlRead> {
 // Bun's TOML parser says what is wrong but not where (its error's line and column are the caller's, in JS). The line
 // is the first whose text up to it fails the same way; the column is where the token the message quotes starts on
 // it (in the value, past a key's `=`, where it is there), else its first character.
-export function tomlErrorAt(text: string, message: string): { line: number; column: number } | null {
+function tomlErrorAt(text: string, message: string): { line: number; column: number } | null {
   const lines = text.split("\n");
   for (let n = 1; n <= lines.length; n++) {
     try {
