@@ -52,6 +52,15 @@ export function isResumable(job: SavedFacts): boolean {
 export const Phase = z.enum(["preparing", "queued", "loading", "caching", "training", "sampling", "saving", "done"]);
 export type Phase = z.infer<typeof Phase>;
 
+/** Where a run stands, as the tracker folds it, the record keeps it and the API answers it. */
+export interface ProgressFields {
+  phase: Phase;
+  step: number;
+  total_steps: number | null;
+  loss: number | null;
+  eta_s: number | null;
+}
+
 export const ErrorCode = z.enum([
   "cuda_oom", "host_oom_killed", "nan_loss", "dataset_empty", "base_model_invalid", "stalled", "timeout",
   "output_missing", "output_invalid", "disk_full", "worker_restarted", "host_rebooted", "node_failed",

@@ -1,4 +1,4 @@
-import { isActive, isPaused, isResumable } from "../job.ts";
+import { isActive, isPaused, isResumable, type ProgressFields } from "../job.ts";
 import type { LiveProgress, Supervisor } from "../supervisor/index.ts";
 import type { JobFilter } from "../job.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
@@ -65,13 +65,8 @@ export function jobView(recorded: Job, live: LiveProgress | null) {
     ...ended.outcome,
     ended_at: ended.ended_at,
   };
-  const progress = live ?? {
-    phase: row.phase,
-    step: row.step,
-    total_steps: row.total_steps,
-    loss: row.loss,
-    eta_s: row.eta_s,
-  };
+  // The run's progress while one is live, else the record's.
+  const progress: ProgressFields = live ?? row;
   const terminal = !isActive(row.status);
   const { request } = row;
   return {

@@ -1,5 +1,7 @@
 import type { Database, SQLQueryBindings } from "bun:sqlite";
-import type { DatasetReport, LossPoint, Outcome, Phase, ResumePoint, Sample, StopReason } from "../job.ts";
+import type {
+  DatasetReport, LossPoint, Outcome, Phase, ProgressFields, ResumePoint, Sample, StopReason,
+} from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import type { BaseModelPrint } from "../request/base-model.ts";
 import { fail, ok, type Result } from "../result.ts";
@@ -50,14 +52,6 @@ interface NewJob {
 
 // The slot; or who holds it, who runs for the same output, or who resumed the same state first.
 type Claim = Result<void, { activeId: string } | { outputUser: string } | { resumedBy: string | null }>;
-
-interface ProgressFields {
-  phase: Phase;
-  step: number;
-  total_steps: number | null;
-  loss: number | null;
-  eta_s: number | null;
-}
 
 export type JobStore = ReturnType<typeof openJobStore>;
 
