@@ -1,23 +1,43 @@
 // `bun run scratch-host DIR`: a development host in DIR that a simulate-mode worker runs on as it is, and
-// that `bun run demo` uses too: handoff root, models root with a placeholder SDXL checkpoint, state dir,
-// a 4-image kohya dataset with captions, a token, config.toml and an example request.json.
+// that `bun run demo` uses too: handoff root, models root with a placeholder SDXL checkpoint (smoke.base_model too),
+// state dir, a kohya dataset of four distinct photos' stand-ins with captions, a token, config.toml and an example
+// request.json.
 import { chmodSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs, UsageError } from "../src/cli/args.ts";
+import { encodePng } from "../src/png.ts";
 import { safetensorsParts } from "../src/safetensors/write.ts";
 
 const REPO = join(import.meta.dir, "..");
 const DEFAULT_LISTEN = "127.0.0.1:8203";
-// A `fast` job (400 steps) takes about 400 × this, plus a few steps' worth of loading and caching.
-const DEFAULT_SECONDS_PER_STEP = 0.05;
+// A `fast` job (400 steps) takes about 400 × this, plus a few steps' worth of loading and caching. Slow enough for
+// `lora-worker smoke`: its pause must land on the state of step 2, which the worker verifies by looking every 250 ms
+// (src/supervisor/checkpoints.ts), before the run reaches step 4.
+const DEFAULT_SECONDS_PER_STEP = 0.2;
 const FAST_STEPS = 400;
 // The simulator loads the model and caches latents and text-encoder outputs, each taking one step's time.
 const STAGE_STEPS = 3;
-// An 8×8 PNG: the simulator only counts images, but the dataset should look like one.
-const PNG = Buffer.from(
-  "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAEUlEQVR4nGM4URGAFTEMLQkAMRFkARSGGiwAAAAASUVORK5CYII=",
-  "base64",
-);
+// A person's photos as arbo would hand them over: each its own picture at a size no tier scales up, captioned as a
+// person captions them (the trigger in one; the worker puts it into the others), so a job's record reads as a real
+// one does. The simulator only counts images.
+const PHOTOS: Array<{ name: string; caption: string; tint: number[] }> = [
+  { name: "coat.png", caption: "a woman in a red coat, smiling, outdoors", tint: [200, 120, 90] },
+  { name: "portrait.png", caption: "ohwx person, close-up portrait, soft window light", tint: [70, 130, 180] },
+  { name: "reading.png", caption: "a woman reading on a sofa, indoors", tint: [120, 170, 90] },
+  { name: "beach.png", caption: "full-body photo, standing on a beach at sunset", tint: [180, 90, 160] },
+];
+const PHOTO_PX = 1024; // the largest tier's resolution: no image is small
+
+// A tinted gradient with a light disc (the "face") at a place of its own: distinct bytes, small files.
+function photo(index: number, tint: number[]): Uint8Array {
+  const [r, g, b] = tint as [number, number, number];
+  const [cx, cy, radius] = [300 + 150 * index, 420, 220];
+  return encodePng(PHOTO_PX, PHOTO_PX, (x, y) => {
+    const shade = y >> 3;
+    if ((x - cx) ** 2 + (y - cy) ** 2 < radius * radius) return [255 - shade, 220 - (shade >> 1), 200 - (shade >> 1)];
+    return [(r + shade) & 255, (g + (x >> 4)) & 255, b];
+  });
+}
 const EXIT_NOT_EMPTY = 1;
 const EXIT_USAGE = 2;
 
@@ -36,10 +56,10 @@ export function layOutScratchHost(dir: string, opts: { listen?: string; secondsP
   const dataset = join(handoff, "example", "dataset");
   for (const path of [at("models"), at("state"), join(dataset, "10_ohwx person")]) mkdirSync(path, { recursive: true });
   chmodSync(handoff, 0o2770); // as install.sh makes it: setgid, nothing for others
-  for (let i = 0; i < 4; i++) {
-    writeFileSync(join(dataset, "10_ohwx person", `img${i}.png`), PNG);
-    writeFileSync(join(dataset, "10_ohwx person", `img${i}.txt`), "ohwx person\n");
-  }
+  PHOTOS.forEach(({ name, caption, tint }, i) => {
+    writeFileSync(join(dataset, "10_ohwx person", name), photo(i, tint));
+    writeFileSync(join(dataset, "10_ohwx person", name.replace(/\.png$/, ".txt")), `${caption}\n`);
+  });
   writeFileSync(at("models", "sdxl-base.safetensors"), Buffer.concat(sdxlPlaceholder()));
   const tokenPath = at("token");
   const token = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex");
@@ -82,6 +102,10 @@ nvidia_smi = ${JSON.stringify(join(REPO, "scripts/fake-nvidia-smi"))}
 
 [auth]
 token_file = ${JSON.stringify(join(dir, "token"))}
+
+[smoke]
+# What \`lora-worker smoke\` trains on: the placeholder checkpoint, which the simulated trainer never loads.
+base_model = ${JSON.stringify(join(dir, "models", "sdxl-base.safetensors"))}
 `;
 }
 
@@ -128,6 +152,7 @@ function main(argv: string[]): number {
 next, from ${REPO}:
   bun src/main.ts serve --config ${host.configPath}
   bun src/main.ts submit ${host.requestPath} --config ${host.configPath} --follow     # in a second terminal
+  bun src/main.ts smoke --config ${host.configPath} --device 0     # the deployment check, on the simulator
 `);
   return 0;
 }

@@ -6,7 +6,9 @@ export const JobStatus = z.enum(["starting", "training", "succeeded", "failed", 
 export type JobStatus = z.infer<typeof JobStatus>;
 
 // What the job list may be filtered by: a status, or what a person looks for among the ended jobs: the paused ones
-// (cancelled right after a saved state) and the resumable ones (failed or cancelled, with a state, not resumed yet).
+// (cancelled right after a saved state, not resumed yet) and the resumable ones (failed or cancelled, with a state,
+// not resumed yet). isPaused and isResumable below say the same; store/job-row.ts FILTER_SQL and the partial indexes
+// of store/schema.sql.ts are held to them by test/unit/job-words.test.ts.
 export const JobFilter = z.enum([...JobStatus.options, "paused", "resumable"]);
 export type JobFilter = z.infer<typeof JobFilter>;
 
@@ -22,12 +24,42 @@ export function isActive(status: JobStatus): boolean {
   return (ACTIVE_STATUSES as readonly JobStatus[]).includes(status);
 }
 
+/** What the words for an ended job (paused, resumable, resumed) are read from, as the record holds it. */
+export interface SavedFacts {
+  status: JobStatus;
+  stop_reason: StopReason | null;
+  /** The newest complete saved state a resume would start from, or null. */
+  resume_state: string | null;
+  /** The job that continues this one, or null. */
+  resumed_by: string | null;
+}
+
+/** Stopped by a pause right after a saved state, and not continued yet: once resumed, the chain went on. */
+export function isPaused(job: SavedFacts): boolean {
+  return job.status === "cancelled" && job.stop_reason === "pause" && job.resumed_by === null;
+}
+
+/** Ended without its LoRA, with a saved state that no resume has taken yet (a paused job included). */
+export function isResumable(job: SavedFacts): boolean {
+  return (job.status === "failed" || job.status === "cancelled") && job.resume_state !== null &&
+    job.resumed_by === null;
+}
+
 // In the order a run goes through them; a phase never moves backwards, but for `sampling`, a pause of
 // `training` at a preview step while preview images are generated.
 // `preparing` while the worker copies the dataset into the job directory, before any trainer exists;
 // `queued` only on the Slurm backend, while Slurm holds the run pending.
 export const Phase = z.enum(["preparing", "queued", "loading", "caching", "training", "sampling", "saving", "done"]);
 export type Phase = z.infer<typeof Phase>;
+
+/** Where a run stands, as the tracker folds it, the record keeps it and the API answers it. */
+export interface ProgressFields {
+  phase: Phase;
+  step: number;
+  total_steps: number | null;
+  loss: number | null;
+  eta_s: number | null;
+}
 
 export const ErrorCode = z.enum([
   "cuda_oom", "host_oom_killed", "nan_loss", "dataset_empty", "base_model_invalid", "stalled", "timeout",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bun
 import { UsageError } from "./cli/args.ts";
-import { asksForHelp, COMMAND_USAGE } from "./cli/usage.ts";
+import { asksForHelp, COMMAND_USAGE, usageLine } from "./cli/usage.ts";
+import { didYouMean } from "./suggest.ts";
 import { BUILD } from "./version.ts";
 
 const EXIT_USAGE = 2;
@@ -37,7 +38,8 @@ Talking to a running worker (--url URL, --token TOKEN or --config FILE):
   lora-worker cancel ID [--json]               stop a job's whole process tree
   lora-worker pause ID [--json]                stop a job right after its next saved state, to resume it later
   lora-worker resume ID [--samples N] [--json] [--follow]
-                                               a new job continuing a failed or cancelled one from its newest state
+                                               a new job continuing a paused, failed or cancelled one from its newest
+                                               saved state
   lora-worker gpu [--json]                     GPUs with VRAM bars, co-tenants marked
   lora-worker smoke [--device N]               prove this deployment trains: a short real run paused, resumed,
                                                finished and checked, one line per stage
@@ -47,6 +49,12 @@ Exit codes: 0 ok, 1 request refused (plan), a FAIL (doctor) or tokenizers not us
 Client commands: 0 succeeded or done, 1 job failed, 2 usage error, 3 job cancelled, 4 cannot reach the worker,
 5 the worker refused the request, 6 no such job, 7 job paused.
 `;
+
+// Every command word, for "did you mean" (the client commands, which main hands on, among them).
+const COMMANDS = [
+  "serve", "plan", "launch", "doctor", "tokenizers", "config", "shim", "submit", "status", "jobs", "logs", "cancel",
+  "pause", "resume", "smoke", "gpu", "help",
+];
 
 // Commands load only their own modules: the shim and the simulator start without the HTTP stack.
 async function main(argv: string[]): Promise<number | undefined> {
@@ -93,8 +101,20 @@ async function main(argv: string[]): Promise<number | undefined> {
       process.stdout.write(HELP);
       return 0;
     default:
-      throw new UsageError(command ? `unknown command ${command}` : "no command given");
+      throw new UsageError(command ? `unknown command ${command}${didYouMean(command, COMMANDS)}` : "no command given");
   }
+}
+
+// A usage error of a command is its message, the command's usage line and where its help is; the whole help only
+// when no command was named, and for an unknown one where the list is.
+function usageAnswer(command: string | undefined, message: string): string {
+  const usage = command === undefined ? undefined : COMMAND_USAGE[command];
+  if (usage !== undefined) {
+    const hint = `(lora-worker ${command} --help for more)`;
+    return `lora-worker ${command}: ${message}\nusage: ${usageLine(usage)}   ${hint}\n`;
+  }
+  if (command === undefined) return `lora-worker: ${message}\n\n${HELP}`;
+  return `lora-worker: ${message}\nlora-worker --help lists the commands\n`;
 }
 
 try {
@@ -102,6 +122,6 @@ try {
   if (code !== undefined) process.exit(code);
 } catch (err) {
   if (!(err instanceof UsageError)) throw err;
-  process.stderr.write(`lora-worker: ${err.message}\n\n${HELP}`);
+  process.stderr.write(usageAnswer(process.argv[2], err.message));
   process.exit(EXIT_USAGE);
 }

@@ -20,6 +20,8 @@ export interface AppDeps extends SystemRouteDeps, TrainRouteDeps {
 
 const CHALLENGE = 'Bearer realm="lora-worker"';
 const BEARER = /^Bearer +([^ ]+) *$/i;
+// Set on every answer to a read-only token, so a page shown with one can leave out the buttons that act.
+const ACCESS_HEADER = "X-Token-Access";
 
 // What answers without a token: liveness and the status page's HTML (its data calls need the
 // token) always, metrics only when the operator says so.
@@ -39,13 +41,24 @@ function bearerAuth(gate: AuthGate): MiddlewareHandler {
       throw new ApiError(401, { detail }, { "WWW-Authenticate": CHALLENGE });
     }
     const presented = BEARER.exec(header)?.[1];
-    if (presented === undefined || !tokens.matches(presented)) {
-      const challenge = `${CHALLENGE}, error="invalid_token"`;
-      throw new ApiError(401, { detail: "the bearer token is not valid" }, { "WWW-Authenticate": challenge });
-    }
-    return next();
+    if (presented !== undefined && tokens.matches(presented)) return next();
+    if (presented !== undefined && gate.readTokens?.matches(presented)) return readOnly(c, next);
+    const challenge = `${CHALLENGE}, error="invalid_token"`;
+    throw new ApiError(401, { detail: "the bearer token is not valid" }, { "WWW-Authenticate": challenge });
   };
 }
+
+// A reader's token reads (every GET: the page's data, events, logs, files, /metrics) and acts on nothing.
+const readOnly: MiddlewareHandler = async (c, next) => {
+  const { method, path } = c.req;
+  if (method !== "GET" && method !== "HEAD") {
+    const detail = `this token may only read (it is one of auth.read_token_file); ${method} ${path} needs a token ` +
+      "of auth.token_file";
+    throw new ApiError(403, { detail }, { [ACCESS_HEADER]: "read" });
+  }
+  await next();
+  c.header(ACCESS_HEADER, "read");
+};
 
 // A refused request's body is never read (a 401 comes before it): close rather than let the server drain it.
 const closeIfBodyUnread: MiddlewareHandler = async (c, next) => {

@@ -3,7 +3,7 @@ import { answerRefusal, type DispatchRefusal, NO_SUCH_JOB } from "../dispatch/re
 // The one error type that becomes an HTTP answer; everything else is a logged 500.
 export class ApiError extends Error {
   constructor(
-    readonly status: 400 | 401 | 404 | 405 | 408 | 409 | 413 | 415 | 422 | 503,
+    readonly status: 400 | 401 | 403 | 404 | 405 | 408 | 409 | 413 | 415 | 422 | 503,
     readonly body: Record<string, unknown>,
     readonly headers: Record<string, string> = {},
   ) {

@@ -1,10 +1,11 @@
-import { isActive } from "../job.ts";
+import { isActive, isPaused, isResumable, type ProgressFields } from "../job.ts";
 import type { LiveProgress, Supervisor } from "../supervisor/index.ts";
 import type { JobFilter } from "../job.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
 import { sampleOf, samplePrompt } from "../recipe/samples.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { TIERS } from "../tiers.ts";
+import { NEXT_STEPS } from "./next-steps.ts";
 
 /** A job on record with its run's live progress over it (null when no run of it is live). */
 export interface FreshJob {
@@ -64,13 +65,8 @@ export function jobView(recorded: Job, live: LiveProgress | null) {
     ...ended.outcome,
     ended_at: ended.ended_at,
   };
-  const progress = live ?? {
-    phase: row.phase,
-    step: row.step,
-    total_steps: row.total_steps,
-    loss: row.loss,
-    eta_s: row.eta_s,
-  };
+  // The run's progress while one is live, else the record's.
+  const progress: ProgressFields = live ?? row;
   const terminal = !isActive(row.status);
   const { request } = row;
   return {
@@ -87,6 +83,8 @@ export function jobView(recorded: Job, live: LiveProgress | null) {
       lora_bytes: row.lora_bytes,
       error: row.error,
       error_code: row.error_code,
+      // Once a resume took the job, what was to be done is done.
+      next_step: row.error_code === null || row.resumed_by !== null ? null : NEXT_STEPS[row.error_code],
     }),
     created_at: row.created_at,
     ...optional({ started_at: row.started_at, ended_at: row.ended_at }),
@@ -129,13 +127,12 @@ function pauseStep(row: Job, request: JobRequest, step: number, total: number | 
 function resumeView(row: Job) {
   return {
     resume_step: row.resume_step,
-    resumable:
-      (row.status === "failed" || row.status === "cancelled") && row.resume_state !== null && row.resumed_by === null,
+    resumable: isResumable(row),
     checkpoints: row.checkpoints.map(({ path: _path, ...checkpoint }) => ({
       ...checkpoint,
       url: `/train/${row.id}/checkpoints/${checkpoint.step}`,
     })),
-    paused: row.stop_reason === "pause" && row.status === "cancelled",
+    paused: isPaused(row),
     ...optional({
       pause_requested_at: row.pause_requested_at,
       resumed_from: row.resumed_from,

@@ -133,7 +133,7 @@ export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
     },
     {
       name: "lora_worker_jobs_paused",
-      help: "Jobs paused at a saved state (counted among the cancelled in lora_worker_jobs).",
+      help: "Jobs paused at a saved state and not resumed yet (counted among the cancelled in lora_worker_jobs).",
       kind: "gauge",
       samples: [{ value: saved.paused }],
     },

@@ -55,6 +55,7 @@ const idempotencyKey = {
 const notFound = problem("no such job");
 const late = problem("the body did not arrive in time");
 const unauthorized = problem("missing or wrong bearer token");
+const forbidden = problem("a read-only token (auth.read_token_file): it may read, never act");
 // A refusal's Retry-After, as REFUSALS sends it with the reasons of this status.
 const retryAfter = (status: 409 | 503) => {
   const sent = retryAftersOf(status).map(({ reason, seconds }) => `${reason} (${seconds} s)`).join(", ");
@@ -102,6 +103,7 @@ const TRAIN = {
       200: answer("dispatched (or the same job again for a retried request)", "Dispatched"),
       400: malformed,
       401: unauthorized,
+      403: forbidden,
       408: late,
       409: refusal(
         409,
@@ -254,6 +256,7 @@ const PAUSE = {
         "JobView",
       ),
       401: unauthorized,
+      403: forbidden,
       404: notFound,
     },
   },
@@ -270,6 +273,7 @@ const RESUME = {
     responses: {
       200: answer("the new job (or the same one again for a retried request)", "Resumed"),
       401: unauthorized,
+      403: forbidden,
       404: notFound,
       409: refusal(
         409,
@@ -296,7 +300,7 @@ const CANCEL = {
     operationId: "cancelJob",
     summary: "Stop the whole process tree",
     parameters: [jobId],
-    responses: { 200: answer("the final job", "JobView"), 401: unauthorized, 404: notFound },
+    responses: { 200: answer("the final job", "JobView"), 401: unauthorized, 403: forbidden, 404: notFound },
   },
 };
 
@@ -321,6 +325,7 @@ const SMOKE = {
       200: answer("dispatched: a job of tier smoke", "Dispatched"),
       400: malformed,
       401: unauthorized,
+      403: forbidden,
       408: late,
       409: refusal(409, "busy, refused by VRAM admission, or no smoke.base_model configured", "Conflict"),
       413: tooLarge,

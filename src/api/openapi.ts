@@ -140,6 +140,16 @@ export const JobView = z.strictObject({
   lora_bytes: z.int().optional(),
   error: z.string().optional(),
   error_code: ErrorCode.optional(),
+  next_step: z
+    .strictObject({
+      text: z.string().describe("docs/troubleshooting.md's \"what to do\" for the error_code, word for word"),
+      retry_elsewhere: z
+        .boolean()
+        .describe("true where sending the request again on another card or a lighter tier is the better first move " +
+          "than a resume (`cuda_oom`)"),
+    })
+    .optional()
+    .describe("with `error_code`, until a resume takes the job: what to do about it"),
   created_at: z.iso.datetime(),
   started_at: z.iso.datetime().optional(),
   ended_at: z.iso.datetime().optional(),
@@ -177,7 +187,10 @@ export const JobView = z.strictObject({
     .boolean()
     .describe("failed or cancelled, with a saved state, and not resumed yet: POST /train/{id}/resume starts from it"),
   checkpoints: z.array(CheckpointView).describe("the verified intermediate LoRAs still on disk"),
-  paused: z.boolean().describe("cancelled by a pause: stopped right after its newest saved state"),
+  paused: z
+    .boolean()
+    .describe("cancelled by a pause, stopped right after its newest saved state, and not resumed yet (once resumed, " +
+      "`resumed_by` names the job that went on and this is false)"),
   pause_requested_at: z.iso.datetime().optional(),
   pause_step: z
     .int()
@@ -187,7 +200,7 @@ export const JobView = z.strictObject({
       "the run reaches its end first)"),
   resumed_from: z.uuid().optional().describe("the job this one continues"),
   resumed_from_step: z.int().min(0).optional().describe("the step of the state this job started from"),
-  resumed_by: z.uuid().optional().describe("the job that continues this one"),
+  resumed_by: z.uuid().optional().describe("the job that continues this one: this one is resumed, no longer paused"),
   resume_gone: z.string().optional().describe("why a saved state of this job is gone"),
   samples: z
     .array(SampleView)
@@ -322,7 +335,15 @@ export const Health = z.strictObject({
   gpu: GpuProbeFact,
   state_dir: StateDirFact,
   // Whether trainer.tokenizer_dir holds the two CLIP tokenizers a real run loads offline.
-  tokenizers: z.strictObject({ dir: z.string(), ready: z.boolean(), problems: z.array(z.string()) }),
+  tokenizers: z.strictObject({
+    dir: z.string(),
+    ready: z.boolean(),
+    problems: z.array(z.string()),
+    required: z
+      .literal(false)
+      .optional()
+      .describe("in simulate mode only: the simulated trainer loads no tokenizer, so none is needed (ready: true)"),
+  }),
   gpu_admission: GpuAdmission,
   listen: z.string().describe("as configured"),
   config_file: z.string().nullable().describe("the config file read; null when none was found"),

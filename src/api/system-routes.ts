@@ -65,7 +65,10 @@ export function systemRoutes(deps: SystemRouteDeps & { httpMetrics: HttpMetrics;
   const { loaded, supervisor, backend, gpu } = deps;
   const { config } = loaded;
   const document = openApiDocument(deps.version);
-  const tokenizers = watchTokenizers(tokenizerDir(config));
+  // The simulated trainer loads no tokenizer: a missing one is no problem of this worker's (doctor still names it).
+  const tokenizers = deps.trainer.simulated
+    ? () => ({ dir: tokenizerDir(config), ready: true, problems: [], required: false })
+    : watchTokenizers(tokenizerDir(config));
   return new Hono()
     .get("/healthz", (c) =>
       c.json({

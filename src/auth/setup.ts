@@ -2,7 +2,9 @@ import { z } from "zod";
 import type { Config, Listen } from "../config/schema.ts";
 import type { Logger } from "../logger.ts";
 import { fail, ok, type Result } from "../result.ts";
-import { locateTokenSource, readTokenSource, reloadingTokens, type TokenSet, type TokenSource } from "./tokens.ts";
+import {
+  CREDENTIAL_NAMES, locateTokenSource, readTokenSource, reloadingTokens, type TokenSet, type TokenSource,
+} from "./tokens.ts";
 
 // "none-loopback": auth.mode is "token" but no token exists and the bind is loopback, so the worker runs open.
 export const AuthMode = z.enum(["token", "none", "none-loopback"]);
@@ -12,6 +14,9 @@ export interface AuthGate {
   mode: AuthMode;
   tokens: TokenSet | null;
   source: TokenSource | null;
+  /** Tokens that read and never act (auth.read_token_file): null where there are none, or no token is needed. */
+  readTokens: TokenSet | null;
+  readSource: TokenSource | null;
   metricsPublic: boolean;
 }
 
@@ -27,7 +32,7 @@ interface AuthInputs {
 export function setUpAuth({ config, credentialsDirectory, log }: AuthInputs): AuthSetup {
   const { auth, listen } = config;
   const gate = (mode: AuthMode, source: TokenSource | null, tokens: TokenSet | null): AuthSetup =>
-    ok({ mode, tokens, source, metricsPublic: auth.metrics_public });
+    ok({ mode, tokens, source, readTokens: null, readSource: null, metricsPublic: auth.metrics_public });
   if (auth.mode === "none") return gate("none", null, null);
   const located = locateTokenSource(auth.token_file, credentialsDirectory);
   if (!located.ok) return fail([located.error]);
@@ -37,7 +42,25 @@ export function setUpAuth({ config, credentialsDirectory, log }: AuthInputs): Au
   }
   const read = readTokenSource(source);
   if (!read.ok) return read;
-  return gate("token", source, reloadingTokens(source, read.value, log));
+  const readers = readOnlyTokens(auth.read_token_file, credentialsDirectory, log);
+  if (!readers.ok) return readers;
+  const tokens = reloadingTokens(source, read.value, log);
+  return ok({ mode: "token", tokens, source, ...readers.value, metricsPublic: auth.metrics_public });
+}
+
+// The readers' tokens, found and checked as the others are; none is no error (a worker has no screens to serve).
+function readOnlyTokens(
+  file: string,
+  credentialsDirectory: string | undefined,
+  log: Logger,
+): Result<Pick<AuthGate, "readTokens" | "readSource">, string[]> {
+  const located = locateTokenSource(file, credentialsDirectory, CREDENTIAL_NAMES.read);
+  if (!located.ok) return fail([located.error]);
+  const source = located.value;
+  if (source === null) return ok({ readTokens: null, readSource: null });
+  const read = readTokenSource(source);
+  if (!read.ok) return read;
+  return ok({ readTokens: reloadingTokens(source, read.value, log), readSource: source });
 }
 
 function noTokenHelp(listen: Listen, tokenFile: string): string[] {

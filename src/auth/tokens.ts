@@ -59,17 +59,22 @@ export interface TokenSource {
   path: string;
 }
 
-const CREDENTIAL_NAME = "token";
+/** The systemd credential of each kind of token: `token` for the tokens that may act, `read-token` for readers. */
+export const CREDENTIAL_NAMES = { full: "token", read: "read-token" } as const;
 
 // null: no source exists, which is not an error.
 type Located = Result<TokenSource | null>;
 
-// systemd's LoadCredential= wins over auth.token_file: the unit hands this credential to this service on purpose.
-export function locateTokenSource(tokenFile: string, credentialsDirectory: string | undefined): Located {
-  const credential: TokenSource[] = credentialsDirectory
-    ? [{ kind: "systemd-credential", path: join(credentialsDirectory, CREDENTIAL_NAME) }]
+// systemd's LoadCredential= wins over the config's file: the unit hands this credential to this service on purpose.
+export function locateTokenSource(
+  tokenFile: string,
+  credentialsDirectory: string | undefined,
+  credential: string = CREDENTIAL_NAMES.full,
+): Located {
+  const fromSystemd: TokenSource[] = credentialsDirectory
+    ? [{ kind: "systemd-credential", path: join(credentialsDirectory, credential) }]
     : [];
-  const candidates: TokenSource[] = [...credential, { kind: "token-file", path: tokenFile }];
+  const candidates: TokenSource[] = [...fromSystemd, { kind: "token-file", path: tokenFile }];
   for (const candidate of candidates) {
     const presence = presenceOf(candidate.path);
     if (presence === "present") return ok(candidate);

@@ -1,4 +1,5 @@
 import { parseArgs as tokenize, type ParseArgsOptionsConfig } from "node:util";
+import { didYouMean } from "../suggest.ts";
 
 export class UsageError extends Error {}
 
@@ -44,7 +45,10 @@ export function parseArgs(argv: readonly string[], spec: OptionSpec): ParsedArgs
       parsed.flags.add(token.name);
       continue;
     }
-    if (!spec.values.includes(token.name)) throw new UsageError(`unknown option ${token.rawName}`);
+    if (!spec.values.includes(token.name)) {
+      const known = [...spec.values, ...flags].map((name) => `--${name}`);
+      throw new UsageError(`unknown option ${token.rawName}${didYouMean(token.rawName, known)}`);
+    }
     if (token.value === undefined) throw new UsageError(`--${token.name} needs a value`);
     parsed.values[token.name] = token.value;
   }

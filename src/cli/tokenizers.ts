@@ -1,6 +1,7 @@
 import { formatFor } from "../logger.ts";
 import { importTokenizers } from "../tokenizers/import.ts";
 import { TOKENIZERS, tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
+import { didYouMean } from "../suggest.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { loadConfigOrExit } from "./start.ts";
 
@@ -13,7 +14,8 @@ export async function tokenizersCommand(argv: string[]): Promise<number> {
   const { positional, values } = parseArgs(rest, { values: ["config"] });
   const wanted = action === "import" ? 1 : 0;
   if ((action !== "import" && action !== "check") || positional.length !== wanted) {
-    throw new UsageError("tokenizers takes `import PATH` or `check`");
+    const got = action === undefined ? "" : `, got ${argv.join(" ")}${didYouMean(action, ["import", "check"])}`;
+    throw new UsageError(`tokenizers takes \`import PATH\` or \`check\`${got}`);
   }
   const { config } = await loadConfigOrExit(values.config, formatFor(2, process.env.JOURNAL_STREAM));
   const dir = tokenizerDir(config);

@@ -66,5 +66,11 @@ restarts of the worker and records how the trainer ended in JOB_DIR/exit.json. N
 `,
 };
 
+/** A help's usage on one line: `tokenizers import … PATH | tokenizers check …` for a command of two forms. */
+export function usageLine(help: string): string {
+  const lines = help.slice(0, help.indexOf("\n\n")).split("\n");
+  return lines.map((line) => line.replace(/^(Usage:)?\s*lora-worker /, "lora-worker ")).join(" | ");
+}
+
 /** Whether a command's words ask for its help. */
 export const asksForHelp = (words: readonly string[]) => words.includes("--help") || words.includes("-h");

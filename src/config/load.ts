@@ -4,6 +4,7 @@ import type { z } from "zod";
 import { TIER_NAMES, TIERS } from "../tiers.ts";
 import { mayAccess, statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
+import { closest, didYouMean } from "../suggest.ts";
 import { CONFIG_KEYS, type ConfigKey, ENV_PREFIX } from "./keys.ts";
 import { ConfigSchema, DEFAULTS, TRAIN_SCRIPT, type Config } from "./schema.ts";
 
@@ -59,11 +60,37 @@ async function readToml(path: string, required: boolean): Promise<TomlRead> {
     if (required) return fail(`config file ${path} does not exist`);
     return ok({ found: false, table: {} });
   }
+  const text = await file.text();
   try {
-    return ok({ found: true, table: Bun.TOML.parse(await file.text()) as Record<string, unknown> });
+    return ok({ found: true, table: Bun.TOML.parse(text) as Record<string, unknown> });
   } catch (err) {
-    return fail(`config file ${path} is not valid TOML: ${(err as Error).message}`);
+    const message = (err as Error).message.replace(/^TOML Parse error: /, "");
+    const at = tomlErrorAt(text, message);
+    const where = at === null ? "" : ` line ${at.line}, column ${at.column}`;
+    return fail(`config file ${path} is not valid TOML:${where}: ${message}`);
   }
+}
+
+// Bun's TOML parser says what is wrong but not where (its error's line and column are the caller's, in JS). The line
+// is the first whose text up to it fails the same way; the column is where the token the message quotes starts on
+// it (in the value, past a key's `=`, where it is there), else its first character.
+function tomlErrorAt(text: string, message: string): { line: number; column: number } | null {
+  const lines = text.split("\n");
+  for (let n = 1; n <= lines.length; n++) {
+    try {
+      Bun.TOML.parse(lines.slice(0, n).join("\n"));
+    } catch (err) {
+      if ((err as Error).message.replace(/^TOML Parse error: /, "") !== message) continue;
+      const line = lines[n - 1]!;
+      const quoted = /'([^']+)'|"([^"]+)"/.exec(message);
+      const token = quoted?.[1] ?? quoted?.[2];
+      const value = line.indexOf("=") + 1;
+      const places = token === undefined ? [] : [line.indexOf(token, value), line.indexOf(token)];
+      const found = places.find((i) => i >= 0) ?? -1;
+      return { line: n, column: (found >= 0 ? found : line.search(/\S|$/)) + 1 };
+    }
+  }
+  return null;
 }
 
 function applyEnv(target: Record<string, unknown>, env: Record<string, string | undefined>) {
@@ -74,7 +101,8 @@ function applyEnv(target: Record<string, unknown>, env: Record<string, string | 
     if (!name.startsWith(ENV_PREFIX) || notConfig || value === undefined) continue;
     const key = CONFIG_KEYS.find((k) => k.env === name);
     if (!key) {
-      errors.push(`${name}: unknown environment override (known: ${knownEnvNames()})`);
+      const known = CONFIG_KEYS.flatMap((k) => (k.env ? [k.env] : []));
+      errors.push(`${name}: unknown environment override${didYouMean(name, known)} (known: ${knownEnvNames()})`);
       continue;
     }
     const converted = convertEnv(key, value);
@@ -106,10 +134,22 @@ function describeIssues(issues: z.core.$ZodIssue[]): string[] {
   return issues.flatMap((issue) => {
     const where = issue.path.join(".");
     if (issue.code === "unrecognized_keys") {
-      return issue.keys.map((k) => `${where ? `${where}.` : ""}${k}: unknown key`);
+      return issue.keys.map((k) => `${where ? `${where}.` : ""}${k}: unknown key${keyGuess(issue.path, k)}`);
     }
     return [`${where || "(top level)"}: ${issue.message}`];
   });
+}
+
+// The key a mistyped one meant: a sibling spelled nearly so, or a key of that very name one table away
+// (`token_file` at the top for `auth.token_file`).
+function keyGuess(path: readonly PropertyKey[], key: string): string {
+  const table = path.filter((p) => typeof p === "string").join(".");
+  const siblings = CONFIG_KEYS.map((k) => k.key).filter((k) => (table ? k.startsWith(`${table}.`) : true))
+    .map((k) => k.slice(table ? table.length + 1 : 0).split(".")[0]!);
+  const near = closest(key, new Set(siblings));
+  if (near !== null) return ` (did you mean ${table ? `${table}.` : ""}${near}?)`;
+  const elsewhere = CONFIG_KEYS.find((k) => k.key.split(".").at(-1) === key);
+  return elsewhere === undefined ? "" : ` (did you mean ${elsewhere.key}?)`;
 }
 
 // Admission needs a number for every tier on every configured device class the tier may use.

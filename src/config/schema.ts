@@ -13,6 +13,7 @@ export const DEFAULTS = {
   sd_scripts_dir: "/opt/fluxgym/sd-scripts",
   nvidia_smi: "nvidia-smi",
   token_file: "/etc/lora-worker/token",
+  read_token_file: "/etc/lora-worker/read-token",
 } as const;
 
 /** The sd-scripts entry the worker launches; `trainer.sd_scripts_dir` must hold it in real mode. */
@@ -205,6 +206,11 @@ export const ConfigSchema = z.strictObject({
       )),
       token_file: absolutePath.default(DEFAULTS.token_file).meta(doc(
         "the tokens, one a line (the systemd credential `token` is read first); every listed token is valid",
+      )),
+      read_token_file: absolutePath.default(DEFAULTS.read_token_file).meta(doc(
+        "read-only tokens, one a line (the systemd credential `read-token` is read first), for screens: they read " +
+          "(the page, every `GET`, events, `/metrics`) and are refused (403) dispatch, pause, resume and cancel; " +
+          "absent, there are none",
       )),
       metrics_public: z.boolean().default(false).meta(doc("`true` serves `GET /metrics` without a token")),
     })

@@ -1,17 +1,12 @@
 // Training progress folded from sd-scripts' log records (tracker.ts frames them): the tqdm bar's redraws and the
 // trainer's own messages.
-import { Phase } from "../job.ts";
+import { Phase, type ProgressFields } from "../job.ts";
 
 export type { Phase } from "../job.ts";
 
-export interface Progress {
-  phase: Phase;
-  step: number;
-  total_steps: number | null;
-  loss: number | null;
+export interface Progress extends ProgressFields {
   last_loss_nan: boolean;
   nan_streak: number;
-  eta_s: number | null;
   seconds_per_step: number | null;
   /** The run's own step count (the tier's max_train_steps); a bar or total that contradicts it is not progress. */
   expected_total: number | null;

@@ -29,7 +29,7 @@ export function createJobReads(db: Database) {
   // Each answered from its partial index (schema.sql.ts), whatever the length of the history.
   const countOf = (index: string, filter: string | undefined) =>
     db.prepare<{ n: number }, []>(`SELECT count(*) AS n FROM jobs INDEXED BY ${index} WHERE ${filter}`);
-  const countPaused = countOf("jobs_paused", FILTER_SQL.paused);
+  const countPaused = countOf("jobs_paused_now", FILTER_SQL.paused);
   const countResumable = countOf("jobs_saved", FILTER_SQL.resumable);
   // Rows as last read, for the answers that read one job many times a second: any write empties it, so a row here
   // is always what the database holds. Frozen, since every reader shares it.

@@ -1,15 +1,6 @@
-import type { LossPoint, Outcome, Phase, ResumePoint, Sample, StopReason } from "../job.ts";
+import type { LossPoint, Outcome, ProgressFields, ResumePoint, Sample, StopReason } from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import type { Job } from "./job-row.ts";
-
-/** The progress a record keeps of a run. */
-export interface ProgressFields {
-  phase: Phase;
-  step: number;
-  total_steps: number | null;
-  loss: number | null;
-  eta_s: number | null;
-}
 
 /** What one run may read and write of its own record, bound to it: every write of a run goes through here, so what
  * a run may do to the database is this type. Each write is one guarded transition; it says whether it moved. */

@@ -1,19 +1,14 @@
 import {
-  ACTIVE_STATUSES, type Checkpoint, type DatasetReport, type ErrorCode, type JobFilter, type JobStatus, type Phase,
-  type Sample, type StopReason,
+  ACTIVE_STATUSES, type Checkpoint, type DatasetReport, type ErrorCode, type JobFilter, type JobStatus,
+  type ProgressFields, type Sample, type StopReason,
 } from "../job.ts";
 import type { BaseModelPrint } from "../request/base-model.ts";
 import type { JobRequest } from "../request/schema.ts";
 
 /** A job as the database holds it: JSON in text columns, booleans as 0/1. Decoded once, into a Job, as it is read. */
-export interface JobRow {
+export interface JobRow extends ProgressFields {
   id: string;
   status: JobStatus;
-  phase: Phase;
-  step: number;
-  total_steps: number | null;
-  loss: number | null;
-  eta_s: number | null;
   lora_path: string | null;
   lora_sha256: string | null;
   lora_bytes: number | null;
@@ -102,8 +97,8 @@ export function toJob(row: JobRow): Job {
 /** The SQL condition of an active job. */
 export const ACTIVE_SQL = `status IN (${ACTIVE_STATUSES.map((s) => `'${s}'`).join(",")})`;
 
-/** The filters that are no single status, as the job view decides them (api/job-view.ts resumeView). */
+/** The filters that are no single status: job.ts isPaused and isResumable in SQL (test/unit/job-words.test.ts). */
 export const FILTER_SQL: Partial<Record<JobFilter, string>> = {
-  paused: "status = 'cancelled' AND stop_reason = 'pause'",
+  paused: "status = 'cancelled' AND stop_reason = 'pause' AND resumed_by IS NULL",
   resumable: "status IN ('failed', 'cancelled') AND resume_state IS NOT NULL AND resumed_by IS NULL",
 };

@@ -1,16 +1,18 @@
 import type { Database, SQLQueryBindings } from "bun:sqlite";
-import type { DatasetReport, LossPoint, Outcome, Phase, ResumePoint, Sample, StopReason } from "../job.ts";
+import type {
+  DatasetReport, LossPoint, Outcome, Phase, ProgressFields, ResumePoint, Sample, StopReason,
+} from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import type { BaseModelPrint } from "../request/base-model.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { createJobReads } from "./job-reads.ts";
 import { ACTIVE_SQL } from "./job-row.ts";
 import { createJobTallies } from "./job-tallies.ts";
-import { bindRecord, type JobRecord, type ProgressFields } from "./job-record.ts";
+import { bindRecord, type JobRecord } from "./job-record.ts";
 import { openChecked, type OpenOptions } from "./open.ts";
 
 export type { Job } from "./job-row.ts";
-export type { JobRecord, ProgressFields } from "./job-record.ts";
+export type { JobRecord } from "./job-record.ts";
 
 const reportJson = (dataset: DatasetOnRecord | null) =>
   dataset?.report == null ? null : JSON.stringify(dataset.report);

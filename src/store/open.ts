@@ -63,4 +63,6 @@ function migrate(db: Database): void {
   for (const [name, type] of ADDED_COLUMNS) if (!have.has(name)) db.run(`ALTER TABLE jobs ADD COLUMN ${name} ${type}`);
   // Runs of one output shared their states' folder once, and a new run superseded the old states by this index.
   db.run("DROP INDEX IF EXISTS jobs_resumable");
+  // It held resumed paused jobs too: jobs_paused_now holds only those not resumed yet.
+  db.run("DROP INDEX IF EXISTS jobs_paused");
 }

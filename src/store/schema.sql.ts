@@ -58,8 +58,9 @@ CREATE INDEX IF NOT EXISTS jobs_created ON jobs (created_at);
 -- The active job and a status-filtered page are found without walking the history.
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, created_at, id);
 -- The paused and the resumable jobs are counted (and listed) by these, not by walking every ended job: they hold
--- only the rows of each filter (store/job-row.ts FILTER_SQL says the same conditions).
-CREATE INDEX IF NOT EXISTS jobs_paused ON jobs (created_at, id) WHERE status = 'cancelled' AND stop_reason = 'pause';
+-- only the rows of each filter (job.ts isPaused and isResumable; test/unit/job-words.test.ts holds them equal).
+CREATE INDEX IF NOT EXISTS jobs_paused_now ON jobs (created_at, id)
+  WHERE status = 'cancelled' AND stop_reason = 'pause' AND resumed_by IS NULL;
 CREATE INDEX IF NOT EXISTS jobs_saved ON jobs (created_at, id)
   WHERE status IN ('failed', 'cancelled') AND resume_state IS NOT NULL AND resumed_by IS NULL;
 -- One point per training step: bounded by the tier's max_train_steps. A nan loss is NULL.

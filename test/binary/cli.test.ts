@@ -182,7 +182,7 @@ describe("the operator CLI against a worker running simulated jobs", () => {
       "lora-worker submit: submit takes exactly one REQUEST.json",
       `lora-worker submit: cannot read ${join(tree.root, "missing.json")} (ENOENT)`,
       'lora-worker jobs: --limit must be a positive integer, got "0"',
-      "lora-worker logs: unknown option --follw",
+      "lora-worker logs: unknown option --follw (did you mean --follow?)",
       `lora-worker status: cannot use the worker's config ${join(tree.root, "absent.toml")}:`,
     ]);
     const help = await runCli(binary, ["submit", "--help"]);

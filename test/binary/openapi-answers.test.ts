@@ -94,12 +94,17 @@ function switchableNvidiaSmi(tree: HostTree) {
   return { path, use };
 }
 
+// A read-only token: the routes that act answer it 403.
+const READER = "r3ad-only-t0ken-5a7c9e1b3d2f";
+
 function localConfig(tree: HostTree, nvidiaSmi: string): string {
   const tables = SIMULATE_TABLES(0.003)
     .replace("[simulate]\n", '[simulate]\nfail = "sample-oom@200"\n')
     .replace(JSON.stringify(FAKE_NVIDIA_SMI), `${JSON.stringify(nvidiaSmi)}\ncache_ttl_ms = 0`);
   const tokens = writeTokens(join(tree.root, "auth"), [TOKEN_A]);
-  return tree.writeConfig(`${tables}[auth]\nmode = "token"\ntoken_file = ${JSON.stringify(tokens)}\n[smoke]\nbase_model = ${JSON.stringify(tree.model)}\n`);
+  const readers = writeTokens(join(tree.root, "auth"), [READER], "read-token");
+  const auth = `mode = "token"\ntoken_file = ${JSON.stringify(tokens)}\nread_token_file = ${JSON.stringify(readers)}`;
+  return tree.writeConfig(`${tables}[auth]\n${auth}\n[smoke]\nbase_model = ${JSON.stringify(tree.model)}\n`);
 }
 
 function slurmConfig(tree: HostTree, slurm: FakeSlurm): string {
@@ -150,6 +155,10 @@ describe("the served OpenAPI document describes every answer the worker gives", 
       }
     }
     expect((await api.get("/train", { token: "0".repeat(32) })).status).toBe(401);
+    // Each operation that acts, with a read-only token.
+    for (const [path, item] of Object.entries<any>(doc.paths)) {
+      if (item.post) expect((await api.call("POST", unknownPath(path), { token: READER })).status).toBe(403);
+    }
     for (const path of ["/", "/healthz", "/openapi.json", "/metrics", "/gpu-status"]) expect((await api.get(path)).status).toBe(200);
 
     // Refusals that reach no job.

@@ -98,7 +98,7 @@ describe("the dataset the trainer reads is the one a person meant", () => {
     expect(readFileSync(join(copy, "a.txt"), "utf8")).toBe("ohwx person, a woman in a red coat, smiling");
     expect(readFileSync(join(copy, "b.txt"), "utf8")).toBe("Ohwx, close-up portrait");
     expect(final.statusLines).toEqual(expect.arrayContaining([
-      "captions trigger added to 1, already in 1, 2 images without one",
+      "captions trigger added to 1 caption, already in 1, 2 images without one",
       "upright  turned: 10_ohwx person/d.jpg",
       "same     10_ohwx person/b.png = 10_ohwx person/c.png",
       "context  75 tokens (no --max_token_length): the longest caption, 10_ohwx person/a.txt, has 35",

@@ -8,6 +8,7 @@ import { OVERFLOWS, openStatusPage, saveScreenshot } from "../support/status-pag
 import { waitFor } from "../support/wait.ts";
 import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 import { untilEnded as ended } from "../support/jobs.ts";
+import { NEXT_STEPS } from "../../src/api/next-steps.ts";
 
 // Pause and resume as a person meets them: the client commands (run from source against a real worker from
 // source) and the status page in headless Chromium. The simulated fast run saves a state every 40 steps.
@@ -66,6 +67,8 @@ describe("lora-worker pause and resume against a worker running simulated jobs",
       expect(status.exitCode).toBe(1);
       expect(status.stdout).toContain(`\nresume   from step 40 (the newest saved state)\nsaved    step 40: ${worker.url}/train/${id}/checkpoints/40\nfailed after `);
       expect(status.stdout).toEndWith(`\nresume with: lora-worker resume ${id}\n`);
+      // What to do comes before the resume: out of memory, another card first.
+      expect(status.stdout).toContain(`\nwhat to do: ${NEXT_STEPS.cuda_oom.text.replaceAll("`", "")}\nresume with: `);
       const pause = await cli(worker, "pause", id);
       expect(pause.exitCode).toBe(1);
       expect(pause.stdout).toMatch(new RegExp(`^job ${id} had already ended, failed after \\d+s: cuda_oom`));
@@ -109,6 +112,16 @@ describe("lora-worker pause and resume against a worker running simulated jobs",
     expect(status.exitCode).toBe(7);
     expect(status.stdout).toContain("\nstatus   cancelled (paused), phase ");
     expect(status.stdout).toMatch(/\npaused after \d+s at step 40\nresume with: /);
+
+    // Resumed, it is paused no longer: status, pause and jobs say resumed and name the job that went on.
+    const next = (await worker.json(`/train/${id}/resume`, { method: "POST" })).body.worker_job_id as string;
+    const [after, pauseAgain, pausedList] = await Promise.all([cli(worker, "status", id), cli(worker, "pause", id), cli(worker, "jobs", "--status", "paused")]);
+    expect(after.exitCode).toBe(3);
+    expect(after.stdout).toContain("\nstatus   cancelled (resumed), phase ");
+    expect(after.stdout).toMatch(new RegExp(`\ncancelled after \\d+s, resumed by job ${next}\n$`));
+    expect(pauseAgain.stdout).toMatch(new RegExp(`^job ${id} had already ended, cancelled after \\d+s, resumed by job ${next}\n$`));
+    expect(pausedList).toEqual({ exitCode: 0, stdout: "no paused jobs\n", stderr: "" });
+    await worker.json(`/train/${next}/cancel`, { method: "POST" });
   });
 });
 
@@ -117,6 +130,9 @@ describe("the status page's pause and resume, in headless Chromium", () => {
 
   const shown = (id: string) => `!document.getElementById(${JSON.stringify(id)}).hidden`;
   const text = (id: string) => `document.getElementById(${JSON.stringify(id)}).textContent`;
+  // The badges the job's card shows beside its title.
+  const HEAD_BADGES = `[...document.querySelectorAll("#job-panel .card-head .badge")].filter((b) => !b.hidden).map((b) => b.textContent)`;
+  const rowBadges = (id: string) => `[...document.querySelectorAll('#jobs tr[data-id="${id}"] .badge')].map((b) => b.textContent)`;
 
   test("a running job has Pause and no Resume; paused, it has Resume, which starts and shows the job that continues it", async () => {
     using tree = makeHostTree();
@@ -126,17 +142,20 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     const page = await openStatusPage(browser, worker);
 
     await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-pause")}`, "the running job with a Pause button");
-    expect(await page.evaluate(`[${shown("job-resume")}, ${shown("job-paused")}]`)).toEqual([false, false]);
+    expect(await page.evaluate(`[${shown("job-resume")}, ${text("job-phase")}]`)).toEqual([false, expect.stringMatching(/^(preparing|loading|caching|training)$/)]);
     expect((await worker.json(`/train/${id}`)).body.step).toBeLessThan(25);
     await page.evaluate(`document.getElementById("job-pause").click()`);
     // While it goes on to its state, the page says where it will stop instead of counting down to the end.
     await page.until(`${text("job-eta")} === "pausing at step 40"`, "where the pause stops the run");
     const pausing = (await worker.json(`/train/${id}`)).body;
     if (pausing.status !== "cancelled") expect(pausing).toMatchObject({ pause_step: 40 });
-    await page.until(`${text("job-status")} === "cancelled" && ${shown("job-paused")} && ${shown("job-resume")}`, "the paused job with a Resume button", 30_000);
+    await page.until(`${text("job-status")} === "paused" && ${shown("job-resume")}`, "the paused job with a Resume button", 30_000);
+    // One word for what the job is: paused, not cancelled beside it; the phase tile says it too, not "training".
+    expect(await page.evaluate(HEAD_BADGES)).toEqual(["paused", "simulated", "resumable"]);
+    expect(await page.evaluate(`[${text("job-phase")}, ${text("job-phase-note")}]`)).toEqual(["paused", "at step 40"]);
     expect(await page.evaluate(`[${shown("job-pause")}, ${text("job-meta")}.includes("saved state: step 40")]`)).toEqual([false, true]);
     await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')?.textContent.includes("paused at step 40")`, "the list to say where it paused");
-    expect(await page.evaluate(`[...document.querySelectorAll('#jobs tr[data-id="${id}"] .badge')].map((b) => b.textContent)`)).toEqual(["paused", "resumable"]);
+    expect(await page.evaluate(rowBadges(id))).toEqual(["paused", "resumable"]);
     expect(await page.evaluate(`[${shown("job-resumable")}, ${shown("job-resume-plain")}]`)).toEqual([true, false]);
     // The saved state is marked on the curve's step axis.
     await page.until(`document.querySelectorAll("#loss-curve .checkpoint").length === 1`, "a mark at the saved state");
@@ -162,6 +181,12 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     await page.evaluate(`document.querySelector("#job-meta button.link").click()`);
     await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${text("job-meta")}.includes("resumed by ${next.slice(0, 8)}")`, "the paused job, linked to its successor");
     expect(await page.evaluate(shown("job-resume"))).toBe(false);
+    // Resumed, it is paused no longer: one badge says so, in its card and in the list, and the tile agrees.
+    expect(await page.evaluate(HEAD_BADGES)).toEqual(["resumed", "simulated"]);
+    expect(await page.evaluate(`[${text("job-phase")}, ${text("job-phase-note")}]`)).toEqual(["resumed", `by ${next.slice(0, 8)}`]);
+    await page.until(`(${rowBadges(id)}).join() === "resumed"`, "the list to say it was resumed");
+    expect(await page.evaluate(`document.querySelector('#jobs tr[data-id="${id}"]').textContent`)).toContain(`resumed by ${next.slice(0, 8)}`);
+    expect((await worker.json(`/train?status=paused`)).body.jobs).toEqual([]);
     expect(page.errors).toEqual([]);
   });
 
@@ -188,6 +213,7 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     await page.until(`document.getElementById("cancel-dialog").open`, "the question again");
     await page.evaluate(`document.getElementById("cancel-confirm").click()`);
     await page.until(`${text("job-status")} === "cancelled" && !${shown("job-cancel")}`, "the cancelled job");
+    expect(await page.evaluate(`[${text("job-phase")}, ${text("job-phase-note")}]`)).toEqual(["cancelled", expect.stringMatching(/^while (preparing|loading|caching|training)$/)]);
     expect((await worker.json(`/train/${id}`)).body).toMatchObject({ status: "cancelled", paused: false });
     expect(page.errors).toEqual([]);
   });
@@ -201,10 +227,11 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     const id = failed.worker_job_id as string;
     const page = await openStatusPage(browser, worker);
     await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')`, "the failed job in the list");
-    expect(await page.evaluate(`[...document.querySelectorAll('#jobs tr[data-id="${id}"] .badge')].map((b) => b.textContent)`)).toEqual(["failed", "resumable"]);
+    expect(await page.evaluate(rowBadges(id))).toEqual(["failed", "resumable"]);
     await page.evaluate(`document.querySelector('#jobs tr[data-id="${id}"]').click()`);
     await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-resume-plain")}`, "the failed job with Resume without previews");
     expect(await page.evaluate(`[${shown("job-resume")}, ${shown("job-resumable")}]`)).toEqual([true, true]);
+    expect(await page.evaluate(`[${text("job-phase")}, ${text("job-phase-note")}]`)).toEqual(["failed", "while sampling"]);
     await saveScreenshot(page, "failed-while-sampling");
 
     await page.evaluate(`document.getElementById("job-resume-plain").click()`);
@@ -215,14 +242,39 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     expect(page.errors).toEqual([]);
   });
 
-  test("contrast: a run that drew no previews has only Resume", async () => {
+  test("contrast: a run that drew no previews and crashed has only Resume, first, and its own next step", async () => {
     using tree = makeHostTree();
-    await using worker = await startWorker(tree.writeConfig(withFailure("oom@50")));
+    await using worker = await startWorker(tree.writeConfig(withFailure("exit@50:1")));
     const id = (await endedJob(worker, tree)).worker_job_id as string;
     const page = await openStatusPage(browser, worker);
     await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')`, "the failed job in the list");
     await page.evaluate(`document.querySelector('#jobs tr[data-id="${id}"]').click()`);
     await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-resume")}`, "the failed job with Resume");
-    expect(await page.evaluate(`[${shown("job-resume-plain")}, ${shown("job-resumable")}]`)).toEqual([false, true]);
+    expect(await page.evaluate(`[${shown("job-resume-plain")}, ${shown("job-resumable")}, ${shown("job-retry-elsewhere")}]`)).toEqual([false, true, false]);
+    expect(await page.evaluate(`document.getElementById("job-resume").classList.contains("primary")`)).toBe(true);
+    expect(await page.evaluate(text("job-next-step"))).toBe(`What to do: ${NEXT_STEPS.trainer_crashed.text.replaceAll("`", "")}`);
+  });
+
+  test("a job that ran out of GPU memory says what to do, and offers sending it again on the other card before Resume, which starts it there", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(withFailure("oom@50")));
+    const failed = await endedJob(worker, tree);
+    expect(failed).toMatchObject({ error_code: "cuda_oom", resumable: true, request: { device_index: 0 }, next_step: NEXT_STEPS.cuda_oom });
+    const id = failed.worker_job_id as string;
+    const page = await openStatusPage(browser, worker);
+    await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')`, "the failed job in the list");
+    await page.evaluate(`document.querySelector('#jobs tr[data-id="${id}"]').click()`);
+    await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-retry-elsewhere")}`, "the failed job with Send again");
+    // The doc's words, its code marks shown as code; the other card first and primary, Resume after it and plain.
+    expect(await page.evaluate(text("job-next-step"))).toBe(`What to do: ${NEXT_STEPS.cuda_oom.text.replaceAll("`", "")}`);
+    expect(await page.evaluate(`[...document.querySelectorAll("#job-next-step code")].map((c) => c.textContent)`)).toContain("lora-worker gpu");
+    const buttons = `[...document.querySelectorAll(".job-actions button")].filter((b) => !b.hidden).map((b) => [b.textContent, b.classList.contains("primary")])`;
+    expect(await page.evaluate(buttons)).toEqual([["Send again on GPU 1", true], ["Resume", false]]);
+    await saveScreenshot(page, "failed-out-of-memory");
+
+    await page.evaluate(`document.getElementById("job-retry-elsewhere").click()`);
+    const next = await page.until<string>(`${text("job-id")} !== ${JSON.stringify(id)} && ${text("job-id")}`, "the page to show the new job");
+    expect((await worker.json(`/train/${next}`)).body).toMatchObject({ request: { ...failed.request, device_index: 1 } });
+    expect(page.errors).toEqual([]);
   });
 });

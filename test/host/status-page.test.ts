@@ -179,6 +179,40 @@ describe("the status page of the compiled binary, in headless Chromium", () => {
     expect((await worker.json(`/train/${id}/cancel`, { method: "POST", headers: auth })).body.status).toBe("cancelled");
   });
 
+  test("a read-only token in the address's fragment opens the page without typing, leaves no trace in the address or the requests, and shows no button that acts", async () => {
+    using tree = makeHostTree();
+    const etc = join(tree.root, "etc");
+    // A b64token may hold + and /: the address carries them encoded and the page decodes what it reads.
+    const reader = "r3ad+Only/t0ken-5a7c9e1b3d2f=";
+    const tokens = { token_file: writeTokens(etc, [TOKEN_A]), read_token_file: writeTokens(etc, [reader], "read-token") };
+    const config = tree.writeConfig(`${SIMULATE_TABLES(0.2)}[auth]\n${Object.entries(tokens).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join("\n")}\n`);
+    await using worker = await startWorker(config, { command: [binary] });
+    const full = { authorization: `Bearer ${TOKEN_A}` };
+    const id = (await worker.json("/train", { method: "POST", headers: { ...full, "content-type": "application/json" }, body: JSON.stringify(tree.validRequest()) })).body.worker_job_id as string;
+    const page = await browser.open(`${worker.url}/#token=${encodeURIComponent(reader)}`);
+
+    await page.until(STEP_SHOWN, "the running job's progress, read with the fragment's token");
+    expect(await page.evaluate(`[document.getElementById("token-dialog").open, location.href, sessionStorage.getItem("lora-worker.token")]`)).toEqual([false, `${worker.url}/`, reader]);
+    // No request the page made carried the token in its address, and the worker never saw it.
+    const addresses = await page.evaluate<string[]>(`[location.href, ...performance.getEntriesByType("resource").map((e) => e.name)]`);
+    expect(addresses.length).toBeGreaterThan(3);
+    expect(addresses.filter((a) => a.includes(reader) || a.includes(encodeURIComponent(reader)))).toEqual([]);
+    expect(worker.output()).not.toContain(reader);
+    // It reads everything, and acts on nothing: no Pause, no Cancel on the running job, and the header says why.
+    await page.until(`document.querySelectorAll("#gpus .gpu").length === 2`, "the GPU panel");
+    await page.until(`${text("#auth-mode")} === "auth: token (read-only)"`, "the header to say the token only reads");
+    expect(await page.evaluate(`["job-pause", "job-cancel", "job-resume"].map((b) => document.getElementById(b).hidden)`)).toEqual([true, true, true]);
+    expect(await page.evaluate(OVERFLOWS)).toEqual([]);
+    await saveScreenshot(page, "read-only-token");
+
+    // Contrast: the same page with the full token offers Pause and Cancel on the same job.
+    const acting = await browser.open(`${worker.url}/#token=${TOKEN_A}`);
+    await acting.until(`!document.getElementById("job-pause").hidden && !document.getElementById("job-cancel").hidden`, "Pause and Cancel with the full token");
+    expect(await acting.evaluate(text("#auth-mode"))).toBe("auth: token");
+    expect((await worker.json(`/train/${id}/cancel`, { method: "POST", headers: full })).body.status).toBe("cancelled");
+    expect([...page.errors, ...acting.errors]).toEqual([]);
+  });
+
   test("with no job and no GPU driver the page says so: an empty list and nvidia-smi's own words", async () => {
     using tree = makeHostTree();
     const noDriver = join(REPO, "test/fixtures/gpu/no-driver");

@@ -8,7 +8,7 @@ import { TOKENIZERS } from "../../src/tokenizers/layout.ts";
 import { FAKE_NVIDIA_SMI, makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
 import { inProcessApp } from "../support/app-harness.ts";
-import { TRAINERS, realModeConfig } from "../support/real-mode.ts";
+import { SIMULATOR, TRAINERS, realModeConfig, simulateModeConfig } from "../support/real-mode.ts";
 import { waitFor } from "../support/wait.ts";
 import { CLIP_MERGES, writeTokenizers } from "../support/tokenizers.ts";
 
@@ -99,6 +99,18 @@ describe("HTTP surface", () => {
     writeTokenizers(dir);
     const after = ((await (await a.app.request("/healthz")).json()) as any).tokenizers;
     expect(after).toEqual({ dir, ready: true, problems: [] });
+  });
+
+  test("in simulate mode /healthz reports no tokenizer problem, since the simulated trainer loads none; contrast: real mode on the same empty folder is not ready", async () => {
+    using tree = makeHostTree();
+    const dir = join(tree.state, "tokenizers");
+    {
+      await using simulated = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
+      const health = (await (await simulated.app.request("/healthz")).json()) as any;
+      expect([health.simulated, health.tokenizers]).toEqual([true, { dir, ready: true, problems: [], required: false }]);
+    }
+    await using real = appFor(tree);
+    expect(((await (await real.app.request("/healthz")).json()) as any).tokenizers).toMatchObject({ dir, ready: false });
   });
 
   test("/healthz says not ready once a tokenizer's merges.txt is cut, though every file is there", async () => {

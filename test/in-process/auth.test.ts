@@ -105,6 +105,66 @@ describe("bearer auth on the HTTP surface", () => {
   });
 });
 
+describe("read-only tokens (auth.read_token_file)", () => {
+  const READER = "r3ad+Only/t0ken-5a7c9e1b3d2f=";
+
+  test("a read-only token reads every GET and is refused dispatch, pause, resume, cancel and smoke with 403 before the body is read, changing nothing; the full token acts", async () => {
+    using tree = makeHostTree();
+    const gate = mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]), readTokenFile: writeTokens(tree.root, [READER], "read-token") });
+    await using a = appBehind(tree, gate);
+    const post = async (token: string, path: string, sent: unknown) => {
+      let pulled = false;
+      const body = new ReadableStream({
+        pull(controller) {
+          pulled = true;
+          controller.enqueue(new TextEncoder().encode(JSON.stringify(sent)));
+          controller.close();
+        },
+      }, { highWaterMark: 0 });
+      const res = await a.app.request(path, { method: "POST", headers: { "content-type": "application/json", ...bearer(token) }, body, duplex: "half" } as RequestInit);
+      return { status: res.status, body: (await res.json()) as any, pulled };
+    };
+    const acts: Array<[string, unknown]> = [
+      ["/train", tree.validRequest()], [`/train/${JOB}/pause`, {}], [`/train/${JOB}/resume`, {}], [`/train/${JOB}/cancel`, {}], ["/smoke", {}],
+    ];
+    for (const [path, sent] of acts) {
+      expect({ path, ...(await post(READER, path, sent)) }).toEqual({
+        path, status: 403, pulled: false,
+        body: { detail: `this token may only read (it is one of auth.read_token_file); POST ${path} needs a token of auth.token_file` },
+      });
+    }
+    expect(await (await a.app.request("/train", { headers: bearer(READER) })).json()).toMatchObject({ jobs: [] });
+
+    // Contrast: the full token dispatches; the reader then reads the job, its events, the list and the metrics.
+    const dispatched = await post(TOKEN_A, "/train", tree.validRequest());
+    expect(dispatched).toMatchObject({ status: 200, pulled: true });
+    const id = dispatched.body.worker_job_id as string;
+    for (const path of ["/train", `/train/${id}`, `/train/${id}/log`, `/train/${id}/metrics`, "/gpu-status", "/metrics", "/openapi.json"]) {
+      const res = await a.app.request(path, { headers: bearer(READER) });
+      expect({ path, status: res.status, access: res.headers.get("x-token-access") }).toEqual({ path, status: 200, access: "read" });
+    }
+    const events = await a.app.request(`/train/${id}/events`, { headers: bearer(READER) });
+    expect([events.status, events.headers.get("content-type")]).toEqual([200, "text/event-stream"]);
+    await events.body?.cancel();
+    // The full token's answers are not marked: the page shows it every button.
+    expect((await a.app.request(`/train/${id}`, { headers: bearer(TOKEN_A) })).headers.get("x-token-access")).toBeNull();
+    expect((await post(TOKEN_A, `/train/${id}/cancel`, {})).status).toBe(200);
+  });
+
+  test("a read-only token is found like the others: systemd's read-token credential first, a bad line refuses setup, and none is no error", () => {
+    using tree = makeHostTree();
+    const tokenFile = writeTokens(tree.root, [TOKEN_A]);
+    const credentials = join(tree.root, "credentials");
+    writeTokens(credentials, [READER], "read-token");
+    const gate = mustGate({ tokenFile, readTokenFile: writeTokens(tree.root, [TOKEN_B], "readers"), credentialsDirectory: credentials });
+    expect(gate.readSource).toEqual({ kind: "systemd-credential", path: join(credentials, "read-token") });
+    expect([gate.readTokens!.matches(READER), gate.readTokens!.matches(TOKEN_B), gate.tokens!.matches(READER)]).toEqual([true, false, false]);
+    const bad = gateFor({ tokenFile, readTokenFile: writeTokens(tree.root, ["short"], "bad-readers") });
+    expect(bad).toEqual({ ok: false, error: [`${join(tree.root, "bad-readers")} line 1: a token must be at least 16 characters`] });
+    expect(mustGate({ tokenFile, readTokenFile: join(tree.root, "no-such-file") })).toMatchObject({ readTokens: null, readSource: null });
+  });
+});
+
 describe("where the tokens come from", () => {
   test("systemd's credential wins over auth.token_file when both exist", async () => {
     using tree = makeHostTree();

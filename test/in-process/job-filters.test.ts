@@ -34,18 +34,27 @@ async function history(tree: HostTree) {
     expect(await ended(a, id)).toMatchObject({ status: "failed", resumable: false });
     return id;
   });
-  const [paused, cancelled] = await run({ seconds_per_step: 0.05 }, async (a) => {
+  const [resumedPause, paused, cancelled] = await run({ seconds_per_step: 0.05 }, async (a) => {
+    const earlier = await dispatch(a, tree, "resumed-pause");
+    expect((await a.json(`/train/${earlier}/pause`, { method: "POST" })).body).toMatchObject({ paused: true });
     const first = await dispatch(a, tree, "paused");
     expect((await a.json(`/train/${first}/pause`, { method: "POST" })).body).toMatchObject({ paused: true, resumable: true });
     const second = await dispatch(a, tree, "cancelled");
     expect((await a.json(`/train/${second}/cancel`, { method: "POST" })).body).toMatchObject({ status: "cancelled", paused: false, resumable: false });
-    return `${first} ${second}`;
+    return `${earlier} ${first} ${second}`;
   }).then((ids) => ids.split(" "));
-  return { failedWithState, failedBare, paused: paused!, cancelled: cancelled! };
+  // The earlier pause is resumed, and its chain goes on to the end: it is paused no longer.
+  const successor = await run({ seconds_per_step: 0 }, async (a) => {
+    const next = (await a.json(`/train/${resumedPause}/resume`, { method: "POST" })).body.worker_job_id as string;
+    expect(await ended(a, next)).toMatchObject({ status: "succeeded", resumed_from: resumedPause });
+    expect((await a.json(`/train/${resumedPause}`)).body).toMatchObject({ status: "cancelled", paused: false, resumable: false, resumed_by: next });
+    return next;
+  });
+  return { failedWithState, failedBare, resumedPause: resumedPause!, paused: paused!, cancelled: cancelled!, successor };
 }
 
 describe("the job list filtered by paused and resumable", () => {
-  test("paused keeps the paused job, resumable the jobs a resume would take; cancelled keeps both cancelled ones", async () => {
+  test("paused keeps the paused job not resumed yet, resumable the jobs a resume would take; cancelled keeps all three cancelled ones", async () => {
     using tree = makeHostTree();
     const jobs = await history(tree);
     await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR);
@@ -53,13 +62,14 @@ describe("the job list filtered by paused and resumable", () => {
     expect(await ids("paused")).toEqual([jobs.paused]);
     expect(await ids("resumable")).toEqual([jobs.paused, jobs.failedWithState]);
     // Contrast: the plain status filter cannot tell them apart.
-    expect(await ids("cancelled")).toEqual([jobs.cancelled, jobs.paused]);
+    expect(await ids("cancelled")).toEqual([jobs.cancelled, jobs.paused, jobs.resumedPause]);
+    expect(await ids("succeeded")).toEqual([jobs.successor]);
     expect(await ids("failed")).toEqual([jobs.failedBare, jobs.failedWithState]);
     const bad = await a.json("/train?status=stopped");
     expect(bad.status).toBe(422);
     expect(bad.body.detail[0].msg).toContain("paused, resumable");
 
-    // lora-worker jobs takes the same filters, and a paused job's status reads paused.
+    // lora-worker jobs takes the same filters; a paused job's status reads paused, a resumed one's resumed.
     using server = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: a.app.fetch });
     const cli = async (...args: string[]) => {
       const proc = Bun.spawn([process.execPath, MAIN, "jobs", "--url", server.url.origin, ...args], {
@@ -71,5 +81,11 @@ describe("the job list filtered by paused and resumable", () => {
     const resumable = await cli("--status", "resumable");
     expect(resumable.code).toBe(0);
     expect(resumable.lines.map((l) => l.split(/\s+/).slice(0, 2))).toEqual([[jobs.paused, "paused"], [jobs.failedWithState, "failed"]]);
+    const paused = await cli("--status", "paused");
+    expect(paused.lines.map((l) => l.split(/\s+/).slice(0, 2))).toEqual([[jobs.paused, "paused"]]);
+    const cancelled = await cli("--status", "cancelled");
+    expect(cancelled.lines.map((l) => l.split(/\s+/).slice(0, 2))).toEqual([
+      [jobs.cancelled, "cancelled"], [jobs.paused, "paused"], [jobs.resumedPause, "resumed"],
+    ]);
   }, TIMEOUT_MS);
 });

@@ -70,7 +70,7 @@ describe("failures by error_code", () => {
 });
 
 describe("paused and resumable jobs", () => {
-  test("a paused job counts as paused and resumable, a plain cancel as neither; its resume leaves it paused, not resumable", async () => {
+  test("a paused job counts as paused and resumable, a plain cancel as neither; its resume leaves it neither", async () => {
     using tree = makeHostTree();
     await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0.005 }), SIMULATOR);
     const gauges = async () => {
@@ -91,7 +91,7 @@ describe("paused and resumable jobs", () => {
     expect(await gauges()).toEqual({ paused: 1, resumable: 1, cancelled: 2 });
 
     const resumed = (await a.json(`/train/${paused}/resume`, { method: "POST" })).body.worker_job_id as string;
-    expect(await gauges()).toEqual({ paused: 1, resumable: 0, cancelled: 2 });
+    expect(await gauges()).toEqual({ paused: 0, resumable: 0, cancelled: 2 });
     await a.supervisor.cancel(resumed);
   });
 });

@@ -59,6 +59,33 @@ describe("config", () => {
     expect(errors).toContain('LORA_WORKER_GPU_PROBE_TIMEOUT_MS: expected a number, got "soon"');
   });
 
+  test("an unknown key or override names the one meant: a sibling spelled nearly so, or the same name in its table; a word like no key gets no guess", async () => {
+    using tree = makeHostTree();
+    const path = tree.writeConfig('token_file = "/x"\ncolour = "blue"\n[trainer]\nmode = "simulate"\n[auth]\nmetrics_publik = true\n');
+    const result = await loadConfig({ path, env: { LORA_WORKER_LISTN: "x" } });
+    const errors = result.ok ? [] : result.error;
+    expect(errors).toEqual(expect.arrayContaining([
+      "token_file: unknown key (did you mean auth.token_file?)",
+      "auth.metrics_publik: unknown key (did you mean auth.metrics_public?)",
+      "colour: unknown key",
+      expect.stringMatching(/^LORA_WORKER_LISTN: unknown environment override \(did you mean LORA_WORKER_LISTEN\?\) \(known: /),
+    ]));
+  });
+
+  test("a TOML syntax error names its line and column, as the file has them", async () => {
+    using tree = makeHostTree();
+    const cases: Array<[string, string]> = [
+      ['listen = "127.0.0.1:8203"\n\n[trainer]\nmode = simulate\n', 'line 4, column 8: Strings must be quoted: "simulate"'],
+      ['[trainer]\nmode = "simulate"\n[gpu]\nnvidia_smi = = "x"\n', "line 4, column 14: Expected a value but found '='"],
+      ['[trainer]\nmode = "simulate"\nmode = "real"\n', "line 3, column 1: Cannot redefine key 'mode'"],
+    ];
+    for (const [text, where] of cases) {
+      const path = join(tree.root, "bad.toml");
+      writeFileSync(path, text);
+      expect(await loadConfig({ path, env: {} })).toEqual({ ok: false, error: [`config file ${path} is not valid TOML: ${where}`] });
+    }
+  });
+
   test("slurm.mem takes a Slurm memory size and is handed to sbatch as given; anything else is refused by name", async () => {
     using tree = makeHostTree();
     for (const [mem, ok] of [["48G", true], ["512M", true], ["", true], ["48 GB", false], ["0G", false], ["-1", false]] as const) {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runDoctor } from "../support/doctor-host.ts";
@@ -44,6 +44,40 @@ describe("bun run scratch-host DIR", () => {
     const noToken = await run([process.execPath, MAIN, "jobs", "--url", worker.url]);
     expect(noToken.exitCode).toBe(5);
     expect(noToken.stderr).toContain("the worker answered 401");
+
+    // Its dataset reads as a person's photos do: the trigger put into three captions and found in one, and no
+    // image small or the same as another (four distinct files, each big enough for every tier).
+    const job = JSON.parse((await run([process.execPath, MAIN, "jobs", "--json", "--limit", "1", "--config", config])).stdout);
+    expect(job.dataset.prepared).toMatchObject({
+      captions: { trigger_added: 3, trigger_present: 1, images_without_caption: 0, cut: [] }, small: [], duplicates: [],
+    });
+    const folder = join(scratch.dir, "train/example/dataset/10_ohwx person");
+    const images = readdirSync(folder).filter((f) => f.endsWith(".png"));
+    expect(images).toHaveLength(4);
+    expect(new Set(images.map((f) => new Bun.CryptoHasher("sha256").update(readFileSync(join(folder, f))).digest("hex"))).size).toBe(4);
+  }, 60_000);
+
+  test("lora-worker smoke passes on the host as laid out, at its own pace; contrast: without its smoke.base_model it is refused", async () => {
+    using scratch = scratchDir();
+    const listen = `127.0.0.1:${freePort()}`;
+    expect((await run([process.execPath, "run", "scratch-host", scratch.dir, "--listen", listen])).exitCode).toBe(0);
+    const config = join(scratch.dir, "config.toml");
+    const smoke = () => run([process.execPath, MAIN, "smoke", "--config", config, "--device", "0"]);
+    {
+      await using worker = await startWorker(config);
+      const passed = await smoke();
+      expect({ exitCode: passed.exitCode, stderr: passed.stderr, last: passed.stdout.trimEnd().split("\n").at(-1) }).toEqual({
+        exitCode: 0, stderr: "", last: expect.stringMatching(/^smoke: passed in [\d.]+s$/),
+      });
+      expect(worker.url).toBe(`http://${listen}`);
+    }
+    const text = readFileSync(config, "utf8");
+    writeFileSync(config, text.slice(0, text.indexOf("[smoke]")));
+    await using worker = await startWorker(config);
+    const refused = await smoke();
+    expect(refused.exitCode).toBe(5);
+    expect(refused.stderr).toContain("smoke_unavailable");
+    expect(worker.url).toBe(`http://${listen}`);
   }, 60_000);
 
   test("the host passes doctor in simulate mode, and a second run into the same DIR changes nothing", async () => {

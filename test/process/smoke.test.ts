@@ -45,11 +45,12 @@ describe("lora-worker smoke against a running worker", () => {
     expect(lines[2]).toMatch(/went on from step 2 to 6 and succeeded/);
     expect(exitCode).toBe(0);
     expect(smokeFolders(tree)).toEqual([]);
-    // Both runs stay in the history as jobs of tier smoke: the first paused, its successor succeeded.
+    // Both runs stay in the history as jobs of tier smoke: the first paused and resumed since (paused no longer: its
+    // successor is named), the successor succeeded.
     const { body } = await worker.json("/train?limit=5");
-    expect(body.jobs.map((j: any) => [j.request.tier, j.status, j.paused])).toEqual([
-      ["smoke", "succeeded", false],
-      ["smoke", "cancelled", true],
+    expect(body.jobs.map((j: any) => [j.request.tier, j.status, j.paused, j.resumed_by ?? null])).toEqual([
+      ["smoke", "succeeded", false, null],
+      ["smoke", "cancelled", false, body.jobs[0].worker_job_id],
     ]);
   }, TIMEOUT_MS);
 

@@ -166,7 +166,8 @@ describe("lora-worker tokenizers", () => {
     for (const args of [[], ["import", "--config", config], ["fetch", "--config", config]]) {
       const result = await cli(args);
       expect(result.code).toBe(2);
-      expect(result.stderr).toStartWith("lora-worker: tokenizers takes `import PATH` or `check`");
+      expect(result.stderr).toStartWith("lora-worker tokenizers: tokenizers takes `import PATH` or `check`");
+      expect(result.stderr.split("\n")).toHaveLength(3);
     }
   });
 });

@@ -13,7 +13,7 @@ export const TOKEN_B = "b7e2a9c4d1f6081e3a5c7e9b2d4f6a8c";
 
 /** What `auth.mode = "none"` yields: every route open. */
 export function openGate(): AuthGate {
-  return { mode: "none", tokens: null, source: null, metricsPublic: false };
+  return { mode: "none", tokens: null, source: null, readTokens: null, readSource: null, metricsPublic: false };
 }
 
 export function writeTokens(dir: string, lines: string[], name = "token"): string {
@@ -27,13 +27,14 @@ export interface GateOptions {
   listen?: string;
   mode?: "token" | "none";
   tokenFile: string;
+  readTokenFile?: string;
   credentialsDirectory?: string;
   metricsPublic?: boolean;
   log?: Logger;
 }
 
 export function gateFor(o: GateOptions) {
-  const config = ConfigSchema.parse({ listen: o.listen ?? "127.0.0.1:0", auth: { mode: o.mode ?? "token", token_file: o.tokenFile, metrics_public: o.metricsPublic ?? false } });
+  const config = ConfigSchema.parse({ listen: o.listen ?? "127.0.0.1:0", auth: { mode: o.mode ?? "token", token_file: o.tokenFile, metrics_public: o.metricsPublic ?? false, ...(o.readTokenFile === undefined ? {} : { read_token_file: o.readTokenFile }) } });
   return setUpAuth({ config, credentialsDirectory: o.credentialsDirectory, log: o.log ?? silentLogger });
 }
 

@@ -5,6 +5,10 @@ import { createTerminal, type Terminal } from "../../src/cli/client/terminal.ts"
 import { ClientError } from "../../src/cli/client/exit.ts";
 import { createWorkerClient } from "../../src/cli/client/worker-client.ts";
 import { urlOfListen } from "../support/listen.ts";
+import { counted } from "../../src/cli/client/counted.ts";
+import { statusLines } from "../../src/cli/client/format.ts";
+import type { JobView } from "../../src/cli/client/worker-client.ts";
+import { JOB_VIEW_EXAMPLE } from "../../src/api/openapi.ts";
 
 const JOB = "3f1c2a4e-0000-4000-8000-000000000000";
 const FAST = { idleMs: 300, maxOutageMs: 2_000, firstRetryMs: 10, maxRetryMs: 50 };
@@ -169,4 +173,19 @@ test("a listen address is dialed on loopback when it binds every address, and no
     "http://gpu-box.lan:8203",
     null,
   ]);
+});
+
+describe("counts a person reads", () => {
+  test("take the noun the count wants: 1 image, 0 and 2 images", () => {
+    expect([0, 1, 2].map((n) => counted(n, "image"))).toEqual(["0 images", "1 image", "2 images"]);
+  });
+
+  test("lora-worker status's dataset line says 1 image and 1 caption, not 1 images", () => {
+    const prepared = {
+      captions: { trigger_added: 1, trigger_present: 2, images_without_caption: 1, cut: [], tokens_counted_by: "clip tokenizer" as const },
+      turned_upright: [], small: [], duplicates: [],
+    };
+    const view = { ...JOB_VIEW_EXAMPLE, dataset: { files: 4, bytes: 1, sha256: "0".repeat(64), prepared } } as unknown as JobView;
+    expect(statusLines(view, "http://w")).toContain("captions trigger added to 1 caption, already in 2, 1 image without one");
+  });
 });

@@ -26,7 +26,7 @@ describe("the dataset rows of lora-worker status", () => {
       warnings: ["the folder says otherwise"],
     }));
     expect(rows).toEqual([
-      ["captions", "trigger added to 1, already in 0, moved in front in 1, 0 images without one"],
+      ["captions", "trigger added to 1 caption, already in 0, moved in front in 1, 0 images without one"],
       ["context", "225 tokens (--max_token_length=225): the longest caption, b.txt, has more than 225"],
       ["warning", "the folder says otherwise"],
       ["small", "a.png (8x8, scaled 96x)"],
@@ -39,7 +39,7 @@ describe("the dataset rows of lora-worker status", () => {
 
   test("contrast: an older worker's report, without them, prints only what it holds", () => {
     expect(datasetRows(viewOf(OLDER))).toEqual([
-      ["captions", "trigger added to 1, already in 0, 0 images without one"],
+      ["captions", "trigger added to 1 caption, already in 0, 0 images without one"],
       ["small", "a.png (8x8)"],
     ]);
   });

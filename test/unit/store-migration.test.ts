@@ -29,6 +29,8 @@ describe("the job database across releases", () => {
       old.run(firstReleaseSchema());
       // The index of the releases whose runs shared one folder of states (on output_file then; its name is what counts).
       old.run("CREATE INDEX jobs_resumable ON jobs (created_at)");
+      // The paused jobs' index of the releases that counted a resumed paused job as paused still.
+      old.run("CREATE INDEX jobs_paused ON jobs (created_at, id) WHERE status = 'cancelled' AND stop_reason = 'pause'");
       old.run(`INSERT INTO jobs (id, status, phase, created_at, request, request_hash, simulated, log_path)
                VALUES ('old', 'failed', 'training', '2026-01-01T00:00:00Z', '{}', 'h', 1, '/x')`);
       expect(old.query("PRAGMA table_info(jobs)").all().length).toBeLessThan(40);
@@ -44,8 +46,8 @@ describe("the job database across releases", () => {
       store.close();
       const db = new Database(path, { readonly: true });
       const indexes = db.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'jobs_%'").all().map((r) => r.name);
-      // The index runs of one output once shared is gone from an old database too.
-      expect(indexes.sort()).toEqual(["jobs_created", "jobs_paused", "jobs_saved", "jobs_status"]);
+      // The index runs of one output once shared, and the paused index blind to resumes, are gone from it too.
+      expect(indexes.sort()).toEqual(["jobs_created", "jobs_paused_now", "jobs_saved", "jobs_status"]);
       db.close();
     } finally {
       rmSync(dir, { recursive: true, force: true });

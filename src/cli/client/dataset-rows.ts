@@ -1,3 +1,4 @@
+import { counted } from "./counted.ts";
 import type { JobView } from "./worker-client.ts";
 
 type Report = NonNullable<NonNullable<JobView["dataset"]>["prepared"]>;
@@ -12,8 +13,8 @@ export function datasetRows(view: JobView): [string, string][] {
   const moved = c.trigger_moved ? `, moved in front in ${c.trigger_moved}` : "";
   const rows: [string, string][] = [[
     "captions",
-    `trigger added to ${c.trigger_added}, already in ${c.trigger_present}${moved}, ` +
-      `${c.images_without_caption} images without one`,
+    `trigger added to ${counted(c.trigger_added, "caption")}, already in ${c.trigger_present}${moved}, ` +
+      `${counted(c.images_without_caption, "image")} without one`,
   ]];
   if (report.token_window !== undefined) rows.push(["context", contextLine(report.token_window)]);
   for (const warning of report.warnings ?? []) rows.push(["warning", warning]);

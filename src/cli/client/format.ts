@@ -9,6 +9,12 @@ export function exitCodeOf(view: JobView): ExitCode {
   return EXIT.ok;
 }
 
+// The word a person reads for a job's status: an ended job a resume continued is `resumed`, a paused one `paused`.
+export function shownStatus(view: JobView): string {
+  if (view.paused) return "paused";
+  return view.resumed_by ? "resumed" : view.status;
+}
+
 export function duration(seconds: number | null): string {
   if (seconds === null || !Number.isFinite(seconds)) return "-";
   const s = Math.max(0, Math.round(seconds));
@@ -61,6 +67,7 @@ export function outcomeLines(view: JobView): string[] {
     return [`succeeded${took}: ${view.lora_path ?? "(no path)"} (${size}sha256 ${view.lora_sha256 ?? "-"})`];
   }
   if (view.paused) return [`paused${took} at step ${view.resume_step ?? view.step}`];
+  if (view.status === "cancelled" && view.resumed_by) return [`cancelled${took}, resumed by job ${view.resumed_by}`];
   if (view.status === "cancelled") {
     return [`cancelled${took}${view.forced_kill ? " (the trainer needed SIGKILL)" : ""}`];
   }
@@ -76,7 +83,8 @@ export function outcomeLines(view: JobView): string[] {
 // `status ID` for a person: one labelled line per fact; `baseUrl` (the worker's) makes the samples' URLs absolute.
 export function statusLines(view: JobView, baseUrl: string): string[] {
   const r = view.request;
-  const paused = view.paused ? " (paused)" : "";
+  const shown = shownStatus(view);
+  const paused = shown === view.status ? "" : ` (${shown})`;
   const eta = isTerminal(view.status) ? "" : `, ETA ${duration(view.eta_s)}`;
   const rows: [string, string][] = [
     ["job", view.worker_job_id],
@@ -92,7 +100,12 @@ export function statusLines(view: JobView, baseUrl: string): string[] {
     ...sampleRows(view, baseUrl),
   ];
   const hint = resumeHint(view);
-  return [...rows.map(([k, v]) => `${k.padEnd(9)}${v}`), ...outcomeLines(view), ...(hint === null ? [] : [hint])];
+  // What to do, as docs/troubleshooting.md says it (its `code` marks dropped), before the resume where that is
+  // the second choice.
+  const next = view.next_step ? [`what to do: ${view.next_step.text.replaceAll("`", "")}`] : [];
+  return [
+    ...rows.map(([k, v]) => `${k.padEnd(9)}${v}`), ...outcomeLines(view), ...next, ...(hint === null ? [] : [hint]),
+  ];
 }
 
 // The runs before and after this one, its newest saved state and the intermediate LoRAs beside it.

@@ -1,4 +1,4 @@
-import { loss, meter, steps } from "./format.ts";
+import { loss, meter, shownStatus, steps } from "./format.ts";
 import { SHORT_ID } from "./job-id.ts";
 import { printable } from "./terminal.ts";
 import type { ClusterGpuStatus, GpuDeviceView, GpuProcessView, HostGpuStatus, JobView } from "./worker-client.ts";
@@ -101,7 +101,7 @@ function cellsOf(view: JobView): JobCells {
   const r = view.request;
   return {
     id: view.worker_job_id,
-    status: (view.paused ? "paused" : view.status).padEnd(9),
+    status: shownStatus(view).padEnd(9),
     steps: steps(view).padStart(9),
     loss: `loss ${loss(view)}`,
     tier: `${String(r.tier)}@${String(r.device_index)}`.padEnd(10),

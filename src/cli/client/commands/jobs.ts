@@ -14,9 +14,9 @@ export const jobs: ClientCommand = {
   usage: "jobs [--status STATUS] [--limit N] [--json]",
   help: `Lists recent jobs, newest first, one line each: id, status, steps, loss, tier@device, created, output
 name, error_code. On a narrow terminal the date is shortened and loss, tier@device, the date and the output
-name are left out as needed (a pipe gets every column); a paused job's status reads paused. --status keeps one
-of ${FILTERS.join(", ")} (paused: stopped right after a saved state; resumable: failed or cancelled with a
-state, not resumed yet);
+name are left out as needed (a pipe gets every column); a paused job's status reads paused, and one a resume
+continued reads resumed. --status keeps one of ${FILTERS.join(", ")} (paused: stopped right after a saved
+state, not resumed yet; resumable: failed or cancelled with a state, not resumed yet);
 --limit N (default ${DEFAULT_LIMIT}) pages through the worker's list as needed. --json: one job record per line.
 Exit: 0.`,
   values: ["status", "limit"],

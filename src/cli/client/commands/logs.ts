@@ -18,7 +18,7 @@ it reads what the log gained since the last read, from the cursor the worker han
 once. If the worker cut the log to its cap in between, a notice on stderr says so and the log goes on from what the
 cut kept. A worker too old to hand out cursors is refused with a message. On a terminal the log's control
 characters are shown as cat -v shows them (ESC as ^[); a pipe gets the log's bytes unchanged.
-Exit: 0; with -f, by how the job ended: 0 succeeded, 1 failed, 3 cancelled.`,
+Exit: 0; with -f, by how the job ended: 0 succeeded, 1 failed, 3 cancelled, 7 paused.`,
   values: ["lines"],
   flags: ["follow"],
   short: { f: "follow" },

@@ -15,7 +15,8 @@ balanced every ${balanced}, quality every ${quality}), stops it right after, and
 The job ends cancelled and paused; lora-worker resume ID continues it from that state as a new job. A run
 that ends before its next state ends as it would have; a job that already ended is left as it is.
 Prints how the job ended; --json: the final job record.
-Exit: 0 paused; otherwise by how the job ended: 0 succeeded, 1 failed, 3 cancelled.`,
+Exit: 0 paused (the pause did what was asked: 7 is what status and --follow say of a paused job); otherwise by
+how the job ended: 0 succeeded, 1 failed, 3 cancelled (a job paused before and resumed since included).`,
   values: [],
   flags: ["json"],
   async run({ client, out, options }) {
@@ -29,13 +30,11 @@ Exit: 0 paused; otherwise by how the job ended: 0 succeeded, 1 failed, 3 cancell
 function pauseLines(view: JobView): string[] {
   const id = view.worker_job_id;
   if (view.paused) {
-    const then = view.resumable
-      ? ` (resumable: lora-worker resume ${id})`
-      : view.resumed_by ? ` (resumed since by job ${view.resumed_by})` : "";
+    const then = view.resumable ? ` (resumable: lora-worker resume ${id})` : "";
     return [`job ${id} paused at step ${view.resume_step ?? view.step}${then}`];
   }
   // A pause the run recorded but did not reach: it ended another way before its next saved state.
-  const how = view.pause_requested_at ? "ended before its next saved state" : "had already ended";
+  const how = view.pause_requested_at && !view.resumed_by ? "ended before its next saved state" : "had already ended";
   const [first = "", ...rest] = outcomeLines(view);
   const hint = resumeHint(view);
   return [`job ${id} ${how}, ${first}`, ...rest, ...(hint === null ? [] : [hint])];

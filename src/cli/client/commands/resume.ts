@@ -7,11 +7,12 @@ import { EXIT } from "../exit.ts";
 
 export const resume: ClientCommand = {
   usage: "resume ID [--samples N] [--json] [--follow]",
-  help: `Starts a new job that continues job ID, failed or cancelled (a paused one included), from its newest saved
-state: the same request, dataset copy and output. --samples N (0-4) changes only its preview images, e.g. 0 after a
-failure while sampling. Prints the new job's id and the step it starts from (with --json, the worker's answer).
+  help: `Starts a new job that continues job ID, paused, failed or cancelled, from its newest saved state (a job a
+resume already continued is refused, naming the job that did): the same request, dataset copy and output.
+--samples N (0-4) changes only its preview images, e.g. 0 after a failure while sampling. Prints the new job's
+id and the step it starts from (with --json, the worker's answer).
 With --follow it then draws the new job until it ends, as submit --follow does.
-Exit: 0 resumed (or, with --follow, succeeded), 1 failed, 3 cancelled; 5 with the worker's reasons when it
+Exit: 0 resumed (or, with --follow, succeeded), 1 failed, 3 cancelled, 7 paused; 5 with the worker's reasons when it
 refuses (409 not_resumable and why, busy, VRAM, disk or output exists; 422; 503); 6 no such job.`,
   values: ["samples"],
   flags: ["json", "follow"],

@@ -10,7 +10,7 @@ export const submit: ClientCommand = {
 With --follow it then draws the job until it ends: a live progress bar on a terminal, one plain line per
 change otherwise, one JSON job record per line with --json; Ctrl-C stops following, not the job.
 --idempotency-key KEY: a retried submit with the same key answers the same job.
-Exit: 0 submitted (or, with --follow, succeeded), 1 failed, 3 cancelled; 5 with the worker's reasons when it
+Exit: 0 submitted (or, with --follow, succeeded), 1 failed, 3 cancelled, 7 paused; 5 with the worker's reasons when it
 refuses the request (422 invalid, 409 busy or output exists, 503 GPU probe failed).`,
   values: ["idempotency-key"],
   flags: ["follow", "json"],

@@ -1,0 +1,36 @@
+import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { NEXT_STEPS } from "../../src/api/next-steps.ts";
+import { ErrorCode } from "../../src/job.ts";
+import { REPO } from "../support/host-tree.ts";
+
+// A failed job's card and record say what docs/troubleshooting.md says to do, from one table in code.
+const DOC = readFileSync(join(REPO, "docs/troubleshooting.md"), "utf8");
+
+// The "what to do" cell of each row of the error_code table, by code.
+function docSteps(doc: string): Record<string, string> {
+  const section = doc.split("## A job that failed")[1]!.split("\n## ")[0]!;
+  const rows = [...section.matchAll(/^\| `([a-z_]+)` \| .* \| (.*) \|$/gm)].filter((m) => m[1] !== "error_code");
+  return Object.fromEntries(rows.map((m) => [m[1]!, m[2]!]));
+}
+
+describe("the next step of each error_code", () => {
+  test("is the troubleshooting page's what to do, word for word, for every code and no other", () => {
+    const fromDoc = docSteps(DOC);
+    expect(Object.keys(fromDoc).sort()).toEqual([...ErrorCode.options].sort());
+    expect(Object.fromEntries(Object.entries(NEXT_STEPS).map(([code, step]) => [code, step.text]))).toEqual(fromDoc);
+  });
+
+  test("contrast: a page whose cuda_oom row says otherwise is found", () => {
+    const edited = DOC.replace("a resume on the same card may well run out again", "resume it first");
+    expect(edited).not.toBe(DOC);
+    expect(docSteps(edited).cuda_oom).not.toBe(NEXT_STEPS.cuda_oom.text);
+  });
+
+  test("puts a retry on another card or tier first only where a resume on the same card may fail the same way", () => {
+    const first = Object.entries(NEXT_STEPS).filter(([, step]) => step.retry_elsewhere).map(([code]) => code);
+    expect(first).toEqual(["cuda_oom"]);
+    expect(NEXT_STEPS.cuda_oom.text).toStartWith("send the request again on a card with more free memory");
+  });
+});
