@@ -18,7 +18,9 @@ const REAL = {
   resumed: join(FIXTURES, "sdscripts-cpu-smoke-resumed-1.log"),
 };
 const TIMEOUT_MS = 60_000;
-// Slow enough that the pause lands on the state at step 2 before step 3 ends, as on the CPU.
+// Real sd-scripts steps in tens of seconds, so the pause lands on the state at step 2 long before step 3 ends; so
+// that this holds on a loaded host too, the paused run's simulator hangs in step 3 (simulate.fail "hang@3") and the
+// resume runs under a worker without that plan. The pace gives the steps bar a real one's s/it shape.
 const SECONDS_PER_STEP = 0.2;
 
 const simulated = { paused: "", resumed: "", lora: {} as RawHeader, stateFiles: [] as string[], trainState: "", png: "" };
@@ -36,28 +38,36 @@ async function pngHead(path: string): Promise<string> {
   return Buffer.from(await Bun.file(path).slice(0, 33).arrayBuffer()).toString("hex");
 }
 
+type App = ReturnType<typeof inProcessApp>;
+const post = (a: App, path: string, body: unknown) =>
+  a.json(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+const ended = (a: App, id: string) =>
+  waitFor(async () => {
+    const { body } = await a.json(`/train/${id}`);
+    return ENDED_STATUSES.includes(body.status) ? body : null;
+  }, `job ${id} to end`);
+
 // One smoke run through the simulator, as the worker runs it: dispatched paused, then resumed to its end.
 beforeAll(async () => {
   using tree = makeHostTree();
-  const config = { ...simulateModeConfig(tree, { seconds_per_step: SECONDS_PER_STEP }), smoke: { base_model: tree.model } };
-  await using a = inProcessApp(tree, config, SIMULATOR);
-  const post = (path: string, body: unknown) =>
-    a.json(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-  const ended = (id: string) =>
-    waitFor(async () => {
-      const { body } = await a.json(`/train/${id}`);
-      return ENDED_STATUSES.includes(body.status) ? body : null;
-    }, `job ${id} to end`);
-  const first = await ended((await post("/smoke", { device_index: 0 })).body.worker_job_id);
-  expect(first).toMatchObject({ paused: true, resume_step: 2 });
+  const config = (simulate: Record<string, unknown>) =>
+    ({ ...simulateModeConfig(tree, { seconds_per_step: SECONDS_PER_STEP, ...simulate }), smoke: { base_model: tree.model } });
+  let firstId: string;
+  {
+    await using a = inProcessApp(tree, config({ fail: "hang@3" }), SIMULATOR);
+    const first = await ended(a, (await post(a, "/smoke", { device_index: 0 })).body.worker_job_id);
+    expect(first).toMatchObject({ paused: true, resume_step: 2 });
+    firstId = first.worker_job_id;
+  }
   // The state the pause kept, before the resume's saves supersede it.
-  const state = join(tree.state, "jobs", first.worker_job_id, "run", "smoke-step00000002-state");
+  const state = join(tree.state, "jobs", firstId, "run", "smoke-step00000002-state");
   simulated.stateFiles = readdirSync(state).sort();
   simulated.trainState = await Bun.file(join(state, "train_state.json")).text();
-  const second = await ended((await post(`/train/${first.worker_job_id}/resume`, {})).body.worker_job_id);
+  await using b = inProcessApp(tree, config({}), SIMULATOR);
+  const second = await ended(b, (await post(b, `/train/${firstId}/resume`, {})).body.worker_job_id);
   expect(second.status).toBe("succeeded");
   const log = (id: string) => Bun.file(join(tree.state, "jobs", id, "train.log")).text();
-  simulated.paused = await log(first.worker_job_id);
+  simulated.paused = await log(firstId);
   simulated.resumed = await log(second.worker_job_id);
   const out = join(tree.state, "jobs", second.worker_job_id, "run");
   simulated.lora = await rawHeader(second.lora_path);

@@ -150,7 +150,11 @@ describe("cancel", () => {
     await using s = supervisorFor(tree, realModeConfig(tree, trainer), [trainer]);
     const job = await dispatchOk(s, tree.validRequest());
     const pgid = await waitFor(() => s.store.get(job.id)!.pid, "the shim to start the trainer");
-    await waitFor(() => liveGroupMembers(pgid).length >= 3, "leader, child and grandchild to run");
+    // The child and the grandchild say their names once they ignore SIGTERM. Counting the group's members instead
+    // counts their sleeps too, and a cancel on a loaded host could then come before a trap is set and need no force.
+    const log = join(tree.state, "jobs", job.id, "train.log");
+    const said = (name: string) => existsSync(log) && new RegExp(`^${name} \\d+$`, "m").test(readFileSync(log, "utf8"));
+    await waitFor(() => ["leader", "child", "grandchild"].every(said), "leader, child and grandchild to ignore SIGTERM");
     const members = liveGroupMembers(pgid);
 
     const final = await s.supervisor.cancel(job.id);

@@ -3,6 +3,7 @@ import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { markedProcessesOf as strayProcesses, readProcStat } from "../../src/os/proc.ts";
 import { terminateGroup } from "../../src/os/terminate.ts";
+import { killAll } from "../support/crash-state.ts";
 import { makeHostTree } from "../support/host-tree.ts";
 import { type ConfigOverrides, dispatchOk, realModeConfig, supervisorFor, TRAINERS } from "../support/real-mode.ts";
 import { waitFor } from "../support/wait.ts";
@@ -86,7 +87,8 @@ describe("leftovers outside the process group", () => {
       await terminateGroup(proc.pid, 300);
       expect(strayProcesses(marker)).toContain(escapee);
     } finally {
-      for (const pid of strayProcesses(marker)) process.kill(pid, "SIGKILL");
+      // One listed may end before its kill (the group's members die of terminateGroup meanwhile).
+      killAll(strayProcesses(marker));
       await reader;
     }
   });

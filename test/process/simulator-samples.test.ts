@@ -126,9 +126,10 @@ describe("preview samples", () => {
     // No seed: no seed in the name.
     const names = (await readdir(join(job.out, "sample"))).sort().map(stamped);
     expect(names).toEqual([0, 1, 2].map((index) => `mylora_000001_0${index}_<time>.png`));
-    // 0.1 s of training, then 0.3 s of sampling that tqdm's unpause() takes off the clock: near 10 it/s, not 2.5.
+    // 0.1 s of training, then 0.3 s of sampling that tqdm's unpause() takes off the clock: near 10 it/s. A clock that
+    // counted the sampling could not pass 2.5 it/s however fast the host, while a loaded host only slows the step.
     const rate = Number(/\| 1\/1 \[[^,]*, *([\d.]+)it\/s, avr_loss/.exec(run.log)?.[1]);
-    expect(rate).toBeGreaterThan(5);
+    expect(rate).toBeGreaterThan(2.5);
   });
 
   test("without any --sample_* flag nothing is sampled: no line, no sample folder", async () => {

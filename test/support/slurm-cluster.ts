@@ -46,6 +46,10 @@ const FREEZER = "/sys/fs/cgroup/freezer";
 const START_TIMEOUT_MS = 20_000;
 const STOP_TIMEOUT_MS = 10_000;
 const LOG_TAIL_LINES = 15;
+// task/cgroup names a job's cgroup by node and id (/sys/fs/cgroup/<controller>/slurm_<node>/uid_0/job_<id>), and
+// every cluster here names its node after the host: clusters alive at once (files side by side, or two in one file)
+// must not share an id. Each starts its ids at its controller's port times this; no two live controllers hold one port.
+const JOB_IDS_PER_CLUSTER = 1000;
 
 // Why a cluster cannot be started here, or null.
 export function slurmUnavailable(): string | null {
@@ -97,6 +101,7 @@ function writeClusterFiles(dir: string, node: string, s: Required<SlurmClusterOp
   const [ctldPort, slurmdPort] = freePorts(2);
   const values: Record<string, string | number> = {
     DIR: dir, NODE: node, PARTITION, CTLD_PORT: ctldPort!, SLURMD_PORT: slurmdPort!, PROCTRACK: s.proctrack,
+    FIRST_JOB_ID: ctldPort! * JOB_IDS_PER_CLUSTER,
     KILL_WAIT: s.killWaitSeconds, MIN_JOB_AGE: s.minJobAgeSeconds, NODE_GRES: s.gpus > 0 ? `Gres=gpu:${s.gpuType}:${s.gpus}` : "",
   };
   const conf = readFileSync(CONF_TEMPLATE, "utf8").replace(/\{\{(\w+)\}\}/g, (_, key: string) => {
