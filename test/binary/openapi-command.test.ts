@@ -52,6 +52,6 @@ describe("lora-worker openapi", () => {
   test("contrast: an argument is a usage error, and nothing is printed on stdout", async () => {
     const refused = await runCli(binary, ["openapi", "--config", "x.toml"]);
     expect({ exitCode: refused.exitCode, stdout: refused.stdout, first: refused.stderr.split("\n")[0] })
-      .toEqual({ exitCode: 2, stdout: "", first: 'lora-worker: openapi takes no arguments, got "--config"' });
+      .toEqual({ exitCode: 2, stdout: "", first: 'lora-worker openapi: openapi takes no arguments, got "--config"' });
   });
 });
