@@ -19,6 +19,12 @@ Usage:
                                                copy the two CLIP tokenizers the trainer loads offline into
                                                trainer.tokenizer_dir, from a Hugging Face cache or cache-dir folders
   lora-worker tokenizers check [--config FILE] whether trainer.tokenizer_dir holds both, usable
+  lora-worker trainer bundle --sd-scripts DIR --out FILE [--python PY] [--python-version X.Y] [--platform TAG]
+                                               on a machine with PyPI: sd-scripts, the Python lock and its wheels
+                                               in one archive, for a box without internet
+  lora-worker trainer install FILE [--venv DIR] [--python PY]
+                                               a new venv from that archive, offline; prints the config's lines
+  lora-worker trainer check [--config FILE]    whether the configured trainer environment runs the worker's jobs
   lora-worker config template                  every config key, commented out at its default, under its meaning
   lora-worker shim JOB_DIR                     internal: the per-job shim that starts the trainer and records its exit
   lora-worker --version | --help
@@ -69,6 +75,8 @@ async function main(argv: string[]): Promise<number | undefined> {
       return (await import("./cli/tokenizers.ts")).tokenizersCommand(rest);
     case "config":
       return (await import("./cli/config.ts")).configCommand(rest);
+    case "trainer":
+      return (await import("./cli/trainer.ts")).trainerCommand(rest);
     case "submit":
     case "status":
     case "jobs":

@@ -41,6 +41,28 @@ both, usable. The config is ${CONFIG}.
 
 Exit codes: 0 imported or ready, 1 not imported or not usable, 2 usage error, 78 invalid configuration.
 `,
+  trainer: `Usage: lora-worker trainer bundle --sd-scripts DIR --out FILE [--other-sd-scripts] [--python PY]
+                                [--python-version X.Y] [--platform TAG]
+       lora-worker trainer install FILE [--venv DIR] [--python PY]
+       lora-worker trainer check [--config FILE] [--user NAME] [--group NAME] [--unit FILE]
+
+bundle, on a machine that reaches PyPI: one tar archive FILE holding the sd-scripts tree at DIR (it must be
+commit 48d368f, told by its files' content, unless --other-sd-scripts takes another and says so), the worker's
+Python lock, every wheel the lock names for CPython --python-version on --platform (default: those of --python,
+python3), fetched by that Python's pip, and a manifest of all of it. It prints what it holds and its size.
+
+install, offline: a new venv at --venv DIR (default /opt/lora-worker/trainer/<commit>-<bundle digest>) made by
+--python (python3) from FILE only (pip --no-index, each wheel's hash checked), with sd-scripts in DIR/sd-scripts.
+It is built under a temporary name and renamed whole; an existing folder is never changed (the same bundle's is
+left as it is, and said so). It prints the trainer.accelerate and trainer.sd_scripts_dir lines for the config.
+
+check: doctor's checks of the trainer environment the config (${CONFIG}) names: accelerate, torch
+and the GPUs nvidia-smi lists, bitsandbytes' AdamW8bit, sd-scripts' own parser and dataset schema on every
+launch the worker would make (every tier, with samples and without, fresh and resumed), the packages against
+the lock. As doctor, as --user/--group, else the unit's account, else the user running it.
+
+Exit codes: 0 bundled, installed or no FAIL; 1 not bundled, not installed or a FAIL; 2 usage error.
+`,
   config: `Usage: lora-worker config template
 
 Prints every config key, commented out at its default, under its meaning: a new host's config.toml.

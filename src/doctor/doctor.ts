@@ -37,9 +37,9 @@ export function formatCheck(check: DoctorCheck): string {
   return `${check.status.padEnd(4)} ${check.name}: ${check.detail}${fix}`;
 }
 
-export function formatSummary(checks: DoctorCheck[]): string {
+export function formatSummary(checks: DoctorCheck[], command = "doctor"): string {
   const count = (status: DoctorCheck["status"]) => checks.filter((c) => c.status === status).length;
-  return `doctor: ${count("FAIL")} FAIL, ${count("WARN")} WARN, ${count("OK")} OK`;
+  return `${command}: ${count("FAIL")} FAIL, ${count("WARN")} WARN, ${count("OK")} OK`;
 }
 
 export const hasFailure = (checks: DoctorCheck[]): boolean => checks.some((c) => c.status === "FAIL");
@@ -52,6 +52,8 @@ export interface DoctorDeps {
   devDir: string;
   /** How long the trainer's interpreter may take to answer (trainer-checks.ts); its default is a minute. */
   pythonDeadlineMs?: number;
+  /** How long sd-scripts may take to import and answer for every launch (sd-scripts-checks.ts); default 3 minutes. */
+  argvDeadlineMs?: number;
 }
 
 interface DoctorConfig {
