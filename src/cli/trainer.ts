@@ -33,6 +33,7 @@ async function bundleCommand(argv: string[]): Promise<number> {
     pythonVersion: values["python-version"],
     platform: values.platform,
     otherSdScripts: flags.has("other-sd-scripts"),
+    env: process.env,
     say,
   });
   if (!result.ok) {

@@ -7,7 +7,7 @@ import {
 import { basename, dirname, join, resolve } from "node:path";
 import { digestOf } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
-import { LOCK_DIGEST, LOCK_PYTHON, LOCK_TEXT, normalName, PYTHON_LOCK, type LockedPackage } from "./lock.ts";
+import { LOCK_PYTHON, LOCK_TEXT, normalName, PYTHON_LOCK, type LockedPackage } from "./lock.ts";
 import { describeTree, judgeTree, PROVEN_COMMIT, PROVEN_SHORT, treeFiles } from "./sd-scripts-tree.ts";
 
 export const MANIFEST = "manifest.json";
@@ -41,6 +41,10 @@ export interface BundleOptions {
   platform?: string;
   /** Take a tree that is not the proven commit (said in the output and the manifest). */
   otherSdScripts: boolean;
+  /** The lock to fetch: the built-in one unless given. */
+  lock?: { pins: readonly LockedPackage[]; text: string };
+  /** The environment pip runs in: its config and index come from it. */
+  env: Record<string, string | undefined>;
   say: (line: string) => void;
 }
 
@@ -63,22 +67,24 @@ export async function bundle(opts: BundleOptions): Promise<Result<string>> {
   if (!target.ok) return target;
   opts.say(`wheels for CPython ${target.value.pythonVersion}, ${target.value.platform}` +
     (target.value.pythonVersion === LOCK_PYTHON ? "" : ` (the lock was resolved on CPython ${LOCK_PYTHON})`));
+  const lock = opts.lock ?? { pins: PYTHON_LOCK, text: LOCK_TEXT };
+  const lockDigest = new Bun.CryptoHasher("sha256").update(lock.text).digest("hex");
   const staging = mkdtempSync(join(dirname(out), `.${basename(out)}.partial-`));
   try {
-    const wheels = await fetchWheels(opts, join(staging, WHEELS));
+    const wheels = await fetchWheels(opts, lock.pins, join(staging, WHEELS));
     if (!wheels.ok) return wheels;
     copyTree(opts.sdScripts, join(staging, SD_SCRIPTS));
     const manifest: Manifest = {
       format: FORMAT,
       sd_scripts_commit: tree.proven ? PROVEN_COMMIT : null,
       sd_scripts_digest: tree.digest,
-      lock_digest: LOCK_DIGEST,
+      lock_digest: lockDigest,
       python_version: target.value.pythonVersion,
       platform: target.value.platform,
       wheels: wheels.value,
     };
     writeFileSync(join(staging, MANIFEST), `${JSON.stringify(manifest, null, 2)}\n`);
-    writeFileSync(join(staging, LOCK_FILE), LOCK_TEXT);
+    writeFileSync(join(staging, LOCK_FILE), lock.text);
     writeFileSync(join(staging, REQUIREMENTS), requirementsOf(manifest));
     const partial = `${staging}.tar`;
     const parts = [MANIFEST, LOCK_FILE, REQUIREMENTS, WHEELS, SD_SCRIPTS];
@@ -90,7 +96,7 @@ export async function bundle(opts: BundleOptions): Promise<Result<string>> {
     renameSync(partial, out);
     const wheelBytes = manifest.wheels.reduce((sum, w) => sum + statSync(join(staging, WHEELS, w.file)).size, 0);
     opts.say(`holds: sd-scripts ${manifest.sd_scripts_commit?.slice(0, 7) ?? "(another commit)"} ` +
-      `(${tree.files} files), the lock (${PYTHON_LOCK.length} packages, sha256 ${LOCK_DIGEST.slice(0, 12)}), ` +
+      `(${tree.files} files), the lock (${lock.pins.length} packages, sha256 ${lockDigest.slice(0, 12)}), ` +
       `${manifest.wheels.length} wheels (${gib(wheelBytes)})`);
     return ok(`${out}: ${gib(statSync(out).size)}`);
   } finally {
@@ -125,27 +131,31 @@ async function targetOf(opts: BundleOptions): Promise<Result<Target>> {
 
 // pip's own download, one pin at a time, wheels only and no dependency resolution: the lock is whole, so each
 // pin is one file, and a pin with no wheel for the target is named by itself.
-async function fetchWheels(opts: BundleOptions, dir: string): Promise<Result<Manifest["wheels"]>> {
+async function fetchWheels(
+  opts: BundleOptions,
+  pins: readonly LockedPackage[],
+  dir: string,
+): Promise<Result<Manifest["wheels"]>> {
   mkdirSync(dir);
   const target = [
     ...(opts.pythonVersion === undefined ? [] : ["--python-version", opts.pythonVersion]),
     ...(opts.platform === undefined ? [] : ["--platform", opts.platform]),
   ];
   const wheels: Manifest["wheels"] = [];
-  for (const [i, pin] of PYTHON_LOCK.entries()) {
+  for (const [i, pin] of pins.entries()) {
     const spec = `${pin.name}==${pin.version}`;
     const before = new Set(readdirSync(dir));
     const argv = pin.fromSource
       ? [opts.python, "-m", "pip", "wheel", "--no-deps", "--no-binary", pin.name, "--wheel-dir", dir, spec]
       : [opts.python, "-m", "pip", "download", "--only-binary=:all:", "--no-deps", ...target, "--dest", dir, spec];
-    const res = await run(argv);
+    const res = await run(argv, opts.env);
     const how = pin.fromSource ? " (built from source)" : "";
     if (res.code !== 0) return fail(`pip could not fetch ${spec}${how}: ${lastLines(res.output)}`);
     const file = wheelOf(pin, readdirSync(dir).filter((name) => !before.has(name)), dir);
     if (!file.ok) return file;
     const sha256 = (await digestOf(join(dir, file.value)))!;
     wheels.push({ file: file.value, name: pin.name, version: pin.version, sha256 });
-    opts.say(`  ${i + 1}/${PYTHON_LOCK.length} ${file.value}`);
+    opts.say(`  ${i + 1}/${pins.length} ${file.value}`);
   }
   return ok(wheels);
 }
@@ -176,7 +186,10 @@ function copyTree(from: string, to: string): void {
 }
 
 /** A child's exit and its output (stdout and stderr together). */
-export async function run(argv: string[], env?: Record<string, string>): Promise<{ code: number; output: string }> {
+export async function run(
+  argv: string[],
+  env?: Record<string, string | undefined>,
+): Promise<{ code: number; output: string }> {
   let child;
   try {
     child = Bun.spawn(argv, { stdout: "pipe", stderr: "pipe", stdin: "ignore", ...(env ? { env } : {}) });

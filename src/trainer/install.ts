@@ -133,14 +133,17 @@ async function build(
   const python = join(env, "bin", "python");
   const pip = await run([
     python, "-m", "pip", "install", "--no-index", "--find-links", join(unpacked, WHEELS), "--require-hashes",
-    "--no-compile", "-r", join(unpacked, REQUIREMENTS),
+    "-r", join(unpacked, REQUIREMENTS),
   ], { ...process.env, ...PIP_ENV });
   if (pip.code !== 0) return fail(`pip install from the bundle failed: ${lastLines(pip.output, 5)}`);
   renameSync(join(unpacked, SD_SCRIPTS), join(env, SD_SCRIPTS));
   relocate(env, venv);
-  // Compiled now, named as they will be found (compileall's -s/-p), so no import writes into the venv later.
-  const compiled = await run([python, "-m", "compileall", "-q", "-j", "0", "-s", env, "-p", venv, env]);
-  if (compiled.code !== 0) return fail(`compiling the venv's Python failed: ${lastLines(compiled.output)}`);
+  // pip compiled the packages (a .pyc names its source's temporary path, which Python corrects when it loads it);
+  // sd-scripts' tree is compiled too, so a run as the service user, who cannot write here, finds it compiled. A
+  // file of it that does not compile would fail the run: the install fails instead.
+  const tree = join(env, SD_SCRIPTS);
+  const compiled = await run([python, "-m", "compileall", "-q", "-s", env, "-p", venv, tree]);
+  if (compiled.code !== 0) return fail(`sd-scripts' tree does not compile: ${lastLines(compiled.output)}`);
   return ok(env);
 }
 
