@@ -50,7 +50,7 @@ export async function install(opts: InstallOptions): Promise<Result<string>> {
   const digest = new Bun.CryptoHasher("sha256").update(text).digest("hex");
   const named = `${manifest.sd_scripts_commit?.slice(0, 7) ?? "other"}-${digest.slice(0, 12)}`;
   const venv = resolve(opts.venv ?? join(DEFAULT_TRAINER_ROOT, named));
-  if (existsSync(venv)) return sameInstall(venv, text);
+  if (existsSync(venv)) return sameInstall(venv, text, opts.say);
   const version = await run([opts.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]);
   if (version.code !== 0) return fail(`${opts.python} does not run: ${lastLines(version.output)}`);
   if (version.output.trim() !== manifest.python_version) {
@@ -93,10 +93,11 @@ async function readManifest(archive: string): Promise<Result<{ manifest: Manifes
 }
 
 // A second install of one bundle is the first one, untouched; a folder holding anything else is never changed.
-function sameInstall(venv: string, text: string): Result<string> {
+function sameInstall(venv: string, text: string, say: (line: string) => void): Result<string> {
   const installed = join(venv, INSTALLED_MANIFEST);
   if (existsSync(installed) && readFileSync(installed, "utf8") === text) {
-    return ok(`${configLines(venv)}\n# ${venv} already holds this bundle's environment: nothing changed`);
+    say(`${venv} already holds this bundle's environment: nothing changed`);
+    return ok(configLines(venv));
   }
   return fail(`${venv} exists and does not hold this bundle's environment; an existing folder is never ` +
     "changed: name a new one with --venv, or remove it first");
