@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join } from "node:path";
 import { ConfigSchema } from "../../src/config/schema.ts";
@@ -10,6 +10,7 @@ import { checkTrainerPython } from "../../src/doctor/trainer-checks.ts";
 import { PYTHON_LOCK } from "../../src/trainer/lock.ts";
 import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
 import { CUDA_REPORT, HEALTHY, TORCH_REPORT, BITSANDBYTES_REPORT, writeFakePython } from "../support/fake-python.ts";
+import { MAIN } from "../support/host-tree.ts";
 import { writeStandInSdScripts, writeStandInVenv } from "../support/stand-in-sd-scripts.ts";
 
 const TIMEOUT_MS = 60_000;
@@ -128,4 +129,47 @@ describe("trainer check: torch sees the GPUs nvidia-smi lists", () => {
     expect(cuda.status).toBe("WARN");
     expect(cuda.detail).toStartWith("not checked: nvidia-smi lists no GPU (");
   });
+});
+
+describe("lora-worker trainer check", () => {
+  // The command as an operator runs it: the config names the environment, the checks run as the current user.
+  async function trainerCheck(env: Env): Promise<{ code: number; lines: string[] }> {
+    const config = join(env.dir, "config.toml");
+    const { trainer, gpu } = env.deps.config;
+    await Bun.write(config, [
+      `state_dir = "${env.deps.config.state_dir}"`, `handoff_root = "${env.deps.config.handoff_root}"`,
+      `model_roots = ${JSON.stringify(env.deps.config.model_roots)}`,
+      `[trainer]\nmode = "real"\naccelerate = "${trainer.accelerate}"\nsd_scripts_dir = "${trainer.sd_scripts_dir}"`,
+      `[gpu]\nnvidia_smi = "${gpu.nvidia_smi}"`,
+    ].join("\n"));
+    writeFakePython(join(env.dir, "venv/bin/python"), { reports: HEALTHY });
+    for (const dir of [env.deps.config.handoff_root, ...env.deps.config.model_roots]) mkdirSync(dir, { recursive: true });
+    const user = env.deps.account;
+    const proc = Bun.spawn([process.execPath, MAIN, "trainer", "check", "--config", config, "--user", user.user, "--group", user.group], {
+      stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+    });
+    const [code, out] = await Promise.all([proc.exited, new Response(proc.stdout).text()]);
+    return { code, lines: out.trimEnd().split("\n") };
+  }
+
+  test("on a whole environment prints the config line and the trainer's seven checks, all OK, and exits 0", async () => {
+    using env = makeEnv();
+    const { code, lines } = await trainerCheck(env);
+    expect(lines.map((l) => l.split(":")[0])).toEqual([
+      "OK   config", "OK   accelerate", "OK   torch", "OK   cuda", "OK   bitsandbytes", "OK   sd-scripts",
+      "OK   sd-scripts argv", "OK   python packages", "trainer check",
+    ]);
+    expect(lines.at(-1)).toBe("trainer check: 0 FAIL, 0 WARN, 8 OK");
+    expect(code).toBe(0);
+  }, TIMEOUT_MS);
+
+  test("on one whose sd-scripts lacks a flag, the FAIL line names it and the exit code is 1 (the contrast)", async () => {
+    using env = makeEnv({ standIn: { without: "max_token_length" } });
+    const { code, lines } = await trainerCheck(env);
+    expect(lines.filter((l) => l.startsWith("FAIL"))).toEqual([
+      expect.stringContaining("FAIL sd-scripts argv: sd-scripts at ") as unknown as string,
+    ]);
+    expect(lines.find((l) => l.startsWith("FAIL"))).toContain("its parser has no --max_token_length (every launch: fast, balanced, quality, smoke)");
+    expect(code).toBe(1);
+  }, TIMEOUT_MS);
 });
