@@ -28,7 +28,7 @@ try:
     # What sd-scripts prints while it loads goes to stderr; stdout carries only the reports.
     with contextlib.redirect_stdout(sys.stderr):
         import sdxl_train_network
-        from library import config_util, train_util
+        from library import config_util, sdxl_train_util, train_util
 except BaseException as err:
     report(stage="import", error=f"{type(err).__name__}: {err}")
     sys.exit(1)
@@ -47,7 +47,10 @@ for case in job["cases"]:
         try:
             with contextlib.redirect_stdout(sys.stderr):
                 args = parser.parse_args(case["argv"])
+                # The checks of the arguments alone that a run makes before it loads anything.
                 train_util.verify_command_line_training_args(args)
+                train_util.verify_training_args(args)
+                sdxl_train_util.verify_sdxl_training_args(args)
         except Refused as err:
             error = str(err)
         except BaseException as err:

@@ -142,7 +142,7 @@ function judgeCases(name: string, sdScripts: string, cases: Case[], answers: Map
   for (const c of cases) {
     const { unknown, error, dataset_error: datasetError } = answers.get(c.name)!;
     for (const flag of unknown) add(`its parser has no ${flag}`, c);
-    if (error !== null) add(`its parser refuses: ${error}`, c);
+    if (error !== null) add(`it refuses the arguments: ${error}`, c);
     if (datasetError !== null) add(`its config schema refuses the dataset TOML: ${datasetError}`, c);
   }
   for (const [why, where] of found) problems.push(`${why} (${whichLaunches(where, cases)})`);

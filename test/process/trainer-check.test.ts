@@ -68,6 +68,13 @@ describe("trainer check: sd-scripts' own parser and schema on every launch the w
       .toContain("its parser has no --sample_sampler (fast, balanced, quality, smoke with samples)");
   }, TIMEOUT_MS);
 
+  test("arguments sd-scripts' own checks refuse are a FAIL quoting them", async () => {
+    using env = makeEnv({ standIn: { refusesArguments: "adaptive_noise_scale requires noise_offset" } });
+    const check = await checkSdScriptsArgv(env.deps);
+    expect(check.status).toBe("FAIL");
+    expect(check.detail).toContain("it refuses the arguments: ValueError: adaptive_noise_scale requires noise_offset (every launch");
+  }, TIMEOUT_MS);
+
   test("a dataset schema that refuses a key the worker writes is a FAIL quoting the schema", async () => {
     using env = makeEnv({ standIn: { refusesKey: "max_bucket_reso" } });
     const check = await checkSdScriptsArgv(env.deps);

@@ -33,11 +33,16 @@ interface StandIn {
   refusesKey?: string;
   /** Its train script raises this on import (a package it needs missing). */
   importError?: string;
+  /** Its check of a run's arguments raises ValueError with this message. */
+  refusesArguments?: string;
 }
 
 /** A tiny sd-scripts tree at `dir` with a real argparse parser and dataset schema, as sd-scripts' own modules
  * name them, so the venv check's program runs against it in the system's python3. */
-export function writeStandInSdScripts(dir: string, { without, refusesKey, importError }: StandIn = {}): string {
+export function writeStandInSdScripts(
+  dir: string,
+  { without, refusesKey, importError, refusesArguments }: StandIn = {},
+): string {
   mkdirSync(join(dir, "library"), { recursive: true });
   const pyList = (names: string[]) => JSON.stringify(names.filter((name) => name !== without));
   writeFileSync(join(dir, "sdxl_train_network.py"), [
@@ -54,7 +59,10 @@ export function writeStandInSdScripts(dir: string, { without, refusesKey, import
     "",
   ].join("\n"));
   writeFileSync(join(dir, "library/__init__.py"), "");
-  writeFileSync(join(dir, "library/train_util.py"), "def verify_command_line_training_args(args):\n    pass\n");
+  writeFileSync(join(dir, "library/train_util.py"),
+    "def verify_command_line_training_args(args):\n    pass\ndef verify_training_args(args):\n" +
+      (refusesArguments ? `    raise ValueError(${JSON.stringify(refusesArguments)})\n` : "    pass\n"));
+  writeFileSync(join(dir, "library/sdxl_train_util.py"), "def verify_sdxl_training_args(args):\n    pass\n");
   const keys = Object.fromEntries(Object.entries(DATASET_KEYS).map(([k, v]) => [k, v.filter((key) => key !== refusesKey)]));
   writeFileSync(join(dir, "library/config_util.py"), [
     "import tomllib",
