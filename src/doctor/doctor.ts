@@ -52,8 +52,6 @@ export interface DoctorDeps {
   devDir: string;
   /** How long the trainer's interpreter may take to answer (trainer-checks.ts); its default is a minute. */
   pythonDeadlineMs?: number;
-  /** How long sd-scripts may take to import and answer for every launch (sd-scripts-checks.ts); default 3 minutes. */
-  argvDeadlineMs?: number;
 }
 
 interface DoctorConfig {

@@ -104,7 +104,7 @@ export async function checkSdScriptsArgv(deps: DoctorDeps): Promise<DoctorCheck>
     const cases = launchCases(config, dir);
     const asked = cases.map(({ name, argv, dataset_config }) => ({ name, argv, dataset_config }));
     const job = { sd_scripts: sdScripts, mark: REPORT_MARK, cases: asked };
-    const deadlineMs = deps.argvDeadlineMs ?? ARGV_DEADLINE_MS;
+    const deadlineMs = ARGV_DEADLINE_MS;
     const run = await runAs([python, "-c", ARGV_PROGRAM, JSON.stringify(job)], {
       env: { ...pythonEnv(python, config), PYTHONUNBUFFERED: "1", HF_HUB_OFFLINE: "1" },
       timeoutMs: deadlineMs,
