@@ -24,7 +24,8 @@ Exit codes: 0 planned, 1 request refused, 2 usage error, 78 invalid configuratio
   doctor: `Usage: lora-worker doctor [--config FILE] [--user NAME] [--group NAME] [--unit FILE] [--dev-dir DIR]
 
 Checks this host as an operator would, one OK/WARN/FAIL line per check with the fix, then a count: the config
-(${CONFIG}), the service account, the trainer's venv, torch, CUDA, bitsandbytes, sd-scripts, the
+(${CONFIG}), the service account, the trainer's venv, torch, CUDA, bitsandbytes, sd-scripts and its
+parser on every launch the worker would make, the packages against the lock (these as \`trainer check\`), the
 tokenizers, the handoff root, the model roots, the state dir, the trainer's TMPDIR, nvidia-smi, /dev/nvidia-uvm,
 the port and the token file. It checks as --user/--group, else the unit's User=/Group= (--unit, default
 /etc/systemd/system/lora-worker.service), else the user running it; run it as root or as that user. --dev-dir is
