@@ -99,7 +99,7 @@ describe("trainer bundle and install, round trip offline", () => {
     using s = makeScratch();
     const refused = await bundle(s.options(LOCK, { otherSdScripts: false }));
     expect(refused).toMatchObject({ ok: false });
-    expect(!refused.ok && refused.error).toContain("is not sd-scripts 48d368f: of its files, 3 changed (library/config_util.py, library/train_util.py, sdxl_train_network.py)");
+    expect(!refused.ok && refused.error).toContain("is not sd-scripts 48d368f: of its files, 4 changed (library/config_util.py, library/sdxl_train_util.py, library/train_util.py, sdxl_train_network.py)");
     expect(!refused.ok && refused.error).toContain("pass --other-sd-scripts");
     expect(readdirSync(s.dir).sort()).toEqual(["home", "index", "sd-scripts"]);
   }, TIMEOUT_MS);
