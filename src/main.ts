@@ -20,6 +20,12 @@ Usage:
                                                copy the two CLIP tokenizers the trainer loads offline into
                                                trainer.tokenizer_dir, from a Hugging Face cache or cache-dir folders
   lora-worker tokenizers check [--config FILE] whether trainer.tokenizer_dir holds both, usable
+  lora-worker trainer bundle --sd-scripts DIR --out FILE [--python PY] [--python-version X.Y] [--platform TAG]
+                                               on a machine with PyPI: sd-scripts, the Python lock and its wheels
+                                               in one archive, for a box without internet
+  lora-worker trainer install FILE [--venv DIR] [--python PY]
+                                               a new venv from that archive, offline; prints the config's lines
+  lora-worker trainer check [--config FILE]    whether the configured trainer environment runs the worker's jobs
   lora-worker config template                  every config key, commented out at its default, under its meaning
   lora-worker openapi                          the OpenAPI document the worker serves, with no server or token
   lora-worker shim JOB_DIR                     internal: the per-job shim that starts the trainer and records its exit
@@ -44,8 +50,8 @@ Talking to a running worker (--url URL, --token TOKEN or --config FILE):
   lora-worker smoke [--device N]               prove this deployment trains: a short real run paused, resumed,
                                                finished and checked, one line per stage
 
-Exit codes: 0 ok, 1 request refused (plan), a FAIL (doctor) or tokenizers not usable, 2 usage error,
-73 state dir in use or damaged, 78 invalid configuration.
+Exit codes: 0 ok, 1 request refused (plan), a FAIL (doctor, trainer check), tokenizers not usable, or nothing
+bundled or installed (trainer), 2 usage error, 73 state dir in use or damaged, 78 invalid configuration.
 Client commands: 0 succeeded or done, 1 job failed, 2 usage error, 3 job cancelled, 4 cannot reach the worker,
 5 the worker refused the request, 6 no such job, 7 job paused.
 `;
@@ -80,6 +86,8 @@ async function main(argv: string[]): Promise<number | undefined> {
       return (await import("./cli/config.ts")).configCommand(rest);
     case "openapi":
       return (await import("./cli/openapi.ts")).openapiCommand(rest);
+    case "trainer":
+      return (await import("./cli/trainer.ts")).trainerCommand(rest);
     case "submit":
     case "status":
     case "jobs":

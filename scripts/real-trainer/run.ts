@@ -7,7 +7,9 @@ import { join } from "node:path";
 import { recordJob, recordSmoke } from "./record.ts";
 import { DATASET_FOLDER, freePort, layOutHost, startWorker, writeDataset, type Host, type Worker } from "./host.ts";
 import { verifySafetensors } from "../../src/safetensors/verify.ts";
-import { checkpointPath, ensureCheckpoint, ensureVenv, placeAdapter, writeTokenizerSource } from "./setup.ts";
+import {
+  checkpointPath, ensureCheckpoint, ensureVenv, installedSdScripts, placeAdapter, writeTokenizerSource,
+} from "./setup.ts";
 import { CheckFailed, createChecks, mustRun, runLogged, tail } from "./steps.ts";
 import { markedProcessesOf } from "../../src/os/proc.ts";
 import { TIERS } from "../../src/tiers.ts";
@@ -32,13 +34,27 @@ const { check, lines } = createChecks((line) => console.log(line));
 
 const model = checkpointPath(work);
 const tokenizerSource = join(work, "tokenizer-source");
-await check("venv", () => ensureVenv(work, sdScripts));
-await check("checkpoint", () => ensureCheckpoint(work, sdScripts));
-await check("tokenizer source", () => writeTokenizerSource(work, tokenizerSource));
 await check("build", async () => tail(await mustRun(["bun", "run", "build"], join(logs, "build.log"), { cwd: REPO }), 1));
+await check("venv", () => ensureVenv(work, sdScripts, BINARY));
+// From here on the worker and the harness use the tree the install laid in the venv, as an operator's would.
+const trainerSdScripts = installedSdScripts(work);
+await check("checkpoint", () => ensureCheckpoint(work, trainerSdScripts));
+await check("tokenizer source", () => writeTokenizerSource(work, tokenizerSource));
 
-const host = layOutHost(work, sdScripts, placeAdapter(work), model, freePort());
+const host = layOutHost(work, trainerSdScripts, placeAdapter(work), model, freePort());
 const cli = (args: string[], log: string) => runLogged([BINARY, ...args], join(logs, log));
+
+// `trainer check` on the installed environment: sd-scripts' own parser and schema take every launch, the
+// packages are the lock's, torch imports and AdamW8bit steps (on the CPU); the cuda line is this host's own
+// (no GPU here, while the fake nvidia-smi lists two), so it is not required.
+await check("trainer check", async () => {
+  const run = await cli(["trainer", "check", "--config", host.config, "--user", "root", "--group", "root"], "trainer-check.log");
+  const wanted = ["accelerate", "torch", "bitsandbytes", "sd-scripts", "sd-scripts argv", "python packages"];
+  const lineOf = (name: string) => run.output.split("\n").find((l) => l.slice(5).startsWith(`${name}: `));
+  const notOk = wanted.filter((name) => !lineOf(name)?.startsWith("OK"));
+  if (notOk.length > 0) throw new CheckFailed(notOk.map((name) => lineOf(name) ?? `(no ${name} line)`).join(" | "));
+  return `${wanted.length} lines OK; ${lineOf("sd-scripts argv")!.slice(0, 100)}…`;
+});
 
 await check("tokenizers import", async () => {
   const run = await cli(["tokenizers", "import", "--config", host.config, tokenizerSource], "tokenizers-import.log");

@@ -1,44 +1,45 @@
-// What a real run needs and the repository cannot hold, made once outside it and reused: sd-scripts' venv (torch
-// from this machine's wheels), a full-size SDXL checkpoint with random weights, and a pair of small CLIP tokenizers.
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+// What a real run needs and the repository cannot hold, made once outside it and reused: the trainer's venv (built
+// as an operator builds it: `lora-worker trainer bundle`, then `trainer install` without a network), a full-size
+// SDXL checkpoint with random weights, and a pair of small CLIP tokenizers.
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, join } from "node:path";
 import { checkBaseModelHeader } from "../../src/request/base-model.ts";
+import { INSTALLED_MANIFEST } from "../../src/trainer/install.ts";
+import { LOCK_DIGEST } from "../../src/trainer/lock.ts";
+import { judgeTree } from "../../src/trainer/sd-scripts-tree.ts";
 import { CheckFailed, mustRun, tail } from "./steps.ts";
 
 const HERE = import.meta.dir;
-// The wheels this project's machines hold for Python 3.11 (pip takes them from disk).
-const TORCH = ["torch==2.14.1", "torchvision==0.29.1"];
-// 0.50 is the first bitsandbytes whose AdamW8bit runs on the CPU.
-const BITSANDBYTES = "bitsandbytes>=0.50";
-const READY_MARK = ".lora-worker-real-trainer";
 
-/** sd-scripts' requirements.txt pins, without its `-e .` (sd-scripts runs from its checkout) and a CPU bitsandbytes. */
-export function requirements(sdScripts: string): string[] {
-  return readFileSync(join(sdScripts, "requirements.txt"), "utf8")
-    .split("\n")
-    .map((line) => line.replace(/#.*$/, "").trim())
-    .filter((line) => line !== "" && !line.startsWith("-e"))
-    .map((line) => (/^bitsandbytes\b/.test(line) ? BITSANDBYTES : line));
-}
+/** The venv and its sd-scripts tree (`trainer install` lays it inside the venv). */
+export const venvDir = (work: string) => join(work, "venv");
+export const installedSdScripts = (work: string) => join(venvDir(work), "sd-scripts");
 
-export async function ensureVenv(work: string, sdScripts: string): Promise<string> {
-  const venv = join(work, "venv");
-  const wanted = [...TORCH, ...requirements(sdScripts)].join("\n");
-  const mark = join(venv, READY_MARK);
-  if (existsSync(mark) && readFileSync(mark, "utf8") === wanted) return `reused ${venv}`;
-  rmSync(venv, { recursive: true, force: true });
+/**
+ * The bundle of this lock and this sd-scripts tree, made once by the compiled binary (PyPI, and the torch wheels
+ * on this machine's disk through pip's config), then installed with no network (`unshare -n` where this user may
+ * make a namespace). A venv left by another bundle, or by the harness before bundles, is replaced: the harness
+ * owns it, and `trainer install` never changes an existing folder.
+ */
+export async function ensureVenv(work: string, sdScripts: string, binary: string): Promise<string> {
+  const bundles = join(work, "bundles");
+  mkdirSync(bundles, { recursive: true });
+  const archive = join(bundles, `trainer-${LOCK_DIGEST.slice(0, 12)}-${judgeTree(sdScripts).digest.slice(0, 12)}.tar`);
   const log = join(work, "logs", "venv.log");
-  await mustRun([pythonCommand(), "-m", "venv", venv], log);
-  const pip = join(venv, "bin", "pip");
-  await mustRun([pip, "install", ...TORCH], log);
-  const file = join(work, "requirements.txt");
-  writeFileSync(file, `${requirements(sdScripts).join("\n")}\n`);
-  await mustRun([pip, "install", "-r", file], log);
-  writeFileSync(mark, wanted);
-  return `built ${venv} (${log})`;
+  const made = existsSync(archive) ? `reused ${archive}` : tail(await mustRun([binary, "trainer", "bundle", "--sd-scripts", sdScripts, "--out", archive], log), 1);
+  const venv = venvDir(work);
+  const manifest = Bun.spawnSync(["tar", "-xOf", archive, "manifest.json"]).stdout.toString();
+  const installed = join(venv, INSTALLED_MANIFEST);
+  if (existsSync(venv) && !(existsSync(installed) && readFileSync(installed, "utf8") === manifest)) {
+    rmSync(venv, { recursive: true, force: true });
+  }
+  const offline = Bun.spawnSync(["unshare", "-n", "true"]).exitCode === 0 ? ["unshare", "-n"] : [];
+  const out = await mustRun([...offline, binary, "trainer", "install", archive, "--venv", venv, "--python", pythonCommand()], log);
+  const said = out.includes("nothing changed") ? `reused ${venv}` : `installed ${venv}${offline.length > 0 ? " offline (unshare -n)" : ""}`;
+  return `${made}; ${said}`;
 }
 
-// The wheels on disk are for CPython 3.11.
+// The bundle's wheels are for CPython 3.11, the Python of this machine's torch wheels.
 function pythonCommand(): string {
   for (const candidate of ["python3.11", "python3"]) {
     const res = Bun.spawnSync([candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]);
@@ -49,7 +50,7 @@ function pythonCommand(): string {
 
 // trainer.accelerate: the CPU adapter, placed beside the venv's real accelerate, which it execs.
 export function placeAdapter(work: string): string {
-  const adapter = join(work, "venv", "bin", "cpu-accelerate");
+  const adapter = join(venvDir(work), "bin", "cpu-accelerate");
   copyFileSync(join(HERE, "cpu-accelerate"), adapter);
   chmodSync(adapter, 0o755);
   return adapter;
@@ -91,4 +92,4 @@ export async function writeTokenizerSource(work: string, dir: string): Promise<s
   return tail(await mustRun([venvPython(work), join(HERE, "make-tokenizers.py"), dir], log, { env }), 2);
 }
 
-const venvPython = (work: string) => join(work, "venv", "bin", "python");
+const venvPython = (work: string) => join(venvDir(work), "bin", "python");

@@ -25,6 +25,7 @@ import {
   checkSdScripts,
   checkTrainerPython,
 } from "../doctor/trainer-checks.ts";
+import { checkPackages, checkSdScriptsArgv } from "../doctor/sd-scripts-checks.ts";
 import { checkTokenizers } from "../doctor/tokenizer-checks.ts";
 import { checkBaseModel } from "../doctor/base-model-check.ts";
 import { createBackends } from "../supervisor/index.ts";
@@ -35,9 +36,22 @@ import { parseArgs, UsageError } from "./args.ts";
 const EXIT_FAIL = 1;
 
 // `lora-worker doctor`: one line per check, OK / WARN / FAIL with the fix; exit 1 on any FAIL.
-export async function doctorCommand(argv: string[]): Promise<number> {
+export function doctorCommand(argv: string[]): Promise<number> {
+  return checkCommand("doctor", argv, runChecks);
+}
+
+// `lora-worker trainer check`: doctor's checks of the trainer's environment only, read and printed as doctor's.
+export function trainerCheckCommand(argv: string[]): Promise<number> {
+  return checkCommand("trainer check", argv, trainerChecks);
+}
+
+async function checkCommand(
+  command: string,
+  argv: string[],
+  checksOf: (deps: DoctorDeps) => Promise<DoctorCheck[]>,
+): Promise<number> {
   const { positional, values } = parseArgs(argv, { values: ["config", "user", "group", "unit", "dev-dir"] });
-  if (positional.length > 0) throw new UsageError(`doctor takes no arguments, got ${positional.join(" ")}`);
+  if (positional.length > 0) throw new UsageError(`${command} takes no arguments, got ${positional.join(" ")}`);
   const { result, config } = await loadDoctorConfig({ path: values.config, env: process.env });
   const print = (line: string) => process.stdout.write(`${line}\n`);
   print(formatCheck(result));
@@ -49,9 +63,9 @@ export async function doctorCommand(argv: string[]): Promise<number> {
   const names = chooseAccountNames({ user: values.user, group: values.group, unitPath });
   const account = resolveServiceAccount(names.user, names.group, names.source);
   const deps: DoctorDeps = { config, account, runAs: createRunAs(account), devDir: values["dev-dir"] ?? "/dev" };
-  const checks = [result, ...(await runChecks(deps))];
+  const checks = [result, ...(await checksOf(deps))];
   for (const check of checks.slice(1)) print(formatCheck(check));
-  print(formatSummary(checks));
+  print(formatSummary(checks, command));
   return hasFailure(checks) ? EXIT_FAIL : 0;
 }
 
@@ -60,9 +74,7 @@ async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
   const { config, account, runAs } = deps;
   const checks = await Promise.all([
     checkServiceAccount(config, account),
-    checkAccelerate(config, account, runAs),
-    checkTrainerPython(deps),
-    checkSdScripts(config, account, runAs),
+    trainerChecks(deps),
     checkTokenizers(deps),
     checkHandoffRoot(config, account, runAs),
     ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
@@ -72,6 +84,20 @@ async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
     createBackends(config, shimCommand(), process.env).chosen.checks(deps.devDir),
     checkPort(config, account),
     checkTokenFile(config, account, runAs),
+  ]);
+  return checks.flat();
+}
+
+// The environment the config names: accelerate runs, its Python loads torch, CUDA and AdamW8bit, its sd-scripts
+// takes every launch the worker would make, its packages are the lock's.
+async function trainerChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
+  const { config, account, runAs } = deps;
+  const checks = await Promise.all([
+    checkAccelerate(config, account, runAs),
+    checkTrainerPython(deps),
+    checkSdScripts(config, account, runAs),
+    checkSdScriptsArgv(deps),
+    checkPackages(deps),
   ]);
   return checks.flat();
 }

@@ -24,7 +24,8 @@ Exit codes: 0 planned, 1 request refused, 2 usage error, 78 invalid configuratio
   doctor: `Usage: lora-worker doctor [--config FILE] [--user NAME] [--group NAME] [--unit FILE] [--dev-dir DIR]
 
 Checks this host as an operator would, one OK/WARN/FAIL line per check with the fix, then a count: the config
-(${CONFIG}), the service account, the trainer's venv, torch, CUDA, bitsandbytes, sd-scripts, the
+(${CONFIG}), the service account, the trainer's venv, torch, CUDA, bitsandbytes, sd-scripts and its
+parser on every launch the worker would make, the packages against the lock (these as \`trainer check\`), the
 tokenizers, the handoff root, the model roots, the state dir, the trainer's TMPDIR, nvidia-smi, /dev/nvidia-uvm,
 the port and the token file. It checks as --user/--group, else the unit's User=/Group= (--unit, default
 /etc/systemd/system/lora-worker.service), else the user running it; run it as root or as that user. --dev-dir is
@@ -40,6 +41,28 @@ cache or from folders in --tokenizer_cache_dir's layout at PATH. check says whet
 both, usable. The config is ${CONFIG}.
 
 Exit codes: 0 imported or ready, 1 not imported or not usable, 2 usage error, 78 invalid configuration.
+`,
+  trainer: `Usage: lora-worker trainer bundle --sd-scripts DIR --out FILE [--other-sd-scripts] [--python PY]
+                                [--python-version X.Y] [--platform TAG]
+       lora-worker trainer install FILE [--venv DIR] [--python PY]
+       lora-worker trainer check [--config FILE] [--user NAME] [--group NAME] [--unit FILE]
+
+bundle, on a machine that reaches PyPI: one tar archive FILE holding the sd-scripts tree at DIR (it must be
+commit 48d368f, told by its files' content, unless --other-sd-scripts takes another and says so), the worker's
+Python lock, every wheel the lock names for CPython --python-version on --platform (default: those of --python,
+python3), fetched by that Python's pip, and a manifest of all of it. It prints what it holds and its size.
+
+install, offline: a new venv at --venv DIR (default /opt/lora-worker/trainer/<commit>-<bundle digest>) made by
+--python (python3) from FILE only (pip --no-index, each wheel's hash checked), with sd-scripts in DIR/sd-scripts.
+It is built under a temporary name and renamed whole; an existing folder is never changed (the same bundle's is
+left as it is, and said so). It prints the trainer.accelerate and trainer.sd_scripts_dir lines for the config.
+
+check: doctor's checks of the trainer environment the config (${CONFIG}) names: accelerate, torch
+and the GPUs nvidia-smi lists, bitsandbytes' AdamW8bit, sd-scripts' own parser and dataset schema on every
+launch the worker would make (every tier, with samples and without, fresh and resumed), the packages against
+the lock. As doctor, as --user/--group, else the unit's account, else the user running it.
+
+Exit codes: 0 bundled, installed or no FAIL; 1 not bundled, not installed or a FAIL; 2 usage error.
 `,
   config: `Usage: lora-worker config template
 

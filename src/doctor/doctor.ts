@@ -41,9 +41,9 @@ export function formatCheck(check: DoctorCheck): string {
   return `${check.status.padEnd(4)} ${check.name}: ${check.detail}${fix}`;
 }
 
-export function formatSummary(checks: DoctorCheck[]): string {
+export function formatSummary(checks: DoctorCheck[], command = "doctor"): string {
   const count = (status: DoctorCheck["status"]) => checks.filter((c) => c.status === status).length;
-  return `doctor: ${count("FAIL")} FAIL, ${count("WARN")} WARN, ${count("OK")} OK`;
+  return `${command}: ${count("FAIL")} FAIL, ${count("WARN")} WARN, ${count("OK")} OK`;
 }
 
 export const hasFailure = (checks: DoctorCheck[]): boolean => checks.some((c) => c.status === "FAIL");

@@ -1,9 +1,11 @@
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { z } from "zod";
 import { TRAIN_SCRIPT, type Config } from "../config/schema.ts";
 import { failed, INSTALL_TRAINER, passed, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
 import { holdsFor, type RunAs, type RunResult, type ServiceAccount } from "./service-account.ts";
 import { BASE_PATH } from "../recipe/command.ts";
+import { createGpuProbe } from "../gpu/probe.ts";
 
 const ACCELERATE_TIMEOUT_MS = 60_000;
 // Importing torch on a cold page cache, or a first CUDA init, takes seconds; a minute is a hang.
@@ -54,7 +56,9 @@ function lastLine(output: string): string {
 // The question doctor asks the trainer's interpreter, and what its answer says. The program does, in
 // a run's order, what a run needs of the venv: import torch, ask it for CUDA devices, import
 // bitsandbytes (AdamW8bit imports it only once the model is loaded and the latents are cached). It
-// reports each stage on stdout as it passes it, so a crash or a hang shows the stage it stopped in.
+// reports each stage on stdout as it passes it, so a crash or a hang shows the stage it stopped in. AdamW8bit
+// takes one step on a small weight (4096 values: bitsandbytes keeps smaller ones in 32 bits), on the GPU when
+// torch sees one, so its 8-bit kernels are loaded as a run loads them.
 
 const STAGES = ["torch", "cuda", "bitsandbytes"] as const;
 type Stage = (typeof STAGES)[number];
@@ -70,7 +74,12 @@ available = torch.cuda.is_available()
 names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if available else []
 report("cuda", available=available, cuda=torch.version.cuda, devices=names)
 import bitsandbytes
-report("bitsandbytes", version=getattr(bitsandbytes, "__version__", "unknown"))
+where = "cuda:0" if available else "cpu"
+weight = torch.nn.Parameter(torch.zeros(4096, device=where))
+weight.grad = torch.ones_like(weight)
+bitsandbytes.optim.AdamW8bit([weight], lr=1e-4).step()
+version = getattr(bitsandbytes, "__version__", "unknown")
+report("bitsandbytes", version=version, optimizer=f"AdamW8bit stepped on {where}")
 `;
 
 const Report = z.discriminatedUnion("stage", [
@@ -81,7 +90,7 @@ const Report = z.discriminatedUnion("stage", [
     cuda: z.string().nullable(),
     devices: z.array(z.string()),
   }),
-  z.object({ stage: z.literal("bitsandbytes"), version: z.string() }),
+  z.object({ stage: z.literal("bitsandbytes"), version: z.string(), optimizer: z.string() }),
 ]);
 export type Report = z.infer<typeof Report>;
 type Reports = { [S in Stage]?: Extract<Report, { stage: S }> };
@@ -94,7 +103,7 @@ const MAX_WHY_CHARS = 240;
 const DOING: Record<Stage, string> = {
   torch: "import torch",
   cuda: "answer torch.cuda.is_available()",
-  bitsandbytes: "import bitsandbytes",
+  bitsandbytes: "import bitsandbytes and take a step of AdamW8bit (the recipe's optimizer)",
 };
 const FIX: Record<Stage, string> = {
   torch: `${INSTALL_TRAINER}; in an existing venv, install torch beside trainer.accelerate (the one sd-scripts ` +
@@ -123,13 +132,13 @@ export async function checkTrainerPython(deps: DoctorDeps): Promise<DoctorCheck[
   const reports = readReports(run.stdout);
   const stopped = STAGES.find((stage) => reports[stage] === undefined);
   const who = `${python} as ${account.user}`;
-  return STAGES.map((stage) => {
+  return Promise.all(STAGES.map(async (stage) => {
     if (stage === stopped) {
       return failed(stage, `${who} did not ${DOING[stage]}: ${whyStopped(run, deadlineMs)}`, FIX[stage]);
     }
     if (reports[stage] === undefined) return warned(stage, `not checked: ${who} stopped before it, at ${stopped}`);
     return stagePassed(stage, reports, deps, who);
-  });
+  }));
 }
 
 function readReports(stdout: string): Reports {
@@ -170,16 +179,29 @@ function lastProbeLine(output: string): string {
   return output.split("\n").filter((line) => line.trim() !== "" && !line.startsWith(REPORT_MARK)).at(-1) ?? "no output";
 }
 
-function stagePassed(stage: Stage, reports: Reports, deps: DoctorDeps, who: string): DoctorCheck {
+type Checked = Promise<DoctorCheck> | DoctorCheck;
+
+function stagePassed(stage: Stage, reports: Reports, deps: DoctorDeps, who: string): Checked {
   if (stage === "torch") return passed(stage, `torch ${reports.torch!.version} imports in ${who}`);
-  if (stage === "bitsandbytes") return passed(stage, `bitsandbytes ${reports.bitsandbytes!.version} imports`);
+  if (stage === "bitsandbytes") {
+    return passed(stage, `bitsandbytes ${reports.bitsandbytes!.version} imports; ${reports.bitsandbytes!.optimizer}`);
+  }
   return cudaResult(reports.cuda!, deps);
 }
 
-// With CUDA_DEVICE_ORDER=PCI_BUS_ID, as a run has it, torch's indexes are nvidia-smi's and the config's.
-function cudaResult(cuda: NonNullable<Reports["cuda"]>, { config }: DoctorDeps): DoctorCheck {
+// With CUDA_DEVICE_ORDER=PCI_BUS_ID, as a run has it, torch's indexes are nvidia-smi's and the config's. torch
+// must see every GPU nvidia-smi lists; where nvidia-smi lists none (or fails: its own line says why), there is no
+// GPU to hold torch to.
+async function cudaResult(cuda: NonNullable<Reports["cuda"]>, { config }: DoctorDeps): Promise<DoctorCheck> {
   const build = cuda.cuda === null ? "a torch built without CUDA" : `torch built for CUDA ${cuda.cuda}`;
-  if (!cuda.available) return failed("cuda", `torch.cuda.is_available() is False (${build})`, FIX.cuda);
+  const listed = await listedGpus(config);
+  if (listed.length === 0) {
+    if (!cuda.available) return warned("cuda", `not checked: nvidia-smi lists no GPU (${listed.why}); ${build}`);
+  } else if (!cuda.available || cuda.devices.length < listed.length) {
+    const seen = cuda.available ? `${cuda.devices.length}: ${cuda.devices.join(", ") || "none"}` : "none";
+    return failed("cuda", `torch sees ${seen} of the ${listed.length} GPU(s) nvidia-smi lists ` +
+      `(${listed.names.join(", ")}); ${driverVersion()}, ${build}`, FIX.cuda);
+  }
   const seen = cuda.devices.map((name, index) => `${index} ${name}`).join(", ");
   const missing = config.devices.filter((device) => device.index >= cuda.devices.length);
   if (missing.length > 0) {
@@ -188,4 +210,25 @@ function cudaResult(cuda: NonNullable<Reports["cuda"]>, { config }: DoctorDeps):
     return failed("cuda", `${names} not seen by torch (it sees: ${seen || "none"})`, fix);
   }
   return passed("cuda", `torch sees ${cuda.devices.length} CUDA device(s): ${seen} (${build})`);
+}
+
+// The GPUs nvidia-smi lists by name, or none with why.
+async function listedGpus(config: Config): Promise<{ length: number; names: string[]; why: string }> {
+  const probe = createGpuProbe({ nvidiaSmi: config.gpu.nvidia_smi, timeoutMs: config.gpu.probe_timeout_ms, ttlMs: 0 });
+  const result = await probe.read({ fresh: true });
+  if (!result.ok) return { length: 0, names: [], why: `${config.gpu.nvidia_smi}: ${result.error}` };
+  const names = result.value.map((gpu) => `${gpu.index} ${gpu.name}`);
+  return { length: names.length, names, why: "it answered with an empty list" };
+}
+
+// The loaded kernel module's version, as the driver itself reports it.
+const DRIVER_VERSION_FILE = "/proc/driver/nvidia/version";
+
+function driverVersion(): string {
+  try {
+    const match = /Kernel Module\s+(?:for \S+\s+)?([\d.]+)/.exec(readFileSync(DRIVER_VERSION_FILE, "utf8"));
+    return match === null ? `driver version not read from ${DRIVER_VERSION_FILE}` : `driver ${match[1]}`;
+  } catch {
+    return `no NVIDIA driver loaded (${DRIVER_VERSION_FILE} absent)`;
+  }
 }

@@ -8,7 +8,9 @@ const binary = ensureBinary();
 const COMMANDS: Array<[string[], string]> = [
   [["serve"], "serve"], [["plan"], "plan"], [["doctor"], "doctor"], [["tokenizers"], "tokenizers import"],
   [["tokenizers", "import"], "tokenizers import"], [["tokenizers", "check"], "tokenizers import"],
-  [["config"], "config template"], [["config", "template"], "config template"], [["openapi"], "openapi"], [["launch"], "launch"],
+  [["trainer"], "trainer bundle"], [["trainer", "bundle"], "trainer bundle"], [["trainer", "install"], "trainer bundle"],
+  [["trainer", "check"], "trainer bundle"], [["config"], "config template"], [["config", "template"], "config template"],
+  [["openapi"], "openapi"], [["launch"], "launch"],
   [["shim"], "shim"], [["submit"], "submit"], [["status"], "status"], [["jobs"], "jobs"], [["logs"], "logs"],
   [["cancel"], "cancel"], [["pause"], "pause"], [["resume"], "resume"], [["gpu"], "gpu"], [["smoke"], "smoke"],
 ];

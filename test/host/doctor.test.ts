@@ -3,6 +3,7 @@ import { chmodSync, chownSync, mkdirSync, readFileSync, rmSync, writeFileSync } 
 import { join } from "node:path";
 import { makeDoctorHost, runDoctor, type DoctorHost } from "../support/doctor-host.ts";
 import { BITSANDBYTES_REPORT, CLIP_CAPTION_IDS, CUDA_REPORT, TORCH_REPORT, writeFakePython } from "../support/fake-python.ts";
+import { writeStandInSdScripts } from "../support/stand-in-sd-scripts.ts";
 import { CLIP_MERGES, swappedMerges } from "../support/tokenizers.ts";
 import { CHECKPOINT_KEYS, writeCheckpoint } from "../support/checkpoints.ts";
 import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
@@ -10,7 +11,7 @@ import { AS_ROOT, STAND_IN } from "../support/install-root.ts";
 import { startWorker } from "../support/worker-process.ts";
 
 const TIMEOUT_MS = 30_000;
-const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "tokenizers", "handoff root", "model root", "base model", "state dir", "trainer tmpdir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
+const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "sd-scripts argv", "python packages", "tokenizers", "handoff root", "model root", "base model", "state dir", "trainer tmpdir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
 
 const checkName = (line: string) => /^(?:OK|WARN|FAIL) +([^:]+?)(?: \/\S+)?:/.exec(line)?.[1];
 const failLines = (lines: string[]) => lines.filter((l) => l.startsWith("FAIL"));
@@ -35,19 +36,25 @@ const MISSING: Missing[] = [
     what: "a bitsandbytes that imports",
     breakIt: (h) => void writeFakePython(h.python, { reports: [TORCH_REPORT, CUDA_REPORT], stderr: BITSANDBYTES_TRACEBACK, exit: 1 }),
     check: "bitsandbytes",
-    says: (h) => `${h.python} as nobody did not import bitsandbytes: exit 1, RuntimeError: CUDA Setup failed despite GPU being available.`,
+    says: (h) => `${h.python} as nobody did not import bitsandbytes and take a step of AdamW8bit (the recipe's optimizer): exit 1, RuntimeError: CUDA Setup failed despite GPU being available.`,
   },
   {
     what: "a torch that can use CUDA",
     breakIt: (h) => void writeFakePython(h.python, { reports: [{ stage: "torch", version: "2.5.1+cpu" }, { ...CUDA_REPORT, available: false, cuda: null, devices: [] }] }),
     check: "cuda",
-    says: () => "torch.cuda.is_available() is False (a torch built without CUDA)",
+    says: () => "torch sees none of the 2 GPU(s) nvidia-smi lists (0 NVIDIA GeForce RTX 3090, 1 NVIDIA RTX A6000); ",
   },
   {
-    what: "every configured device in torch's view",
+    what: "every GPU nvidia-smi lists in torch's view",
     breakIt: (h) => void writeFakePython(h.python, { reports: [TORCH_REPORT, { ...CUDA_REPORT, devices: CUDA_REPORT.devices.slice(0, 1) }, BITSANDBYTES_REPORT] }),
     check: "cuda",
-    says: () => "device 1 (RTX A6000) not seen by torch (it sees: 0 NVIDIA GeForce RTX 3090)",
+    says: () => "torch sees 1: NVIDIA GeForce RTX 3090 of the 2 GPU(s) nvidia-smi lists",
+  },
+  {
+    what: "an sd-scripts whose parser has every flag the worker launches with",
+    breakIt: (h) => void writeStandInSdScripts(join(h.dir, "sd-scripts"), { without: "metadata_trigger_phrase" }),
+    check: "sd-scripts argv",
+    says: () => "its parser has no --metadata_trigger_phrase (every launch: fast, balanced, quality, smoke)",
   },
   { what: "sdxl_train_network.py", breakIt: (h) => rmSync(h.trainScript), check: "sd-scripts", says: (h) => `${h.trainScript} does not exist` },
   { what: "the handoff root", breakIt: (h) => rmSync(h.handoff, { recursive: true }), check: "handoff root", says: (h) => `${h.handoff} does not exist` },
@@ -150,7 +157,7 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
     using host = makeDoctorHost();
     const { code, lines } = await host.doctor();
     expect(lines.slice(0, -1).map(checkName)).toEqual(CHECKS);
-    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 17 OK"]);
+    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 19 OK"]);
     expect(lines).toContain("OK   cuda: torch sees 2 CUDA device(s): 0 NVIDIA GeForce RTX 3090, 1 NVIDIA RTX A6000 (torch built for CUDA 12.4)");
     expect(code).toBe(0);
   }, TIMEOUT_MS);
@@ -174,7 +181,7 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
     host.writeConfig({ mode: "simulate" });
     const { code, lines } = await host.doctor();
     const skipped = 'trainer.mode is "simulate": not checked, no real training runs';
-    for (const check of ["accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "tokenizers"]) expect(lines).toContain(`WARN ${check}: ${skipped}`);
+    for (const check of ["accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "sd-scripts argv", "python packages", "tokenizers"]) expect(lines).toContain(`WARN ${check}: ${skipped}`);
     expect(failLines(lines)).toEqual([]);
     expect(code).toBe(0);
   }, TIMEOUT_MS);

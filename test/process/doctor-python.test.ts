@@ -66,7 +66,7 @@ describe("doctor's check of the trainer's Python", () => {
     expect(lines(await checkTrainerPython(venv.deps))).toEqual([
       `OK torch: torch 2.5.1+cu124 imports in ${venv.python} as ${venv.deps.account.user}`,
       "OK cuda: torch sees 2 CUDA device(s): 0 NVIDIA GeForce RTX 3090, 1 NVIDIA RTX A6000 (torch built for CUDA 12.4)",
-      "OK bitsandbytes: bitsandbytes 0.45.0 imports",
+      "OK bitsandbytes: bitsandbytes 0.45.0 imports; AdamW8bit stepped on cuda:0",
     ]);
   }, TIMEOUT_MS);
 
@@ -86,7 +86,10 @@ describe.skipIf(PYTHON3 === null)("doctor's probe program under a real Python", 
     const venv = makeVenv();
     const site = join(venv.dir, "site");
     mkdirSync(join(site, "torch"), { recursive: true });
-    writeFileSync(join(site, "torch/__init__.py"), '__version__ = "2.5.1+cu124"\nfrom . import cuda, version\n');
+    // What the probe's AdamW8bit step asks of torch: a weight and its gradient, as plain objects here.
+    const weights = "class _Weight:\n    grad = None\ndef zeros(n, device=None):\n    return _Weight()\n" +
+      "def ones_like(weight):\n    return _Weight()\nclass nn:\n    Parameter = staticmethod(lambda weight: weight)\n";
+    writeFileSync(join(site, "torch/__init__.py"), `__version__ = "2.5.1+cu124"\nfrom . import cuda, version\n${weights}`);
     writeFileSync(join(site, "torch/version.py"), 'cuda = "12.4"\n');
     writeFileSync(
       join(site, "torch/cuda.py"),
@@ -94,7 +97,9 @@ describe.skipIf(PYTHON3 === null)("doctor's probe program under a real Python", 
     );
     if (withBitsandbytes) {
       mkdirSync(join(site, "bitsandbytes"));
-      writeFileSync(join(site, "bitsandbytes/__init__.py"), '__version__ = "0.45.0"\n');
+      const optimizer = "class optim:\n    class AdamW8bit:\n        def __init__(self, params, lr):\n            pass\n" +
+        "        def step(self):\n            pass\n";
+      writeFileSync(join(site, "bitsandbytes/__init__.py"), `__version__ = "0.45.0"\n${optimizer}`);
     }
     writeExecutable(venv.python, `#!/bin/sh\nPYTHONPATH='${site}' exec '${PYTHON3}' "$@"\n`);
     return venv;
@@ -105,7 +110,7 @@ describe.skipIf(PYTHON3 === null)("doctor's probe program under a real Python", 
     expect(lines(await checkTrainerPython(venv.deps))).toEqual([
       `OK torch: torch 2.5.1+cu124 imports in ${venv.python} as ${venv.deps.account.user}`,
       "OK cuda: torch sees 2 CUDA device(s): 0 NVIDIA GeForce RTX 3090, 1 NVIDIA RTX A6000 (torch built for CUDA 12.4)",
-      `FAIL bitsandbytes: ${venv.python} as ${venv.deps.account.user} did not import bitsandbytes: exit 1, ModuleNotFoundError: No module named 'bitsandbytes'`,
+      `FAIL bitsandbytes: ${venv.python} as ${venv.deps.account.user} did not import bitsandbytes and take a step of AdamW8bit (the recipe's optimizer): exit 1, ModuleNotFoundError: No module named 'bitsandbytes'`,
     ]);
   }, TIMEOUT_MS);
 

@@ -6,6 +6,7 @@ import { fakeNvidiaSmi } from "./fake-nvidia-smi.ts";
 import { writeFakePython } from "./fake-python.ts";
 import { MAIN } from "./host-tree.ts";
 import { STAND_IN } from "./install-root.ts";
+import { writeStandInSdScripts } from "./stand-in-sd-scripts.ts";
 import { writeTokenizers } from "./tokenizers.ts";
 import { freePort, makeDeviceNode, writeExecutable } from "./scratch-files.ts";
 
@@ -47,8 +48,8 @@ export function makeDoctorHost(): DoctorHost {
   const python = writeFakePython(at("venv/bin/python"));
   const tokenizers = writeTokenizers(at("state/tokenizers"));
   mkdir(at("sd-scripts"), 0o755);
+  writeStandInSdScripts(at("sd-scripts"));
   const trainScript = at("sd-scripts/sdxl_train_network.py");
-  writeFileSync(trainScript, "# sd-scripts\n", { mode: 0o644 });
   const uvm = makeDeviceNode(at("dev/nvidia-uvm"));
   const token = at("token");
   writeFileSync(token, `${"ab".repeat(32)}\n`);
