@@ -173,7 +173,8 @@ function whichLaunches(where: Case[], all: Case[]): string {
   const only = (pick: (c: Case) => boolean, words: string) => where.every(pick) ? ` ${words}` : "";
   return `${tiers.join(", ")}${only((c) => c.samples, "with samples")}${only((c) => !c.samples, "without samples")}` +
     `${only((c) => c.resumed, "resumed")}${only((c) => !c.resumed, "fresh")}` +
-    `${only((c) => c.window !== 75, "with --max_token_length")}${only((c) => c.window === 75, "without --max_token_length")}`;
+    `${only((c) => c.window !== 75, "with --max_token_length")}` +
+    `${only((c) => c.window === 75, "without --max_token_length")}`;
 }
 
 const PACKAGES_PROGRAM = `import importlib.metadata, json
