@@ -13,6 +13,7 @@ import {
 import { CheckFailed, createChecks, mustRun, runLogged, tail } from "./steps.ts";
 import { markedProcessesOf } from "../../src/os/proc.ts";
 import { TIERS } from "../../src/tiers.ts";
+import { choosePrecision, cpuBf16, paceLine } from "./cpu.ts";
 
 const REPO = join(import.meta.dir, "../..");
 const BINARY = join(REPO, "dist/lora-worker");
@@ -31,17 +32,26 @@ const logs = join(work, "logs");
 const recordings = join(work, "recordings");
 for (const dir of [logs, recordings]) mkdirSync(dir, { recursive: true });
 const { check, lines } = createChecks((line) => console.log(line));
+{
+  const { model, flags } = cpuBf16();
+  const bf16 = flags.length > 0 ? `bf16 in hardware (${flags.join(", ")})` : "bf16 emulated (no bf16 flag)";
+  console.log(`real-trainer: ${model}, ${navigator.hardwareConcurrency} cores, ${bf16}; each run's pace follows it`);
+}
 
 const model = checkpointPath(work);
 const tokenizerSource = join(work, "tokenizer-source");
 await check("build", async () => tail(await mustRun(["bun", "run", "build"], join(logs, "build.log"), { cwd: REPO }), 1));
 await check("venv", () => ensureVenv(work, sdScripts, BINARY));
+const adapter = placeAdapter(work);
+await check("cpu: bf16, and the precision cpu-accelerate trains in", () =>
+  choosePrecision(join(work, "venv", "bin", "python"), adapter, logs));
 // From here on the worker and the harness use the tree the install laid in the venv, as an operator's would.
 const trainerSdScripts = installedSdScripts(work);
 await check("checkpoint", () => ensureCheckpoint(work, trainerSdScripts));
 await check("tokenizer source", () => writeTokenizerSource(work, tokenizerSource));
 
-const host = layOutHost(work, trainerSdScripts, placeAdapter(work), model, freePort());
+const host = layOutHost(work, trainerSdScripts, adapter, model, freePort());
+const jobLog = (id: string) => join(host.state, "jobs", id, "train.log");
 const cli = (args: string[], log: string) => runLogged([BINARY, ...args], join(logs, log));
 
 // `trainer check` on the installed environment: sd-scripts' own parser and schema take every launch, the
@@ -85,7 +95,8 @@ await check("smoke", async () => {
   recordSmoke(run.output, host, recordings);
   for (const line of run.output.trimEnd().split("\n")) console.log(`       ${line}`);
   if (run.exitCode !== 0) throw new CheckFailed(`lora-worker smoke exited ${run.exitCode}`);
-  return "every stage passed";
+  const ids = [...new Set(run.output.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g) ?? [])];
+  return `every stage passed; ${paceLine(ids.map(jobLog))}`;
 });
 
 const post = (path: string, body: unknown) =>
@@ -132,7 +143,7 @@ await check(`fast: pause at the first state (step ${FIRST_STATE})`, async () => 
   if (!paused.paused || paused.resume_step !== FIRST_STATE) {
     throw new CheckFailed(`job ${paused.worker_job_id} ended ${paused.status} at step ${paused.step}: ${paused.error ?? ""}`);
   }
-  return `job ${paused.worker_job_id} paused, resume_step ${paused.resume_step}`;
+  return `job ${paused.worker_job_id} paused, resume_step ${paused.resume_step}; ${paceLine([jobLog(paused.worker_job_id)])}`;
 });
 
 await check("fast: the trigger reached each caption that lacked it, the phone photo trained upright, the LoRA names both", async () => {
@@ -179,7 +190,8 @@ await check(`fast: resume to the next state (step ${2 * FIRST_STATE}), then canc
   if (cancelled.status !== "cancelled" || left.length > 0) {
     throw new CheckFailed(`job ${id} is ${cancelled.status}, processes of its tree left: ${left.join(", ") || "none"}`);
   }
-  return `job ${id} from step ${resumed.body.resume_step} to its state at ${cancelled.resume_step}, cancelled, no process left`;
+  return `job ${id} from step ${resumed.body.resume_step} to its state at ${cancelled.resume_step}, cancelled, ` +
+    `no process left; ${paceLine([jobLog(id)])}`;
 });
 
 await check("missing tokenizer: tokenizer_missing", async () => {
