@@ -1,7 +1,7 @@
 // Whether the environment the config names trains the worker's jobs, asked of it before any job: its sd-scripts
 // takes every argv the worker would launch (sd-scripts-argv.py, with the worker's own recipe building them), and
 // its packages are the lock's.
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { z } from "zod";
@@ -100,12 +100,17 @@ export function launchCases(config: Config, dir: string): Case[] {
   });
 }
 
+// Without the venv's Python there is nothing to ask: the accelerate line FAILs already, with what to do.
+const notChecked = (python: string) =>
+  `not checked: there is no ${python} beside trainer.accelerate (the accelerate line says what to do)`;
+
 /** sd-scripts' own parser and dataset schema, in the venv's Python, on every launch the worker would make. */
 export async function checkSdScriptsArgv(deps: DoctorDeps): Promise<DoctorCheck> {
   const name = "sd-scripts argv";
   const { config, account, runAs } = deps;
   if (config.trainer.mode === "simulate") return warned(name, SIMULATE_SKIP);
   const python = join(dirname(config.trainer.accelerate), "python");
+  if (!existsSync(python)) return warned(name, notChecked(python));
   const sdScripts = config.trainer.sd_scripts_dir;
   // Readable by the service account, which runs the check.
   const dir = mkdtempSync(join(tmpdir(), "lora-worker-trainer-check-"));
@@ -194,6 +199,7 @@ export async function checkPackages(deps: DoctorDeps): Promise<DoctorCheck> {
   const { config, account, runAs } = deps;
   if (config.trainer.mode === "simulate") return warned(name, SIMULATE_SKIP);
   const python = join(dirname(config.trainer.accelerate), "python");
+  if (!existsSync(python)) return warned(name, notChecked(python));
   const run = await runAs([python, "-c", PACKAGES_PROGRAM], { env: pythonEnv(python, config) });
   const line = run.stdout.split("\n").find((l) => l.startsWith(REPORT_MARK));
   const parsed = Packages.safeParse(line === undefined ? null : parseJson(line.slice(REPORT_MARK.length)));

@@ -1,9 +1,10 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, lstatSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { TOKENIZERS } from "../../src/tokenizers/layout.ts";
 import { ensureBinary } from "../support/binary.ts";
-import { makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
+import { FAKE_NVIDIA_SMI, makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
+import { writeExecutable } from "../support/scratch-files.ts";
 import { CLIP_MERGES, runTokenizers, writeTokenizers } from "../support/tokenizers.ts";
 import { startWorker } from "../support/worker-process.ts";
 
@@ -35,11 +36,20 @@ describe("the compiled binary's tokenizers", () => {
     expect(await tokenizers("import", "--config", config, source)).toMatchObject({ code: 0, stderr: "" });
     expect(lstatSync(join(dir, CLIP_G!.folder, "merges.txt")).isFile()).toBe(true);
 
-    await using worker = await startWorker(config, { command: [binary] });
+    // /healthz judges the tokenizers for a real trainer only (a simulated one loads none): a real-mode worker, whose
+    // trainer never runs here.
+    const accelerate = writeExecutable(join(tree.root, "accelerate"), "#!/bin/sh\n");
+    mkdirSync(join(tree.root, "sd-scripts"));
+    writeFileSync(join(tree.root, "sd-scripts", "sdxl_train_network.py"), "");
+    const real = tree.writeConfig(
+      `[trainer]\nmode = "real"\naccelerate = "${accelerate}"\nsd_scripts_dir = "${join(tree.root, "sd-scripts")}"\n` +
+        `[gpu]\nnvidia_smi = ${JSON.stringify(FAKE_NVIDIA_SMI)}\n`,
+    );
+    await using worker = await startWorker(real, { command: [binary] });
     const readiness = async () => ((await (await fetch(`${worker.url}/healthz`)).json()) as any).tokenizers;
     expect(await readiness()).toEqual({ dir, ready: true, problems: [] });
     writeFileSync(join(dir, CLIP_L!.folder, "merges.txt"), "");
     expect(await readiness()).toMatchObject({ ready: false, problems: [`${CLIP_L!.folder}/merges.txt does not begin with its #version line, so its first merge is lost`] });
-    expect((await tokenizers("check", "--config", config)).code).toBe(1);
+    expect((await tokenizers("check", "--config", real)).code).toBe(1);
   }, 60_000);
 });
