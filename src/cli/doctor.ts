@@ -20,17 +20,10 @@ import {
   DEFAULT_UNIT_PATH,
   resolveServiceAccount,
 } from "../doctor/service-account.ts";
-import {
-  checkAccelerate,
-  checkSdScripts,
-  checkTrainerPython,
-} from "../doctor/trainer-checks.ts";
-import { checkPackages, checkSdScriptsArgv } from "../doctor/sd-scripts-checks.ts";
-import { checkTokenizers } from "../doctor/tokenizer-checks.ts";
+import { trainerDoctor } from "../doctor/trainer-doctor.ts";
 import { checkBaseModel } from "../doctor/base-model-check.ts";
 import { createBackends } from "../supervisor/index.ts";
 import { shimCommand } from "./executables.ts";
-import { checkTrainerTmpdir } from "../doctor/tmpdir-check.ts";
 import { parseArgs, UsageError } from "./args.ts";
 
 const EXIT_FAIL = 1;
@@ -72,15 +65,16 @@ async function checkCommand(
 // Every check after the config, in the order an operator would go through the host by hand; they run at once.
 async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
   const { config, account, runAs } = deps;
+  const trainer = trainerDoctor(config);
   const checks = await Promise.all([
     checkServiceAccount(config, account),
-    trainerChecks(deps),
-    checkTokenizers(deps),
+    trainer.environment(deps),
+    trainer.tokenizers(deps),
     checkHandoffRoot(config, account, runAs),
     ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
     checkBaseModel(config, account, runAs),
     checkStateDir(config, account, runAs),
-    checkTrainerTmpdir(deps),
+    trainer.tmpdir(deps),
     createBackends(config, shimCommand(), process.env).chosen.checks(deps.devDir),
     checkPort(config, account),
     checkTokenFile(config, account, runAs),
@@ -90,14 +84,6 @@ async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
 
 // The environment the config names: accelerate runs, its Python loads torch, CUDA and AdamW8bit, its sd-scripts
 // takes every launch the worker would make, its packages are the lock's.
-async function trainerChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
-  const { config, account, runAs } = deps;
-  const checks = await Promise.all([
-    checkAccelerate(config, account, runAs),
-    checkTrainerPython(deps),
-    checkSdScripts(config, account, runAs),
-    checkSdScriptsArgv(deps),
-    checkPackages(deps),
-  ]);
-  return checks.flat();
+function trainerChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
+  return trainerDoctor(deps.config).environment(deps);
 }

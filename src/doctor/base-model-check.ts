@@ -4,7 +4,8 @@ import type { Config } from "../config/schema.ts";
 import { statOrNull } from "../fs.ts";
 import { checkBaseModelHeader } from "../request/base-model.ts";
 import { resolveInside } from "../request/contained-path.ts";
-import { failed, passed, relaxedInSimulate, warned, type DoctorCheck } from "./doctor.ts";
+import { failed, passed, warned, type DoctorCheck } from "./doctor.ts";
+import { relaxedInSimulate } from "./trainer-doctor.ts";
 import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
 
 const NAME = "base model";

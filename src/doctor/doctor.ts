@@ -30,12 +30,6 @@ export function fromProblems(name: string, problems: string[], fixes: string[], 
   return failed(name, problems.join("; "), fixes.join("; "));
 }
 
-// In simulate mode, a FAIL that only the deployment or real training would meet is a WARN that says why.
-export function relaxedInSimulate(config: Config, check: DoctorCheck, why: string): DoctorCheck {
-  if (config.trainer.mode !== "simulate" || check.status !== "FAIL") return check;
-  return { ...check, status: "WARN", detail: `${check.detail}; trainer.mode is "simulate": ${why}` };
-}
-
 export function formatCheck(check: DoctorCheck): string {
   const fix = check.fix ? ` — fix: ${check.fix}` : "";
   return `${check.status.padEnd(4)} ${check.name}: ${check.detail}${fix}`;

@@ -3,7 +3,8 @@ import { parseTokenLines } from "../auth/tokens.ts";
 import { bindFailure, type BindFailure } from "../config/listen.ts";
 import type { Config, Listen } from "../config/schema.ts";
 import { statOrNull } from "../fs.ts";
-import { failed, fromProblems, passed, relaxedInSimulate, warned, type DoctorCheck } from "./doctor.ts";
+import { failed, fromProblems, passed, warned, type DoctorCheck } from "./doctor.ts";
+import { relaxedInSimulate, trainerDoctor } from "./trainer-doctor.ts";
 import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
 
 // SPEC §1: setgid so every file arbo or the worker creates there joins the handoff group; nothing for others.
@@ -26,7 +27,7 @@ export function checkServiceAccount(config: Config, account: ServiceAccount): Do
   const who = `${account.user} (uid ${account.uid}) with group ${account.group} (gid ${account.gid})`;
   if (account.source.kind === "running") {
     const none = `no unit at ${account.source.unitPath} and no --user`;
-    if (config.trainer.mode === "simulate") {
+    if (trainerDoctor(config).anyAccount) {
       const anyone = 'trainer.mode is "simulate": the worker runs as whoever starts it';
       return passed(name, `${who}, the user running doctor: ${none}, and ${anyone}`);
     }

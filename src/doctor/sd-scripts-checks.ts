@@ -18,7 +18,7 @@ import { PROVEN_SHORT } from "../trainer/sd-scripts-tree.ts";
 import { describeTrainer } from "../trainer/trainer.ts";
 import { failed, passed, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
 import ARGV_PROGRAM from "./sd-scripts-argv.py" with { type: "text" };
-import { parseJson, REPORT_MARK, SIMULATE_SKIP, whyStopped } from "./trainer-checks.ts";
+import { parseJson, REPORT_MARK, whyStopped } from "./trainer-checks.ts";
 
 // Importing sd-scripts imports torch, diffusers and transformers: seconds when warm, tens of seconds when cold.
 const ARGV_DEADLINE_MS = 180_000;
@@ -108,7 +108,6 @@ const notChecked = (python: string) =>
 export async function checkSdScriptsArgv(deps: DoctorDeps): Promise<DoctorCheck> {
   const name = "sd-scripts argv";
   const { config, account, runAs } = deps;
-  if (config.trainer.mode === "simulate") return warned(name, SIMULATE_SKIP);
   const python = join(dirname(config.trainer.accelerate), "python");
   if (!existsSync(python)) return warned(name, notChecked(python));
   const sdScripts = config.trainer.sd_scripts_dir;
@@ -197,7 +196,6 @@ const pythonEnv = (python: string, config: Config) =>
 export async function checkPackages(deps: DoctorDeps): Promise<DoctorCheck> {
   const name = "python packages";
   const { config, account, runAs } = deps;
-  if (config.trainer.mode === "simulate") return warned(name, SIMULATE_SKIP);
   const python = join(dirname(config.trainer.accelerate), "python");
   if (!existsSync(python)) return warned(name, notChecked(python));
   const run = await runAs([python, "-c", PACKAGES_PROGRAM], { env: pythonEnv(python, config) });

@@ -28,7 +28,7 @@ TMPDIR="$2" "$3" -c "$4"
  * The trainer's TMPDIR (job-dir/tmp-link.ts): a link in /dev/shm the service user can make, into the state dir,
  * under which the venv's Python binds multiprocessing's sockets as a real run's data loader does.
  */
-export async function checkTrainerTmpdir(deps: DoctorDeps): Promise<DoctorCheck> {
+export async function checkTrainerTmpdir(deps: DoctorDeps, { sockets }: { sockets: boolean }): Promise<DoctorCheck> {
   const { config, account, runAs } = deps;
   if (!(await holdsFor(runAs, ["-d", TMP_LINK_ROOT, "-a", "-w", TMP_LINK_ROOT, "-a", "-x", TMP_LINK_ROOT]))) {
     const fix = `mount a tmpfs on ${TMP_LINK_ROOT} with mode 1777 ` +
@@ -38,7 +38,7 @@ export async function checkTrainerTmpdir(deps: DoctorDeps): Promise<DoctorCheck>
   const link = tmpLink(join(jobsDir(config.state_dir), crypto.randomUUID()));
   const fits = `each job's TMPDIR is ${TMP_LINK_ROOT}/lora-worker-<job id>, a link to its folder in the state dir ` +
     `(${link.length + PYMP_SOCKET_SUFFIX} of ${MAX_SOCKET_PATH} bytes with Python's socket names)`;
-  if (config.trainer.mode === "simulate") return passed(NAME, `${fits}; sockets not tried: the simulator opens none`);
+  if (!sockets) return passed(NAME, `${fits}; sockets not tried: the simulator opens none`);
   if (!statOrNull(config.state_dir)?.isDirectory()) return warned(NAME, `${fits}; sockets not tried: no state dir`);
   const python = join(dirname(config.trainer.accelerate), "python");
   // Without the trainer's environment there is nothing to bind with; its own lines say how to bring it.

@@ -2,8 +2,8 @@ import { dirname, join } from "node:path";
 import { z } from "zod";
 import { KNOWN_CAPTIONS } from "../tokenizers/clip-vocabulary.ts";
 import { TOKENIZERS, tokenizerDir, tokenizersProblems, type TokenizerSpec } from "../tokenizers/layout.ts";
-import { failed, passed, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
-import { parseJson, REPORT_MARK, SIMULATE_SKIP, whyStopped } from "./trainer-checks.ts";
+import { failed, passed, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
+import { parseJson, REPORT_MARK, whyStopped } from "./trainer-checks.ts";
 import { BASE_PATH } from "../recipe/command.ts";
 
 const NAME = "tokenizers";
@@ -36,7 +36,6 @@ type Loaded = z.infer<typeof Loaded>;
 /** Both tokenizers in trainer.tokenizer_dir, whole, and loaded by the venv's Python as the service user, offline. */
 export async function checkTokenizers(deps: DoctorDeps): Promise<DoctorCheck> {
   const { config, account, runAs } = deps;
-  if (config.trainer.mode === "simulate") return warned(NAME, SIMULATE_SKIP);
   const dir = tokenizerDir(config);
   const problems = tokenizersProblems(dir);
   if (problems.length > 0) return failed(NAME, `not ready in ${dir}: ${problems.join("; ")}`, FIX);

@@ -10,12 +10,10 @@ import { createGpuProbe } from "../gpu/probe.ts";
 const ACCELERATE_TIMEOUT_MS = 60_000;
 // Importing torch on a cold page cache, or a first CUDA init, takes seconds; a minute is a hang.
 const PYTHON_DEADLINE_MS = 60_000;
-export const SIMULATE_SKIP = 'trainer.mode is "simulate": not checked, no real training runs';
 
 /** Runs `accelerate --help` as the service user: proves the venv's interpreter and packages load for it. */
 export async function checkAccelerate(config: Config, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
   const name = "accelerate";
-  if (config.trainer.mode === "simulate") return warned(name, SIMULATE_SKIP);
   const accelerate = config.trainer.accelerate;
   const res = await runAs([accelerate, "--help"], {
     env: { PATH: `${dirname(accelerate)}:${BASE_PATH}`, HOME: config.state_dir },
@@ -35,7 +33,6 @@ export async function checkAccelerate(config: Config, account: ServiceAccount, r
 
 export async function checkSdScripts(config: Config, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
   const name = "sd-scripts";
-  if (config.trainer.mode === "simulate") return warned(name, SIMULATE_SKIP);
   const script = join(config.trainer.sd_scripts_dir, TRAIN_SCRIPT);
   if (await holdsFor(runAs, ["-f", script, "-a", "-r", script])) {
     return passed(name, `${script} is readable by ${account.user}`);
@@ -60,7 +57,8 @@ function lastLine(output: string): string {
 // takes one step on a small weight (4096 values: bitsandbytes keeps smaller ones in 32 bits), on the GPU when
 // torch sees one, so its 8-bit kernels are loaded as a run loads them.
 
-const STAGES = ["torch", "cuda", "bitsandbytes"] as const;
+/** What the trainer's Python is asked, in a run's order, a line each. */
+export const STAGES = ["torch", "cuda", "bitsandbytes"] as const;
 type Stage = (typeof STAGES)[number];
 
 export const REPORT_MARK = "lora-worker-doctor ";
@@ -117,7 +115,6 @@ const FIX: Record<Stage, string> = {
 /** The venv's interpreter (accelerate runs sd-scripts with it) as the service user: torch, CUDA, bitsandbytes. */
 export async function checkTrainerPython(deps: DoctorDeps): Promise<DoctorCheck[]> {
   const { config, account, runAs } = deps;
-  if (config.trainer.mode === "simulate") return STAGES.map((stage) => warned(stage, SIMULATE_SKIP));
   const python = join(dirname(config.trainer.accelerate), "python");
   const deadlineMs = deps.pythonDeadlineMs ?? PYTHON_DEADLINE_MS;
   const run = await runAs([python, "-c", PROBE_PROGRAM], {

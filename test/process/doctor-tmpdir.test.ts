@@ -50,7 +50,7 @@ describe("doctor's check of the trainer's TMPDIR", () => {
   test("the venv's Python binds multiprocessing's sockets under a job's link with a long state dir, and nothing is left", async () => {
     using venv = makeVenv();
     writeExecutable(venv.python, `#!/bin/sh\nexec ${PYTHON3} "$@"\n`);
-    const check = await checkTrainerTmpdir(venv.deps);
+    const check = await checkTrainerTmpdir(venv.deps, { sockets: true });
     expect(check).toEqual({
       status: "OK",
       name: "trainer tmpdir",
@@ -63,7 +63,7 @@ describe("doctor's check of the trainer's TMPDIR", () => {
 
   test("without the trainer's Python (no environment yet) the sockets are not tried: a WARN that points at accelerate's line, not a second FAIL", async () => {
     using venv = makeVenv();
-    const check = await checkTrainerTmpdir(venv.deps);
+    const check = await checkTrainerTmpdir(venv.deps, { sockets: true });
     expect(check).toMatchObject({ status: "WARN", name: "trainer tmpdir" });
     expect(check.detail).toEndWith(`; sockets not tried: ${venv.deps.account.user} cannot run ${venv.python} (see accelerate)`);
   }, TIMEOUT_MS);
@@ -71,7 +71,7 @@ describe("doctor's check of the trainer's TMPDIR", () => {
   test("a Python that takes the link's target instead (the old TMPDIR) fails with the kernel's words", async () => {
     using venv = makeVenv();
     writeExecutable(venv.python, `#!/bin/sh\nTMPDIR=$(readlink "$TMPDIR") exec ${PYTHON3} "$@"\n`);
-    const check = await checkTrainerTmpdir(venv.deps);
+    const check = await checkTrainerTmpdir(venv.deps, { sockets: true });
     expect(check).toMatchObject({ status: "FAIL", name: "trainer tmpdir" });
     expect(check.detail).toStartWith(`${venv.python} as ${venv.deps.account.user} could not bind multiprocessing's sockets under such a TMPDIR: exit 1, OSError: AF_UNIX path too long`);
     expect(readdirSync(venv.state)).toEqual([]);

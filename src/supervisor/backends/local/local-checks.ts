@@ -1,7 +1,8 @@
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../../../config/schema.ts";
-import { type DoctorCheck, failed, passed, relaxedInSimulate, warned } from "../../../doctor/doctor.ts";
+import { type DoctorCheck, failed, passed, warned } from "../../../doctor/doctor.ts";
+import { relaxedInSimulate } from "../../../doctor/trainer-doctor.ts";
 import { createGpuProbe } from "../../../gpu/probe.ts";
 
 /** What `lora-worker doctor` checks of this host's GPUs: nvidia-smi sees the configured devices, CUDA's node exists. */

@@ -1,0 +1,64 @@
+import type { Config } from "../config/schema.ts";
+import { warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
+import { checkPackages, checkSdScriptsArgv } from "./sd-scripts-checks.ts";
+import { checkTrainerTmpdir } from "./tmpdir-check.ts";
+import { checkTokenizers } from "./tokenizer-checks.ts";
+import { checkAccelerate, checkSdScripts, checkTrainerPython, STAGES } from "./trainer-checks.ts";
+
+/** What doctor asks of the trainer, chosen once from trainer.mode, as it asks the configured backend for its own. */
+export interface TrainerDoctor {
+  /** The trainer's environment: accelerate, its Python's torch, CUDA and bitsandbytes, sd-scripts, its parser, the
+   * packages against the lock. */
+  environment(deps: DoctorDeps): Promise<DoctorCheck[]>;
+  tokenizers(deps: DoctorDeps): Promise<DoctorCheck>;
+  /** The trainer's TMPDIR link, and the sockets its data loader binds under it. */
+  tmpdir(deps: DoctorDeps): Promise<DoctorCheck>;
+  /** A FAIL that only real training or its deployment would meet: as it is, or for the simulator a WARN that says
+   * why it does not matter to it. */
+  relax(check: DoctorCheck, why: string): DoctorCheck;
+  /** Whether the worker may run as whoever starts it (the simulator's, which no service shares a folder with). */
+  anyAccount: boolean;
+}
+
+export const SIMULATE_SKIP = 'trainer.mode is "simulate": not checked, no real training runs';
+
+const ENVIRONMENT = ["accelerate", ...STAGES, "sd-scripts", "sd-scripts argv", "python packages"];
+
+const REAL: TrainerDoctor = {
+  async environment(deps) {
+    const { config, account, runAs } = deps;
+    const checks = await Promise.all([
+      checkAccelerate(config, account, runAs),
+      checkTrainerPython(deps),
+      checkSdScripts(config, account, runAs),
+      checkSdScriptsArgv(deps),
+      checkPackages(deps),
+    ]);
+    return checks.flat();
+  },
+  tokenizers: checkTokenizers,
+  tmpdir: (deps) => checkTrainerTmpdir(deps, { sockets: true }),
+  relax: (check) => check,
+  anyAccount: false,
+};
+
+// The same lines, each saying why the simulator needs none of it.
+const SIMULATED: TrainerDoctor = {
+  environment: async () => ENVIRONMENT.map((name) => warned(name, SIMULATE_SKIP)),
+  tokenizers: async () => warned("tokenizers", SIMULATE_SKIP),
+  tmpdir: (deps) => checkTrainerTmpdir(deps, { sockets: false }),
+  relax: (check, why) => check.status !== "FAIL"
+    ? check
+    : { ...check, status: "WARN", detail: `${check.detail}; trainer.mode is "simulate": ${why}` },
+  anyAccount: true,
+};
+
+/** The one place doctor tells a real trainer from the simulator. */
+export function trainerDoctor(config: Config): TrainerDoctor {
+  return config.trainer.mode === "simulate" ? SIMULATED : REAL;
+}
+
+/** In simulate mode, a FAIL that only the deployment or real training would meet is a WARN that says why. */
+export function relaxedInSimulate(config: Config, check: DoctorCheck, why: string): DoctorCheck {
+  return trainerDoctor(config).relax(check, why);
+}
