@@ -13,6 +13,7 @@ import { writeTokenizers } from "../test/support/tokenizers.ts";
 import { type BenchWorker, isTerminal, startBenchWorker } from "./lib/bench-host.ts";
 import { builds, runBench, verdict, type Row } from "./lib/report.ts";
 import { ms, summarize } from "./lib/stats.ts";
+import { randomLetters } from "../test/support/random-letters.ts";
 
 const PROBE_EVERY_MS = 10;
 const IDLE_MS = 2000;
@@ -23,15 +24,6 @@ const PHOTO_SIDE = 6000;
 const TARGET_MS = 1000;
 
 const tables = () => ({ trainer: { mode: "simulate", cancel_grace_seconds: 2 }, simulate: { seconds_per_step: 0.002 } });
-
-// Letters from a fixed linear congruential sequence: the same run to run, with no period a BPE would merge.
-function randomLetters(n: number): string {
-  let seed = 41;
-  return Array.from({ length: n }, () => {
-    seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
-    return "abcdefghijklmnopqrstuvwxyz"[Math.floor((seed / 2 ** 31) * 26)];
-  }).join("");
-}
 
 // One probe every PROBE_EVERY_MS until `done()`; each latency from its scheduled moment to its answer.
 async function probe(host: BenchWorker, done: () => boolean): Promise<number[]> {

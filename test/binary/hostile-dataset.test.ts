@@ -11,6 +11,7 @@ import { untilEnded } from "../support/jobs.ts";
 import { writeTokenizers } from "../support/tokenizers.ts";
 import { waitFor } from "../support/wait.ts";
 import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
+import { randomLetters } from "../support/random-letters.ts";
 
 // Issue 41 items 1-5, through the compiled binary: what a hostile or unlucky upload holds neither freezes the
 // worker nor keeps a cancel waiting, every photo sd-scripts reads trains (or is refused saying what was checked),
@@ -32,15 +33,6 @@ function cpuTicks(pid: number): number {
 
 function rssKiB(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]);
-}
-
-// Letters from a fixed linear congruential sequence: the same run to run, with no period a BPE would merge.
-function randomLetters(n: number): string {
-  let seed = 41;
-  return Array.from({ length: n }, () => {
-    seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
-    return "abcdefghijklmnopqrstuvwxyz"[Math.floor((seed / 2 ** 31) * 26)];
-  }).join("");
 }
 
 // Asks /healthz one request after another until `done` settles: the longest wait and how many answered.
