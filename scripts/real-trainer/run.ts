@@ -96,8 +96,22 @@ await check("smoke", async () => {
   for (const line of run.output.trimEnd().split("\n")) console.log(`       ${line}`);
   if (run.exitCode !== 0) throw new CheckFailed(`lora-worker smoke exited ${run.exitCode}`);
   const ids = [...new Set(run.output.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g) ?? [])];
-  return `every stage passed; ${paceLine(ids.map(jobLog))}`;
+  return `every stage passed; ${paceLine(ids.map(jobLog))}; ${await longContext(ids[0] ?? "")}`;
 });
+
+// The smoke dataset's one caption of about 100 tokens: its first run chose the 150-token context, and sd-scripts
+// trained on it (its own header of the LoRA at the run's first state says so).
+async function longContext(id: string): Promise<string> {
+  const { body } = await worker.json(`/train/${id}`);
+  const window = body.dataset?.prepared?.token_window;
+  if (window?.tokens !== 150) throw new CheckFailed(`the smoke run's record says ${JSON.stringify(window)}`);
+  const lora = join(host.state, "jobs", id, "run", "smoke-step00000002.safetensors");
+  const verdict = await verifySafetensors(lora);
+  if (!verdict.ok) throw new CheckFailed(`${lora}: ${verdict.error.detail}`);
+  const said = verdict.value.metadata.ss_max_token_length;
+  if (said !== "150") throw new CheckFailed(`the smoke LoRA's header says ss_max_token_length ${said}`);
+  return `the long caption (${window.longest.tokens} tokens) trained on 150: record and ss_max_token_length agree`;
+}
 
 const post = (path: string, body: unknown) =>
   worker.json(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });

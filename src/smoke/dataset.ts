@@ -14,6 +14,13 @@ const SIZE = 256;
 const DIR_MODE = 0o2770;
 const FILE_MODE = 0o660;
 
+// One caption past CLIP's 75 tokens (about 100), as some datasets write them: the run then trains on a 150-token
+// context (--max_token_length, recipe/command.ts), so a smoke run proves this sd-scripts takes that path too.
+const LONG_DESCRIPTION = "described at length as a person writes a caption for a photo of themselves: standing in " +
+  "soft morning light by a tall window, wearing a dark blue wool coat over a white shirt, short brown hair, a calm " +
+  "face turned slightly to the left, a small silver ring on one hand, a leather bag on the shoulder, a wooden table " +
+  "and a green plant behind, a city street seen through the glass, warm colours, sharp focus, high detail";
+
 /**
  * Writes a few small pictures with captions into `dir`: enough for sd-scripts to build a bucket and train. Each
  * file is created exclusively ("wx"): a name already there, even a link, is an error, never written through.
@@ -25,7 +32,8 @@ export function writeSmokeDataset(dir: string): void {
     // A different gradient and stripe per image, so the latents differ.
     const png = encodePng(SIZE, SIZE, (x, y) => [(x + 40 * i) % 256, (y * (i + 1)) % 256, ((x ^ y) >> i) & 255]);
     writeFileSync(join(dir, `${name}.png`), png, { mode: FILE_MODE, flag: "wx" });
-    const caption = `${SMOKE_TRIGGER} ${SMOKE_CLASS}, test pattern ${i}, gradient, stripes`;
+    const short = `${SMOKE_TRIGGER} ${SMOKE_CLASS}, test pattern ${i}, gradient, stripes`;
+    const caption = i === IMAGES - 1 ? `${short}, ${LONG_DESCRIPTION}` : short;
     writeFileSync(join(dir, `${name}${CAPTION_EXTENSION}`), `${caption}\n`, { mode: FILE_MODE, flag: "wx" });
   }
 }

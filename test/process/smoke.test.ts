@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { SMOKE_FOLDER } from "../../src/smoke/dataset.ts";
 import { inProcessApp } from "../support/app-harness.ts";
@@ -7,6 +7,7 @@ import { makeHostTree, MAIN, SIMULATE_TABLES, type HostTree } from "../support/h
 import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
 import { startWorker } from "../support/worker-process.ts";
 import { waitFor } from "../support/wait.ts";
+import { writeTokenizers } from "../support/tokenizers.ts";
 import { writeCheckpoint, CHECKPOINT_KEYS } from "../support/checkpoints.ts";
 
 const TIMEOUT_MS = 60_000;
@@ -33,6 +34,8 @@ const smokeConfig = (tree: HostTree, simulate = "", secondsPerStep = 0.2) => {
 describe("lora-worker smoke against a running worker", () => {
   test("pauses the run at its first state, resumes it, checks the LoRA and the preview, and removes its folder", async () => {
     using tree = makeHostTree();
+    // CLIP's own tokenizers, so the worker counts the captions' tokens exactly (without them it bounds them from above).
+    writeTokenizers(join(tree.state, "tokenizers"));
     await using worker = await startWorker(smokeConfig(tree));
     const { exitCode, lines, stderr } = await smokeCli(worker.url, ["--device", "1"]);
     expect(stderr).toBe("");
@@ -52,6 +55,12 @@ describe("lora-worker smoke against a running worker", () => {
       ["smoke", "succeeded", false, null],
       ["smoke", "cancelled", false, body.jobs[0].worker_job_id],
     ]);
+    // Its one caption of about 100 tokens makes the run train on the 150-token context, as the record says and the
+    // launch passes (a short-caption dataset passes no flag: token-window.test.ts).
+    const first = body.jobs[1];
+    expect(first.dataset.prepared.token_window).toMatchObject({ tokens: 150, longest: { caption: "smoke-3.txt" } });
+    const launch = JSON.parse(readFileSync(join(tree.state, "jobs", first.worker_job_id, "launch.json"), "utf8"));
+    expect(launch.argv).toContain("--max_token_length=150");
   }, TIMEOUT_MS);
 
   test("a smoke run whose training fails says why on the failing stage, exits 1 and still removes its folder", async () => {
