@@ -64,7 +64,7 @@ const fixtureFinals: Record<string, Progress> = {
   // SIGTERM while it went on to step 3), and its resume. A resumed bar counts the steps left from 0 (4/4 of 6), which
   // read as a fresh run is another run's total; folded as the resume it is, below.
   "sdscripts-cpu-smoke-paused-1.log": progress({
-    phase: "training", step: 2, total_steps: 6, loss: 1.06, eta_s: 158, seconds_per_step: 39.65, sampling_step: 2,
+    phase: "training", step: 2, total_steps: 6, loss: 1.06, eta_s: 43, seconds_per_step: 10.8, sampling_step: 2,
   }),
   "sdscripts-cpu-smoke-resumed-1.log": progress({
     phase: "done", total_steps: 6, expected_total: 6, contradicting_total: 4, contradicting_n: 4, sampling_step: 6,
@@ -73,13 +73,14 @@ const fixtureFinals: Record<string, Progress> = {
   "sdscripts-cpu-no-data-1.log": progress({}),
   // Killed by the kernel's OOM killer (a 6 GiB memory cgroup) while it loaded the U-Net.
   "sdscripts-cpu-oom-killed-1.log": progress({}),
-  // A fast job paused at its state of step 40, and its resume, cancelled after its state of step 80.
+  // A fast job paused at its state of step 40 (no preview before step 100), and its resume, cancelled after its
+  // state of step 80.
   "sdscripts-cpu-fast-paused-1.log": progress({
-    phase: "training", step: 40, total_steps: 400, loss: 1.01, eta_s: 16503, seconds_per_step: 45.84, sampling_step: 40,
+    phase: "training", step: 40, total_steps: 400, loss: 1.01, eta_s: 2614, seconds_per_step: 7.26, sampling_step: null,
   }),
   "sdscripts-cpu-fast-resumed-cancelled-1.log": progress({
     phase: "training", total_steps: 400, expected_total: 400, contradicting_total: 360, contradicting_n: 40,
-    sampling_step: 80,
+    sampling_step: null,
   }),
   "sdscripts-ignored-exception-1.log": progress({ phase: "done", step: 1500, total_steps: 1500, eta_s: 0, seconds_per_step: 1 / 1.23 }),
   // The same five redraws as sdscripts-epochs-rich-nan-1.log, on one physical line.
@@ -121,12 +122,12 @@ describe("progress from real sd-scripts logs", () => {
     const smoke = await Bun.file(join(FIXTURES, "sdscripts-cpu-smoke-resumed-1.log")).text();
     expect(fold(splitAll([smoke]), initialProgress(6, 2))).toEqual({
       ...initialProgress(6, 2),
-      phase: "done", step: 6, total_steps: 6, loss: 0.946, eta_s: 0, seconds_per_step: 45.7, sampling_step: 6,
+      phase: "done", step: 6, total_steps: 6, loss: 0.947, eta_s: 0, seconds_per_step: 8.92, sampling_step: 6,
     });
     const fast = await Bun.file(join(FIXTURES, "sdscripts-cpu-fast-resumed-cancelled-1.log")).text();
     expect(fold(splitAll([fast]), initialProgress(400, 40))).toEqual({
       ...initialProgress(400, 40),
-      phase: "training", step: 80, total_steps: 400, loss: 0.9, eta_s: 12085, seconds_per_step: 37.77, sampling_step: 80,
+      phase: "training", step: 80, total_steps: 400, loss: 0.901, eta_s: 2686, seconds_per_step: 8.39, sampling_step: null,
     });
   });
 
