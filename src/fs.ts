@@ -59,6 +59,11 @@ export function readJsonOrNull<T>(path: string): T | null {
 
 const DIGEST_CHUNK_BYTES = 1024 * 1024;
 
+/** The sha256 of bytes or text (as UTF-8) held in memory, in hex. */
+export function sha256Hex(data: string | Uint8Array): string {
+  return new Bun.CryptoHasher("sha256").update(data).digest("hex");
+}
+
 /** The sha256 of a regular file, read without following a link; null when there is none to read. */
 export async function digestOf(path: string): Promise<string | null> {
   const file = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW).catch(() => null);

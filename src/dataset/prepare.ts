@@ -1,6 +1,6 @@
 import { readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { faultOn } from "../fs.ts";
+import { faultOn, sha256Hex } from "../fs.ts";
 import type { DatasetReport, FileNote, ImageSize } from "../job.ts";
 import { isImage } from "../request/dataset.ts";
 import type { CaptionTokens } from "./clip-tokens.ts";
@@ -100,7 +100,7 @@ interface ImageFacts {
 
 async function uprightImage(path: string, shown: string, signal?: AbortSignal): Promise<ImageFacts> {
   const bytes = await Bun.file(path).bytes();
-  const sha256 = new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
+  const sha256 = sha256Hex(bytes);
   const orientation = readOrientation(bytes);
   const stored = await storedSize(bytes, shown, orientation, signal);
   // As stored, then as seen: a quarter turn swaps the sides.

@@ -9,6 +9,7 @@ import type { DispatchContext } from "./context.ts";
 import type { Origin } from "./origin.ts";
 import { prepare } from "./preparing.ts";
 import type { DispatchResult } from "./refusal.ts";
+import { sha256Hex } from "../fs.ts";
 
 /** Who claims: the request's Idempotency-Key, how to find a retry of it, and what admission warned of. */
 export interface Claimant {
@@ -99,5 +100,5 @@ export function claim(ctx: DispatchContext, train: CheckedTrain, origin: Origin,
 /** Field order does not make two bodies different requests. */
 export function requestHash(request: JobRequest): string {
   const canonical = JSON.stringify(Object.fromEntries(Object.entries(request).sort(([a], [b]) => a.localeCompare(b))));
-  return new Bun.CryptoHasher("sha256").update(canonical).digest("hex");
+  return sha256Hex(canonical);
 }

@@ -13,6 +13,7 @@ import type { CheckedTrain } from "../request/check.ts";
 import { MAX_SAMPLES } from "../request/schema.ts";
 import { RUN_TIERS, TIERS, type RunTier } from "../tiers.ts";
 import type { TokenWindow } from "../job.ts";
+import { TOKEN_WINDOWS } from "../dataset/token-window.ts";
 import { LOCK_DIGEST, normalName, PYTHON_LOCK } from "../trainer/lock.ts";
 import { PROVEN_SHORT } from "../trainer/sd-scripts-tree.ts";
 import { describeTrainer } from "../trainer/trainer.ts";
@@ -69,9 +70,6 @@ function sampleTrain(config: Config, tier: RunTier, samples: boolean): CheckedTr
   };
 }
 
-// Every context a dataset may ask for (job.ts): none, 150 and 225 tokens.
-const WINDOWS: TokenWindow[] = [75, 150, 225];
-
 /** Every tier, with samples and without, fresh and as a resume, in every caption context: the argv after the script
  * and its dataset TOML. */
 export function launchCases(config: Config, dir: string): Case[] {
@@ -79,7 +77,7 @@ export function launchCases(config: Config, dir: string): Case[] {
   const script = join(config.trainer.sd_scripts_dir, TRAIN_SCRIPT);
   const paths = jobDir(config.state_dir, "trainer-check");
   const shapes = RUN_TIERS.flatMap((tier) => [false, true].flatMap((samples) =>
-    [false, true].flatMap((resumed) => WINDOWS.map((window) => ({ tier, samples, resumed, window })))));
+    [false, true].flatMap((resumed) => TOKEN_WINDOWS.map((window) => ({ tier, samples, resumed, window })))));
   return shapes.map(({ tier, samples, resumed, window }) => {
     const { maxTrainSteps, checkpointEvery, batchSize } = TIERS[tier];
     const resume: ResumeFrom | null = resumed

@@ -1,4 +1,4 @@
-import { statOrNull } from "../fs.ts";
+import { sha256Hex, statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { checkLayout, LENGTH_PREFIX_BYTES, MAX_HEADER_BYTES, readHeaderFile } from "../safetensors/header.ts";
 import type { Problem } from "./schema.ts";
@@ -123,7 +123,7 @@ export async function baseModelPrint(path: string): Promise<BaseModelPrint | nul
   // A replaced file's prefix may claim any length: no more is read than a header may hold.
   const end = Math.min(info.size, LENGTH_PREFIX_BYTES + Math.min(Number(length), MAX_HEADER_BYTES));
   const header = new Uint8Array(await file.slice(0, end).arrayBuffer());
-  const digest = new Bun.CryptoHasher("sha256").update(header).digest("hex");
+  const digest = sha256Hex(header);
   return { size: info.size, mtime_ms: info.mtimeMs, header_sha256: digest };
 }
 

@@ -8,6 +8,7 @@
 import { readFileSync } from "node:fs";
 import mergesFile from "./clip-merges.txt.gz" with { type: "file" };
 import { BYTE_SYMBOLS, readMerges } from "./clip-bpe.ts";
+import { sha256Hex } from "../fs.ts";
 
 /** The digests a tokenizer's BPE must have (see bpeDigests). */
 export interface BpePin {
@@ -26,14 +27,12 @@ export const CLIP_BPE: BpePin = {
 /** A vocab.json as JSON.parse gives it. */
 export type Vocab = Readonly<Record<string, number>>;
 
-const sha256 = (text: string) => new Bun.CryptoHasher("sha256").update(text).digest("hex");
-
 /** The digests of a tokenizer's merges (as readMerges gives them) and vocabulary, as BpePin spells them. */
 export function bpeDigests(merges: readonly string[][], vocab: Vocab): BpePin {
   const byId = Object.entries(vocab).sort(([a, x], [b, y]) => x - y || (a < b ? -1 : a > b ? 1 : 0));
   return {
-    merges: sha256(merges.map((merge) => `${merge.join(" ")}\n`).join("")),
-    vocab: sha256(byId.map(([token, id]) => `${JSON.stringify(token)} ${id}\n`).join("")),
+    merges: sha256Hex(merges.map((merge) => `${merge.join(" ")}\n`).join("")),
+    vocab: sha256Hex(byId.map(([token, id]) => `${JSON.stringify(token)} ${id}\n`).join("")),
   };
 }
 

@@ -5,7 +5,7 @@ import {
   copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync,
 } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { digestOf } from "../fs.ts";
+import { digestOf, sha256Hex } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { LOCK_PYTHON, LOCK_TEXT, normalName, PYTHON_LOCK, type LockedPackage } from "./lock.ts";
 import { describeTree, judgeTree, PROVEN_COMMIT, PROVEN_SHORT, treeFiles } from "./sd-scripts-tree.ts";
@@ -68,7 +68,7 @@ export async function bundle(opts: BundleOptions): Promise<Result<string>> {
   opts.say(`wheels for CPython ${target.value.pythonVersion}, ${target.value.platform}` +
     (target.value.pythonVersion === LOCK_PYTHON ? "" : ` (the lock was resolved on CPython ${LOCK_PYTHON})`));
   const lock = opts.lock ?? { pins: PYTHON_LOCK, text: LOCK_TEXT };
-  const lockDigest = new Bun.CryptoHasher("sha256").update(lock.text).digest("hex");
+  const lockDigest = sha256Hex(lock.text);
   const staging = mkdtempSync(join(dirname(out), `.${basename(out)}.partial-`));
   try {
     const wheels = await fetchWheels(opts, lock.pins, join(staging, WHEELS));

@@ -9,6 +9,7 @@ import { z } from "zod";
 import { fail, ok, type Result } from "../result.ts";
 import { lastLines, MANIFEST, REQUIREMENTS, run, SD_SCRIPTS, WHEELS, type Manifest } from "./bundle.ts";
 import { PROVEN_SHORT } from "./sd-scripts-tree.ts";
+import { sha256Hex } from "../fs.ts";
 
 /** Where environments go unless --venv says: /opt holds add-on software (FHS), owned by root and readable by the
  * service user, apart from the state dir that the worker writes and retention empties. */
@@ -47,7 +48,7 @@ export async function install(opts: InstallOptions): Promise<Result<string>> {
   const read = await readManifest(archive);
   if (!read.ok) return read;
   const { manifest, text } = read.value;
-  const digest = new Bun.CryptoHasher("sha256").update(text).digest("hex");
+  const digest = sha256Hex(text);
   const named = `${manifest.sd_scripts_commit?.slice(0, 7) ?? "other"}-${digest.slice(0, 12)}`;
   const venv = resolve(opts.venv ?? join(DEFAULT_TRAINER_ROOT, named));
   if (existsSync(venv)) return sameInstall(venv, text, opts.say);
@@ -125,7 +126,7 @@ async function build(
   opts.say(`unpacking ${archive}`);
   const tar = await run(["tar", "-xf", archive, "-C", unpacked]);
   if (tar.code !== 0) return fail(`tar could not unpack ${archive}: ${lastLines(tar.output)}`);
-  const lock = new Bun.CryptoHasher("sha256").update(readFileSync(join(unpacked, "python-lock.txt"))).digest("hex");
+  const lock = sha256Hex(readFileSync(join(unpacked, "python-lock.txt")));
   if (lock !== manifest.lock_digest) return fail(`${archive}'s python-lock.txt is not the lock its manifest names`);
   const env = join(work, basename(venv));
   const made = await run([opts.python, "-m", "venv", env]);

@@ -1,6 +1,7 @@
 // The Python packages the trainer's venv holds, exact versions, in one place (`python-lock.txt`, built into the
 // binary): what `trainer bundle` fetches, `trainer install` installs and `trainer check` compares a venv with.
 import lockText from "./python-lock.txt" with { type: "text" };
+import { sha256Hex } from "../fs.ts";
 
 /** One pinned package of the lock. */
 export interface LockedPackage {
@@ -32,6 +33,6 @@ export const normalName = (name: string) => name.toLowerCase().replace(/[-_.]+/g
 export const PYTHON_LOCK: readonly LockedPackage[] = parseLock(lockText);
 export const LOCK_TEXT: string = lockText;
 /** The lock's sha256: a bundle's manifest names it, and an installed venv with it. */
-export const LOCK_DIGEST = new Bun.CryptoHasher("sha256").update(lockText).digest("hex");
+export const LOCK_DIGEST = sha256Hex(lockText);
 /** The CPython the lock was resolved for (the torch wheels of the CUDA build are per Python version). */
 export const LOCK_PYTHON = "3.11";

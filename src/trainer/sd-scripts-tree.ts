@@ -4,6 +4,7 @@
 import { lstatSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import provenList from "./sd-scripts-48d368f.txt" with { type: "text" };
+import { sha256Hex } from "../fs.ts";
 
 /** The sd-scripts commit the recipe is proven against (docs/recipe.md). */
 export const PROVEN_COMMIT = "48d368fa557731ad0488c07304dfeba8c07910eb";
@@ -71,7 +72,7 @@ export function judgeTree(root: string): TreeVerdict {
   }
   const held = new Set(files);
   const missing = [...proven.keys()].filter((path) => !held.has(path));
-  const digest = new Bun.CryptoHasher("sha256").update(`${lines.join("\n")}\n`).digest("hex");
+  const digest = sha256Hex(`${lines.join("\n")}\n`);
   const lacksSource = missing.some((path) => path.endsWith(".py"));
   return {
     proven: changed.length === 0 && added.length === 0 && !lacksSource,
