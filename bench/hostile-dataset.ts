@@ -11,11 +11,11 @@ import { solidPng } from "../src/png.ts";
 import { pngWithOrientation } from "../test/support/exif.ts";
 import { writeTokenizers } from "../test/support/tokenizers.ts";
 import { type BenchWorker, isTerminal, startBenchWorker } from "./lib/bench-host.ts";
+import { probeHealthz as probe } from "./lib/probe.ts";
 import { builds, runBench, verdict, type Row } from "./lib/report.ts";
 import { ms, summarize } from "./lib/stats.ts";
 import { randomLetters } from "../test/support/random-letters.ts";
 
-const PROBE_EVERY_MS = 10;
 const IDLE_MS = 2000;
 const WORD_LETTERS = 64_000;
 // Short enough that only merging it shows it passes 225 tokens (a token spans at most 32 bytes).
@@ -24,24 +24,6 @@ const PHOTO_SIDE = 6000;
 const TARGET_MS = 1000;
 
 const tables = () => ({ trainer: { mode: "simulate", cancel_grace_seconds: 2 }, simulate: { seconds_per_step: 0.002 } });
-
-// One probe every PROBE_EVERY_MS until `done()`; each latency from its scheduled moment to its answer.
-async function probe(host: BenchWorker, done: () => boolean): Promise<number[]> {
-  const samples: number[] = [];
-  const inFlight: Promise<void>[] = [];
-  const start = performance.now();
-  for (let i = 0; !done(); i++) {
-    const due = start + i * PROBE_EVERY_MS;
-    const wait = due - performance.now();
-    if (wait > 0) await Bun.sleep(wait);
-    inFlight.push(host.get("/healthz").then(async (res) => {
-      await res.arrayBuffer();
-      samples.push(performance.now() - due);
-    }));
-  }
-  await Promise.all(inFlight);
-  return samples;
-}
 
 // Polls the job's record until `done` holds for it; returns it.
 async function until(host: BenchWorker, id: string, done: (job: Record<string, any>) => boolean) {

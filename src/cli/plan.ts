@@ -8,7 +8,7 @@ import { buildLaunch } from "../recipe/command.ts";
 import { type CheckedTrain, checkTrain } from "../request/check.ts";
 import { isImage } from "../request/dataset.ts";
 import { MAX_JSON_DEPTH, scanJsonText } from "../request/json-text.ts";
-import type { DetailItem } from "../request/schema.ts";
+import { type DetailItem, listed } from "../request/schema.ts";
 import { TOKENIZERS, tokenizerDir } from "../tokenizers/layout.ts";
 import { createBackends } from "../supervisor/index.ts";
 import { jobDir } from "../job-dir/job-dir.ts";
@@ -27,7 +27,7 @@ export async function planCommand(argv: string[]): Promise<number> {
   const checked = await checkTrain(body, loaded.config, faults);
   if (!checked.ok) {
     const { error } = checked;
-    const answer = error.kind === "invalid" ? { detail: error.detail } : { detail: error.detail, reason: error.kind };
+    const answer = error.kind === "invalid" ? { detail: listed(error.detail) } : { detail: error.detail, reason: error.kind };
     process.stdout.write(`${JSON.stringify(answer, null, 2)}\n`);
     return 1;
   }

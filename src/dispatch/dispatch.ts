@@ -1,6 +1,6 @@
 import { checkRequest, checkResume, everyFault } from "../request/check.ts";
 import { readTrain } from "../request/read-train.ts";
-import { detailFromIssues, type DetailItem, type JobRequest, oneEach, ResumeRequest } from "../request/schema.ts";
+import { type DetailItem, type JobRequest, readBody, ResumeRequest } from "../request/schema.ts";
 import { fail } from "../result.ts";
 import type { Job } from "../store/job-store.ts";
 import { admit, busyWith } from "./admit.ts";
@@ -47,11 +47,9 @@ export function createDispatcher(deps: DispatcherDeps) {
       body: unknown = {},
       faults: readonly DetailItem[] = [],
     ): Promise<DispatchResult> {
-      const asked = ResumeRequest.safeParse(body);
-      const issues = asked.success ? [] : detailFromIssues(asked.error.issues, body);
-      const detail = oneEach([...issues, ...faults], Object.keys(ResumeRequest.shape));
-      if (!asked.success || detail.length > 0) {
-        return fail({ kind: "invalid", detail: [...detail, ...reusedKey(ctx, key, OTHER_REQUEST)] });
+      const asked = readBody(ResumeRequest, body, faults);
+      if (asked.data === null) {
+        return fail({ kind: "invalid", detail: [...asked.detail, ...reusedKey(ctx, key, OTHER_REQUEST)] });
       }
       const job = ctx.store.get(predecessorId);
       if (!job) return fail({ kind: "no_such_job" });

@@ -1,5 +1,5 @@
 import type { AdmissionRefusal } from "../gpu/admission.ts";
-import type { DetailItem } from "../request/schema.ts";
+import { type DetailItem, listed } from "../request/schema.ts";
 import type { Result } from "../result.ts";
 import type { Job } from "../store/job-store.ts";
 import type { DiskShortfall } from "./disk.ts";
@@ -69,7 +69,7 @@ const vram = (r: { refusal: VramRefusal }) => ({ ...r.refusal });
  * sends its kind (or its own `reason`) as `reason`, and the OpenAPI enums of reasons list those rows in this order.
  */
 export const REFUSALS = {
-  invalid: { status: 422, body: (r) => ({ detail: r.detail }) },
+  invalid: { status: 422, body: (r) => ({ detail: listed(r.detail) }) },
   no_such_job: { status: 404, body: () => ({ detail: NO_SUCH_JOB }) },
   busy: {
     status: 409,

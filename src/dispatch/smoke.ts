@@ -5,7 +5,7 @@ import { z } from "zod";
 import type { Config, Device } from "../config/schema.ts";
 import { NotAsExpected, pinChain, pinChild, type PinnedDir } from "../pinned-dir.ts";
 import { fail, ok, type Result } from "../result.ts";
-import { type DetailItem, detailFromIssues, fieldError, type JobRequest, oneEach } from "../request/schema.ts";
+import { type DetailItem, fieldError, type JobRequest, readBody } from "../request/schema.ts";
 import { SMOKE_CLASS, SMOKE_FOLDER, SMOKE_TRIGGER, writeSmokeDataset } from "../smoke/dataset.ts";
 import type { Dispatcher } from "./dispatch.ts";
 import type { DispatchRefusal, DispatchResult } from "./refusal.ts";
@@ -26,10 +26,8 @@ export async function dispatchSmoke(
   dispatcher: Dispatcher,
   faults: readonly DetailItem[] = [],
 ): Promise<DispatchResult> {
-  const parsed = SmokeBody.safeParse(body);
-  const issues = parsed.success ? [] : detailFromIssues(parsed.error.issues, body);
-  const detail = oneEach([...issues, ...faults], Object.keys(SmokeBody.shape));
-  if (!parsed.success || detail.length > 0) return fail({ kind: "invalid", detail });
+  const parsed = readBody(SmokeBody, body, faults);
+  if (parsed.data === null) return fail({ kind: "invalid", detail: parsed.detail });
   const model = config.smoke.base_model;
   if (model === undefined) {
     const detail = "no base model for smoke runs: set smoke.base_model in the config to an SDXL .safetensors " +

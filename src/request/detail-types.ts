@@ -13,6 +13,8 @@ export const DETAIL_TYPES = [
   "enum",
   "duplicate_key",
   "value_error",
+  // The last item of a 422 that lists only the first faults (request/schema.ts MAX_LISTED_FAULTS).
+  "too_many_faults",
   // The Idempotency-Key header.
   "idempotency_mismatch",
   // A path as written.

@@ -1,4 +1,4 @@
-import { detailFromIssues, type DetailItem, type JobRequest, oneEach, TrainRequest } from "./schema.ts";
+import { type DetailItem, type JobRequest, readBody, TrainRequest } from "./schema.ts";
 
 /** The request's fields in the schema's order: the order a 422 lists them in. */
 export const FIELDS = Object.keys(TrainRequest.shape);
@@ -17,10 +17,8 @@ export interface ReadTrain {
  * with a fault is not among `fields`, so no check that needs it runs on what the caller did not mean.
  */
 export function readTrain(body: unknown, faults: readonly DetailItem[] = []): ReadTrain {
-  const parsed = TrainRequest.safeParse(body);
-  const issues = parsed.success ? [] : detailFromIssues(parsed.error.issues, body);
-  const detail = oneEach([...issues, ...faults], FIELDS);
-  if (parsed.success && detail.length === 0) return { request: parsed.data, fields: parsed.data, detail };
+  const { data, detail } = readBody(TrainRequest, body, faults);
+  if (data !== null) return { request: data, fields: data, detail };
   const faulted = new Set(detail.filter((d) => d.loc[0] === "body").map((d) => d.loc[1]));
   const fields: Record<string, unknown> = {};
   if (typeof body === "object" && body !== null && !Array.isArray(body)) {

@@ -33,9 +33,9 @@ const TYPE_BY_CODE: Record<z.core.$ZodIssue["code"], DetailType> = {
   invalid_element: "value_error",
 };
 
-// One item per field: the first thing wrong with it is the one worth reading.
-export function detailFromIssues(issues: z.core.$ZodIssue[], input: unknown): DetailItem[] {
-  const items = issues.flatMap((issue): DetailItem[] => {
+// Every issue as an item; oneEach keeps the first per field, the thing wrong with it worth reading.
+function detailFromIssues(issues: z.core.$ZodIssue[], input: unknown): DetailItem[] {
+  return issues.flatMap((issue): DetailItem[] => {
     if (issue.code === "unrecognized_keys") {
       const msg = "unknown field; only the documented fields are accepted";
       return issue.keys.map((k) => fieldError(k, msg, "extra_forbidden"));
@@ -48,7 +48,28 @@ export function detailFromIssues(issues: z.core.$ZodIssue[], input: unknown): De
     const value = isObject(input) ? input[field] : undefined;
     return [fieldError(field, describe(issue, value), typeOf(issue))];
   });
-  return items.filter((item, i) => items.findIndex((o) => o.loc.join("/") === item.loc.join("/")) === i);
+}
+
+/** A body read against `schema`: its value when nothing is wrong, else one item per fault, `faults` among them. */
+export function readBody<T extends z.ZodObject>(
+  schema: T,
+  body: unknown,
+  faults: readonly DetailItem[] = [],
+): { data: z.infer<T>; detail: [] } | { data: null; detail: DetailItem[] } {
+  const parsed = schema.safeParse(body);
+  const issues = parsed.success ? [] : detailFromIssues(parsed.error.issues, body);
+  const detail = oneEach([...issues, ...faults], Object.keys(schema.shape));
+  return parsed.success && detail.length === 0 ? { data: parsed.data, detail: [] } : { data: null, detail };
+}
+
+// A 422 lists this many faults and counts the rest: a body of thousands of unknown keys answers in kilobytes.
+export const MAX_LISTED_FAULTS = 100;
+
+export function listed(detail: readonly DetailItem[]): DetailItem[] {
+  if (detail.length <= MAX_LISTED_FAULTS) return [...detail];
+  const rest = detail.length - MAX_LISTED_FAULTS;
+  const msg = `and ${rest} more ${rest === 1 ? "fault" : "faults"} not listed; a 422 lists the first ${MAX_LISTED_FAULTS}`;
+  return [...detail.slice(0, MAX_LISTED_FAULTS), { loc: ["body"], msg, type: "too_many_faults" }];
 }
 
 // A custom check names its own type (e.g. "path_not_normalized"); zod's codes map to pydantic's words.
@@ -71,11 +92,11 @@ export function oneEach(items: readonly DetailItem[], fields: readonly string[])
     seen.add(key);
     unique.push(item);
   }
+  const order = new Map(fields.map((field, at) => [field, at]));
   const rank = ({ loc }: DetailItem) => {
     if (loc[0] !== "body") return fields.length + 1;
     if (loc.length === 1) return -1;
-    const at = fields.indexOf(String(loc[1]));
-    return at === -1 ? fields.length : at;
+    return order.get(String(loc[1])) ?? fields.length;
   };
   return unique.sort((a, b) => rank(a) - rank(b));
 }

@@ -184,4 +184,30 @@ describe("every fault of a request in one 422", () => {
     expect(await resume('{"samples":1.0}', "k-new")).toEqual({ status: 422, body: { detail: [samples] } });
     expect(jobRows(tree)).toBe(1);
   });
+
+  test("a body of 6,000 unknown keys is answered with its first 100 faults and a count of the rest, and nothing is made", async () => {
+    using tree = makeHostTree();
+    await using a = appFor(tree);
+    const before = snapshotFiles(tree);
+    const unknown = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, 1]));
+    const body = { ...tree.validRequest({ tier: "fastest" }), ...unknown(6000) };
+    const { status, body: answer } = await send(a, JSON.stringify(body));
+    expect(status).toBe(422);
+    expect(answer.detail).toHaveLength(101);
+    // The known field's fault leads, then the unknown keys in the body's order, then the count.
+    expect(answer.detail[0]).toEqual(item("tier", "enum"));
+    expect(answer.detail.slice(1, 100).map((d: any) => d.loc[1])).toEqual(Array.from({ length: 99 }, (_, i) => `k${i}`));
+    expect(answer.detail[100]).toEqual({
+      loc: ["body"],
+      msg: "and 5901 more faults not listed; a 422 lists the first 100",
+      type: "too_many_faults",
+    });
+    expect(JSON.stringify(answer).length).toBeLessThan(16_000);
+    expect(snapshotFiles(tree)).toEqual(before);
+    expect(jobRows(tree)).toBe(0);
+    // Contrast: 99 faults are listed whole, with no count.
+    const listed = await send(a, JSON.stringify({ ...tree.validRequest(), ...unknown(99) }));
+    expect(listed.body.detail).toHaveLength(99);
+    expect(listed.body.detail.every((d: any) => d.type === "extra_forbidden")).toBe(true);
+  });
 });
