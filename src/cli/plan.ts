@@ -27,7 +27,8 @@ export async function planCommand(argv: string[]): Promise<number> {
   const checked = await checkTrain(body, loaded.config, faults);
   if (!checked.ok) {
     const { error } = checked;
-    const answer = error.kind === "invalid" ? { detail: listed(error.detail) } : { detail: error.detail, reason: error.kind };
+    const answer =
+      error.kind === "invalid" ? { detail: listed(error.detail) } : { detail: error.detail, reason: error.kind };
     process.stdout.write(`${JSON.stringify(answer, null, 2)}\n`);
     return 1;
   }

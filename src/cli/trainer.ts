@@ -47,7 +47,8 @@ async function bundleCommand(argv: string[]): Promise<number> {
 async function installCommand(argv: string[]): Promise<number> {
   const { positional, values } = parseArgs(argv, { values: ["venv", "python"] });
   if (positional.length !== 1) throw new UsageError("trainer install takes one bundle FILE");
-  const result = await install({ archive: positional[0]!, venv: values.venv, python: values.python ?? "python3", say });
+  const result = await install({ archive: positional[0]!, venv: values.venv, python: values.python ?? "python3", say })
+    .catch((err: Error) => ({ ok: false as const, error: err.message }));
   if (!result.ok) {
     process.stderr.write(`trainer install: nothing installed: ${result.error}\n`);
     return EXIT_PROBLEM;

@@ -68,7 +68,8 @@ export const MAX_LISTED_FAULTS = 100;
 export function listed(detail: readonly DetailItem[]): DetailItem[] {
   if (detail.length <= MAX_LISTED_FAULTS) return [...detail];
   const rest = detail.length - MAX_LISTED_FAULTS;
-  const msg = `and ${rest} more ${rest === 1 ? "fault" : "faults"} not listed; a 422 lists the first ${MAX_LISTED_FAULTS}`;
+  const faults = rest === 1 ? "fault" : "faults";
+  const msg = `and ${rest} more ${faults} not listed; a 422 lists the first ${MAX_LISTED_FAULTS}`;
   return [...detail.slice(0, MAX_LISTED_FAULTS), { loc: ["body"], msg, type: "too_many_faults" }];
 }
 

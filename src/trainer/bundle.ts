@@ -6,31 +6,13 @@ import {
 } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { digestOf, sha256Hex } from "../fs.ts";
+import { lastLines, run } from "../os/run.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { LOCK_PYTHON, LOCK_TEXT, normalName, PYTHON_LOCK, type LockedPackage } from "./lock.ts";
+import {
+  BUNDLE_PARTS, FORMAT, LOCK_FILE, MANIFEST, type Manifest, PYTHON_PROBE, SD_SCRIPTS, WHEELS,
+} from "./manifest.ts";
 import { describeTree, judgeTree, PROVEN_COMMIT, PROVEN_SHORT, treeFiles } from "./sd-scripts-tree.ts";
-
-export const MANIFEST = "manifest.json";
-export const REQUIREMENTS = "requirements.txt";
-export const WHEELS = "wheels";
-export const SD_SCRIPTS = "sd-scripts";
-const LOCK_FILE = "python-lock.txt";
-const FORMAT = 1;
-
-/** What a bundle holds, in its `manifest.json`. */
-export interface Manifest {
-  format: number;
-  /** The proven commit, or null for a tree taken with --other-sd-scripts. */
-  sd_scripts_commit: string | null;
-  /** sha256 over the tree's "blob path" lines (sd-scripts-tree.ts). */
-  sd_scripts_digest: string;
-  lock_digest: string;
-  /** CPython major.minor the wheels are for. */
-  python_version: string;
-  /** The wheels' platform: pip's --platform tag, or this machine's (`sysconfig.get_platform()`). */
-  platform: string;
-  wheels: Array<{ file: string; name: string; version: string; sha256: string }>;
-}
 
 export interface BundleOptions {
   sdScripts: string;
@@ -85,10 +67,8 @@ export async function bundle(opts: BundleOptions): Promise<Result<string>> {
     };
     writeFileSync(join(staging, MANIFEST), `${JSON.stringify(manifest, null, 2)}\n`);
     writeFileSync(join(staging, LOCK_FILE), lock.text);
-    writeFileSync(join(staging, REQUIREMENTS), requirementsOf(manifest));
     const partial = `${staging}.tar`;
-    const parts = [MANIFEST, LOCK_FILE, REQUIREMENTS, WHEELS, SD_SCRIPTS];
-    const tar = await run(["tar", "-cf", partial, "-C", staging, ...parts]);
+    const tar = await run(["tar", "-cf", partial, "-C", staging, ...BUNDLE_PARTS]);
     if (tar.code !== 0) {
       rmSync(partial, { force: true });
       return fail(`tar failed: ${tar.output.trim()}`);
@@ -104,11 +84,6 @@ export async function bundle(opts: BundleOptions): Promise<Result<string>> {
   }
 }
 
-// `name==version --hash=sha256:…` per wheel: pip installs exactly these files and refuses any other.
-export function requirementsOf(manifest: Manifest): string {
-  return manifest.wheels.map((w) => `${w.name}==${w.version} --hash=sha256:${w.sha256}\n`).join("");
-}
-
 const gib = (bytes: number) =>
   bytes >= 1024 ** 3 ? `${(bytes / 1024 ** 3).toFixed(2)} GiB` : `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
 
@@ -122,8 +97,7 @@ async function targetOf(opts: BundleOptions): Promise<Result<Target>> {
     const got = JSON.stringify(opts.pythonVersion);
     return fail(`--python-version must be a CPython major.minor such as 3.11, got ${got}`);
   }
-  const program = "import sys, sysconfig; print('%d.%d' % sys.version_info[:2], sysconfig.get_platform())";
-  const asked = await run([opts.python, "-c", program]);
+  const asked = await run([opts.python, "-c", PYTHON_PROBE]);
   if (asked.code !== 0) return fail(`${opts.python} does not run: ${asked.output.trim()}`);
   const [version, platform] = asked.output.trim().split(" ") as [string, string];
   return ok({ pythonVersion: opts.pythonVersion ?? version, platform: opts.platform ?? platform });
@@ -183,23 +157,4 @@ function copyTree(from: string, to: string): void {
     mkdirSync(dirname(join(to, rel)), { recursive: true });
     copyFileSync(join(from, rel), join(to, rel));
   }
-}
-
-/** A child's exit and its output (stdout and stderr together). */
-export async function run(
-  argv: string[],
-  env?: Record<string, string | undefined>,
-): Promise<{ code: number; output: string }> {
-  let child;
-  try {
-    child = Bun.spawn(argv, { stdout: "pipe", stderr: "pipe", stdin: "ignore", ...(env ? { env } : {}) });
-  } catch (err) {
-    return { code: 127, output: `${argv[0]} cannot be started: ${(err as Error).message}` };
-  }
-  const [out, err] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text()]);
-  return { code: await child.exited, output: `${out}${err}` };
-}
-
-export function lastLines(output: string, count = 3): string {
-  return output.split("\n").map((l) => l.trim()).filter((l) => l !== "").slice(-count).join(" | ") || "no output";
 }

@@ -6,26 +6,22 @@ import {
 } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { z } from "zod";
+import { hasEntry, sha256Hex, statOrNull } from "../fs.ts";
+import { lastLines, run } from "../os/run.ts";
 import { fail, ok, type Result } from "../result.ts";
-import { lastLines, MANIFEST, REQUIREMENTS, run, SD_SCRIPTS, WHEELS, type Manifest } from "./bundle.ts";
+import { judgeMembers, judgeUnpacked } from "./bundle-check.ts";
+import { takeInstallLock } from "./install-lock.ts";
+import {
+  FORMAT, MANIFEST, type Manifest, ManifestShape, PYTHON_PROBE, requirementsOf, SD_SCRIPTS, WHEELS,
+} from "./manifest.ts";
 import { PROVEN_SHORT } from "./sd-scripts-tree.ts";
-import { sha256Hex } from "../fs.ts";
+import { tarMembers } from "./tar-members.ts";
 
 /** Where environments go unless --venv says: /opt holds add-on software (FHS), owned by root and readable by the
  * service user, apart from the state dir that the worker writes and retention empties. */
 export const DEFAULT_TRAINER_ROOT = "/opt/lora-worker/trainer";
 /** The installed environment's copy of its bundle's manifest: how a second install of the same bundle knows it. */
 export const INSTALLED_MANIFEST = "lora-worker-trainer.json";
-
-const ManifestShape = z.object({
-  format: z.literal(1),
-  sd_scripts_commit: z.string().nullable(),
-  sd_scripts_digest: z.string(),
-  lock_digest: z.string(),
-  python_version: z.string(),
-  platform: z.string(),
-  wheels: z.array(z.object({ file: z.string(), name: z.string(), version: z.string(), sha256: z.string() })).min(1),
-});
 
 export interface InstallOptions {
   archive: string;
@@ -51,15 +47,24 @@ export async function install(opts: InstallOptions): Promise<Result<string>> {
   const digest = sha256Hex(text);
   const named = `${manifest.sd_scripts_commit?.slice(0, 7) ?? "other"}-${digest.slice(0, 12)}`;
   const venv = resolve(opts.venv ?? join(DEFAULT_TRAINER_ROOT, named));
+  if (hasEntry(venv) && lstatSync(venv).isSymbolicLink()) {
+    return fail(`${venv} is a symbolic link; an environment is installed into a folder of its own: name a path ` +
+      "that does not exist with --venv");
+  }
   if (existsSync(venv)) return sameInstall(venv, text, opts.say);
-  const version = await run([opts.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]);
-  if (version.code !== 0) return fail(`${opts.python} does not run: ${lastLines(version.output)}`);
-  if (version.output.trim() !== manifest.python_version) {
+  const probed = await run([opts.python, "-c", PYTHON_PROBE]);
+  if (probed.code !== 0) return fail(`${opts.python} does not run: ${lastLines(probed.output)}`);
+  const version = probed.output.trim().split(" ")[0];
+  if (version !== manifest.python_version) {
     return fail(`the bundle's wheels are for CPython ${manifest.python_version}, ${opts.python} is ` +
-      `${version.output.trim()}: pass --python with a ${manifest.python_version}, or bundle for this one`);
+      `${version}: pass --python with a ${manifest.python_version}, or bundle for this one`);
   }
   const parent = dirname(venv);
   mkdirSync(parent, { recursive: true });
+  const lock = takeInstallLock(parent, basename(venv));
+  if (!lock.ok) return lock;
+  using _held = lock.value;
+  if (existsSync(venv)) return sameInstall(venv, text, opts.say);
   clearLeftovers(parent, basename(venv), opts.say);
   const work = mkdtempSync(join(parent, `.${basename(venv)}.partial-`));
   try {
@@ -75,18 +80,29 @@ export async function install(opts: InstallOptions): Promise<Result<string>> {
   return ok(configLines(venv));
 }
 
+// The archive's members are judged from its headers before any is read; then its manifest, the one thing trusted.
 async function readManifest(archive: string): Promise<Result<{ manifest: Manifest; text: string }>> {
-  if (!existsSync(archive)) return fail(`${archive} does not exist`);
+  const st = statOrNull(archive);
+  if (st === null) return fail(`${archive} does not exist`);
+  if (!st.isFile()) return fail(`${archive} is not a regular file: a bundle is the file trainer bundle wrote`);
+  const members = tarMembers(archive);
+  if (!members.ok) return fail(`${archive} is not a trainer bundle: ${members.error}`);
+  const judged = judgeMembers(members.value);
+  if (!judged.ok) return fail(`${archive} is refused: ${judged.error}`);
   const res = await run(["tar", "-xOf", archive, MANIFEST]);
-  if (res.code !== 0) {
-    return fail(`${archive} is not a trainer bundle: tar found no ${MANIFEST} (${lastLines(res.output)})`);
-  }
-  let parsed;
+  if (res.code !== 0) return fail(`${archive}'s ${MANIFEST} cannot be read: ${lastLines(res.output)}`);
+  let json: unknown;
   try {
-    parsed = ManifestShape.safeParse(JSON.parse(res.output));
+    json = JSON.parse(res.output);
   } catch {
     return fail(`${archive}'s ${MANIFEST} is not JSON`);
   }
+  const format = (json as { format?: unknown } | null)?.format;
+  if (format !== FORMAT) {
+    return fail(`${archive}'s ${MANIFEST} is of format ${JSON.stringify(format)}, this program reads format ` +
+      `${FORMAT}: make the bundle again with this program's trainer bundle`);
+  }
+  const parsed = ManifestShape.safeParse(json);
   if (!parsed.success) {
     return fail(`${archive}'s ${MANIFEST} is not a bundle manifest: ${z.prettifyError(parsed.error)}`);
   }
@@ -124,10 +140,13 @@ async function build(
   const unpacked = join(work, "bundle");
   mkdirSync(unpacked);
   opts.say(`unpacking ${archive}`);
-  const tar = await run(["tar", "-xf", archive, "-C", unpacked]);
+  const tar = await run(["tar", "-xf", archive, "-C", unpacked, "--no-same-owner", "--no-same-permissions"]);
   if (tar.code !== 0) return fail(`tar could not unpack ${archive}: ${lastLines(tar.output)}`);
-  const lock = sha256Hex(readFileSync(join(unpacked, "python-lock.txt")));
-  if (lock !== manifest.lock_digest) return fail(`${archive}'s python-lock.txt is not the lock its manifest names`);
+  // Nothing of the bundle runs before every file is the one the manifest names.
+  const judged = await judgeUnpacked(unpacked, manifest);
+  if (!judged.ok) return fail(`${archive} is refused: ${judged.error}`);
+  const requirements = join(work, "requirements.txt");
+  writeFileSync(requirements, requirementsOf(manifest));
   const env = join(work, basename(venv));
   const made = await run([opts.python, "-m", "venv", env]);
   if (made.code !== 0) return fail(`${opts.python} -m venv failed: ${lastLines(made.output)}`);
@@ -135,7 +154,7 @@ async function build(
   const python = join(env, "bin", "python");
   const pip = await run([
     python, "-m", "pip", "install", "--no-index", "--find-links", join(unpacked, WHEELS), "--require-hashes",
-    "-r", join(unpacked, REQUIREMENTS),
+    "-r", requirements,
   ], { ...process.env, ...PIP_ENV });
   if (pip.code !== 0) return fail(`pip install from the bundle failed: ${lastLines(pip.output, 5)}`);
   renameSync(join(unpacked, SD_SCRIPTS), join(env, SD_SCRIPTS));

@@ -11,7 +11,8 @@ export const PROVEN_COMMIT = "48d368fa557731ad0488c07304dfeba8c07910eb";
 export const PROVEN_SHORT = PROVEN_COMMIT.slice(0, 7);
 
 // What a run leaves in a checkout and git never holds: Python's caches and a `pip install -e .`'s metadata.
-const NOT_SOURCE = (name: string) => name === "__pycache__" || name.endsWith(".pyc") || name.endsWith(".egg-info");
+export const NOT_SOURCE = (name: string) =>
+  name === "__pycache__" || name.endsWith(".pyc") || name.endsWith(".egg-info");
 
 /** What a folder holds against the proven commit's files. */
 export interface TreeVerdict {

@@ -8,6 +8,8 @@ export interface TinyPackage {
   script?: string;
   says?: string;
   requires?: string[];
+  /** A `.pth` file at the wheel's top: Python runs its `import` lines at every start of the venv. */
+  pth?: string;
 }
 
 // A pure-Python wheel as pip reads one (PEP 427: the module, METADATA, WHEEL, entry_points.txt, RECORD), zipped by
@@ -22,6 +24,8 @@ files = {
         + "".join(f"Requires-Dist: {r}\\n" for r in spec.get("requires", [])),
     f"{info}/WHEEL": "Wheel-Version: 1.0\\nGenerator: lora-worker-test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
 }
+if spec.get("pth"):
+    files[f"{name}-init.pth"] = spec["pth"] + "\\n"
 if spec.get("script"):
     files[f"{info}/entry_points.txt"] = f"[console_scripts]\\n{spec['script']} = {name}:main\\n"
 def record(data):
