@@ -7,6 +7,7 @@ import type { CaptionTokens } from "./clip-tokens.ts";
 import { type BucketLayout, fitBucket } from "./buckets.ts";
 import { type CaptionFile, captionsOf, planCaptions } from "./caption-plan.ts";
 import { folderWarnings, listNotes } from "./file-notes.ts";
+import { gifSize, isGif } from "./gif-size.ts";
 import { isTiff, type Orientation, readOrientation, tiffSize, uprightOf } from "./orientation.ts";
 
 // The job's own copy of the dataset, made ready for the trainer: each image stored upright, each caption leading
@@ -124,9 +125,10 @@ async function uprightImage(path: string, shown: string, signal?: AbortSignal): 
   return { turned: orientation !== 1, width, height, sha256 };
 }
 
-// The size the header gives, read without decoding a pixel: by Bun.Image (PNG, JPEG, WebP, GIF, BMP), or for TIFF,
-// which Pillow reads and Bun.Image cannot on Linux, from its first IFD; such a file trains as it is, unless it
-// must be turned. Anything else is refused, naming what was tried.
+// The size the header gives, read without decoding a pixel: by Bun.Image (PNG, JPEG, WebP, BMP; a GIF it reads is
+// sized as Pillow sizes it, by its logical screen: gif-size.ts), or for TIFF, which Pillow reads and Bun.Image
+// cannot on Linux, from its first IFD; such a file trains as it is, unless it must be turned. Anything else is
+// refused, naming what was tried.
 async function storedSize(
   bytes: Uint8Array, shown: string, orientation: Orientation, signal?: AbortSignal,
 ): Promise<{ width: number; height: number }> {
@@ -135,7 +137,7 @@ async function storedSize(
     if (imageErrorCode(err) === null) throw err;
     return imageErrorCode(err)!;
   });
-  if (typeof read !== "string") return read;
+  if (typeof read !== "string") return isGif(bytes) ? gifSize(bytes) : read;
   if (!isTiff(bytes)) {
     const tried = "Bun.Image reads PNG, JPEG, WebP, GIF and BMP, and the worker reads a TIFF's header";
     throw new DatasetInvalid(`${shown} is none of the image formats the worker reads (${tried}; Bun.Image: ${read})`);
