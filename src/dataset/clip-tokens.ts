@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { LONGEST_WINDOW } from "../job.ts";
 import { type ClipReading, clipBpe, countTokens, readMerges } from "../tokenizers/clip-bpe.ts";
 
 // How many tokens of a caption the trainer's text encoders read: CLIP's BPE over the merges of the tokenizer the
@@ -7,10 +8,10 @@ import { type ClipReading, clipBpe, countTokens, readMerges } from "../tokenizer
 // CLIPTokenizer with ftfy, tokenizers/ftfy-fixes.ts). BOS and EOS are not counted.
 
 /**
- * The longest context sd-scripts trains (`--max_token_length=225`, three CLIP windows): a caption is counted this
- * far and no further, so a caption of any length costs the same bounded work.
+ * The longest context sd-scripts trains (three CLIP windows): a caption is counted this far and no further, so a
+ * caption of any length costs the same bounded work.
  */
-export const TOKENS_COUNTED = 225;
+export const TOKENS_COUNTED = LONGEST_WINDOW;
 
 /**
  * Counts a caption's tokens, read as CLIP reads it, BOS and EOS not included: exactly up to TOKENS_COUNTED, and

@@ -1,7 +1,7 @@
 import { readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { faultOn, sha256Hex } from "../fs.ts";
-import type { DatasetReport, FileNote, ImageSize } from "../job.ts";
+import { type DatasetReport, type FileNote, type ImageSize, ONE_WINDOW } from "../job.ts";
 import { isImage } from "../request/dataset.ts";
 import type { CaptionTokens } from "./clip-tokens.ts";
 import { type BucketLayout, fitBucket } from "./buckets.ts";
@@ -57,7 +57,7 @@ export async function prepareCopy(
       trigger_added: 0, trigger_present: 0, trigger_moved: 0, images_without_caption: 0, cut: [],
       tokens_counted_by: target.tokens.by,
     },
-    token_window: { tokens: 75, longest: null },
+    token_window: { tokens: ONE_WINDOW, longest: null },
     turned_upright: [],
     small: [],
     large,
