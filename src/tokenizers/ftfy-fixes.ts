@@ -6,7 +6,8 @@
 // and fix_line_breaks, since CLIP's whitespace_clean makes every line break one space either way.
 import ENTITIES from "./html-entities.json" with { type: "json" };
 
-const NAMED: Readonly<Record<string, string>> = ENTITIES;
+// A Map, so that "&constructor;" is looked up among the entities and not in Object's prototype.
+const NAMED: ReadonlyMap<string, string> = new Map(Object.entries(ENTITIES));
 // ftfy's HTML_ENTITY_RE: only references that end in ";" (so "this&not that" stays).
 const ENTITY = /&#?[0-9A-Za-z]{1,24};/g;
 // Python's html.unescape for a numeric reference: its replacements of C1 and NUL, then "no such character".
@@ -29,12 +30,15 @@ const WIDE = /[\u3000\uff01-\uffef]/g;
 
 /** A caption as ftfy.fix_text leaves it, less the mojibake repair (see above). */
 export function ftfyFixed(text: string): string {
-  // fix_text takes each line with its "\n" by itself, and decodes no HTML in a line that holds a "<".
-  return (text.match(/[^\n]*\n|[^\n]+$/g) ?? []).map(fixLine).join("");
+  // fix_text takes each line with its "\n" by itself, and decodes no HTML from the first line that holds a "<" on.
+  let html = true;
+  return (text.match(/[^\n]*\n|[^\n]+$/g) ?? []).map((line) => {
+    html &&= !line.includes("<");
+    return fixLine(line, html);
+  }).join("");
 }
 
-function fixLine(line: string): string {
-  const html = !line.includes("<");
+function fixLine(line: string, html: boolean): string {
   for (let text = line; ;) {
     const fixed = fixOnce(text, html);
     if (fixed === text) return text;
@@ -58,7 +62,7 @@ function fixOnce(text: string, html: boolean): string {
 }
 
 function unescapeEntity(entity: string): string {
-  const named = NAMED[entity.slice(1, -1)];
+  const named = NAMED.get(entity.slice(1, -1));
   if (named !== undefined) return named;
   const number = /^&#(?:([0-9]+)|[xX]([0-9a-fA-F]+));$/.exec(entity);
   if (number === null) return entity;

@@ -68,6 +68,10 @@ describe("a caption counted as CLIPTokenizer reads it after ftfy", () => {
     expect(ftfyFixed("caf&eacute; <b>")).toBe("caf&eacute; <b>");
     expect(ftfyFixed("this&not that &amp &#65abc;")).toBe("this&not that &amp &#65abc;");
     expect(ftfyFixed("&#0; &#128; &#xD800; &#1;x")).toBe("\ufffd € \ufffd x");
+    // Names of Object's own members are no entities.
+    expect(ftfyFixed("&constructor; &toString; &__proto__;")).toBe("&constructor; &toString; &__proto__;");
+    // From a line with a "<" on, as fix_text carries its choice over to the lines after.
+    expect(ftfyFixed("&amp;\n<b>\n&amp;")).toBe("&\n<b>\n&amp;");
   });
 });
 
