@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { planCaptions } from "../../src/dataset/caption-plan.ts";
 import { hasTrigger } from "../../src/dataset/captions.ts";
-import { clipTokenCounter } from "../../src/dataset/clip-tokens.ts";
+import { clipTokenCounter, tokensAtMost } from "../../src/dataset/clip-tokens.ts";
 import { tokenWindowFor } from "../../src/dataset/token-window.ts";
 import { asClipReads, type ClipReading } from "../../src/tokenizers/clip-bpe.ts";
 import { ftfyFixed } from "../../src/tokenizers/ftfy-fixes.ts";
@@ -61,6 +61,15 @@ describe("a caption counted as CLIPTokenizer reads it after ftfy", () => {
     // CLIPTokenizer itself, given NFC in place of ftfy, counted 75 too.
     expect([nfcOnly(caption), tokens_nfc_only, tokens, count(caption)]).toEqual([75, 75, 111, 111]);
     expect([tokenWindowFor(nfcOnly(caption)), tokenWindowFor(count(caption))]).toEqual([75, 150]);
+  });
+
+  test("the bound without a tokenizer is never below CLIP on them; contrast: over the bytes as written it was", () => {
+    for (const { name, caption, tokens } of RECORDED) {
+      expect({ name, atLeast: tokensAtMost(asClipReads(caption)) >= tokens }).toEqual({ name, atLeast: true });
+    }
+    // The bound as it was, UTF-8 bytes of the caption as written: "ǆ" is two bytes and three tokens as "dž".
+    const { caption, tokens } = RECORDED.find((r) => r.name === "digraphs at the 75-token edge")!;
+    expect(new TextEncoder().encode(caption.toLowerCase().replace(/\s+/g, "")).length).toBeLessThan(tokens);
   });
 
   test("HTML is decoded only in a line without a \"<\", as ftfy decides, and references must end in \";\"", () => {
