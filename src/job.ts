@@ -144,8 +144,17 @@ export interface SmallImage extends ImageSize {
   scale: number;
 }
 
-/** The text encoders' context the run trains on (`--max_token_length`; 75 is sd-scripts' own, passed as no flag). */
-export type TokenWindow = 75 | 150 | 225;
+/**
+ * The text encoders' contexts sd-scripts can train on (train_util's `--max_token_length` choices: none, 150, 225):
+ * one CLIP window of 75 tokens, two or three.
+ */
+export const TOKEN_WINDOWS = [75, 150, 225] as const;
+/** The context a run trains on. */
+export type TokenWindow = (typeof TOKEN_WINDOWS)[number];
+/** One CLIP window: sd-scripts' own context, passed as no `--max_token_length`. */
+export const ONE_WINDOW: TokenWindow = TOKEN_WINDOWS[0];
+/** The longest context sd-scripts trains, and as far as a caption is counted. */
+export const LONGEST_WINDOW: TokenWindow = TOKEN_WINDOWS[TOKEN_WINDOWS.length - 1]!;
 
 /** How many notes of a dataset report's `files` are listed; the rest are counted. */
 export const FILE_NOTES_LISTED = 50;

@@ -1,7 +1,9 @@
 import { z } from "zod";
 import { AuthMode } from "../auth/setup.ts";
 import { GpuAdmission, TrainerBackend, TrainerMode } from "../config/schema.ts";
-import { ErrorCode, FILE_NOTES_LISTED, JobStatus, Phase } from "../job.ts";
+import {
+  ErrorCode, FILE_NOTES_LISTED, JobStatus, LONGEST_WINDOW, ONE_WINDOW, Phase, TOKEN_WINDOWS,
+} from "../job.ts";
 import { SAMPLE_TEMPLATES, sampleOf, samplePrompt } from "../recipe/samples.ts";
 import { reasonsOf } from "../dispatch/refusal.ts";
 import { DetailItem, JobRequest, MAX_SAMPLES } from "../request/schema.ts";
@@ -19,6 +21,8 @@ export const CheckpointView = z.strictObject({
 });
 
 const ImageSizeView = z.strictObject({ image: z.string(), width: z.int().min(1), height: z.int().min(1) });
+// A caption's count past the longest context: counting stops there (dataset/clip-tokens.ts).
+const PAST = LONGEST_WINDOW + 1;
 const SmallImageView = ImageSizeView.extend({ scale: z.number().gt(1).describe("how much sd-scripts scales it up") });
 
 const note = <T extends string, S extends z.ZodRawShape>(did: T, shape: S, description: string) =>
@@ -30,7 +34,7 @@ export const FileNoteView = z.discriminatedUnion("did", [
   note(
     "trigger_moved",
     { prefix: z.string() },
-    "a caption whose trigger lay past the context (225 tokens, the longest): `prefix` was put in front",
+    `a caption whose trigger lay past the context (${LONGEST_WINDOW} tokens, the longest): \`prefix\` was put in front`,
   ),
   note("caption_kept", {}, "a caption that held the trigger within the context, left as it was"),
   note("no_caption", { trains_on: z.string() }, "an image without a caption: sd-scripts trains it on `trains_on`"),
@@ -65,22 +69,26 @@ export const DatasetReportView = z
         .describe("images with no caption file: sd-scripts trains them on `<trigger> <subject_class>`"),
       cut: z
         .array(z.strictObject({ caption: z.string(), tokens: z.int().min(1) }))
-        .describe("captions longer than the text encoders read (225 tokens): the words past it are not trained on"),
+        .describe(`captions longer than the text encoders read (${LONGEST_WINDOW} tokens): the words past it are not ` +
+          "trained on"),
       tokens_counted_by: z
         .enum(["clip tokenizer", "upper bound"])
         .describe("the CLIP tokenizer the trainer uses, or with none on disk a bound never below its count"),
     }),
     token_window: z
       .strictObject({
-        tokens: z.union([z.literal(75), z.literal(150), z.literal(225)]),
+        tokens: z.literal(TOKEN_WINDOWS),
         longest: z
-          .strictObject({ caption: z.string(), tokens: z.int().min(0).max(226).describe("226: more than 225") })
+          .strictObject({
+            caption: z.string(),
+            tokens: z.int().min(0).max(PAST).describe(`${PAST}: more than ${LONGEST_WINDOW}`),
+          })
           .nullable(),
       })
       .optional()
-      .describe("the caption context the run trains on (`--max_token_length`; 75 passes no flag, sd-scripts' own), " +
-        "the smallest that holds `longest`, the longest caption as trained (null without captions); absent from a " +
-        "job prepared by an older worker, which trained on 225"),
+      .describe(`the caption context the run trains on (\`--max_token_length\`; ${ONE_WINDOW} passes no flag, ` +
+        "sd-scripts' own), the smallest that holds `longest`, the longest caption as trained (null without " +
+        `captions); absent from a job prepared by an older worker, which trained on ${LONGEST_WINDOW}`),
     turned_upright: z
       .array(z.string())
       .describe("images stored turned or mirrored with an EXIF orientation: trained upright (stored as PNG)"),

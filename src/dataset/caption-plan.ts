@@ -1,6 +1,7 @@
 import type { TokenWindow } from "../job.ts";
 import { captionCandidates, trainedLine, upToTrigger, withTrigger } from "./captions.ts";
 import type { TokenCounter } from "./clip-tokens.ts";
+import { asClipReads } from "../tokenizers/clip-bpe.ts";
 import { tokenWindowFor } from "./token-window.ts";
 
 // What each caption file becomes, and the context the run trains them on. A caption holding the trigger as a whole
@@ -55,10 +56,10 @@ export function planCaptions(files: CaptionFile[], lead: LeadWith): CaptionPlan 
     const before = upToTrigger(line, lead.trigger);
     if (before === null) {
       const { text, prefix } = led(file);
-      const tokens = lead.count(trainedLine(text));
+      const tokens = lead.count(asClipReads(trainedLine(text)));
       first.push({ ...file, text, did: "trigger_added", prefix, tokens, triggerToken: null });
     } else {
-      const [tokens, triggerToken] = [lead.count(line), lead.count(before)];
+      const [tokens, triggerToken] = [lead.count(asClipReads(line)), lead.count(before)];
       first.push({ ...file, did: "caption_kept", tokens, prefix: null, triggerToken });
     }
   }
@@ -70,7 +71,8 @@ export function planCaptions(files: CaptionFile[], lead: LeadWith): CaptionPlan 
       continue;
     }
     const { text, prefix } = led(planned);
-    captions.push({ ...planned, text, did: "trigger_moved", prefix, tokens: lead.count(trainedLine(text)) });
+    const tokens = lead.count(asClipReads(trainedLine(text)));
+    captions.push({ ...planned, text, did: "trigger_moved", prefix, tokens });
   }
   const longest = captions.reduce<PlannedCaption | null>((a, c) => (a === null || c.tokens > a.tokens ? c : a), null);
   return {

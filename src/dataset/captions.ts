@@ -1,5 +1,5 @@
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
-import { asClipReads } from "../tokenizers/clip-bpe.ts";
+import { asClipReads, type ClipReading } from "../tokenizers/clip-bpe.ts";
 
 // What sd-scripts makes of captions (library/train_util.py, read_caption and load_dreambooth_dir): an image's
 // caption is `<stem>.txt`, or for a stem of five or more "_"-parts the stem less its last four (a face-cropped
@@ -37,10 +37,11 @@ export function hasTrigger(caption: string, trigger: string): boolean {
 }
 
 /** A trained line as CLIP reads it, up to the end of its first whole-word trigger; null without one. */
-export function upToTrigger(line: string, trigger: string): string | null {
+export function upToTrigger(line: string, trigger: string): ClipReading | null {
   const read = asClipReads(line);
   const found = wordPattern(asClipReads(trigger)).exec(read);
-  return found === null ? null : read.slice(0, found.index + found[0].length);
+  // Cut where a piece ends (the trigger is a whole word), so its pieces are the line's own.
+  return found === null ? null : (read.slice(0, found.index + found[0].length) as ClipReading);
 }
 
 /**

@@ -1,22 +1,23 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { clipBpe, countTokens, readMerges } from "../tokenizers/clip-bpe.ts";
+import { LONGEST_WINDOW } from "../job.ts";
+import { type ClipReading, clipBpe, countTokens, readMerges } from "../tokenizers/clip-bpe.ts";
 
 // How many tokens of a caption the trainer's text encoders read: CLIP's BPE over the merges of the tokenizer the
-// trainer loads (tokenizers/clip-bpe.ts, as transformers' CLIPTokenizer with ftfy; ftfy's repairs of broken text,
-// mojibake and ligatures, are not made: they only ever shorten a caption). BOS and EOS are not counted.
+// trainer loads, on the caption as CLIP reads it (tokenizers/clip-bpe.ts asClipReads: as transformers'
+// CLIPTokenizer with ftfy, tokenizers/ftfy-fixes.ts). BOS and EOS are not counted.
 
 /**
- * The longest context sd-scripts trains (`--max_token_length=225`, three CLIP windows): a caption is counted this
- * far and no further, so a caption of any length costs the same bounded work.
+ * The longest context sd-scripts trains (three CLIP windows): a caption is counted this far and no further, so a
+ * caption of any length costs the same bounded work.
  */
-export const TOKENS_COUNTED = 225;
+export const TOKENS_COUNTED = LONGEST_WINDOW;
 
 /**
- * Counts a caption's tokens, BOS and EOS not included: exactly up to TOKENS_COUNTED, and TOKENS_COUNTED + 1 for
- * every caption longer (the trainer reads no further, so neither does the count).
+ * Counts a caption's tokens, read as CLIP reads it, BOS and EOS not included: exactly up to TOKENS_COUNTED, and
+ * TOKENS_COUNTED + 1 for every caption longer (the trainer reads no further, so neither does the count).
  */
-export type TokenCounter = (caption: string) => number;
+export type TokenCounter = (read: ClipReading) => number;
 
 /** A counter and how it counts, for the record. */
 export interface CaptionTokens {
@@ -27,7 +28,7 @@ export interface CaptionTokens {
 /** CLIP's count over `merges` (merges.txt's text; the two SDXL tokenizers share it). */
 export function clipTokenCounter(merges: string): TokenCounter {
   const bpe = clipBpe(readMerges(merges));
-  return (caption) => countTokens(caption, bpe, TOKENS_COUNTED);
+  return (read) => countTokens(read, bpe, TOKENS_COUNTED);
 }
 
 /**
@@ -42,7 +43,7 @@ export function captionTokens(folder: string): CaptionTokens {
 
 /**
  * A count that is never below CLIP's, for when no tokenizer is on disk: every piece's tokens are each at least
- * one UTF-8 byte of it, and every character but whitespace is in some piece.
+ * one UTF-8 byte of it, and every character of the reading but its spaces is in some piece.
  */
-export const tokensAtMost: TokenCounter = (caption) =>
-  Math.min(new TextEncoder().encode(caption.toLowerCase().replace(/\s+/g, "")).length, TOKENS_COUNTED + 1);
+export const tokensAtMost: TokenCounter = (read) =>
+  Math.min(new TextEncoder().encode(read.replaceAll(" ", "")).length, TOKENS_COUNTED + 1);

@@ -1,12 +1,13 @@
 import { readdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { faultOn, sha256Hex } from "../fs.ts";
-import type { DatasetReport, FileNote, ImageSize } from "../job.ts";
+import { type DatasetReport, type FileNote, type ImageSize, ONE_WINDOW } from "../job.ts";
 import { isImage } from "../request/dataset.ts";
 import type { CaptionTokens } from "./clip-tokens.ts";
 import { type BucketLayout, fitBucket } from "./buckets.ts";
 import { type CaptionFile, captionsOf, planCaptions } from "./caption-plan.ts";
 import { folderWarnings, listNotes } from "./file-notes.ts";
+import { gifSize, isGif } from "./gif-size.ts";
 import { isTiff, type Orientation, readOrientation, tiffSize, uprightOf } from "./orientation.ts";
 
 // The job's own copy of the dataset, made ready for the trainer: each image stored upright, each caption leading
@@ -56,7 +57,7 @@ export async function prepareCopy(
       trigger_added: 0, trigger_present: 0, trigger_moved: 0, images_without_caption: 0, cut: [],
       tokens_counted_by: target.tokens.by,
     },
-    token_window: { tokens: 75, longest: null },
+    token_window: { tokens: ONE_WINDOW, longest: null },
     turned_upright: [],
     small: [],
     large,
@@ -124,9 +125,10 @@ async function uprightImage(path: string, shown: string, signal?: AbortSignal): 
   return { turned: orientation !== 1, width, height, sha256 };
 }
 
-// The size the header gives, read without decoding a pixel: by Bun.Image (PNG, JPEG, WebP, GIF, BMP), or for TIFF,
-// which Pillow reads and Bun.Image cannot on Linux, from its first IFD; such a file trains as it is, unless it
-// must be turned. Anything else is refused, naming what was tried.
+// The size the header gives, read without decoding a pixel: by Bun.Image (PNG, JPEG, WebP, BMP; a GIF it reads is
+// sized as Pillow sizes it, by its logical screen: gif-size.ts), or for TIFF, which Pillow reads and Bun.Image
+// cannot on Linux, from its first IFD; such a file trains as it is, unless it must be turned. Anything else is
+// refused, naming what was tried.
 async function storedSize(
   bytes: Uint8Array, shown: string, orientation: Orientation, signal?: AbortSignal,
 ): Promise<{ width: number; height: number }> {
@@ -135,7 +137,7 @@ async function storedSize(
     if (imageErrorCode(err) === null) throw err;
     return imageErrorCode(err)!;
   });
-  if (typeof read !== "string") return read;
+  if (typeof read !== "string") return isGif(bytes) ? gifSize(bytes) : read;
   if (!isTiff(bytes)) {
     const tried = "Bun.Image reads PNG, JPEG, WebP, GIF and BMP, and the worker reads a TIFF's header";
     throw new DatasetInvalid(`${shown} is none of the image formats the worker reads (${tried}; Bun.Image: ${read})`);

@@ -12,8 +12,7 @@ import { resumeRepeatsScale } from "../recipe/dataset-toml.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { MAX_SAMPLES } from "../request/schema.ts";
 import { RUN_TIERS, TIERS, type RunTier } from "../tiers.ts";
-import type { TokenWindow } from "../job.ts";
-import { TOKEN_WINDOWS } from "../dataset/token-window.ts";
+import { ONE_WINDOW, TOKEN_WINDOWS, type TokenWindow } from "../job.ts";
 import { LOCK_DIGEST, normalName, PYTHON_LOCK } from "../trainer/lock.ts";
 import { PROVEN_SHORT } from "../trainer/sd-scripts-tree.ts";
 import { describeTrainer } from "../trainer/trainer.ts";
@@ -32,7 +31,7 @@ interface Case {
   tier: RunTier;
   samples: boolean;
   resumed: boolean;
-  // The caption context the dataset asks for: 75 launches without --max_token_length.
+  // The caption context the dataset asks for: ONE_WINDOW launches without --max_token_length.
   window: TokenWindow;
   argv: string[];
   dataset_config: string;
@@ -88,7 +87,7 @@ export function launchCases(config: Config, dir: string): Case[] {
       }
       : null;
     const launch = buildLaunch(sampleTrain(config, tier, samples), config, paths, trainer, { env: {} }, window, resume);
-    const context = window === 75 ? "" : ` context ${window}`;
+    const context = window === ONE_WINDOW ? "" : ` context ${window}`;
     const name = `${tier}${samples ? " with samples" : ""}${resumed ? " resumed" : ""}${context}`;
     const dataset = join(dir, `${name.replaceAll(" ", "-")}.toml`);
     writeFileSync(dataset, launch.dataset_toml, { mode: 0o644 });
@@ -163,7 +162,7 @@ function judgeCases(name: string, sdScripts: string, cases: Case[], answers: Map
       `use sd-scripts ${PROVEN_SHORT} (lora-worker trainer bundle/install), or one whose train script has these`);
   }
   const launches = `${cases.length} launches (${RUN_TIERS.join(", ")}; with samples and without; fresh and resumed; ` +
-    "captions of 75, 150 and 225 tokens)";
+    `captions of ${TOKEN_WINDOWS.slice(0, -1).join(", ")} and ${TOKEN_WINDOWS.at(-1)} tokens)`;
   return passed(name, `sd-scripts at ${sdScripts} takes the worker's ${launches} by its own parser, and their ` +
     "dataset TOMLs by its config schema");
 }
@@ -175,8 +174,8 @@ function whichLaunches(where: Case[], all: Case[]): string {
   const only = (pick: (c: Case) => boolean, words: string) => where.every(pick) ? ` ${words}` : "";
   return `${tiers.join(", ")}${only((c) => c.samples, "with samples")}${only((c) => !c.samples, "without samples")}` +
     `${only((c) => c.resumed, "resumed")}${only((c) => !c.resumed, "fresh")}` +
-    `${only((c) => c.window !== 75, "with --max_token_length")}` +
-    `${only((c) => c.window === 75, "without --max_token_length")}`;
+    `${only((c) => c.window !== ONE_WINDOW, "with --max_token_length")}` +
+    `${only((c) => c.window === ONE_WINDOW, "without --max_token_length")}`;
 }
 
 const PACKAGES_PROGRAM = `import importlib.metadata, json

@@ -1,7 +1,7 @@
 import { dirname, join } from "node:path";
 import { TRAIN_SCRIPT, type Config } from "../config/schema.ts";
 import type { JobDir } from "../job-dir/job-dir.ts";
-import type { DatasetReport, TokenWindow } from "../job.ts";
+import { type DatasetReport, LONGEST_WINDOW, ONE_WINDOW, type TokenWindow } from "../job.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { TIERS } from "../tiers.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
@@ -29,11 +29,11 @@ const DATA_LOADER_WORKERS = 1;
 // Alpha at half the rank keeps the LoRA's effective scale at 0.5, kohya's usual SDXL choice.
 const NETWORK_ALPHA_RATIO = 0.5;
 // The context of a run whose record names none: its worker trained every caption on three CLIP windows.
-const CONTEXT_BEFORE_CHOICE: TokenWindow = 225;
+const CONTEXT_BEFORE_CHOICE: TokenWindow = LONGEST_WINDOW;
 
 /**
  * The context a job's runs train on: the one its preparation chose (dataset/caption-plan.ts), which a resume, on
- * the same copy, keeps; a job prepared by an older worker, or with no report, trained on 225.
+ * the same copy, keeps; a job prepared by an older worker, or with no report, trained on the longest.
  */
 export function trainedWindow(report: DatasetReport | null | undefined): TokenWindow {
   return report?.token_window?.tokens ?? CONTEXT_BEFORE_CHOICE;
@@ -146,9 +146,9 @@ function scriptFlags(train: CheckedTrain, paths: JobDir, config: Config, window:
   ];
 }
 
-// sd-scripts trains on one CLIP window without the flag, and accepts only 150 and 225 with it.
+// sd-scripts trains on one CLIP window without the flag, and accepts only the longer contexts with it.
 function contextFlags(window: TokenWindow): string[] {
-  return window === 75 ? [] : [flag(["max_token_length", window])];
+  return window === ONE_WINDOW ? [] : [flag(["max_token_length", window])];
 }
 
 // Previews at a few points of the run and at its end (recipe/samples.ts); sd-scripts draws them before it saves a

@@ -13,8 +13,9 @@ export const IMAGE_EXTENSIONS = [".png", ".jpg", ".jpeg", ".webp"];
 export const CAPTION_EXTENSION = ".txt";
 const KOHYA_FOLDER = /^\d+_\S.*$/;
 /**
- * The most bytes a caption may hold. sd-scripts reads a caption file whole and trains on its first line, cut at 225
- * tokens (some 1,000 bytes of words); no caption written for training nears this, and one past it is refused by name.
+ * The most bytes a caption may hold. sd-scripts reads a caption file whole and trains on its first line, cut at the
+ * longest context (some 1,000 bytes of words); no caption written for training nears this, and one past it is
+ * refused by name.
  */
 export const MAX_CAPTION_BYTES = 1024 * 1024;
 

@@ -14,8 +14,8 @@ const SIZE = 256;
 const DIR_MODE = 0o2770;
 const FILE_MODE = 0o660;
 
-// One caption past CLIP's 75 tokens (about 100), as some datasets write them: the run then trains on a 150-token
-// context (--max_token_length, recipe/command.ts), so a smoke run proves this sd-scripts takes that path too.
+// One caption past one CLIP window (about 100 tokens), as some datasets write them: the run then trains on two
+// windows (--max_token_length, recipe/command.ts), so a smoke run proves this sd-scripts takes that path too.
 const LONG_DESCRIPTION = "described at length as a person writes a caption for a photo of themselves: standing in " +
   "soft morning light by a tall window, wearing a dark blue wool coat over a white shirt, short brown hair, a calm " +
   "face turned slightly to the left, a small silver ring on one hand, a leather bag on the shoulder, a wooden table " +

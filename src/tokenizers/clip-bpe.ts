@@ -4,6 +4,8 @@
 // is lower-cased, split by CLIP's pattern, each piece's UTF-8 bytes spelt in BYTE_SYMBOLS with "</w>" on the last,
 // merged by rank, and each merged symbol looked up in the vocabulary.
 
+import { ftfyFixed } from "./ftfy-fixes.ts";
+
 /** How many merges CLIPTokenizer reads from merges.txt, at most: its vocabulary less bytes, bytes</w>, 2 specials. */
 export const MERGES_READ = 49152 - 256 - 2;
 
@@ -40,13 +42,20 @@ export function mergeRanks(merges: readonly string[][]): Map<string, number> {
 
 /**
  * A caption as CLIPTokenizer reads it before it splits it (`whitespace_clean(fix_text(text)).lower()`): ftfy, which
- * it runs where it is installed (sd-scripts' venv), leaves it in NFC; whitespace runs become one space; and Python's
+ * it runs where it is installed (sd-scripts' venv), fixes it (ftfy-fixes.ts: "ǆ" is "dž", "ﬁ" "fi", "&amp;" "&",
+ * "’" "'", fullwidth letters plain ones, controls gone, NFC); whitespace runs become one space; and Python's
  * str.lower lowercases it - a plain lowercase mapping, which JavaScript's toLowerCase shares, not Unicode case
  * folding: "ſ" (U+017F) is lowercase already and stays itself, where folding would make it "s".
  */
-export function asClipReads(caption: string): string {
-  return caption.normalize("NFC").split(/\s+/).filter(Boolean).join(" ").toLowerCase();
+export function asClipReads(caption: string): ClipReading {
+  return ftfyFixed(caption).split(/\s+/).filter(Boolean).join(" ").toLowerCase() as ClipReading;
 }
+
+/**
+ * A caption as asClipReads gives it, which a count counts: read once, since reading a reading again can differ (a
+ * prefix of a line holding "<" no longer holds it, and ftfy decodes HTML only in a line without one).
+ */
+export type ClipReading = string & { readonly clipReading: unique symbol };
 
 /** The merges as a count reads them: ranks, and the longest token any merge makes, in bytes. */
 export interface ClipBpe {
@@ -65,9 +74,9 @@ export function clipBpe(merges: readonly string[][]): ClipBpe {
  * A piece so long that even tokens of the longest kind would pass `most` is not merged at all; so the work is
  * bounded by `most` whatever the caption holds.
  */
-export function countTokens(caption: string, bpe: ClipBpe, most: number): number {
+export function countTokens(read: ClipReading, bpe: ClipBpe, most: number): number {
   let count = 0;
-  for (const [piece] of asClipReads(caption).matchAll(PIECE)) {
+  for (const [piece] of read.matchAll(PIECE)) {
     const bytes = new TextEncoder().encode(piece);
     if (count + Math.ceil(bytes.length / bpe.longestToken) > most) return most + 1;
     count += mergeWord([...bytes].map((b) => SYMBOL_OF_BYTE[b]!), bpe.ranks).length;

@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, readdirSync } from "node:fs";
 import { basename, join } from "node:path";
 import { MAIN, makeHostTree, type HostTree } from "../support/host-tree.ts";
+import { writeTokenizers } from "../support/tokenizers.ts";
 
 // Every flag sd-scripts' sdxl_train_network.py is given: full names only (argparse accepts prefixes).
 const SCRIPT_FLAGS = [
@@ -34,6 +35,20 @@ describe("lora-worker plan", () => {
     await Bun.write(join(tree.dataset, "img0.txt"), "a man smiling");
     const short = await plan(tree, tree.validRequest());
     expect(short.out.argv.filter((a: string) => a.startsWith("--max_token_length"))).toEqual([]);
+  });
+
+  test("with CLIP's tokenizer, captions are counted as ftfy leaves them: 36 words of \"ǆ\", 75 in NFC, need 150", async () => {
+    using tree = makeHostTree();
+    const tokenizers = writeTokenizers(join(tree.root, "tokenizers"));
+    const table = `mode = "simulate"\ntokenizer_dir = ${JSON.stringify(tokenizers)}\n`;
+    // CLIPTokenizer with ftfy reads each "ǆ" as "dž": 111 tokens, 75 in NFC alone (test/fixtures/clip/hostile-captions.json).
+    await Bun.write(join(tree.dataset, "img0.txt"), `ohwx, ${Array.from({ length: 36 }, () => "ǆ").join(" ")}.`);
+    const digraphs = await plan(tree, tree.validRequest(), table);
+    expect(digraphs.out.argv).toContain("--max_token_length=150");
+    // Contrast: 36 words of the plain letters "dz", a token each, fit one window: the digraph's reading needs two.
+    await Bun.write(join(tree.dataset, "img0.txt"), `ohwx, ${Array.from({ length: 36 }, () => "dz").join(" ")}.`);
+    const plain = await plan(tree, tree.validRequest(), table);
+    expect(plain.out.argv.filter((a: string) => a.startsWith("--max_token_length"))).toEqual([]);
   });
 
   test("in real mode the trainer is accelerate and the cwd is the sd-scripts checkout", async () => {

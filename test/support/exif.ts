@@ -100,3 +100,40 @@ export function claimedPng(width: number, height: number): Uint8Array {
   view.setUint32(29, Bun.hash.crc32(png.subarray(12, 29)));
   return png;
 }
+
+/**
+ * A real GIF89a of one `frame` of black pixels at `at` on a logical screen of `screen`: the screen is what Pillow
+ * sizes a GIF by, the frame what Bun.Image decodes.
+ */
+export function gifImage(screen: [number, number], frame: [number, number], at: [number, number] = [0, 0]): Uint8Array {
+  const u16 = (n: number) => [n & 0xff, n >> 8];
+  // Four colors (flags 0x81: a global table of 2^(1+1)), black first.
+  const head = [..."GIF89a"].map((c) => c.charCodeAt(0));
+  const screenDescriptor = [...u16(screen[0]), ...u16(screen[1]), 0x81, 0, 0, ...Array(12).fill(0)];
+  const descriptor = [0x2c, ...u16(at[0]), ...u16(at[1]), ...u16(frame[0]), ...u16(frame[1]), 0];
+  const data = lzwOfZeros(frame[0] * frame[1]);
+  const blocks: number[] = [];
+  for (let i = 0; i < data.length; i += 255) blocks.push(Math.min(255, data.length - i), ...data.slice(i, i + 255));
+  return new Uint8Array([...head, ...screenDescriptor, ...descriptor, 2, ...blocks, 0, 0x3b]);
+}
+
+// LZW of `n` pixels of color 0 at minimum code size 2, in 3-bit codes: a clear code (4) before every two pixels
+// keeps the table below 8 entries, so the code width never grows; then the end code (5). Packed low bit first.
+function lzwOfZeros(n: number): number[] {
+  const codes: number[] = [];
+  for (let left = n; left > 0; left -= 2) codes.push(4, ...(left >= 2 ? [0, 0] : [0]));
+  codes.push(5);
+  const bytes: number[] = [];
+  let [bits, filled] = [0, 0];
+  for (const code of codes) {
+    bits |= code << filled;
+    filled += 3;
+    while (filled >= 8) {
+      bytes.push(bits & 0xff);
+      bits >>= 8;
+      filled -= 8;
+    }
+  }
+  if (filled > 0) bytes.push(bits & 0xff);
+  return bytes;
+}

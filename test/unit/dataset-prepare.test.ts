@@ -3,11 +3,14 @@ import { linkSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { tokensAtMost } from "../../src/dataset/clip-tokens.ts";
+import { gifSize } from "../../src/dataset/gif-size.ts";
 import { DatasetInvalid, prepareCopy, type PrepareFor } from "../../src/dataset/prepare.ts";
 import type { TokenWindow } from "../../src/job.ts";
 import { solidPng } from "../../src/png.ts";
 import { waitFor } from "../support/wait.ts";
-import { claimedPng, cornersPng, jpegWithOrientation, pngWithOrientation, tiffImage } from "../support/exif.ts";
+import {
+  claimedPng, cornersPng, gifImage, jpegWithOrientation, pngWithOrientation, tiffImage,
+} from "../support/exif.ts";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -228,6 +231,23 @@ describe("the job's copy made ready for the trainer", () => {
           "refuses an image over 178956970 pixels as a decompression bomb",
       ),
     );
+  });
+
+  test("a GIF is sized by its logical screen, as Pillow sizes it: an 8x8 frame on 16000x16000 is refused", async () => {
+    // Under .png names: sd-scripts finds images by extension, and Pillow reads them by content.
+    const bomb = gifImage([16_000, 16_000], [8, 8]);
+    // Contrast: the worker's decoder reads it as its frame, 8 x 8.
+    expect(await new Bun.Image(bomb).metadata()).toMatchObject({ format: "gif", width: 8, height: 8 });
+    await expect(prepareCopy(copyDir({ "frame.png": bomb }), shownAs, TARGET)).rejects.toThrow(
+      new DatasetInvalid(
+        "10_ohwx person/frame.png is 16000x16000, 256000000 pixels: Pillow, which sd-scripts reads images with, " +
+          "refuses an image over 178956970 pixels as a decompression bomb",
+      ),
+    );
+    // A frame past its screen grows it, as Pillow's first seek does (Pillow 13.0.0 opened this one as 10 x 11).
+    expect(gifSize(gifImage([4, 4], [8, 8], [2, 3]))).toEqual({ width: 10, height: 11 });
+    const wide = await prepareCopy(copyDir({ "wide.png": gifImage([10_000, 10_000], [8, 8]) }), shownAs, TARGET);
+    expect(wide.large).toEqual([{ image: "10_ohwx person/wide.png", width: 10_000, height: 10_000 }]);
   });
 
   test("a cancel while an image is turned ends the preparation before the turn, which then writes nothing", async () => {

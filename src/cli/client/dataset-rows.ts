@@ -1,3 +1,4 @@
+import { LONGEST_WINDOW, ONE_WINDOW } from "../../job.ts";
 import { counted } from "./counted.ts";
 import type { JobView } from "./worker-client.ts";
 
@@ -35,7 +36,7 @@ export function datasetRows(view: JobView): [string, string][] {
 }
 
 function contextLine(window: NonNullable<Report["token_window"]>): string {
-  const flag = window.tokens === 75 ? "no --max_token_length" : `--max_token_length=${window.tokens}`;
+  const flag = window.tokens === ONE_WINDOW ? "no --max_token_length" : `--max_token_length=${window.tokens}`;
   const { longest } = window;
   const why = longest === null ? "no captions" : `the longest caption, ${longest.caption}, has ` +
     count(longest.tokens);
@@ -45,7 +46,7 @@ function contextLine(window: NonNullable<Report["token_window"]>): string {
 function noteText(note: Note): string {
   switch (note.did) {
     case "trigger_added": return `trigger added ("${note.prefix}" in front)`;
-    case "trigger_moved": return `trigger past the context (225 tokens): "${note.prefix}" in front`;
+    case "trigger_moved": return `trigger past the context (${LONGEST_WINDOW} tokens): "${note.prefix}" in front`;
     case "caption_kept": return "caption kept";
     case "no_caption": return `no caption: trains on "${note.trains_on}"`;
     case "turned_upright": return `turned upright, re-encoded as PNG: ${note.stored_as}`;
@@ -54,8 +55,8 @@ function noteText(note: Note): string {
   }
 }
 
-// Counting stops past 225 tokens (dataset/clip-tokens.ts): a longer caption is not counted further.
-const count = (n: number) => (n > 225 ? "more than 225" : String(n));
+// Counting stops past the longest context (dataset/clip-tokens.ts): a longer caption is not counted further.
+const count = (n: number) => (n > LONGEST_WINDOW ? `more than ${LONGEST_WINDOW}` : String(n));
 const tokenCount = (n: number) => `${count(n)} tokens`;
 
 const round = (scale: number) => String(Math.round(scale * 100) / 100);
