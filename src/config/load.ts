@@ -25,6 +25,9 @@ type ConfigResult = Result<LoadedConfig, string[]>;
 export interface ConfigSource {
   path: string | undefined;
   env: Record<string, string | undefined>;
+  /** Whether the roots, the state dir and the trainer's paths must exist here: not for a client, which reads only
+   * where the worker listens and its token. */
+  hostPaths?: boolean;
 }
 
 // Reads the file and the environment, validates once, and names every bad key in one go.
@@ -40,7 +43,7 @@ export async function loadConfig(source: ConfigSource): Promise<ConfigResult> {
   const errors = [
     ...env.errors,
     ...describeIssues(issues),
-    ...checkPaths(pathsToCheck(toml, issues)),
+    ...(source.hostPaths === false ? [] : checkPaths(pathsToCheck(toml, issues))),
     ...(parsed.success ? checkVramNeeds(parsed.data) : []),
   ];
   if (!parsed.success || errors.length > 0) return fail(errors);

@@ -57,7 +57,7 @@ interface WorkerAddress {
 async function workerAddress(path: string, env: Env): Promise<WorkerAddress> {
   const { loadConfig } = await import("../../config/load.ts");
   // The loader leaves the client's own two names (CLIENT_ENV) alone.
-  const loaded = await loadConfig({ path, env });
+  const loaded = await loadConfig({ path, env, hostPaths: false });
   if (!loaded.ok) {
     const problems = loaded.error.map((e) => `  - ${e}`).join("\n");
     throw new UsageError(`cannot use the worker's config ${path}:\n${problems}`);
