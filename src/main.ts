@@ -1,6 +1,7 @@
 #!/usr/bin/env bun
 import { UsageError } from "./cli/args.ts";
 import { asksForHelp, COMMAND_USAGE, usageLine } from "./cli/usage.ts";
+import { printable } from "./printable.ts";
 import { didYouMean } from "./suggest.ts";
 import { BUILD } from "./version.ts";
 
@@ -77,7 +78,8 @@ async function main(argv: string[]): Promise<number | undefined> {
     case "plan":
       return (await import("./cli/plan.ts")).planCommand(rest);
     case "launch":
-      return (await import("./simulator/simulate.ts")).runSimulatedLaunch(rest, process.env);
+      // The simulator and the shim end at once: what they print goes to the run's log, never to a slow reader.
+      process.exit(await (await import("./simulator/simulate.ts")).runSimulatedLaunch(rest, process.env));
     case "doctor":
       return (await import("./cli/doctor.ts")).doctorCommand(rest);
     case "tokenizers":
@@ -100,7 +102,7 @@ async function main(argv: string[]): Promise<number | undefined> {
       return (await import("./cli/client/run.ts")).clientCommand(command, rest);
     case "shim":
       if (rest.length !== 1) throw new UsageError("shim takes exactly one job directory");
-      return (await import("./shim/shim.ts")).runShim(rest[0]!);
+      process.exit(await (await import("./shim/shim.ts")).runShim(rest[0]!));
     case "--version":
       process.stdout.write(`lora-worker ${BUILD.version} (commit ${BUILD.commit})\n`);
       return 0;
@@ -115,7 +117,12 @@ async function main(argv: string[]): Promise<number | undefined> {
 
 // A usage error of a command is its message, the command's usage line and where its help is; the whole help only
 // when no command was named, and for an unknown one where the list is.
+// Always shown escaped: a usage error quotes what was typed, and a control character in it is never meant.
 function usageAnswer(command: string | undefined, message: string): string {
+  return printable(usageText(command, message));
+}
+
+function usageText(command: string | undefined, message: string): string {
   const usage = command === undefined ? undefined : COMMAND_USAGE[command];
   if (usage !== undefined) {
     const hint = `(lora-worker ${command} --help for more)`;
@@ -125,11 +132,20 @@ function usageAnswer(command: string | undefined, message: string): string {
   return `lora-worker: ${message}\nlora-worker --help lists the commands\n`;
 }
 
+// A command ends by letting the process end: Bun writes what is still queued for a slow pipe first, where
+// process.exit would cut it (at 64 KiB). Something a command left running must not hold it open for ever.
+const LINGER_MS = 30_000;
+
+function finish(code: number): void {
+  process.exitCode = code;
+  setTimeout(() => process.exit(code), LINGER_MS).unref();
+}
+
 try {
   const code = await main(process.argv.slice(2));
-  if (code !== undefined) process.exit(code);
+  if (code !== undefined) finish(code);
 } catch (err) {
   if (!(err instanceof UsageError)) throw err;
   process.stderr.write(usageAnswer(process.argv[2], err.message));
-  process.exit(EXIT_USAGE);
+  finish(EXIT_USAGE);
 }

@@ -1,5 +1,6 @@
 import { loadConfig, type LoadedConfig } from "../config/load.ts";
 import { createLogger, type LogFormat } from "../logger.ts";
+import { printable } from "../printable.ts";
 
 // The config is unusable, or names an address serve cannot listen on (sysexits' EX_CONFIG).
 export const EXIT_CONFIG = 78;
@@ -27,7 +28,7 @@ export function refuseToStart(format: LogFormat, { reason, errors, exitCode }: S
   if (format === "human") {
     // One cause is one line (what a terminal or `systemctl status` shows whole); several are a list.
     const problems = errors.length === 1 ? ` ${errors[0]}\n` : `\n${errors.map((e) => `  - ${e}\n`).join("")}`;
-    process.stderr.write(`lora-worker: refusing to start, ${reason}:${problems}`);
+    process.stderr.write(printable(`lora-worker: refusing to start, ${reason}:${problems}`));
   } else {
     const log = createLogger(format, (line) => process.stderr.write(line));
     log.error(`refusing to start: ${reason}`, { errors, exit_code: exitCode });

@@ -4,6 +4,7 @@ import { TOKENIZERS, tokenizerDir, tokenizersProblems } from "../tokenizers/layo
 import { didYouMean } from "../suggest.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { loadConfigOrExit } from "./start.ts";
+import { printable } from "../printable.ts";
 
 const EXIT_PROBLEM = 1;
 const FIX = "lora-worker tokenizers import PATH (a Hugging Face cache, or folders in --tokenizer_cache_dir's layout)";
@@ -27,7 +28,7 @@ function importInto(source: string, dir: string): number {
   if (!result.ok) {
     const [only, ...more] = result.error;
     const problems = more.length === 0 ? ` ${only}\n` : `\n${result.error.map((e) => `  - ${e}\n`).join("")}`;
-    process.stderr.write(`tokenizers: nothing imported into ${dir}:${problems}`);
+    process.stderr.write(printable(`tokenizers: nothing imported into ${dir}:${problems}`));
     return EXIT_PROBLEM;
   }
   for (const t of result.value) process.stdout.write(`imported ${t.id}: ${t.from} -> ${t.to}\n`);
@@ -40,6 +41,7 @@ function check(dir: string): number {
     process.stdout.write(`tokenizers ready in ${dir}: ${TOKENIZERS.map((t) => t.id).join(", ")}\n`);
     return 0;
   }
-  process.stderr.write(`tokenizers not ready in ${dir}:\n${problems.map((p) => `  - ${p}\n`).join("")}fix: ${FIX}\n`);
+  const listed = problems.map((p) => `  - ${p}\n`).join("");
+  process.stderr.write(printable(`tokenizers not ready in ${dir}:\n${listed}fix: ${FIX}\n`));
   return EXIT_PROBLEM;
 }

@@ -2,6 +2,7 @@ import { bundle } from "../trainer/bundle.ts";
 import { install } from "../trainer/install.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { trainerCheckCommand } from "./doctor.ts";
+import { printable } from "../printable.ts";
 
 const EXIT_PROBLEM = 1;
 
@@ -37,7 +38,7 @@ async function bundleCommand(argv: string[]): Promise<number> {
     say,
   });
   if (!result.ok) {
-    process.stderr.write(`trainer bundle: nothing written: ${result.error}\n`);
+    process.stderr.write(printable(`trainer bundle: nothing written: ${result.error}\n`));
     return EXIT_PROBLEM;
   }
   say(`bundle written: ${result.value}`);
@@ -50,7 +51,7 @@ async function installCommand(argv: string[]): Promise<number> {
   const result = await install({ archive: positional[0]!, venv: values.venv, python: values.python ?? "python3", say })
     .catch((err: Error) => ({ ok: false as const, error: err.message }));
   if (!result.ok) {
-    process.stderr.write(`trainer install: nothing installed: ${result.error}\n`);
+    process.stderr.write(printable(`trainer install: nothing installed: ${result.error}\n`));
     return EXIT_PROBLEM;
   }
   say(`the config's lines for it:\n${result.value}`);

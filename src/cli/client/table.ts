@@ -1,6 +1,6 @@
 import { loss, meter, shownStatus, steps } from "./format.ts";
 import { SHORT_ID } from "./job-id.ts";
-import { printable } from "./terminal.ts";
+import { printable } from "../../printable.ts";
 import type { ClusterGpuStatus, GpuDeviceView, GpuProcessView, HostGpuStatus, JobView } from "./worker-client.ts";
 
 // Tables fitted to a terminal's width. A layout is one way to show a row, and a table lists them widest
