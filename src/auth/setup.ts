@@ -42,10 +42,24 @@ export function setUpAuth({ config, credentialsDirectory, log }: AuthInputs): Au
   }
   const read = readTokenSource(source);
   if (!read.ok) return read;
-  const readers = readOnlyTokens(auth.read_token_file, credentialsDirectory, log);
+  // A token acts or reads, never both: refused at start, and each set refuses a reload sharing one with the other.
+  let tokens: TokenSet | null = null;
+  const readers =
+    readOnlyTokens(auth.read_token_file, credentialsDirectory, log, sharedWith(() => tokens, source.path));
   if (!readers.ok) return readers;
-  const tokens = reloadingTokens(source, read.value, log);
-  return ok({ mode: "token", tokens, source, ...readers.value, metricsPublic: auth.metrics_public });
+  const { readTokens, readSource } = readers.value;
+  if (readTokens !== null && read.value.some((t) => readTokens.holds(t))) {
+    return fail([`a token stands in both ${source.path} and ${readSource!.path}: a token either acts or only ` +
+      "reads; remove it from one of the two"]);
+  }
+  const refuse = sharedWith(() => readTokens, readSource?.path ?? "");
+  tokens = reloadingTokens(source, read.value, log, { onLoss: "keep", refuse });
+  return ok({ mode: "token", tokens, source, readTokens, readSource, metricsPublic: auth.metrics_public });
+}
+
+function sharedWith(other: () => TokenSet | null, otherPath: string) {
+  return (got: readonly string[]) =>
+    got.some((t) => other()?.holds(t)) ? `a token of it stands in ${otherPath} too` : null;
 }
 
 // The readers' tokens, found and checked as the others are; none is no error (a worker has no screens to serve).
@@ -53,6 +67,7 @@ function readOnlyTokens(
   file: string,
   credentialsDirectory: string | undefined,
   log: Logger,
+  refuse: (tokens: readonly string[]) => string | null,
 ): Result<Pick<AuthGate, "readTokens" | "readSource">, string[]> {
   const located = locateTokenSource(file, credentialsDirectory, CREDENTIAL_NAMES.read);
   if (!located.ok) return fail([located.error]);
@@ -60,7 +75,9 @@ function readOnlyTokens(
   if (source === null) return ok({ readTokens: null, readSource: null });
   const read = readTokenSource(source);
   if (!read.ok) return read;
-  return ok({ readTokens: reloadingTokens(source, read.value, log), readSource: source });
+  // Removing the file, or breaking it, revokes every read token: a reload never widens access.
+  const readTokens = reloadingTokens(source, read.value, log, { onLoss: "revoke", refuse });
+  return ok({ readTokens, readSource: source });
 }
 
 function noTokenHelp(listen: Listen, tokenFile: string): string[] {

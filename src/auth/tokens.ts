@@ -32,21 +32,21 @@ export function parseTokenLines(text: string, source: string): TokenLines {
 
 export interface TokenSet {
   matches(presented: string): boolean;
+  /** As matches, without looking for a changed file first. */
+  holds(presented: string): boolean;
   readonly size: number;
 }
 
 // Both sides are hashed first: equal-length digests make timingSafeEqual usable and hide the token's length.
 function tokenSet(tokens: readonly string[]): TokenSet {
   const digests = tokens.map(digest);
-  return {
-    size: digests.length,
-    matches(presented) {
-      const candidate = digest(presented);
-      let found = false;
-      for (const d of digests) found = timingSafeEqual(d, candidate) || found;
-      return found;
-    },
+  const holds = (presented: string) => {
+    const candidate = digest(presented);
+    let found = false;
+    for (const d of digests) found = timingSafeEqual(d, candidate) || found;
+    return found;
   };
+  return { size: digests.length, matches: holds, holds };
 }
 
 // Bun's one-shot SHA-256: a fifth of createHash's cost, paid by every authenticated request.
@@ -108,17 +108,36 @@ function presenceOf(path: string): "present" | "absent" | string {
 // A stat per request would cost more than the rest of the auth check; a rotation takes effect within this.
 export const TOKEN_CHECK_MS = 1000;
 
-// Rotation without a restart: a changed file is read again (looked at no more than once a TOKEN_CHECK_MS); a
-// change that breaks it keeps the last good set.
+/** What a reload does with a file gone or broken, and with a set it may not take. */
+export interface ReloadPolicy {
+  /** "keep": the last good tokens stay valid; "revoke": none is (removing the file revokes, and nothing widens). */
+  onLoss: "keep" | "revoke";
+  /** Why tokens read again may not be taken (one the other file holds), or null. */
+  refuse?: (tokens: readonly string[]) => string | null;
+}
+
+const KEEP: ReloadPolicy = { onLoss: "keep" };
+
+// Rotation without a restart: a changed file is read again (looked at no more than once a TOKEN_CHECK_MS); what a
+// change that breaks it, or removes it, does is the policy's.
 export function reloadingTokens(
   source: TokenSource,
   initial: readonly string[],
   log: Logger,
+  policy: ReloadPolicy = KEEP,
   clock: () => number = () => performance.now(),
 ): TokenSet {
   let current = tokenSet(initial);
   let seen = fingerprint(source.path);
   let checkedAt = clock();
+  const fields = { token_source: source.kind, token_path: source.path };
+  const lost = (why: string, errors: string[]) => {
+    if (policy.onLoss === "keep") {
+      return log.error("auth token change ignored; the previous tokens stay valid", { ...fields, errors });
+    }
+    current = tokenSet([]);
+    log.error(`auth tokens revoked: the ${why}; none of its tokens is valid until it is fixed`, { ...fields, errors });
+  };
   const refresh = () => {
     const at = clock();
     if (at - checkedAt < TOKEN_CHECK_MS) return;
@@ -126,17 +145,13 @@ export function reloadingTokens(
     const now = fingerprint(source.path);
     if (now === seen) return;
     seen = now;
+    if (now === "missing:ENOENT" && policy.onLoss === "revoke") return lost("file was removed", []);
     const read = readTokenSource(source);
-    if (read.ok) {
-      current = tokenSet(read.value);
-      const fields = { token_source: source.kind, token_path: source.path, tokens: read.value.length };
-      log.info("auth tokens reloaded", fields);
-    } else {
-      log.error("auth token change ignored; the previous tokens stay valid", {
-        token_path: source.path,
-        errors: read.error,
-      });
-    }
+    if (!read.ok) return lost("file changed and cannot be used", read.error);
+    const refused = policy.refuse?.(read.value) ?? null;
+    if (refused !== null) return lost("file changed and was refused", [refused]);
+    current = tokenSet(read.value);
+    log.info("auth tokens reloaded", { ...fields, tokens: read.value.length });
   };
   return {
     get size() {
@@ -146,6 +161,7 @@ export function reloadingTokens(
       refresh();
       return current.matches(presented);
     },
+    holds: (presented) => current.holds(presented),
   };
 }
 

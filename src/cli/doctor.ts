@@ -12,6 +12,7 @@ import {
   checkPort,
   checkServiceAccount,
   checkStateDir,
+  checkReadTokenFile,
   checkTokenFile,
 } from "../doctor/host-checks.ts";
 import {
@@ -78,6 +79,7 @@ async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
     createBackends(config, shimCommand(), process.env).chosen.checks(deps.devDir),
     checkPort(config, account),
     checkTokenFile(config, account, runAs),
+    checkReadTokenFile(config, account, runAs),
   ]);
   return checks.flat();
 }

@@ -179,7 +179,6 @@ export async function checkTokenFile(config: Config, account: ServiceAccount, ru
     return warned(name, open, 'set auth.mode = "token"');
   }
   const file = config.auth.token_file;
-  const safe = `chown root:${account.group} ${file} && chmod 0640 ${file}`;
   let st: Stats;
   try {
     st = statSync(file);
@@ -190,6 +189,30 @@ export async function checkTokenFile(config: Config, account: ServiceAccount, ru
     const why = `serve runs without a token on the loopback listen ${config.listen.text}, open to every local user`;
     return relaxedInSimulate(config, missing, why);
   }
+  return judgeTokenFile(name, file, st, account, runAs);
+}
+
+// The read-only tokens (screens, dashboards): as closed as the tokens that act, and none of them one of those.
+export async function checkReadTokenFile(config: Config, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
+  const name = "read-token file";
+  const file = config.auth.read_token_file;
+  if (config.auth.mode === "none") return passed(name, 'auth.mode is "none": no token is read');
+  let st: Stats;
+  try {
+    st = statSync(file);
+  } catch {
+    return passed(name, `${file} does not exist: no read-only tokens`);
+  }
+  const judged = await judgeTokenFile(name, file, st, account, runAs);
+  if (judged.status !== "OK") return judged;
+  const shared = sharedTokenLine(config.auth.token_file, file);
+  if (shared === null) return judged;
+  return failed(name, `${file} line ${shared} holds a token that ${config.auth.token_file} holds too: serve refuses ` +
+    "to start", `a token either acts or only reads: remove it from one of the two files`);
+}
+
+async function judgeTokenFile(name: string, file: string, st: Stats, account: ServiceAccount, runAs: RunAs) {
+  const safe = `chown root:${account.group} ${file} && chmod 0640 ${file}`;
   if (!st.isFile()) {
     return failed(name, `${file} is not a regular file`, "replace it with a file holding one token per line");
   }
@@ -207,6 +230,20 @@ export async function checkTokenFile(config: Config, account: ServiceAccount, ru
     return failed(name, unusable.join("; "), fix);
   }
   return fromProblems(name, problems, [safe], `${file} is ${mode}, owner uid ${st.uid}, readable by ${account.user}`);
+}
+
+// The line of `readFile` whose token `tokenFile` holds too, or null (either unreadable here: the other checks say).
+function sharedTokenLine(tokenFile: string, readFile: string): number | null {
+  let full: Set<string>;
+  let lines: string[];
+  try {
+    full = new Set(readFileSync(tokenFile, "utf8").split("\n").map((l) => l.trim()));
+    lines = readFileSync(readFile, "utf8").split("\n").map((l) => l.trim());
+  } catch {
+    return null;
+  }
+  const at = lines.findIndex((line) => line !== "" && !line.startsWith("#") && full.has(line));
+  return at === -1 ? null : at + 1;
 }
 
 // The same parser serve uses, so doctor passes exactly the files serve accepts.

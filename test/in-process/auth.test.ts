@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { createLogger } from "../../src/logger.ts";
 import { reloadingTokens, TOKEN_CHECK_MS } from "../../src/auth/tokens.ts";
@@ -165,6 +165,53 @@ describe("read-only tokens (auth.read_token_file)", () => {
   });
 });
 
+describe("read-only tokens as strict as the others", () => {
+  const READER = "r3ad+Only/t0ken-5a7c9e1b3d2f=";
+  test("a token in both the token file and the read-token file refuses setup, naming both files and never the token", () => {
+    using tree = makeHostTree();
+    const tokenFile = writeTokens(tree.root, [TOKEN_A]);
+    const readTokenFile = writeTokens(tree.root, [READER, TOKEN_A], "read-token");
+    const refused = gateFor({ tokenFile, readTokenFile });
+    expect(refused).toEqual({ ok: false, error: [`a token stands in both ${tokenFile} and ${readTokenFile}: a token either acts or only reads; remove it from one of the two`] });
+    expect(JSON.stringify(refused)).not.toContain(TOKEN_A);
+    // Contrast: the readers' own tokens alone set up.
+    expect(mustGate({ tokenFile, readTokenFile: writeTokens(tree.root, [READER], "read-token") }).readTokens!.size).toBe(1);
+  });
+
+  test("removing the read-token file revokes every read token without a restart; a file broken or sharing a token at reload revokes them too", async () => {
+    using tree = makeHostTree();
+    const tokenFile = writeTokens(tree.root, [TOKEN_A]);
+    const lines: string[] = [];
+    const gate = mustGate({ tokenFile, readTokenFile: writeTokens(tree.root, [READER], "read-token"), log: createLogger("json", (l) => lines.push(l)) });
+    await using a = appBehind(tree, gate);
+    const reader = async () => (await a.app.request(`/train/${JOB}`, { headers: bearer(READER) })).status;
+    expect(await reader()).toBe(404);
+    rmSync(join(tree.root, "read-token"));
+    await waitFor(async () => (await reader()) === 401, "the removed file's tokens to be refused");
+    expect(JSON.parse(lines.at(-1)!).msg).toBe("auth tokens revoked: the file was removed; none of its tokens is valid until it is fixed");
+    writeTokens(tree.root, [READER], "read-token");
+    await waitFor(async () => (await reader()) === 404, "the file written again to be read");
+    writeTokens(tree.root, [READER, TOKEN_A], "read-token");
+    await waitFor(async () => (await reader()) === 401, "a read-token file sharing a token to revoke the readers");
+    expect(JSON.parse(lines.at(-1)!).msg).toBe("auth tokens revoked: the file changed and was refused; none of its tokens is valid until it is fixed");
+    // The acting token is untouched: it still acts, and is never let through as a reader.
+    expect((await a.app.request(`/train/${JOB}`, { headers: bearer(TOKEN_A) })).status).toBe(404);
+    writeTokens(tree.root, ["short"], "read-token");
+    writeTokens(tree.root, [READER], "read-token");
+    await waitFor(async () => (await reader()) === 404, "a fixed file to be read again");
+  });
+
+  test("contrast: removing the token file keeps its tokens valid, as a mistaken edit does", async () => {
+    using tree = makeHostTree();
+    const tokenFile = writeTokens(tree.root, [TOKEN_A]);
+    const lines: string[] = [];
+    await using a = appBehind(tree, mustGate({ tokenFile, log: createLogger("json", (l) => lines.push(l)) }));
+    rmSync(tokenFile);
+    await waitFor(async () => ((await a.app.request(`/train/${JOB}`, { headers: bearer(TOKEN_A) })).status, lines.length === 1), "the removal to be noticed");
+    expect((await a.app.request(`/train/${JOB}`, { headers: bearer(TOKEN_A) })).status).toBe(404);
+  });
+});
+
 describe("where the tokens come from", () => {
   test("systemd's credential wins over auth.token_file when both exist", async () => {
     using tree = makeHostTree();
@@ -250,7 +297,7 @@ describe("when the worker may run without a token", () => {
     using tree = makeHostTree();
     const path = writeTokens(tree.root, [TOKEN_A]);
     let t = 0;
-    const tokens = reloadingTokens({ kind: "token-file", path }, [TOKEN_A], createLogger("json", () => {}), () => t);
+    const tokens = reloadingTokens({ kind: "token-file", path }, [TOKEN_A], createLogger("json", () => {}), undefined, () => t);
     writeTokens(tree.root, [TOKEN_B]);
     t = TOKEN_CHECK_MS - 1;
     // Contrast: within the interval the old token still passes, the file unread.
