@@ -204,3 +204,42 @@ export interface DatasetReport {
   /** What the request overrode: a kohya folder name naming another trigger or class (absent before). */
   warnings?: string[];
 }
+
+// Whether the LoRA shows the person (SPEC §8): the verdict at the run's end, read from the points at which its
+// previews were scored. A verdict is information: it never changes the job's status.
+export const LikenessVerdict = z.enum(["learned", "undertrained", "overfit", "not_scored"]);
+export type LikenessVerdict = z.infer<typeof LikenessVerdict>;
+
+// Why a run has no verdict, a closed list.
+export const NotScoredReason = z.enum([
+  "no_identity", "no_previews", "no_face_in_previews", "scorer_missing", "scorer_failed",
+]);
+export type NotScoredReason = z.infer<typeof NotScoredReason>;
+
+/** What the faces of one subject's previews at a point came to (trigger or class alone). */
+export interface LikenessSeries {
+  /** The mean over its images with a face of each image's closest face to the identity; null: no face at all. */
+  distance: number | null;
+  /** Faces found in its images, all told. */
+  faces: number;
+  /** The preview images scored, by their sample names. */
+  files: string[];
+}
+
+/** A preview point, scored against the dataset's identity. */
+export interface LikenessPoint {
+  step: number;
+  trigger: LikenessSeries;
+  class: LikenessSeries;
+}
+
+/** The run's likeness report: `verdict` is null while it runs. */
+export interface Likeness {
+  /** The distance at or under which a face is the person's (dlib's 0.6). */
+  threshold: number;
+  points: LikenessPoint[];
+  verdict: LikenessVerdict | null;
+  reason: NotScoredReason | null;
+  /** The point with the closest trigger likeness whose class previews do not match; null when none. */
+  best_step: number | null;
+}
