@@ -108,6 +108,7 @@ export function jobView(recorded: Job, live: LiveProgress | null) {
       prompt: samplePrompt(request, sample.index),
       url: `/train/${row.id}/samples/${encodeURIComponent(sample.name)}`,
     })),
+    ...optional({ likeness: row.likeness }),
     forced_kill: row.forced_kill,
     ...(ended === null ? {} : { recorded: false }),
     request,

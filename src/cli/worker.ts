@@ -23,6 +23,8 @@ export interface WorkerDeps extends Omit<AppDeps, Built> {
   environment: BackendEnvironment;
   now?: () => Date;
   memoryEvents?: SupervisorDeps["memoryEvents"];
+  /** The scorer of the runs' previews (#47); absent, every run's likeness is `not_scored: scorer_missing`. */
+  likeness?: SupervisorDeps["likeness"];
   /** The GPU probe, when not the config's `nvidia-smi` at its timeout and cache. */
   gpu?: GpuProbe;
 }
@@ -46,7 +48,8 @@ export function createWorker(deps: WorkerDeps) {
   const backend = backends.chosen;
   const stateHealth = createStateHealth(store, config.state_dir, now);
   const memoryEvents = deps.memoryEvents ?? null;
-  const supervisor = createSupervisor({ store, config, backends, dirs, now, log, memoryEvents });
+  const { likeness } = deps;
+  const supervisor = createSupervisor({ store, config, backends, dirs, now, log, memoryEvents, likeness });
   const markedJobs = () => markedProcesses().keys();
   const { trainer } = deps;
   const dispatcher = createDispatcher({

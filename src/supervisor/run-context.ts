@@ -9,6 +9,10 @@ import { isStrictlyInside } from "../request/contained-path.ts";
 import type { Backend, PlacementRequest } from "./placement.ts";
 import { recordReport } from "./run-report.ts";
 import { TIERS } from "../tiers.ts";
+import { likenessPlan, type LikenessPlan, type LikenessScoring } from "./likeness.ts";
+
+// dlib's threshold for one person, as face_recognition's compare_faces uses it.
+const NO_SCORER: LikenessScoring = { embedder: null, threshold: 0.6 };
 
 /** What a run is told: where its files are, its limits, what it inherits and already has, its own record. */
 export interface RunContext {
@@ -45,6 +49,8 @@ export interface RunContext {
   memoryEvents: string | null;
   /** Called after every change a watcher could see: progress, status, the end. */
   changed: () => void;
+  /** How its previews are scored for likeness. */
+  likeness: LikenessPlan;
   /** Whether an event stream follows the job now: its output is then read more often. */
   watched: () => boolean;
 }
@@ -58,6 +64,8 @@ export interface RunDeps {
   log: Logger;
   /** Where the kernel counts OOM kills of the trainer's cgroup (cgroup v2 or v1's memory controller), if anywhere. */
   memoryEvents?: string | null;
+  /** The scorer of the runs' previews; absent: none (`not_scored: scorer_missing`). */
+  likeness?: LikenessScoring;
 }
 
 /** What a run is told, from its record: where its files are, its limits, what it inherits and already has. */
@@ -91,6 +99,7 @@ export function runContext(
     pauseRequested: row.pause_requested_at !== null,
     samples: (request.samples ?? 0) > 0 ? { known: row.samples, sinceMs: Date.parse(row.created_at) } : null,
     memoryEvents: deps.memoryEvents ?? null,
+    likeness: likenessPlan(deps.likeness ?? NO_SCORER, row, dir.dataset),
     ...hooks,
   };
 }

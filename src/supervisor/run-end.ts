@@ -36,6 +36,7 @@ export async function endRun(run: FollowedRun, ended: ExitWatch): Promise<void> 
   const outcome = decided.status === "succeeded" ? await publish(run, decided) : decided;
   const point = await closeResumePoint(run, outcome.status === "succeeded");
   await recordSamples(run);
+  await run.likeness.end();
   await recordEnd(run, outcome, point);
   if ("spawn_error" in ended) removeCopy(run);
   ctx.changed();

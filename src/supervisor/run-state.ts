@@ -1,7 +1,8 @@
-import type { Checkpoint, Sample, StopReason } from "../job.ts";
+import type { Checkpoint, Likeness, Sample, StopReason } from "../job.ts";
 import { createTracker } from "../progress/tracker.ts";
 import { rm } from "node:fs/promises";
 import { runOutput, type followStates, type RunOutput } from "./checkpoints.ts";
+import { followLikeness } from "./likeness.ts";
 import { findSamples } from "./samples.ts";
 import type { followLog } from "./job-log.ts";
 import { readOomKills } from "../os/proc.ts";
@@ -26,6 +27,8 @@ export interface RunState {
   inherited: RunContext["inherited"];
   pausing: boolean;
   samples: Sample[];
+  /** Scores each preview point as its samples come onto the record. */
+  readonly likeness: ReturnType<typeof followLikeness>;
   statusRecorded: boolean;
   unrecorded: Unrecorded | null;
   /** The stop under way, if any: the end waits it out. */
@@ -46,10 +49,16 @@ export type FollowedRun = RunState & Followers;
 
 /** A run's state as it starts, from what it is told. */
 export function openRun(ctx: RunContext, placement: Placement): RunState {
+  const guard = createWriteGuard(ctx.log, ctx.id);
+  const saveLikeness = (likeness: Likeness) => {
+    guard("likeness", () => ctx.record.saveLikeness(likeness));
+    ctx.changed();
+  };
+  const known = ctx.record.read()?.likeness ?? null;
   return {
     ctx,
     placement,
-    guard: createWriteGuard(ctx.log, ctx.id),
+    guard,
     tracker: createTracker({
       expectedTotal: ctx.expectedTotal,
       resumedAt: ctx.resumedAt,
@@ -62,6 +71,7 @@ export function openRun(ctx: RunContext, placement: Placement): RunState {
     inherited: ctx.inherited,
     pausing: ctx.pauseRequested,
     samples: ctx.samples?.known ?? [],
+    likeness: followLikeness({ plan: ctx.likeness, known, save: saveLikeness, log: ctx.log, jobId: ctx.id }),
     statusRecorded: false,
     unrecorded: null,
     stopping: Promise.resolve(),
@@ -100,6 +110,7 @@ export async function recordSamples(run: RunState): Promise<void> {
     if (found.length === run.samples.length) return;
     run.samples = found;
     run.guard("samples", () => ctx.record.saveSamples(found));
+    run.likeness.seen(found);
   } catch (err) {
     ctx.log.error("could not list the run's samples", { job_id: ctx.id, error: (err as Error).message });
   }
