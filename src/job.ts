@@ -242,4 +242,6 @@ export interface Likeness {
   reason: NotScoredReason | null;
   /** The point with the closest trigger likeness whose class previews do not match; null when none. */
   best_step: number | null;
+  /** The sha256 of the LoRA kept at best_step (a checkpoint of the record); null while it runs, or none kept. */
+  best_sha256: string | null;
 }

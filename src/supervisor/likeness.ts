@@ -1,4 +1,4 @@
-import type { Likeness, NotScoredReason, Sample } from "../job.ts";
+import type { Checkpoint, Likeness, NotScoredReason, Sample } from "../job.ts";
 import type { Logger } from "../logger.ts";
 import type { Result } from "../result.ts";
 import { readdir } from "node:fs/promises";
@@ -53,7 +53,8 @@ export function followLikeness(deps: LikenessDeps) {
   const queued = new Set(points.map((p) => p.step));
   let failure: NotScoredReason | null = null;
   let queue = Promise.resolve();
-  const report = (): Likeness => ({ threshold: plan.threshold, points, verdict: null, reason: null, best_step: null });
+  const report = (): Likeness =>
+    ({ threshold: plan.threshold, points, verdict: null, reason: null, best_step: null, best_sha256: null });
   const score = async (step: number, samples: Sample[]) => {
     if (!("embedder" in plan) || failure !== null) return;
     const identity = await plan.identity();
@@ -86,12 +87,13 @@ export function followLikeness(deps: LikenessDeps) {
         });
       }
     },
-    /** The report once the last point is scored, with its verdict. */
-    async end(): Promise<Likeness> {
+    /** The report once the last point is scored, with its verdict and the best step's kept LoRA. */
+    async end(kept: readonly Checkpoint[]): Promise<Likeness> {
       await queue;
       const reason = "reason" in plan ? plan.reason : failure;
       const judged = reason === null ? judgeLikeness(points, plan.threshold) : notScored(reason);
-      const final = { ...report(), ...judged };
+      const best = kept.find((k) => k.step === judged.best_step)?.sha256 ?? null;
+      const final = { ...report(), ...judged, best_sha256: best };
       deps.save(final);
       return final;
     },

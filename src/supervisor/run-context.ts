@@ -9,6 +9,7 @@ import { isStrictlyInside } from "../request/contained-path.ts";
 import type { Backend, PlacementRequest } from "./placement.ts";
 import { recordReport } from "./run-report.ts";
 import { TIERS } from "../tiers.ts";
+import { sampleEvery } from "../recipe/samples.ts";
 import { likenessPlan, type LikenessPlan, type LikenessScoring } from "./likeness.ts";
 
 // dlib's threshold for one person, as face_recognition's compare_faces uses it.
@@ -51,6 +52,8 @@ export interface RunContext {
   changed: () => void;
   /** How its previews are scored for likeness. */
   likeness: LikenessPlan;
+  /** The steps its previews are drawn at (none without previews): their LoRAs are kept. */
+  previewSteps: number[];
   /** Whether an event stream follows the job now: its output is then read more often. */
   watched: () => boolean;
 }
@@ -100,8 +103,17 @@ export function runContext(
     samples: (request.samples ?? 0) > 0 ? { known: row.samples, sinceMs: Date.parse(row.created_at) } : null,
     memoryEvents: deps.memoryEvents ?? null,
     likeness: likenessPlan(deps.likeness ?? NO_SCORER, row, dir.dataset),
+    previewSteps: previewSteps(request),
     ...hooks,
   };
+}
+
+// Every multiple of the preview cadence up to the tier's last step (recipe/samples.ts).
+function previewSteps(request: Job["request"]): number[] {
+  if ((request.samples ?? 0) === 0) return [];
+  const { maxTrainSteps } = TIERS[request.tier];
+  const every = sampleEvery(maxTrainSteps);
+  return Array.from({ length: maxTrainSteps / every }, (_, i) => (i + 1) * every);
 }
 
 /** What the run's backend is told: the fields it reads, and a report the run's record takes. */

@@ -3,6 +3,7 @@ import { createTracker } from "../progress/tracker.ts";
 import { rm } from "node:fs/promises";
 import { runOutput, type followStates, type RunOutput } from "./checkpoints.ts";
 import { followLikeness } from "./likeness.ts";
+import { isKept } from "./kept-loras.ts";
 import { findSamples } from "./samples.ts";
 import type { followLog } from "./job-log.ts";
 import { readOomKills } from "../os/proc.ts";
@@ -23,6 +24,8 @@ export interface RunState {
   readonly out: RunOutput;
   readonly oomKillsAtStart: number | null;
   checkpoints: Checkpoint[];
+  /** The LoRAs of the preview points, kept past sd-scripts' removal (kept-loras.ts). */
+  kept: Checkpoint[];
   /** A resumed run offers its predecessor's state until it has verified one of its own; then that state goes. */
   inherited: RunContext["inherited"];
   pausing: boolean;
@@ -55,6 +58,7 @@ export function openRun(ctx: RunContext, placement: Placement): RunState {
     ctx.changed();
   };
   const known = ctx.record.read()?.likeness ?? null;
+  const state = { out: runOutput(ctx.runFile) };
   return {
     ctx,
     placement,
@@ -65,9 +69,10 @@ export function openRun(ctx: RunContext, placement: Placement): RunState {
       nanUpdates: ctx.nanUpdates,
       persistEveryMs: PERSIST_INTERVAL_MS,
     }),
-    out: runOutput(ctx.runFile),
+    out: state.out,
     oomKillsAtStart: readOomKills(ctx.memoryEvents),
     checkpoints: ctx.checkpoints,
+    kept: ctx.checkpoints.filter((c) => isKept(state.out, c)),
     inherited: ctx.inherited,
     pausing: ctx.pauseRequested,
     samples: ctx.samples?.known ?? [],

@@ -32,6 +32,27 @@ async function likenessOf(simulate: Record<string, unknown>, request: Record<str
   return final.likeness;
 }
 
+// Reads a text/event-stream to its end (the server closes it after "end"): each event's name and data.
+async function readEvents(res: Response): Promise<Array<{ event: string; data: any }>> {
+  const blocks = (await res.text()).split("\n\n").filter((block) => block.includes("data:"));
+  const field = (block: string, name: string) =>
+    block.split("\n").find((l) => l.startsWith(`${name}:`))?.slice(name.length + 1).trim() ?? "";
+  return blocks.map((block) => ({ event: field(block, "event"), data: JSON.parse(field(block, "data")) }));
+}
+
+// A run that learns at step 300, followed on its event stream (so its output is read every 100 ms, and each state
+// announced in time to keep its LoRA): the app, the events and the final record.
+async function learnedRun(check: (a: ReturnType<typeof inProcessApp>, events: any[], final: any) => Promise<void>) {
+  using tree = makeHostTree();
+  obamaDataset(tree);
+  const simulate = { seconds_per_step: 0.01, preview_subject: SUBJECT, preview_other: OTHER, preview_learned_at: 300 };
+  await using a = inProcessApp(tree, simulateModeConfig(tree, simulate), SIMULATOR, { likeness: SCORING });
+  const init = { method: "POST", headers: { "content-type": "application/json" } };
+  const { body } = await a.json("/train", { ...init, body: JSON.stringify(tree.validRequest({ samples: 1 })) });
+  const events = await readEvents(await a.app.request(`/train/${body.worker_job_id}/events`));
+  await check(a, events, (await a.json(`/train/${body.worker_job_id}`)).body);
+}
+
 // Per point: whether the trigger's and the class's previews match the person.
 const matches = (likeness: any) =>
   likeness.points.map((p: any) => [p.step, p.trigger.distance <= 0.6, p.class.distance !== null && p.class.distance <= 0.6]);
@@ -66,6 +87,38 @@ describe("the likeness of a simulated run, scored by the real face model", () =>
     expect(likeness.points.map((p: any) => [p.step, p.trigger.faces, p.class.faces])).toEqual([
       [100, 0, 0], [200, 0, 0], [300, 0, 0], [400, 0, 0],
     ]);
+  }, TIMEOUT_MS);
+
+  test("the best step's LoRA is kept past the run with the other preview points', and its bytes hash to best_sha256", async () => {
+    await learnedRun(async (a, _events, final) => {
+      expect(final.likeness).toMatchObject({ verdict: "learned", best_step: 300 });
+      expect(final.checkpoints.map((c: any) => c.step)).toEqual([100, 200, 300, 400]);
+      const best = final.checkpoints.find((c: any) => c.step === 300);
+      expect(final.likeness.best_url).toBe(best.url);
+      const res = await a.app.request(final.likeness.best_url);
+      expect(res.status).toBe(200);
+      const bytes = new Uint8Array(await res.arrayBuffer());
+      const sha256 = new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
+      expect([sha256, res.headers.get("x-lora-sha256")]).toEqual([final.likeness.best_sha256, final.likeness.best_sha256]);
+      // Contrast: a LoRA saved between the preview points (every 25 steps) was not kept.
+      const between = await a.app.request(`/train/${final.worker_job_id}/checkpoints/275`);
+      expect(between.status).toBe(404);
+      const argv: string[] = (await Bun.file(join(a.store.get(final.worker_job_id)!.log_path, "..", "launch.json")).json()).argv;
+      expect(argv.filter((f) => /^--(save|sample)_every_n_steps=/.test(f))).toEqual(["--save_every_n_steps=25", "--sample_every_n_steps=100"]);
+    });
+  }, TIMEOUT_MS);
+
+  test("the event stream sends each point as it is scored, then the verdict with the end", async () => {
+    await learnedRun(async (_a, events) => {
+      const counts = events.map((e) => e.data.likeness?.points.length ?? 0);
+      expect(counts).toEqual(counts.toSorted((x: number, y: number) => x - y));
+      expect([1, 2, 3].every((n) => counts.includes(n))).toBe(true);
+      const verdicts = events.filter((e) => e.data.likeness?.verdict != null).map((e) => e.event);
+      // Contrast: no event before the end carries a verdict.
+      expect(verdicts.at(0)).not.toBe(undefined);
+      expect(events.findIndex((e) => e.data.likeness?.verdict != null)).toBeGreaterThanOrEqual(events.length - 2);
+      expect(events.at(-1)).toMatchObject({ event: "end", data: { likeness: { verdict: "learned", best_step: 300 } } });
+    });
   }, TIMEOUT_MS);
 
   test("contrast: without previews, or without a scorer, nothing is scored and the record says why", async () => {
