@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { AuthMode } from "../auth/setup.ts";
 import { GpuAdmission, TrainerBackend, TrainerMode } from "../config/schema.ts";
-import { ErrorCode, FILE_NOTES_LISTED, JobStatus, Phase } from "../job.ts";
+import { ErrorCode, FILE_NOTES_LISTED, JobStatus, LikenessVerdict, NotScoredReason, Phase } from "../job.ts";
 import { SAMPLE_TEMPLATES, sampleOf, samplePrompt } from "../recipe/samples.ts";
 import { reasonsOf } from "../dispatch/refusal.ts";
 import { DetailItem, JobRequest, MAX_SAMPLES } from "../request/schema.ts";
@@ -127,6 +127,29 @@ export const SampleView = z.strictObject({
   url: z.string().describe("GET /train/{id}/samples/{name}, relative to the worker"),
 });
 
+const LikenessSeriesView = z.strictObject({
+  distance: z.number().min(0).nullable().describe("the mean over its images with a face of each image's face " +
+    "closest to the dataset's identity (128-D Euclidean); null: no face in any of them"),
+  faces: z.int().min(0).describe("faces found in its images"),
+  files: z.array(z.string()).describe("the samples scored, by name"),
+});
+
+/** The likeness report (SPEC §8): the preview points scored against the dataset's identity, and the verdict. */
+export const LikenessView = z.strictObject({
+  threshold: z.number().positive().describe("at or under it a face is the person's (dlib's 0.6)"),
+  points: z.array(z.strictObject({
+    step: z.int().min(1),
+    trigger: LikenessSeriesView.describe("the previews of `<trigger> <subject_class>`: the likeness"),
+    class: LikenessSeriesView.describe("the previews of the class alone: a match is class bleed"),
+  })).describe("in step order, each as it was scored"),
+  verdict: LikenessVerdict.nullable().describe("null while the run goes on; never changes the job's status"),
+  reason: NotScoredReason.nullable().describe("why a `not_scored` verdict"),
+  best_step: z.int().min(1).nullable()
+    .describe("the point with the closest trigger likeness whose class previews do not match"),
+  best_sha256: z.string().regex(/^[0-9a-f]{64}$/).nullable().describe("the LoRA kept at best_step"),
+  best_url: z.string().nullable().describe("GET /train/{id}/checkpoints/{best_step}, relative to the worker"),
+});
+
 export const JobView = z.strictObject({
   worker_job_id: z.uuid(),
   status: JobStatus,
@@ -205,6 +228,7 @@ export const JobView = z.strictObject({
   samples: z
     .array(SampleView)
     .describe("the preview images drawn so far, by step then index; a resumed job's start with its predecessor's"),
+  likeness: LikenessView.optional().describe("whether the LoRA shows the person (absent before it was kept)"),
   forced_kill: z.boolean(),
   recorded: z
     .literal(false)
