@@ -47,6 +47,7 @@ export function createJobViews(store: JobStore, supervisor: Supervisor) {
         active: store.activeJobs().map((job) => ({ job, live: live(job.id) })),
         byStatus: store.countByStatus(),
         failuresByCode: store.countFailuresByCode(),
+        verdicts: store.countVerdicts(),
         saved: store.countSaved(),
       }));
     },

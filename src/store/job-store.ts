@@ -128,6 +128,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     ...reads,
     countByStatus: tallies.byStatus,
     countFailuresByCode: tallies.failuresByCode,
+    countVerdicts: tallies.verdicts,
     /** Null while writes succeed; otherwise the first failure since the last write that worked. */
     writeFailure(): WriteFailure | null {
       return failure;
@@ -153,7 +154,11 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         dataset?.files ?? null, dataset?.bytes ?? null, dataset?.sha256 ?? null, reportJson(dataset), id,
       ]),
     saveSamples: (id: string, samples: Sample[]) => update(SQL.saveSamples, [JSON.stringify(samples), id]),
-    saveLikeness: (id: string, likeness: Likeness) => update(SQL.saveLikeness, [JSON.stringify(likeness), id]),
+    saveLikeness(id: string, likeness: Likeness): boolean {
+      const moved = update(SQL.saveLikeness, [JSON.stringify(likeness), id]);
+      if (moved && likeness.verdict !== null) tallies.judged(likeness.verdict);
+      return moved;
+    },
     requestPause: (id: string, now: string) => update(SQL.requestPause, [now, id]),
     // One commit for a whole batch: a backlog of thousands is not thousands of fsyncs. Returns the jobs marked:
     // their directories may go now.

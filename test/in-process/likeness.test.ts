@@ -100,6 +100,10 @@ describe("the likeness of a simulated run, scored by the real face model", () =>
       const bytes = new Uint8Array(await res.arrayBuffer());
       const sha256 = new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
       expect([sha256, res.headers.get("x-lora-sha256")]).toEqual([final.likeness.best_sha256, final.likeness.best_sha256]);
+      // Prometheus counts the verdict; contrast: the verdicts no run reached are 0.
+      const metrics = await (await a.app.request("/metrics")).text();
+      expect(metrics).toContain('lora_worker_likeness_verdicts_total{verdict="learned"} 1\n');
+      expect(metrics).toContain('lora_worker_likeness_verdicts_total{verdict="overfit"} 0\n');
       // Contrast: a LoRA saved between the preview points (every 25 steps) was not kept.
       const between = await a.app.request(`/train/${final.worker_job_id}/checkpoints/275`);
       expect(between.status).toBe(404);
