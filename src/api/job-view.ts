@@ -5,7 +5,7 @@ import type { Job, JobStore } from "../store/job-store.ts";
 import { sampleOf, samplePrompt, saveEvery } from "../recipe/samples.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { TIERS } from "../tiers.ts";
-import { NEXT_STEPS } from "./next-steps.ts";
+import { LIKENESS_STEPS, NEXT_STEPS } from "./next-steps.ts";
 
 /** A job on record with its run's live progress over it (null when no run of it is live). */
 export interface FreshJob {
@@ -145,11 +145,11 @@ function resumeView(row: Job) {
   };
 }
 
-// The report as recorded, with where its best LoRA is fetched.
+// The report as recorded, with where its best LoRA is fetched and what to do with its verdict.
 function likenessView({ id, likeness }: Job) {
   if (likeness === null) return null;
   const url = likeness.best_sha256 === null ? null : `/train/${id}/checkpoints/${likeness.best_step}`;
-  return { ...likeness, best_url: url };
+  return { ...likeness, best_url: url, next_step: likeness.verdict === null ? null : LIKENESS_STEPS[likeness.verdict] };
 }
 
 function optional<T extends Record<string, unknown>>(fields: T): Partial<T> {

@@ -148,6 +148,7 @@ export const LikenessView = z.strictObject({
     .describe("the point with the closest trigger likeness whose class previews do not match"),
   best_sha256: z.string().regex(/^[0-9a-f]{64}$/).nullable().describe("the LoRA kept at best_step"),
   best_url: z.string().nullable().describe("GET /train/{id}/checkpoints/{best_step}, relative to the worker"),
+  next_step: z.string().nullable().describe("docs/troubleshooting.md's \"what to do\" for the verdict, word for word"),
 });
 
 export const JobView = z.strictObject({

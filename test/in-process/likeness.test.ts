@@ -78,6 +78,7 @@ describe("the likeness of a simulated run, scored by the real face model", () =>
     const simulate = { preview_subject: SUBJECT, preview_other: OTHER, preview_learned_at: 100, preview_bleed_at: 400 };
     const likeness = await likenessOf(simulate);
     expect(likeness).toMatchObject({ verdict: "overfit", best_step: 100 });
+    expect(likeness.next_step).toStartWith("take the LoRA of `best_step` (`best_url`)");
     expect(matches(likeness).at(-1)).toEqual([400, true, true]);
   }, TIMEOUT_MS);
 
