@@ -145,7 +145,7 @@ export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
     },
     {
       name: "lora_worker_likeness_verdicts_total",
-      help: "Ended runs by likeness verdict: whether the LoRA shows the person (SPEC 8; records are kept, so it only grows).",
+      help: "Ended runs by likeness verdict, whether the LoRA shows the person (records are kept, so this only grows).",
       kind: "counter",
       samples: LikenessVerdict.options.map((verdict) => ({ labels: { verdict }, value: verdicts[verdict] ?? 0 })),
     },

@@ -27,5 +27,6 @@ export async function previewPng(
   if (photo === null) return oneColour();
   const bytes = await Bun.file(photo).bytes().catch(() => null);
   if (bytes === null) return `FileNotFoundError: [Errno 2] No such file or directory: '${photo}'`;
-  return new Bun.Image(bytes).png().bytes().catch(() => `PIL.UnidentifiedImageError: cannot identify image file '${photo}'`);
+  const unreadable = `PIL.UnidentifiedImageError: cannot identify image file '${photo}'`;
+  return new Bun.Image(bytes).png().bytes().catch(() => unreadable);
 }

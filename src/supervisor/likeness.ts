@@ -58,10 +58,11 @@ export function followLikeness(deps: LikenessDeps) {
   const score = async (step: number, samples: Sample[]) => {
     if (!("embedder" in plan) || failure !== null) return;
     const identity = await plan.identity();
-    if (!identity.ok || identity.value === null) {
-      failure = identity.ok ? "no_identity" : "scorer_failed";
-      return identity.ok ? undefined : log.warn("could not score the dataset", { job_id: jobId, error: identity.error });
+    if (!identity.ok) {
+      failure = "scorer_failed";
+      return log.warn("could not score the dataset", { job_id: jobId, error: identity.error });
     }
+    if (identity.value === null) return void (failure = "no_identity");
     const embedded = await plan.embedder.embed(samples.map((s) => s.path));
     if (!embedded.ok) {
       failure = "scorer_failed";

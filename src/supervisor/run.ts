@@ -112,7 +112,8 @@ async function keepPoint(run: RunState, step: number): Promise<void> {
     const kept = await keepLora(run.out, step);
     if (kept !== null) run.kept = withKept(run.kept, [kept]);
   } catch (err) {
-    run.ctx.log.error("could not keep a preview point's LoRA", { job_id: run.ctx.id, step, error: (err as Error).message });
+    const error = (err as Error).message;
+    run.ctx.log.error("could not keep a preview point's LoRA", { job_id: run.ctx.id, step, error });
   }
 }
 
