@@ -21,6 +21,7 @@ const SCRIPTS = [
   "retention.ts",
   "healthz-under-flood.ts",
   "hostile-dataset.ts",
+  "likeness-point.ts",
 ];
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");
