@@ -35,7 +35,7 @@ export function likenessPlan(scoring: LikenessScoring, row: Job, datasetDir: str
 
 interface LikenessDeps {
   plan: LikenessPlan;
-  /** What the record holds already (an adopted run's points). */
+  // What the record holds already (an adopted run's points).
   known: Likeness | null;
   save: (likeness: Likeness) => void;
   log: Logger;
