@@ -192,7 +192,8 @@ export async function closingResumePoint(
   if (succeeded) {
     await removeStates(out, null);
     await removeIntermediates(out);
-    const gone = "the states and intermediate LoRAs were removed once the final LoRA was verified";
+    const gone = "the states and intermediate LoRAs (but the preview points' kept ones) were removed once the " +
+      "final LoRA was verified";
     return { step: null, state: null, digest: null, checkpoints: [], gone };
   }
   const usable = totalSteps === null ? null : await newestUsableState(out, totalSteps);
