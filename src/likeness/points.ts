@@ -1,10 +1,16 @@
 import type { LikenessPoint, LikenessSeries } from "../job.ts";
 import type { Result } from "../result.ts";
 
+/** Why the scorer gave no answer: not installed in its Python (the fix is a pip install), or it failed. */
+export interface ScorerFault {
+  reason: "scorer_missing" | "scorer_failed";
+  detail: string;
+}
+
 /** The scorer as a preview point needs it: per image path, in order, the 128-D embedding of each face found in it
  * (none for an image without a face); or why the scorer could not answer. */
 export interface FaceEmbedder {
-  embed(paths: readonly string[]): Promise<Result<number[][][], string>>;
+  embed(paths: readonly string[]): Promise<Result<number[][][], ScorerFault>>;
 }
 
 /** A preview image of a point, with whom its prompt called up and the faces found in it. */
@@ -13,6 +19,10 @@ export interface ScoredImage {
   subject: "trigger" | "class";
   faces: number[][];
 }
+
+/** The distance at or under which two faces are one person's: dlib's, as face_recognition's compare_faces uses it
+ * (dlib's model card: 99.38 % on Labeled Faces in the Wild at 0.6). */
+export const SAME_PERSON = 0.6;
 
 // face_recognition's face_distance: the Euclidean distance between two embeddings.
 export function faceDistance(a: readonly number[], b: readonly number[]): number {

@@ -6,13 +6,13 @@ import { join } from "node:path";
 import { identityOf } from "../likeness/identity.ts";
 import { isImage } from "../request/dataset.ts";
 import type { Job } from "../store/job-store.ts";
-import { pointOf, type FaceEmbedder, type ScoredImage } from "../likeness/points.ts";
+import { pointOf, type FaceEmbedder, type ScoredImage, type ScorerFault } from "../likeness/points.ts";
 import { judgeLikeness, notScored } from "../likeness/verdict.ts";
 import { sampleOf } from "../recipe/samples.ts";
 
 /** How a run's previews are scored: against the dataset's identity through the scorer, or not at all, and why. */
 export type LikenessPlan =
-  | { embedder: FaceEmbedder; identity: () => Promise<Result<number[] | null>>; threshold: number }
+  | { embedder: FaceEmbedder; identity: () => Promise<Result<number[] | null, ScorerFault>>; threshold: number }
   | { reason: NotScoredReason; threshold: number };
 
 /** The scorer the worker's runs score their previews with (chosen once), or none: `not_scored: scorer_missing`. */
@@ -27,7 +27,7 @@ export function likenessPlan(scoring: LikenessScoring, row: Job, datasetDir: str
   const { embedder, threshold } = scoring;
   if ((row.request.samples ?? 0) === 0) return { reason: "no_previews", threshold };
   if (embedder === null) return { reason: "scorer_missing", threshold };
-  let identity: Promise<Result<number[] | null>> | null = null;
+  let identity: Promise<Result<number[] | null, ScorerFault>> | null = null;
   const photos = async () =>
     (await readdir(datasetDir, { recursive: true })).filter(isImage).sort().map((name) => join(datasetDir, name));
   return { embedder, threshold, identity: () => (identity ??= photos().then((all) => identityOf(embedder, all))) };
@@ -59,14 +59,14 @@ export function followLikeness(deps: LikenessDeps) {
     if (!("embedder" in plan) || failure !== null) return;
     const identity = await plan.identity();
     if (!identity.ok) {
-      failure = "scorer_failed";
-      return log.warn("could not score the dataset", { job_id: jobId, error: identity.error });
+      failure = identity.error.reason;
+      return log.warn("could not score the dataset", { job_id: jobId, error: identity.error.detail });
     }
     if (identity.value === null) return void (failure = "no_identity");
     const embedded = await plan.embedder.embed(samples.map((s) => s.path));
     if (!embedded.ok) {
-      failure = "scorer_failed";
-      return log.warn("could not score a preview point", { job_id: jobId, step, error: embedded.error });
+      failure = embedded.error.reason;
+      return log.warn("could not score a preview point", { job_id: jobId, step, error: embedded.error.detail });
     }
     const images = samples.flatMap((sample, at): ScoredImage[] => {
       const subject = sampleOf(sample.index)?.subject;

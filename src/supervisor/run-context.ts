@@ -10,10 +10,10 @@ import type { Backend, PlacementRequest } from "./placement.ts";
 import { recordReport } from "./run-report.ts";
 import { TIERS } from "../tiers.ts";
 import { sampleEvery } from "../recipe/samples.ts";
+import { SAME_PERSON } from "../likeness/points.ts";
 import { likenessPlan, type LikenessPlan, type LikenessScoring } from "./likeness.ts";
 
-// dlib's threshold for one person, as face_recognition's compare_faces uses it.
-const NO_SCORER: LikenessScoring = { embedder: null, threshold: 0.6 };
+const NO_SCORER: LikenessScoring = { embedder: null, threshold: SAME_PERSON };
 
 /** What a run is told: where its files are, its limits, what it inherits and already has, its own record. */
 export interface RunContext {
