@@ -54,33 +54,56 @@ export function createScorer(settings: ScorerSettings) {
   return { score, embedder, python: settings.python };
 }
 
-async function scoreNow(settings: ScorerSettings, paths: readonly string[]): Promise<Result<ScoredPhoto[], ScorerFault>> {
+/** How the scorer is run on `paths`: its argv, environment and deadline. */
+export function scorerLaunch(settings: ScorerSettings, paths: readonly string[]) {
   const { python, loadSeconds, secondsPerImage, memoryMib } = settings;
-  const timeoutMs = (loadSeconds + secondsPerImage * paths.length) * 1000;
-  const argv = [python, "-c", SCORER_PROGRAM, String(memoryMib * 1024 * 1024), ...paths];
-  let proc;
+  return {
+    argv: [python, "-c", SCORER_PROGRAM, String(memoryMib * 1024 * 1024), ...paths],
+    // Never a GPU: the scorer must not take memory or time from a training step.
+    env: { CUDA_VISIBLE_DEVICES: "", PATH: "/usr/bin:/bin", PYTHONDONTWRITEBYTECODE: "1" },
+    timeoutMs: (loadSeconds + secondsPerImage * paths.length) * 1000,
+  };
+}
+
+/** How a scorer's process ended, as the worker or doctor's service account saw it. */
+export interface ScorerEnd {
+  exitCode: number | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+}
+
+/** What a scorer run on `count` images answered, or why it did not. */
+export function readScorer(python: string, end: ScorerEnd, count: number, timeoutMs: number) {
+  let parsed: unknown = null;
   try {
-    proc = Bun.spawn(argv, {
-      stdin: "ignore", stdout: "pipe", stderr: "pipe", timeout: timeoutMs, killSignal: "SIGKILL",
-      // Never a GPU: the scorer must not take memory or time from a training step.
-      env: { CUDA_VISIBLE_DEVICES: "", PATH: "/usr/bin:/bin", PYTHONDONTWRITEBYTECODE: "1" },
-    });
-  } catch (err) {
-    return fail({ reason: "scorer_missing", detail: `${python} cannot be run: ${(err as Error).message}` });
+    parsed = JSON.parse(end.stdout);
+  } catch {}
+  const answer = Answer.safeParse(parsed);
+  if (end.exitCode === EXIT_MISSING && answer.success && "missing" in answer.data) {
+    return fail<ScorerFault>({ reason: "scorer_missing", detail: `${python} lacks the face model: ${answer.data.missing}` });
   }
-  const [out, err, code] = [await proc.stdout.json().catch(() => null), await proc.stderr.text(), await proc.exited];
-  const answer = Answer.safeParse(out);
-  if (code === EXIT_MISSING && answer.success && "missing" in answer.data) {
-    return fail({ reason: "scorer_missing", detail: `${python} lacks the face model: ${answer.data.missing}` });
+  if (end.timedOut) {
+    return fail<ScorerFault>({ reason: "scorer_failed", detail: `the face scorer was killed after ${timeoutMs / 1000} s` });
   }
-  if (proc.signalCode === "SIGKILL") {
-    return fail({ reason: "scorer_failed", detail: `the face scorer was killed after ${timeoutMs / 1000} s` });
-  }
-  if (code !== 0 || !answer.success || !("images" in answer.data) || answer.data.images.length !== paths.length) {
-    const last = err.trim().split("\n").at(-1) ?? "";
-    return fail({ reason: "scorer_failed", detail: `the face scorer exited ${code ?? proc.signalCode}: ${last}` });
+  if (end.exitCode !== 0 || !answer.success || !("images" in answer.data) || answer.data.images.length !== count) {
+    const last = end.stderr.trim().split("\n").at(-1) ?? "";
+    const detail = `the face scorer exited ${end.exitCode ?? "by signal"}: ${last}`;
+    return fail<ScorerFault>({ reason: "scorer_failed", detail });
   }
   return ok(answer.data.images);
+}
+
+async function scoreNow(settings: ScorerSettings, paths: readonly string[]): Promise<Result<ScoredPhoto[], ScorerFault>> {
+  const { argv, env, timeoutMs } = scorerLaunch(settings, paths);
+  let proc;
+  try {
+    proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env, timeout: timeoutMs, killSignal: "SIGKILL" });
+  } catch (err) {
+    return fail({ reason: "scorer_missing", detail: `${settings.python} cannot be run: ${(err as Error).message}` });
+  }
+  const [stdout, stderr, exitCode] = [await proc.stdout.text(), await proc.stderr.text(), await proc.exited];
+  return readScorer(settings.python, { exitCode, stdout, stderr, timedOut: proc.signalCode === "SIGKILL" }, paths.length, timeoutMs);
 }
 
 /** The Python that runs the scorer: `[likeness] python`, else the one beside `trainer.accelerate` (the trainer's

@@ -11,7 +11,7 @@ import { AS_ROOT, STAND_IN } from "../support/install-root.ts";
 import { startWorker } from "../support/worker-process.ts";
 
 const TIMEOUT_MS = 30_000;
-const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "sd-scripts argv", "python packages", "tokenizers", "handoff root", "model root", "base model", "state dir", "trainer tmpdir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
+const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "sd-scripts argv", "python packages", "likeness", "tokenizers", "handoff root", "model root", "base model", "state dir", "trainer tmpdir", "nvidia-smi", "nvidia-uvm", "port", "token file"];
 
 const checkName = (line: string) => /^(?:OK|WARN|FAIL) +([^:]+?)(?: \/\S+)?:/.exec(line)?.[1];
 const failLines = (lines: string[]) => lines.filter((l) => l.startsWith("FAIL"));

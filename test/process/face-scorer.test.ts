@@ -54,13 +54,13 @@ describe("the face scorer", () => {
 
   test("a scorer past its time is killed and answered scorer_failed; calls wait their turn", async () => {
     // A Python that hangs, and says so when it starts while the one before it still lives.
-    const [slow, pid, overlap] = ["slow-python", "pid", "overlap"].map((name) => join(dir, name));
+    const [slow, pid, overlap] = [join(dir, "slow-python"), join(dir, "pid"), join(dir, "overlap")] as const;
     const check = `[ -f ${pid} ] && kill -0 "$(cat ${pid})" 2>/dev/null && echo yes >> ${overlap}`;
     writeFileSync(slow, `#!/bin/sh\n${check}\necho $$ > ${pid}\nexec sleep 30\n`);
     chmodSync(slow, 0o755);
     const scorer = createScorer({ python: slow, loadSeconds: 0.5, secondsPerImage: 0.5, memoryMib: 1024 });
     const calls = [scorer.score([face("obama.jpg")]), scorer.score([face("obama.jpg")])];
-    const fault = { ok: false, error: { reason: "scorer_failed", detail: "the face scorer was killed after 1 s" } };
+    const fault = { ok: false as const, error: { reason: "scorer_failed" as const, detail: "the face scorer was killed after 1 s" } };
     expect(await Promise.all(calls)).toEqual([fault, fault]);
     expect(existsSync(overlap)).toBe(false);
     // The contrast: two scorers of their own run at once, and the second sees the first.
