@@ -203,6 +203,34 @@ export interface DatasetReport {
   files_not_listed?: number;
   /** What the request overrode: a kohya folder name naming another trigger or class (absent before). */
   warnings?: string[];
+  /** Whose faces the photos show (SPEC §8): absent before, and for a request with `identity_check: "off"`. */
+  identity?: DatasetIdentity;
+}
+
+/** A photo the identity check has a word about, named as it lies in arbo's dataset dir. */
+export type IdentityNote =
+  | { file: string; note: "no_face" }
+  | { file: string; note: "several_faces"; faces: number }
+  | { file: string; note: "other_person"; distance: number; threshold: number }
+  | { file: string; note: "unreadable"; error: string };
+
+// Why a dataset has no identity, a closed list: too few photos with one face (a dog, a product, a style), or the
+// face scorer could not say.
+export const IdentityUnscored = z.enum(["too_few_single_faces", "scorer_missing", "scorer_failed"]);
+export type IdentityUnscored = z.infer<typeof IdentityUnscored>;
+
+/** The dataset's identity: the mean embedding of its one-face photos, each judged against the others'. */
+export interface DatasetIdentity {
+  scored: boolean;
+  /** Why not scored; null when scored. */
+  reason: IdentityUnscored | null;
+  /** Photos by the faces found in them. */
+  photos: { one_face: number; no_face: number; several_faces: number };
+  /** The mean of the one-face photos' leave-one-out distances; null when not scored. */
+  spread: number | null;
+  threshold: number;
+  /** Per photo with something to say, in file order. */
+  notes: IdentityNote[];
 }
 
 // Whether the LoRA shows the person (SPEC §8): the verdict at the run's end, read from the points at which its

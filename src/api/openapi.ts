@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { AuthMode } from "../auth/setup.ts";
 import { GpuAdmission, TrainerBackend, TrainerMode } from "../config/schema.ts";
-import { ErrorCode, FILE_NOTES_LISTED, JobStatus, LikenessVerdict, NotScoredReason, Phase } from "../job.ts";
+import { ErrorCode, FILE_NOTES_LISTED, IdentityUnscored, JobStatus, LikenessVerdict, NotScoredReason, Phase } from "../job.ts";
 import { SAMPLE_TEMPLATES, sampleOf, samplePrompt } from "../recipe/samples.ts";
 import { reasonsOf } from "../dispatch/refusal.ts";
 import { DetailItem, JobRequest, MAX_SAMPLES } from "../request/schema.ts";
@@ -42,6 +42,25 @@ export const FileNoteView = z.discriminatedUnion("did", [
   note("small", { scale: z.number().gt(1) }, "an image sd-scripts scales up by `scale` into its bucket"),
   note("duplicate", { same_as: z.string() }, "an image whose bytes are those of `same_as`"),
 ]);
+
+const IdentityNoteView = z.discriminatedUnion("note", [
+  z.strictObject({ file: z.string(), note: z.literal("no_face") }),
+  z.strictObject({ file: z.string(), note: z.literal("several_faces"), faces: z.int().min(2) }),
+  z.strictObject({
+    file: z.string(), note: z.literal("other_person"), distance: z.number(), threshold: z.number(),
+  }).describe("a photo whose face lies farther than `threshold` from the mean face of the other photos"),
+  z.strictObject({ file: z.string(), note: z.literal("unreadable"), error: z.string() }),
+]);
+
+const DatasetIdentityView = z.strictObject({
+  scored: z.boolean(),
+  reason: IdentityUnscored.nullable().describe("why not scored: `too_few_single_faces` (fewer than half the " +
+    "photos show one face: a pet, a product, a style), `scorer_missing`, `scorer_failed`"),
+  photos: z.strictObject({ one_face: z.int().min(0), no_face: z.int().min(0), several_faces: z.int().min(0) }),
+  spread: z.number().nullable().describe("the mean distance of each one-face photo to the mean face of the others"),
+  threshold: z.number().describe("dlib's 0.6: a face at most this far from another is the same person's"),
+  notes: z.array(IdentityNoteView),
+}).describe("whose faces the photos show (docs/likeness.md); absent with `identity_check: \"off\"`");
 
 /** What the worker did to the job's own copy of the dataset before the trainer read it, and what it found. */
 export const DatasetReportView = z
@@ -104,6 +123,7 @@ export const DatasetReportView = z
       .array(z.string())
       .optional()
       .describe("what the request overrode: a kohya folder name naming another trigger or class"),
+    identity: DatasetIdentityView.optional(),
   })
   .describe("images and captions are named as they lie in the request's dataset_dir");
 

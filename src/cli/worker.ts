@@ -56,7 +56,7 @@ export function createWorker(deps: WorkerDeps) {
   const markedJobs = () => markedProcesses().keys();
   const { trainer } = deps;
   const dispatcher = createDispatcher({
-    store, gpu, config, supervisor, backend, dirs, stateHealth, markedJobs, trainer, now, log,
+    store, gpu, config, supervisor, backend, dirs, stateHealth, markedJobs, trainer, now, log, scorer,
   });
   const app = createApp({ ...deps, supervisor, dispatcher, backend, dirs, stateHealth, gpu });
   return { store, gpu, supervisor, dispatcher, app };

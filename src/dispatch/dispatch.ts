@@ -100,7 +100,7 @@ async function dispatchFresh(
   const train = checked.value;
   const admitted = await admit(ctx, train, train.dataset.bytes);
   if (!admitted.ok) return admitted;
-  const origin = await freshOrigin(train, ctx.captionTokensOf);
+  const origin = await freshOrigin(train, ctx.captionTokensOf, ctx.scorer);
   return claim(ctx, train, origin, { key, retry, admissionWarning: admitted.value });
 }
 

@@ -10,5 +10,10 @@ export async function identityOf(embedder: FaceEmbedder, photos: readonly string
   if (!embedded.ok) return embedded;
   const single = embedded.value.flatMap((faces) => (faces.length === 1 ? [faces[0]!] : []));
   if (single.length * 2 < photos.length) return ok(null);
-  return ok(single[0]!.map((_, i) => single.reduce((sum, face) => sum + face[i]!, 0) / single.length));
+  return ok(meanEmbedding(single));
+}
+
+/** The mean of one or more embeddings, coordinate by coordinate. */
+export function meanEmbedding(faces: readonly (readonly number[])[]): number[] {
+  return faces[0]!.map((_, i) => faces.reduce((sum, face) => sum + face[i]!, 0) / faces.length);
 }

@@ -1,0 +1,80 @@
+import { describe, expect, test } from "bun:test";
+import { copyFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { solidPng } from "../../src/png.ts";
+import { FACE_PYTHON, FACES, groupPhoto } from "../support/face-scorer.ts";
+import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
+import { untilEnded } from "../support/jobs.ts";
+import { waitFor } from "../support/wait.ts";
+import { startWorker } from "../support/worker-process.ts";
+
+// The upload check (#47 item 2) through a worker process over HTTP, scored by the real face model in the test
+// venv on the face_recognition 1.3.0 sdist's photos of Barack Obama and Joe Biden.
+const TIMEOUT_MS = 120_000;
+
+function dataset(tree: HostTree, photos: Record<string, string | Uint8Array>): void {
+  for (const name of readdirSync(tree.dataset)) rmSync(join(tree.dataset, name));
+  for (const [name, from] of Object.entries(photos)) {
+    if (typeof from === "string") copyFileSync(join(FACES, from), join(tree.dataset, name));
+    else writeFileSync(join(tree.dataset, name), from);
+  }
+}
+
+const OBAMA = { "a.jpg": "obama.jpg", "b.jpg": "obama2.jpg", "c.jpg": "obama3.jpg", "d.jpg": "obama_partial_face.jpg" };
+
+// The identity of the dataset the worker prepared for a job of the tree's request: once prepared, its run is
+// cancelled (the simulator would train for minutes otherwise).
+async function identityOf(tree: HostTree, likeness = `[likeness]\npython = ${JSON.stringify(FACE_PYTHON)}\n`) {
+  await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.5) + likeness));
+  const posted = await worker.postTrain(tree.validRequest());
+  expect(posted.status).toBe(200);
+  const id = posted.body.worker_job_id as string;
+  const job = async () => (await worker.json(`/train/${id}`)).body;
+  const prepared = await waitFor(async () => (await job()).dataset?.prepared, "the dataset prepared", TIMEOUT_MS - 30_000);
+  await worker.request(`/train/${id}/cancel`, { method: "POST" });
+  await untilEnded(worker, id);
+  return prepared.identity;
+}
+
+describe("the upload check: whose faces a dataset's photos show", () => {
+  test("four photos of one person and one of another: the other is other_person with its distance", async () => {
+    using tree = makeHostTree(0);
+    dataset(tree, { ...OBAMA, "e.jpg": "biden.jpg" });
+    const identity = await identityOf(tree);
+    expect(identity).toMatchObject({ scored: true, reason: null, photos: { one_face: 5, no_face: 0, several_faces: 0 } });
+    expect(identity.notes).toEqual([
+      { file: "e.jpg", note: "other_person", distance: expect.closeTo(0.81, 1), threshold: 0.6 },
+    ]);
+  }, TIMEOUT_MS);
+
+  test("the same four photos alone give no note (the contrast), and their spread lies under the threshold", async () => {
+    using tree = makeHostTree(0);
+    dataset(tree, OBAMA);
+    const identity = await identityOf(tree);
+    expect(identity).toMatchObject({ scored: true, photos: { one_face: 4, no_face: 0, several_faces: 0 }, notes: [] });
+    expect(identity.spread).toBeLessThan(0.6);
+  }, TIMEOUT_MS);
+
+  test("photos with no face are not_scored, and why; a group photo is several_faces", async () => {
+    using tree = makeHostTree(0);
+    const group = groupPhoto("obama.jpg", "biden.jpg", join(tree.root, "group.png"));
+    dataset(tree, { "a.png": solidPng(64, 64, [10, 120, 200]), "b.png": solidPng(64, 64, [200, 20, 20]), "c.jpg": "obama.jpg" });
+    copyFileSync(group, join(tree.dataset, "d.png"));
+    const identity = await identityOf(tree);
+    expect(identity).toEqual({
+      scored: false, reason: "too_few_single_faces", photos: { one_face: 1, no_face: 2, several_faces: 1 },
+      spread: null, threshold: 0.6,
+      notes: [{ file: "a.png", note: "no_face" }, { file: "b.png", note: "no_face" }, { file: "d.png", note: "several_faces", faces: 2 }],
+    });
+  }, TIMEOUT_MS);
+
+  test("a simulated worker without [likeness] python reports the identity not_scored: scorer_missing", async () => {
+    using tree = makeHostTree(0);
+    dataset(tree, OBAMA);
+    const identity = await identityOf(tree, "");
+    expect(identity).toEqual({
+      scored: false, reason: "scorer_missing", photos: { one_face: 0, no_face: 0, several_faces: 0 },
+      spread: null, threshold: 0.6, notes: [],
+    });
+  }, TIMEOUT_MS);
+});
