@@ -7,6 +7,7 @@ import { admit, busyWith } from "./admit.ts";
 import { claim, keyReused, requestHash, retryOf, unlessRetried } from "./claim.ts";
 import { type DispatchContext, dispatchContext, type DispatcherDeps } from "./context.ts";
 import { readCopy } from "./dataset-copy.ts";
+import { identityBeforeClaim } from "./identity-gate.ts";
 import { freshOrigin, resumeOrigin } from "./origin.ts";
 import type { DispatchResult, Refused } from "./refusal.ts";
 
@@ -100,7 +101,9 @@ async function dispatchFresh(
   const train = checked.value;
   const admitted = await admit(ctx, train, train.dataset.bytes);
   if (!admitted.ok) return admitted;
-  const origin = await freshOrigin(train, ctx.captionTokensOf, ctx.scorer);
+  const identity = await identityBeforeClaim(ctx, train);
+  if (!identity.ok) return identity;
+  const origin = await freshOrigin(train, ctx.captionTokensOf, ctx.scorer, identity.value);
   return claim(ctx, train, origin, { key, retry, admissionWarning: admitted.value });
 }
 

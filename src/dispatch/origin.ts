@@ -1,4 +1,4 @@
-import { cancelledOutcome, failedOutcome, type Outcome, type Sample } from "../job.ts";
+import { cancelledOutcome, type DatasetIdentity, failedOutcome, type Outcome, type Sample } from "../job.ts";
 import type { ResumeFrom } from "../recipe/command.ts";
 import { bucketLayout, resumeRepeatsScale, snapshotImageDir } from "../recipe/dataset-toml.ts";
 import { DatasetInvalid, prepareCopy } from "../dataset/prepare.ts";
@@ -40,20 +40,21 @@ export interface Origin {
 // (dataset/prepare.ts: upright images, the trigger in every caption). A file rewritten or swapped since the check,
 // one the trainer could not read, a cancel and a failing disk each end the job before any trainer starts.
 // `tokens` counts a caption's tokens as the trainer's tokenizer will.
-// `scorer` then scores the copy's photos for the dataset's identity (SPEC §8), unless the request asked it not to.
+// `scorer` then scores the copy's photos for the dataset's identity (SPEC §8), unless the request asked it not to
+// or it is `known` (scored before the claim: identity_check "refuse").
 export async function freshOrigin(
-  train: CheckedTrain, tokens: () => CaptionTokens, scorer: Scorer | null,
+  train: CheckedTrain, tokens: () => CaptionTokens, scorer: Scorer | null, known: DatasetIdentity | null,
 ): Promise<Origin> {
   return {
     dataset: null, samples: null, resumes: null, resume: null, baseModelPrint: await baseModelPrint(train.baseModel),
-    fill: (dest, signal) => copyDataset(dest, train, tokens, scorer, signal),
+    fill: (dest, signal) => copyDataset(dest, train, tokens, { scorer, known }, signal),
   };
 }
 async function copyDataset(
   dest: string,
   train: CheckedTrain,
   tokens: () => CaptionTokens,
-  scorer: Scorer | null,
+  faces: { scorer: Scorer | null; known: DatasetIdentity | null },
   signal: AbortSignal,
 ): Promise<Filled> {
   const { request, dataset } = train;
@@ -67,8 +68,7 @@ async function copyDataset(
     const imageDir = snapshotImageDir(dest, dataset.folder);
     const report = await prepareCopy(imageDir, shownAs, target, signal);
     if (request.identity_check === "off") return ok({ ...copy, report });
-    const images = (await readdir(imageDir)).filter(isImage).sort();
-    const identity = await identityOfPhotos(scorer, images.map((name) => join(imageDir, name)), images.map(shownAs));
+    const identity = faces.known ?? await identityOfCopy(faces.scorer, imageDir, shownAs);
     signal.throwIfAborted();
     return ok({ ...copy, report: { ...report, identity } });
   } catch (err) {
@@ -81,6 +81,12 @@ async function copyDataset(
     return fail(failedOutcome(cause.code === "ENOSPC" ? "disk_full" : "dataset_copy_failed", error));
   }
 }
+// The copy's photos scored (upright, as the trainer reads them), named as they lie in arbo's dataset dir.
+async function identityOfCopy(scorer: Scorer | null, imageDir: string, shownAs: (name: string) => string) {
+  const images = (await readdir(imageDir)).filter(isImage).sort();
+  return identityOfPhotos(scorer, images.map((name) => join(imageDir, name)), images.map(shownAs));
+}
+
 // A resume goes on from its predecessor's newest verified state, and reads its copy through hard links: no byte
 // is copied.
 export function resumeOrigin(job: Job, from: ResumeFrom, copy: PredecessorCopy, train: CheckedTrain): Origin {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { copyFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { solidPng } from "../../src/png.ts";
 import { FACE_PYTHON, FACES, groupPhoto } from "../support/face-scorer.ts";
@@ -24,7 +24,9 @@ const OBAMA = { "a.jpg": "obama.jpg", "b.jpg": "obama2.jpg", "c.jpg": "obama3.jp
 
 // The identity of the dataset the worker prepared for a job of the tree's request: once prepared, its run is
 // cancelled (the simulator would train for minutes otherwise).
-async function identityOf(tree: HostTree, likeness = `[likeness]\npython = ${JSON.stringify(FACE_PYTHON)}\n`) {
+const SCORER = `[likeness]\npython = ${JSON.stringify(FACE_PYTHON)}\n`;
+
+async function identityOf(tree: HostTree, likeness = SCORER) {
   await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.5) + likeness));
   const posted = await worker.postTrain(tree.validRequest());
   expect(posted.status).toBe(200);
@@ -76,5 +78,28 @@ describe("the upload check: whose faces a dataset's photos show", () => {
       scored: false, reason: "scorer_missing", photos: { one_face: 0, no_face: 0, several_faces: 0 },
       spread: null, threshold: 0.6, notes: [],
     });
+  }, TIMEOUT_MS);
+});
+
+describe('identity_check: "refuse"', () => {
+  test("a photo of someone else is a 422 dataset_other_person naming it, and nothing is made", async () => {
+    using tree = makeHostTree(0);
+    dataset(tree, { ...OBAMA, "e.jpg": "biden.jpg", "f.jpg": "biden.jpg" });
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.5) + SCORER));
+    const refused = await worker.postTrain(tree.validRequest({ identity_check: "refuse" }));
+    expect(refused.status).toBe(422);
+    // Both of Biden's photos at once; with two of six, each lies farther from the other five.
+    expect(refused.body.detail.map((d: any) => [d.type, d.msg.split(" ")[0]])).toEqual([
+      ["dataset_other_person", "e.jpg"], ["dataset_other_person", "f.jpg"],
+    ]);
+    expect(refused.body.detail[0].msg).toMatch(/^e\.jpg shows someone else: its face is 0\.\d+ from the mean face/);
+    expect((await worker.json("/train")).body).toMatchObject({ jobs: [] });
+    expect(existsSync(join(tree.state, "jobs")) ? readdirSync(join(tree.state, "jobs")) : []).toEqual([]);
+    // The contrast: without the photos of Biden the same request is taken.
+    for (const name of ["e.jpg", "f.jpg"]) rmSync(join(tree.dataset, name));
+    const taken = await worker.postTrain(tree.validRequest({ identity_check: "refuse" }));
+    expect(taken.status).toBe(200);
+    await worker.request(`/train/${taken.body.worker_job_id}/cancel`, { method: "POST" });
+    await untilEnded(worker, taken.body.worker_job_id);
   }, TIMEOUT_MS);
 });
