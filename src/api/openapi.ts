@@ -260,6 +260,9 @@ export const JobView = z.strictObject({
 });
 
 export const Dispatched = z.strictObject({ worker_job_id: z.uuid(), status: JobStatus });
+
+/** POST /dataset/check's answer. */
+export const DatasetCheck = z.strictObject({ prepared: DatasetReportView });
 export const Resumed = z.strictObject({
   worker_job_id: z.uuid(),
   status: JobStatus,

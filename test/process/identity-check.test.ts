@@ -28,6 +28,11 @@ const SCORER = `[likeness]\npython = ${JSON.stringify(FACE_PYTHON)}\n`;
 
 async function identityOf(tree: HostTree, likeness = SCORER) {
   await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.5) + likeness));
+  return (await identityOfJob(worker, tree)).identity;
+}
+
+// The dataset report of a job of the tree's request on `worker`.
+async function identityOfJob(worker: Awaited<ReturnType<typeof startWorker>>, tree: HostTree) {
   const posted = await worker.postTrain(tree.validRequest());
   expect(posted.status).toBe(200);
   const id = posted.body.worker_job_id as string;
@@ -35,7 +40,7 @@ async function identityOf(tree: HostTree, likeness = SCORER) {
   const prepared = await waitFor(async () => (await job()).dataset?.prepared, "the dataset prepared", TIMEOUT_MS - 30_000);
   await worker.request(`/train/${id}/cancel`, { method: "POST" });
   await untilEnded(worker, id);
-  return prepared.identity;
+  return prepared;
 }
 
 describe("the upload check: whose faces a dataset's photos show", () => {
@@ -101,5 +106,40 @@ describe('identity_check: "refuse"', () => {
     expect(taken.status).toBe(200);
     await worker.request(`/train/${taken.body.worker_job_id}/cancel`, { method: "POST" });
     await untilEnded(worker, taken.body.worker_job_id);
+  }, TIMEOUT_MS);
+});
+
+describe("POST /dataset/check", () => {
+  test("answers the report the job's dataset.prepared holds, with no job; a second at once is 409 with Retry-After", async () => {
+    using tree = makeHostTree(0);
+    dataset(tree, { ...OBAMA, "e.jpg": "biden.jpg" });
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.5) + SCORER));
+    const post = (body: unknown) => worker.request("/dataset/check", {
+      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
+    });
+    const [first, second] = await Promise.all([post(tree.validRequest()), post(tree.validRequest())]);
+    const busy = first.status === 409 ? first : second;
+    const answered = first.status === 409 ? second : first;
+    expect([busy.status, busy.headers.get("retry-after"), ((await busy.json()) as any).reason]).toEqual([409, "10", "check_busy"]);
+    expect(answered.status).toBe(200);
+    const { prepared } = (await answered.json()) as any;
+    expect(prepared.identity.notes).toEqual([{ file: "e.jpg", note: "other_person", distance: expect.any(Number), threshold: 0.6 }]);
+    expect((await worker.json("/train")).body).toMatchObject({ jobs: [] });
+    expect(readdirSync(join(tree.state, "dataset-checks"))).toEqual([]);
+    // The job's own report is the same.
+    expect(await identityOfJob(worker, tree)).toEqual(prepared);
+  }, TIMEOUT_MS);
+
+  test("a request POST /train refuses is refused the same, 422 with the same detail (the contrast)", async () => {
+    using tree = makeHostTree(0);
+    dataset(tree, OBAMA);
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.5) + SCORER));
+    const bad = tree.validRequest({ tier: "nope", dataset_dir: "relative" });
+    const checked = await worker.json("/dataset/check", {
+      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(bad),
+    });
+    const trained = await worker.postTrain(bad);
+    expect(checked.status).toBe(422);
+    expect(checked.body).toEqual(trained.body);
   }, TIMEOUT_MS);
 });
