@@ -3,7 +3,8 @@ import { SmokeBody } from "../dispatch/smoke.ts";
 import { ErrorCode, JobStatus, Phase } from "../job.ts";
 import { JobRequest, ResumeRequest, TrainRequest } from "../request/schema.ts";
 import {
-  CheckpointView, ClusterGpuStatus, Conflict, DatasetCheck, DatasetReportView, DetailItem, Dispatched, FileNoteView, GpuStatus,
+  CheckpointView, ClusterGpuStatus, Conflict, DatasetCheck, DatasetReportView, DetailItem, Dispatched, FileNoteView,
+  GpuStatus,
   Health, HostGpuStatus, JobEvent, JobList, JobView, LossCurve, Problem, Resumed, SampleView, Unavailable,
   ValidationError,
 } from "./openapi.ts";

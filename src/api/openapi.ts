@@ -1,7 +1,9 @@
 import { z } from "zod";
 import { AuthMode } from "../auth/setup.ts";
 import { GpuAdmission, TrainerBackend, TrainerMode } from "../config/schema.ts";
-import { ErrorCode, FILE_NOTES_LISTED, IdentityUnscored, JobStatus, LikenessVerdict, NotScoredReason, Phase } from "../job.ts";
+import {
+  ErrorCode, FILE_NOTES_LISTED, IdentityUnscored, JobStatus, LikenessVerdict, NotScoredReason, Phase,
+} from "../job.ts";
 import { SAMPLE_TEMPLATES, sampleOf, samplePrompt } from "../recipe/samples.ts";
 import { reasonsOf } from "../dispatch/refusal.ts";
 import { DetailItem, JobRequest, MAX_SAMPLES } from "../request/schema.ts";

@@ -34,7 +34,8 @@ export async function checkLikeness(deps: DoctorDeps): Promise<DoctorCheck> {
       return to;
     }));
     const { seconds_per_image: secondsPerImage, memory_mib: memoryMib } = config.likeness;
-    const { argv, env, timeoutMs } = scorerLaunch({ python, loadSeconds: LOAD_SECONDS, secondsPerImage, memoryMib }, photos);
+    const settings = { python, loadSeconds: LOAD_SECONDS, secondsPerImage, memoryMib };
+    const { argv, env, timeoutMs } = scorerLaunch(settings, photos);
     const read = readScorer(python, await runAs(argv, { env, timeoutMs }), photos.length, timeoutMs);
     const who = `${python} as ${account.user}`;
     if (!read.ok && read.error.reason === "scorer_missing") {

@@ -56,5 +56,6 @@ export async function identityOfPhotos(
 ): Promise<DatasetIdentity> {
   if (scorer === null) return datasetIdentity(fail({ reason: "scorer_missing", detail: "no [likeness] python" }));
   const scored = await scorer.score(paths);
-  return datasetIdentity(scored.ok ? ok(scored.value.map((photo, at) => ({ file: files[at]!, scored: photo }))) : scored);
+  if (!scored.ok) return datasetIdentity(scored);
+  return datasetIdentity(ok(scored.value.map((photo, at) => ({ file: files[at]!, scored: photo }))));
 }

@@ -81,10 +81,12 @@ export function readScorer(python: string, end: ScorerEnd, count: number, timeou
   } catch {}
   const answer = Answer.safeParse(parsed);
   if (end.exitCode === EXIT_MISSING && answer.success && "missing" in answer.data) {
-    return fail<ScorerFault>({ reason: "scorer_missing", detail: `${python} lacks the face model: ${answer.data.missing}` });
+    const detail = `${python} lacks the face model: ${answer.data.missing}`;
+    return fail<ScorerFault>({ reason: "scorer_missing", detail });
   }
   if (end.timedOut) {
-    return fail<ScorerFault>({ reason: "scorer_failed", detail: `the face scorer was killed after ${timeoutMs / 1000} s` });
+    const detail = `the face scorer was killed after ${timeoutMs / 1000} s`;
+    return fail<ScorerFault>({ reason: "scorer_failed", detail });
   }
   if (end.exitCode !== 0 || !answer.success || !("images" in answer.data) || answer.data.images.length !== count) {
     const last = end.stderr.trim().split("\n").at(-1) ?? "";
@@ -94,16 +96,20 @@ export function readScorer(python: string, end: ScorerEnd, count: number, timeou
   return ok(answer.data.images);
 }
 
-async function scoreNow(settings: ScorerSettings, paths: readonly string[]): Promise<Result<ScoredPhoto[], ScorerFault>> {
+type Scored = Result<ScoredPhoto[], ScorerFault>;
+
+async function scoreNow(settings: ScorerSettings, paths: readonly string[]): Promise<Scored> {
   const { argv, env, timeoutMs } = scorerLaunch(settings, paths);
   let proc;
   try {
-    proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env, timeout: timeoutMs, killSignal: "SIGKILL" });
+    const pipes = { stdin: "ignore", stdout: "pipe", stderr: "pipe" } as const;
+    proc = Bun.spawn(argv, { ...pipes, env, timeout: timeoutMs, killSignal: "SIGKILL" });
   } catch (err) {
     return fail({ reason: "scorer_missing", detail: `${settings.python} cannot be run: ${(err as Error).message}` });
   }
   const [stdout, stderr, exitCode] = [await proc.stdout.text(), await proc.stderr.text(), await proc.exited];
-  return readScorer(settings.python, { exitCode, stdout, stderr, timedOut: proc.signalCode === "SIGKILL" }, paths.length, timeoutMs);
+  const end = { exitCode, stdout, stderr, timedOut: proc.signalCode === "SIGKILL" };
+  return readScorer(settings.python, end, paths.length, timeoutMs);
 }
 
 /** The Python that runs the scorer: `[likeness] python`, else the one beside `trainer.accelerate` (the trainer's
