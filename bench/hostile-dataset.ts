@@ -26,7 +26,7 @@ const TARGET_MS = 1000;
 const tables = () => ({ trainer: { mode: "simulate", cancel_grace_seconds: 2 }, simulate: { seconds_per_step: 0.002 } });
 
 // One probe every PROBE_EVERY_MS until `done()`; each latency from its scheduled moment to its answer.
-async function probe(host: BenchWorker, done: () => boolean): Promise<number[]> {
+export async function probe(host: BenchWorker, done: () => boolean): Promise<number[]> {
   const samples: number[] = [];
   const inFlight: Promise<void>[] = [];
   const start = performance.now();
