@@ -126,6 +126,13 @@ describe("the likeness of a simulated run, scored by the real face model", () =>
     });
   }, TIMEOUT_MS);
 
+  test("a scorer whose Python lacks the face model fails: not_scored (scorer_failed), and the job still succeeded", async () => {
+    // The system's Python, without dlib: the scorer's process exits with ImportError.
+    const broken = { embedder: realEmbedder("/usr/bin/python3"), threshold: 0.6 };
+    const likeness = await likenessOf({ preview_subject: SUBJECT, preview_learned_at: 100 }, {}, broken);
+    expect(likeness).toMatchObject({ verdict: "not_scored", reason: "scorer_failed", points: [], best_step: null });
+  }, TIMEOUT_MS);
+
   test("contrast: without previews, or without a scorer, nothing is scored and the record says why", async () => {
     expect(await likenessOf({}, { samples: 0 })).toMatchObject({ verdict: "not_scored", reason: "no_previews", points: [] });
     expect(await likenessOf({ preview_subject: SUBJECT, preview_learned_at: 100 }, {}, null as never)).toMatchObject({

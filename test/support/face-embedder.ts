@@ -8,10 +8,10 @@ const SCRIPT = join(import.meta.dir, "face-embed.py");
 export const FACES = join(import.meta.dir, "../fixtures/faces");
 
 /** The real face model in its own process, one call at a time, as the worker's scorer is. */
-export function realEmbedder(): FaceEmbedder {
+export function realEmbedder(python = FACE_PYTHON): FaceEmbedder {
   return {
     async embed(paths) {
-      const proc = Bun.spawn([FACE_PYTHON, SCRIPT, ...paths], { stdout: "pipe", stderr: "pipe" });
+      const proc = Bun.spawn([python, SCRIPT, ...paths], { stdout: "pipe", stderr: "pipe" });
       const [out, err, code] = [await proc.stdout.text(), await proc.stderr.text(), await proc.exited];
       return code === 0 ? ok(JSON.parse(out) as number[][][]) : fail(`the face model exited ${code}: ${err.trim()}`);
     },
