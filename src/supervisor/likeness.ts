@@ -76,7 +76,7 @@ export function followLikeness(deps: LikenessDeps) {
     deps.save(report());
   };
   return {
-    /** The samples on record now: each step not queued yet is scored after those before it. */
+    /** Samples of whole points (every image drawn): each step not queued yet is scored after those before it. */
     seen(samples: readonly Sample[]): void {
       const steps = [...new Set(samples.map((s) => s.step))].filter((s) => !queued.has(s)).toSorted((a, b) => a - b);
       for (const step of steps) {

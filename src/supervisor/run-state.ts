@@ -106,16 +106,17 @@ export async function releaseInherited(run: RunState, by: string): Promise<void>
 
 /** The samples the run wrote since the last look, onto the record, at each verified state and at the end.
  * sd-scripts draws a step's previews before it trains on, so every preview drawn before a state is whole when it is
- * verified. An output dir that cannot be listed now leaves the record as it is until the next look. */
-export async function recordSamples(run: RunState): Promise<void> {
+ * verified. An output dir that cannot be listed now leaves the record as it is until the next look. The points up
+ * to `whole` (the verified state's step; at the end, all) are scored. */
+export async function recordSamples(run: RunState, whole = Infinity): Promise<void> {
   const { ctx } = run;
   if (ctx.samples === null) return;
   try {
     const found = await findSamples(run.out, ctx.samples.sinceMs, run.samples);
+    run.likeness.seen(found.filter((s) => s.step <= whole));
     if (found.length === run.samples.length) return;
     run.samples = found;
     run.guard("samples", () => ctx.record.saveSamples(found));
-    run.likeness.seen(found);
   } catch (err) {
     ctx.log.error("could not list the run's samples", { job_id: ctx.id, error: (err as Error).message });
   }

@@ -103,7 +103,7 @@ function stateSaved(run: FollowedRun, step: number, checkpoint: Checkpoint | nul
   }
   ctx.log.info("state saved", { job_id: ctx.id, step, pausing: run.pausing });
   if (run.pausing) void stop(run, "pause");
-  void recordSamples(run).finally(ctx.changed);
+  void recordSamples(run, step).finally(ctx.changed);
 }
 
 // A preview point's LoRA, linked before sd-scripts removes it at its next save.

@@ -126,6 +126,13 @@ describe("the likeness of a simulated run, scored by the real face model", () =>
     });
   }, TIMEOUT_MS);
 
+  test("a scorer whose Python lacks the face model: not_scored (scorer_missing), and the job still succeeded", async () => {
+    // The system's Python, without dlib (a fluxgym venv's case): the scorer says it cannot import the model.
+    const broken = realScoring("/usr/bin/python3");
+    const likeness = await likenessOf({ preview_subject: SUBJECT, preview_learned_at: 100 }, {}, broken);
+    expect(likeness).toMatchObject({ verdict: "not_scored", reason: "scorer_missing", points: [], best_step: null });
+  }, TIMEOUT_MS);
+
   test("contrast: without previews, or without a scorer, nothing is scored and the record says why", async () => {
     expect(await likenessOf({}, { samples: 0 })).toMatchObject({ verdict: "not_scored", reason: "no_previews", points: [] });
     expect(await likenessOf({ preview_subject: SUBJECT, preview_learned_at: 100 }, {}, null as never)).toMatchObject({

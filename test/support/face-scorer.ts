@@ -8,14 +8,14 @@ export const FACE_PYTHON = join(import.meta.dir, "../../.venv-likeness/bin/pytho
 // Real photos from the face_recognition 1.3.0 sdist's tests/test_images (test/fixtures/faces/SOURCES.md).
 export const FACES = join(import.meta.dir, "../fixtures/faces");
 
-/** The product's scorer over the test venv, at its default bounds. */
-export function testScorer() {
-  return createScorer({ python: FACE_PYTHON, loadSeconds: 30, secondsPerImage: 10, memoryMib: 1024 });
+/** The product's scorer over the test venv (or `python`), at its default bounds. */
+export function testScorer(python = FACE_PYTHON) {
+  return createScorer({ python, loadSeconds: 30, secondsPerImage: 10, memoryMib: 1024 });
 }
 
-/** The product's preview scoring over the test venv, as a worker's config would choose it. */
-export function realScoring() {
-  return { embedder: testScorer().embedder, threshold: SAME_PERSON };
+/** The product's preview scoring over the test venv (or `python`), as a worker's config would choose it. */
+export function realScoring(python = FACE_PYTHON) {
+  return { embedder: testScorer(python).embedder, threshold: SAME_PERSON };
 }
 
 // Two photos side by side, cropped to the shorter one's height: a group photo of two real faces.

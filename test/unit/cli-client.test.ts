@@ -212,6 +212,9 @@ describe("lora-worker status's likeness report", () => {
     const none = { ...likeness, points: [], verdict: "not_scored", reason: "no_face_in_previews", best_step: null };
     expect(statusLines({ ...JOB_VIEW_EXAMPLE, likeness: none } as unknown as JobView, "http://w"))
       .toContain("verdict  not_scored: no face in previews");
+    // Contrast: a run without previews prints no likeness line at all.
+    const plain = { ...none, reason: "no_previews" };
+    expect(statusLines({ ...JOB_VIEW_EXAMPLE, likeness: plain } as unknown as JobView, "http://w").some((l) => l.startsWith("verdict"))).toBe(false);
     const running = { ...likeness, verdict: null };
     expect(statusLines({ ...JOB_VIEW_EXAMPLE, likeness: running } as unknown as JobView, "http://w").some((l) => l.startsWith("verdict"))).toBe(false);
   });

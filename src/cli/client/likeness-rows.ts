@@ -15,10 +15,10 @@ const distance = (d: number | null, faces: number) =>
   d === null ? "no face" : `${d.toFixed(2)} (${counted(faces, "face")})`;
 
 // The likeness report: one row per scored point (trigger and class distances against the threshold), then the
-// verdict with the best step and its LoRA. An older worker sends none.
+// verdict with the best step and its LoRA. An older worker sends none; a run without previews has nothing to say.
 export function likenessRows(view: JobView, baseUrl: string): [string, string][] {
   const report = view.likeness;
-  if (report === undefined) return [];
+  if (report === undefined || report.reason === "no_previews") return [];
   const rows = report.points.map((p, i): [string, string] => [
     i === 0 ? "likeness" : "",
     `step ${p.step}: trigger ${distance(p.trigger.distance, p.trigger.faces)}, ` +
