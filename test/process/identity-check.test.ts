@@ -143,3 +143,16 @@ describe("POST /dataset/check", () => {
     expect(checked.body).toEqual(trained.body);
   }, TIMEOUT_MS);
 });
+
+describe("[likeness] python in the config", () => {
+  test("scores a simulated run's previews too: learned, through the worker's own scorer", async () => {
+    using tree = makeHostTree(0);
+    dataset(tree, OBAMA);
+    const previews = `preview_subject = ${JSON.stringify(join(FACES, "obama2.jpg"))}\npreview_learned_at = 200\n`;
+    const tables = SIMULATE_TABLES(0).replace("[gpu]", `${previews}[gpu]`);
+    await using worker = await startWorker(tree.writeConfig(tables + SCORER));
+    const posted = await worker.postTrain(tree.validRequest({ samples: 1 }));
+    const ended = await untilEnded(worker, posted.body.worker_job_id, TIMEOUT_MS - 10_000);
+    expect(ended).toMatchObject({ status: "succeeded", likeness: { verdict: "learned", best_step: 200 } });
+  }, TIMEOUT_MS);
+});
