@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { rmSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { DatasetReport } from "../job.ts";
@@ -20,6 +21,8 @@ const CHECKS_DIR = "dataset-checks";
  * directory, no GPU. One at a time: the scorer and the copy are the costly part, and a second waits its turn.
  */
 export function createDatasetCheck(ctx: DispatchContext) {
+  // What a worker that stopped mid-check left; the state dir's instance lock makes it no other worker's.
+  rmSync(join(ctx.config.state_dir, CHECKS_DIR), { recursive: true, force: true });
   let running = false;
   return async (body: unknown, faults: readonly DetailItem[]): Promise<Result<DatasetReport, DispatchRefusal>> => {
     const read = readTrain(body, faults);
