@@ -22,6 +22,7 @@ const SCRIPTS = [
   "healthz-under-flood.ts",
   "hostile-dataset.ts",
   "fault-flood.ts",
+  "likeness-point.ts",
 ];
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");

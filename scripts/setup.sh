@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything a fresh machine with Node.js and npm needs: the pinned Bun, the locked dependencies and,
 # with --test-tools, the Debian packages the tests drive (systemd-analyze, setpriv, script, pkill,
-# strace, chromium, and Slurm with munge for a single-node test cluster).
+# strace, chromium, and Slurm with munge for a single-node test cluster) and the face scorer's venv
+# (.venv-likeness: dlib-bin and face-recognition-models at the trainer lock's versions).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +29,14 @@ if [ "${1:-}" = "--test-tools" ]; then
     echo "installing ${missing[*]}"
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  # The tests' `[likeness] python` (test/support/face-scorer.ts); present and whole, nothing is done.
+  if ! .venv-likeness/bin/python -c "import dlib, face_recognition_models" >/dev/null 2>&1; then
+    echo "building .venv-likeness"
+    rm -rf .venv-likeness
+    python3 -m venv .venv-likeness
+    mapfile -t pins < <(grep -E '^(dlib-bin|face-recognition-models|numpy)==' src/trainer/python-lock.txt | sed 's/ .*//')
+    .venv-likeness/bin/pip install -q --disable-pip-version-check "${pins[@]}"
   fi
 fi
 

@@ -212,4 +212,73 @@ export interface DatasetReport {
   files_not_listed?: number;
   /** What the request overrode: a kohya folder name naming another trigger or class (absent before). */
   warnings?: string[];
+  /** Whose faces the photos show (SPEC §8): absent before, and for a request with `identity_check: "off"`. */
+  identity?: DatasetIdentity;
+}
+
+/** A photo the identity check has a word about, named as it lies in arbo's dataset dir. */
+export type IdentityNote =
+  | { file: string; note: "no_face" }
+  | { file: string; note: "several_faces"; faces: number }
+  | { file: string; note: "other_person"; distance: number; threshold: number }
+  | { file: string; note: "unreadable"; error: string };
+
+// Why a dataset has no identity, a closed list: too few photos with one face (a dog, a product, a style), or the
+// face scorer could not say.
+export const IdentityUnscored = z.enum(["too_few_single_faces", "scorer_missing", "scorer_failed"]);
+export type IdentityUnscored = z.infer<typeof IdentityUnscored>;
+
+/** The dataset's identity: the mean embedding of its one-face photos, each judged against the others'. */
+export interface DatasetIdentity {
+  scored: boolean;
+  /** Why not scored; null when scored. */
+  reason: IdentityUnscored | null;
+  /** Photos by the faces found in them. */
+  photos: { one_face: number; no_face: number; several_faces: number };
+  /** The mean of the one-face photos' leave-one-out distances; null when not scored. */
+  spread: number | null;
+  threshold: number;
+  /** Per photo with something to say, in file order. */
+  notes: IdentityNote[];
+}
+
+// Whether the LoRA shows the person (SPEC §8): the verdict at the run's end, read from the points at which its
+// previews were scored. A verdict is information: it never changes the job's status.
+export const LikenessVerdict = z.enum(["learned", "undertrained", "overfit", "not_scored"]);
+export type LikenessVerdict = z.infer<typeof LikenessVerdict>;
+
+// Why a run has no verdict, a closed list.
+export const NotScoredReason = z.enum([
+  "no_identity", "no_previews", "no_face_in_previews", "scorer_missing", "scorer_failed",
+]);
+export type NotScoredReason = z.infer<typeof NotScoredReason>;
+
+/** What the faces of one subject's previews at a point came to (trigger or class alone). */
+export interface LikenessSeries {
+  /** The mean over its images with a face of each image's closest face to the identity; null: no face at all. */
+  distance: number | null;
+  /** Faces found in its images, all told. */
+  faces: number;
+  /** The preview images scored, by their sample names. */
+  files: string[];
+}
+
+/** A preview point, scored against the dataset's identity. */
+export interface LikenessPoint {
+  step: number;
+  trigger: LikenessSeries;
+  class: LikenessSeries;
+}
+
+/** The run's likeness report: `verdict` is null while it runs. */
+export interface Likeness {
+  /** The distance at or under which a face is the person's (dlib's 0.6). */
+  threshold: number;
+  points: LikenessPoint[];
+  verdict: LikenessVerdict | null;
+  reason: NotScoredReason | null;
+  /** The point with the closest trigger likeness whose class previews do not match; null when none. */
+  best_step: number | null;
+  /** The sha256 of the LoRA kept at best_step (a checkpoint of the record); null while it runs, or none kept. */
+  best_sha256: string | null;
 }

@@ -12,6 +12,7 @@ import { smokeRoutes } from "./smoke-routes.ts";
 import { createJobViews } from "./job-view.ts";
 import { systemRoutes, type SystemRouteDeps } from "./system-routes.ts";
 import { trainRoutes, type TrainRouteDeps } from "./train-routes.ts";
+import { datasetRoutes } from "./dataset-routes.ts";
 
 export interface AppDeps extends SystemRouteDeps, TrainRouteDeps {
   store: JobStore;
@@ -85,6 +86,7 @@ export function createApp(deps: AppDeps) {
   const views = createJobViews(deps.store, deps.supervisor);
   app.route("/train", trainRoutes({ ...deps, views }));
   app.route("/smoke", smokeRoutes(deps));
+  app.route("/dataset", datasetRoutes(deps));
   app.route("/", systemRoutes({ ...deps, httpMetrics, views }));
   app.route("/", statusPageRoutes());
   for (const [path, methods] of methodsByPath(app.routes)) {

@@ -2,10 +2,10 @@ import { isActive, isPaused, isResumable, type ProgressFields } from "../job.ts"
 import type { LiveProgress, Supervisor } from "../supervisor/index.ts";
 import type { JobFilter } from "../job.ts";
 import type { Job, JobStore } from "../store/job-store.ts";
-import { sampleOf, samplePrompt } from "../recipe/samples.ts";
+import { sampleOf, samplePrompt, saveEvery } from "../recipe/samples.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { TIERS } from "../tiers.ts";
-import { NEXT_STEPS } from "./next-steps.ts";
+import { LIKENESS_STEPS, NEXT_STEPS } from "./next-steps.ts";
 
 /** A job on record with its run's live progress over it (null when no run of it is live). */
 export interface FreshJob {
@@ -47,6 +47,7 @@ export function createJobViews(store: JobStore, supervisor: Supervisor) {
         active: store.activeJobs().map((job) => ({ job, live: live(job.id) })),
         byStatus: store.countByStatus(),
         failuresByCode: store.countFailuresByCode(),
+        verdicts: store.countVerdicts(),
         saved: store.countSaved(),
       }));
     },
@@ -108,6 +109,7 @@ export function jobView(recorded: Job, live: LiveProgress | null) {
       prompt: samplePrompt(request, sample.index),
       url: `/train/${row.id}/samples/${encodeURIComponent(sample.name)}`,
     })),
+    ...optional({ likeness: likenessView(row) }),
     forced_kill: row.forced_kill,
     ...(ended === null ? {} : { recorded: false }),
     request,
@@ -118,7 +120,7 @@ export function jobView(recorded: Job, live: LiveProgress | null) {
 // of the whole chain), or null when the run reaches its end first.
 function pauseStep(row: Job, request: JobRequest, step: number, total: number | null): number | null {
   if (row.pause_requested_at === null) return null;
-  const every = TIERS[request.tier].checkpointEvery;
+  const every = saveEvery(TIERS[request.tier], (request.samples ?? 0) > 0);
   const next = (Math.floor(step / every) + 1) * every;
   return total !== null && next >= total ? null : next;
 }
@@ -141,6 +143,13 @@ function resumeView(row: Job) {
       resume_gone: row.resume_gone,
     }),
   };
+}
+
+// The report as recorded, with where its best LoRA is fetched and what to do with its verdict.
+function likenessView({ id, likeness }: Job) {
+  if (likeness === null) return null;
+  const url = likeness.best_sha256 === null ? null : `/train/${id}/checkpoints/${likeness.best_step}`;
+  return { ...likeness, best_url: url, next_step: likeness.verdict === null ? null : LIKENESS_STEPS[likeness.verdict] };
 }
 
 function optional<T extends Record<string, unknown>>(fields: T): Partial<T> {

@@ -2,7 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import type { Config } from "../config/schema.ts";
 import { cotenantsOf } from "../gpu/admission.ts";
 import type { GpuProbe, ProbeResult } from "../gpu/probe.ts";
-import { ErrorCode, JobStatus } from "../job.ts";
+import { ErrorCode, JobStatus, LikenessVerdict } from "../job.ts";
 import type { StateHealth } from "../store/state-health.ts";
 import type { LiveProgress } from "../supervisor/index.ts";
 import type { JobViews } from "./job-view.ts";
@@ -94,7 +94,7 @@ interface WorkerMetricsDeps {
 }
 
 export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
-  const { active: jobs, byStatus: counts, failuresByCode: failures, saved } = deps.views.tally();
+  const { active: jobs, byStatus: counts, failuresByCode: failures, saved, verdicts } = deps.views.tally();
   // One sample per active job, labelled by it: one on this host, up to slurm.max_active_jobs on Slurm.
   const live = jobs.flatMap(({ job, live }) => (live === null ? [] : [{ id: job.id, progress: live }]));
   const active = (name: string, help: string, value: (p: LiveProgress) => number | null): Family => ({
@@ -142,6 +142,12 @@ export function jobFamilies(deps: WorkerMetricsDeps): Family[] {
       help: "Failed or cancelled jobs with a saved state that no resume has taken yet (paused ones included).",
       kind: "gauge",
       samples: [{ value: saved.resumable }],
+    },
+    {
+      name: "lora_worker_likeness_verdicts_total",
+      help: "Ended runs by likeness verdict, whether the LoRA shows the person (records are kept, so this only grows).",
+      kind: "counter",
+      samples: LikenessVerdict.options.map((verdict) => ({ labels: { verdict }, value: verdicts[verdict] ?? 0 })),
     },
     {
       name: "lora_worker_jobs_failed_total",

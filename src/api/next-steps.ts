@@ -1,4 +1,4 @@
-import type { ErrorCode } from "../job.ts";
+import type { ErrorCode, LikenessVerdict } from "../job.ts";
 
 /** What to do about a job that failed with one code. */
 export interface NextStep {
@@ -103,4 +103,18 @@ export const NEXT_STEPS: Record<ErrorCode, NextStep> = {
     retry_elsewhere: false,
     text: "read the `error`; a Python traceback names the cause",
   },
+};
+
+// What to do with each likeness verdict (docs/troubleshooting.md's likeness table, word for word): a verdict never
+// fails the job, so its card says it beside the LoRA.
+export const LIKENESS_STEPS: Record<LikenessVerdict, string> = {
+  learned: "use the LoRA; `best_url` serves the preview point's LoRA that looked most like the person, which may " +
+    "be an earlier one than the final",
+  undertrained: "train longer (a higher tier, or more `repeats`); check the dataset's identity notes for photos of " +
+    "someone else, and that the trigger is a rare word",
+  overfit: "take the LoRA of `best_step` (`best_url`), before the class previews showed the person, or train again " +
+    "with fewer `repeats` or a lower tier",
+  not_scored: "the `reason` says why: `no_identity` (fewer than half the photos show one face: a pet, a product, a " +
+    "style), `no_previews` (ask for `samples`), `no_face_in_previews`, `scorer_missing` (`lora-worker trainer " +
+    "check` names the fix), `scorer_failed` (the worker's log says why); judge the previews by eye",
 };

@@ -3,7 +3,8 @@ import { SmokeBody } from "../dispatch/smoke.ts";
 import { ErrorCode, JobStatus, Phase } from "../job.ts";
 import { JobRequest, ResumeRequest, TrainRequest } from "../request/schema.ts";
 import {
-  CheckpointView, ClusterGpuStatus, Conflict, DatasetReportView, DetailItem, Dispatched, FileNoteView, GpuStatus,
+  CheckpointView, ClusterGpuStatus, Conflict, DatasetCheck, DatasetReportView, DetailItem, Dispatched, FileNoteView,
+  GpuStatus,
   Health, HostGpuStatus, JobEvent, JobList, JobView, LossCurve, Problem, Resumed, SampleView, Unavailable,
   ValidationError,
 } from "./openapi.ts";
@@ -24,6 +25,7 @@ const COMPONENTS = {
   JobView,
   JobList,
   Dispatched,
+  DatasetCheck,
   Resumed,
   LossCurve,
   DetailItem,

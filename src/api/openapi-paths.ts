@@ -336,6 +336,29 @@ const SMOKE = {
   },
 };
 
+const DATASET_CHECK = {
+  post: {
+    operationId: "checkDataset",
+    summary: "The dataset report a train request's job would get, without the job",
+    description: "The body of POST /train, with its checks and 422s (identity_check \"refuse\" included): its " +
+      "dataset is copied into a scratch folder of the state dir and prepared as a job's would be (captions, " +
+      "upright images, token window, per-file notes, identity scored by the face model), then removed. No row, " +
+      "no job directory, no GPU. One at a time: another while one runs is a 409 check_busy with Retry-After.",
+    requestBody: { required: true, content: json("TrainRequest", TRAIN_REQUEST_EXAMPLE) },
+    responses: {
+      200: answer("the report, as a job's dataset.prepared", "DatasetCheck"),
+      400: malformed,
+      401: unauthorized,
+      403: forbidden,
+      408: late,
+      409: refusal(409, "another dataset check is running (check_busy)", "Conflict"),
+      413: tooLarge,
+      415: problem("not application/json"),
+      422: answer("every fault of the request at once, as POST /train answers them", "ValidationError"),
+    },
+  },
+};
+
 const HEALTHZ = {
   get: {
     operationId: "getHealth",
@@ -390,6 +413,7 @@ export function openApiPaths(event: unknown) {
     "/train/{id}/cancel": CANCEL,
     "/gpu-status": GPU_STATUS,
     "/smoke": SMOKE,
+    "/dataset/check": DATASET_CHECK,
     "/healthz": HEALTHZ,
     "/metrics": METRICS,
     "/openapi.json": OPENAPI,

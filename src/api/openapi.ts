@@ -2,7 +2,8 @@ import { z } from "zod";
 import { AuthMode } from "../auth/setup.ts";
 import { GpuAdmission, TrainerBackend, TrainerMode } from "../config/schema.ts";
 import {
-  ErrorCode, FILE_NOTES_LISTED, JobStatus, LONGEST_WINDOW, ONE_WINDOW, Phase, TOKEN_WINDOWS,
+  ErrorCode, FILE_NOTES_LISTED, IdentityUnscored, JobStatus, LikenessVerdict, LONGEST_WINDOW, NotScoredReason,
+  ONE_WINDOW, Phase, TOKEN_WINDOWS,
 } from "../job.ts";
 import { SAMPLE_TEMPLATES, sampleOf, samplePrompt } from "../recipe/samples.ts";
 import { reasonsOf } from "../dispatch/refusal.ts";
@@ -46,6 +47,25 @@ export const FileNoteView = z.discriminatedUnion("did", [
   note("small", { scale: z.number().gt(1) }, "an image sd-scripts scales up by `scale` into its bucket"),
   note("duplicate", { same_as: z.string() }, "an image whose bytes are those of `same_as`"),
 ]);
+
+const IdentityNoteView = z.discriminatedUnion("note", [
+  z.strictObject({ file: z.string(), note: z.literal("no_face") }),
+  z.strictObject({ file: z.string(), note: z.literal("several_faces"), faces: z.int().min(2) }),
+  z.strictObject({
+    file: z.string(), note: z.literal("other_person"), distance: z.number(), threshold: z.number(),
+  }).describe("a photo whose face lies farther than `threshold` from the mean face of the other photos"),
+  z.strictObject({ file: z.string(), note: z.literal("unreadable"), error: z.string() }),
+]);
+
+const DatasetIdentityView = z.strictObject({
+  scored: z.boolean(),
+  reason: IdentityUnscored.nullable().describe("why not scored: `too_few_single_faces` (fewer than half the " +
+    "photos show one face: a pet, a product, a style), `scorer_missing`, `scorer_failed`"),
+  photos: z.strictObject({ one_face: z.int().min(0), no_face: z.int().min(0), several_faces: z.int().min(0) }),
+  spread: z.number().nullable().describe("the mean distance of each one-face photo to the mean face of the others"),
+  threshold: z.number().describe("dlib's 0.6: a face at most this far from another is the same person's"),
+  notes: z.array(IdentityNoteView),
+}).describe("whose faces the photos show (docs/likeness.md); absent with `identity_check: \"off\"`");
 
 /** What the worker did to the job's own copy of the dataset before the trainer read it, and what it found. */
 export const DatasetReportView = z
@@ -112,6 +132,7 @@ export const DatasetReportView = z
       .array(z.string())
       .optional()
       .describe("what the request overrode: a kohya folder name naming another trigger or class"),
+    identity: DatasetIdentityView.optional(),
   })
   .describe("images and captions are named as they lie in the request's dataset_dir");
 
@@ -133,6 +154,30 @@ export const SampleView = z.strictObject({
   name: z.string().describe("the file's name in the job's run directory (sample/)"),
   bytes: z.int().min(0),
   url: z.string().describe("GET /train/{id}/samples/{name}, relative to the worker"),
+});
+
+const LikenessSeriesView = z.strictObject({
+  distance: z.number().min(0).nullable().describe("the mean over its images with a face of each image's face " +
+    "closest to the dataset's identity (128-D Euclidean); null: no face in any of them"),
+  faces: z.int().min(0).describe("faces found in its images"),
+  files: z.array(z.string()).describe("the samples scored, by name"),
+});
+
+/** The likeness report (SPEC §8): the preview points scored against the dataset's identity, and the verdict. */
+export const LikenessView = z.strictObject({
+  threshold: z.number().positive().describe("at or under it a face is the person's (dlib's 0.6)"),
+  points: z.array(z.strictObject({
+    step: z.int().min(1),
+    trigger: LikenessSeriesView.describe("the previews of `<trigger> <subject_class>`: the likeness"),
+    class: LikenessSeriesView.describe("the previews of the class alone: a match is class bleed"),
+  })).describe("in step order, each as it was scored"),
+  verdict: LikenessVerdict.nullable().describe("null while the run goes on; never changes the job's status"),
+  reason: NotScoredReason.nullable().describe("why a `not_scored` verdict"),
+  best_step: z.int().min(1).nullable()
+    .describe("the point with the closest trigger likeness whose class previews do not match"),
+  best_sha256: z.string().regex(/^[0-9a-f]{64}$/).nullable().describe("the LoRA kept at best_step"),
+  best_url: z.string().nullable().describe("GET /train/{id}/checkpoints/{best_step}, relative to the worker"),
+  next_step: z.string().nullable().describe("docs/troubleshooting.md's \"what to do\" for the verdict, word for word"),
 });
 
 export const JobView = z.strictObject({
@@ -213,6 +258,7 @@ export const JobView = z.strictObject({
   samples: z
     .array(SampleView)
     .describe("the preview images drawn so far, by step then index; a resumed job's start with its predecessor's"),
+  likeness: LikenessView.optional().describe("whether the LoRA shows the person (absent before it was kept)"),
   forced_kill: z.boolean(),
   recorded: z
     .literal(false)
@@ -223,6 +269,9 @@ export const JobView = z.strictObject({
 });
 
 export const Dispatched = z.strictObject({ worker_job_id: z.uuid(), status: JobStatus });
+
+/** POST /dataset/check's answer. */
+export const DatasetCheck = z.strictObject({ prepared: DatasetReportView });
 export const Resumed = z.strictObject({
   worker_job_id: z.uuid(),
   status: JobStatus,

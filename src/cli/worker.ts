@@ -10,6 +10,8 @@ import {
   createBackends, createSupervisor, type BackendEnvironment, type ShimCommand, type SupervisorDeps,
 } from "../supervisor/index.ts";
 import type { Trainer } from "../trainer/trainer.ts";
+import { SAME_PERSON } from "../likeness/points.ts";
+import { scorerFor } from "../likeness/scorer.ts";
 
 type Built = "supervisor" | "dispatcher" | "backend" | "stateHealth" | "gpu" | "dirs";
 
@@ -23,6 +25,8 @@ export interface WorkerDeps extends Omit<AppDeps, Built> {
   environment: BackendEnvironment;
   now?: () => Date;
   memoryEvents?: SupervisorDeps["memoryEvents"];
+  /** The scorer of the runs' previews (#47), when not the one `[likeness]` names. */
+  likeness?: SupervisorDeps["likeness"];
   /** The GPU probe, when not the config's `nvidia-smi` at its timeout and cache. */
   gpu?: GpuProbe;
 }
@@ -46,11 +50,13 @@ export function createWorker(deps: WorkerDeps) {
   const backend = backends.chosen;
   const stateHealth = createStateHealth(store, config.state_dir, now);
   const memoryEvents = deps.memoryEvents ?? null;
-  const supervisor = createSupervisor({ store, config, backends, dirs, now, log, memoryEvents });
+  const scorer = scorerFor(config);
+  const likeness = deps.likeness ?? { embedder: scorer?.embedder ?? null, threshold: SAME_PERSON };
+  const supervisor = createSupervisor({ store, config, backends, dirs, now, log, memoryEvents, likeness });
   const markedJobs = () => markedProcesses().keys();
   const { trainer } = deps;
   const dispatcher = createDispatcher({
-    store, gpu, config, supervisor, backend, dirs, stateHealth, markedJobs, trainer, now, log,
+    store, gpu, config, supervisor, backend, dirs, stateHealth, markedJobs, trainer, now, log, scorer,
   });
   const app = createApp({ ...deps, supervisor, dispatcher, backend, dirs, stateHealth, gpu });
   return { store, gpu, supervisor, dispatcher, app };

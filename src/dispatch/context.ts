@@ -10,6 +10,7 @@ import type { Backend, Supervisor } from "../supervisor/index.ts";
 import { TOKENIZERS, tokenizerDir } from "../tokenizers/layout.ts";
 import type { Trainer } from "../trainer/trainer.ts";
 import { createResumeChecks } from "./resume.ts";
+import type { Scorer } from "../likeness/scorer.ts";
 
 /** What the dispatcher is built over. */
 export interface DispatcherDeps {
@@ -24,6 +25,8 @@ export interface DispatcherDeps {
   stateHealth: StateHealth;
   /** The jobs whose marker some process on this host carries (os/proc's markedProcesses). */
   markedJobs: () => Iterable<string>;
+  /** The face scorer a fresh dataset's photos are scored with (SPEC §8); null: none configured. */
+  scorer: Scorer | null;
   /** What runs as the trainer, described once at start-up. */
   trainer: Trainer;
   now: () => Date;

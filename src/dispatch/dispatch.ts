@@ -7,6 +7,8 @@ import { admit, busyWith } from "./admit.ts";
 import { claim, keyReused, requestHash, retryOf, unlessRetried } from "./claim.ts";
 import { type DispatchContext, dispatchContext, type DispatcherDeps } from "./context.ts";
 import { readCopy } from "./dataset-copy.ts";
+import { createDatasetCheck } from "./dataset-check.ts";
+import { identityBeforeClaim } from "./identity-gate.ts";
 import { freshOrigin, resumeOrigin } from "./origin.ts";
 import type { DispatchResult, Refused } from "./refusal.ts";
 
@@ -22,6 +24,9 @@ const OTHER_REQUEST = "this Idempotency-Key was already used for another request
 export function createDispatcher(deps: DispatcherDeps) {
   const ctx = dispatchContext(deps);
   return {
+    /** POST /dataset/check: the dataset report a request's job would get, without the job. */
+    checkDataset: createDatasetCheck(ctx),
+
     async dispatch(
       body: unknown,
       idempotencyKey: string | null = null,
@@ -98,7 +103,9 @@ async function dispatchFresh(
   const train = checked.value;
   const admitted = await admit(ctx, train, train.dataset.bytes);
   if (!admitted.ok) return admitted;
-  const origin = await freshOrigin(train, ctx.captionTokensOf);
+  const identity = await identityBeforeClaim(ctx, train);
+  if (!identity.ok) return identity;
+  const origin = await freshOrigin(train, ctx.captionTokensOf, ctx.scorer, identity.value);
   return claim(ctx, train, origin, { key, retry, admissionWarning: admitted.value });
 }
 

@@ -1,4 +1,4 @@
-import { cancelledOutcome, failedOutcome, type Outcome, type Sample } from "../job.ts";
+import { cancelledOutcome, type DatasetIdentity, failedOutcome, type Outcome, type Sample } from "../job.ts";
 import type { ResumeFrom } from "../recipe/command.ts";
 import { bucketLayout, resumeRepeatsScale, snapshotImageDir } from "../recipe/dataset-toml.ts";
 import { DatasetInvalid, prepareCopy } from "../dataset/prepare.ts";
@@ -9,6 +9,11 @@ import { fail, ok, type Result } from "../result.ts";
 import type { DatasetOnRecord, Job } from "../store/job-store.ts";
 import { PreparationCancelled } from "../supervisor/index.ts";
 import { TIERS } from "../tiers.ts";
+import { identityOfPhotos } from "../likeness/dataset-identity.ts";
+import type { Scorer } from "../likeness/scorer.ts";
+import { isImage } from "../request/dataset.ts";
+import { readdir } from "node:fs/promises";
+import { join } from "node:path";
 import {
   DatasetChanged, linkSnapshot, type PredecessorCopy, snapshotDataset,
 } from "./dataset-copy.ts";
@@ -35,16 +40,21 @@ export interface Origin {
 // (dataset/prepare.ts: upright images, the trigger in every caption). A file rewritten or swapped since the check,
 // one the trainer could not read, a cancel and a failing disk each end the job before any trainer starts.
 // `tokens` counts a caption's tokens as the trainer's tokenizer will.
-export async function freshOrigin(train: CheckedTrain, tokens: () => CaptionTokens): Promise<Origin> {
+// `scorer` then scores the copy's photos for the dataset's identity (SPEC §8), unless the request asked it not to
+// or it is `known` (scored before the claim: identity_check "refuse").
+export async function freshOrigin(
+  train: CheckedTrain, tokens: () => CaptionTokens, scorer: Scorer | null, known: DatasetIdentity | null,
+): Promise<Origin> {
   return {
     dataset: null, samples: null, resumes: null, resume: null, baseModelPrint: await baseModelPrint(train.baseModel),
-    fill: (dest, signal) => copyDataset(dest, train, tokens, signal),
+    fill: (dest, signal) => copyDataset(dest, train, tokens, { scorer, known }, signal),
   };
 }
 async function copyDataset(
   dest: string,
   train: CheckedTrain,
   tokens: () => CaptionTokens,
+  faces: { scorer: Scorer | null; known: DatasetIdentity | null },
   signal: AbortSignal,
 ): Promise<Filled> {
   const { request, dataset } = train;
@@ -55,8 +65,12 @@ async function copyDataset(
       trigger: request.trigger, subjectClass: request.subject_class, buckets: bucketLayout(request.tier),
       folder: dataset.folder, tokens: tokens(),
     };
-    const report = await prepareCopy(snapshotImageDir(dest, dataset.folder), shownAs, target, signal);
-    return ok({ ...copy, report });
+    const imageDir = snapshotImageDir(dest, dataset.folder);
+    const report = await prepareCopy(imageDir, shownAs, target, signal);
+    if (request.identity_check === "off") return ok({ ...copy, report });
+    const identity = faces.known ?? await identityOfCopy(faces.scorer, imageDir, shownAs);
+    signal.throwIfAborted();
+    return ok({ ...copy, report: { ...report, identity } });
   } catch (err) {
     if (err instanceof PreparationCancelled) return fail(cancelledOutcome());
     const at = `${train.request.dataset_dir}: `;
@@ -67,6 +81,12 @@ async function copyDataset(
     return fail(failedOutcome(cause.code === "ENOSPC" ? "disk_full" : "dataset_copy_failed", error));
   }
 }
+// The copy's photos scored (upright, as the trainer reads them), named as they lie in arbo's dataset dir.
+async function identityOfCopy(scorer: Scorer | null, imageDir: string, shownAs: (name: string) => string) {
+  const images = (await readdir(imageDir)).filter(isImage).sort();
+  return identityOfPhotos(scorer, images.map((name) => join(imageDir, name)), images.map(shownAs));
+}
+
 // A resume goes on from its predecessor's newest verified state, and reads its copy through hard links: no byte
 // is copied.
 export function resumeOrigin(job: Job, from: ResumeFrom, copy: PredecessorCopy, train: CheckedTrain): Origin {

@@ -17,7 +17,8 @@ export type DispatchRefusal =
   | { kind: "base_model_changed"; detail: string }
   | { kind: "no_such_job" }
   | { kind: "backend_refused"; detail: string }
-  | { kind: "smoke_unavailable"; detail: string };
+  | { kind: "smoke_unavailable"; detail: string }
+  | { kind: "check_busy" };
 
 export type DispatchResult = Result<Job, DispatchRefusal>;
 
@@ -49,6 +50,8 @@ interface Row<K extends Kind> {
 
 const BUSY_RETRY_AFTER_S = 30;
 const VRAM_RETRY_AFTER_S = 60;
+// A dataset check scores about a photo a second.
+const CHECK_RETRY_AFTER_S = 10;
 
 /** The detail of a 404 for a job id the worker does not know. */
 export const NO_SUCH_JOB = "no such job";
@@ -95,6 +98,11 @@ export const REFUSALS = {
     body: (r, reason) => ({ detail: r.detail, reason, field: "base_model_path" }),
   },
   smoke_unavailable: { status: 409, body: said },
+  check_busy: {
+    status: 409,
+    retryAfterS: CHECK_RETRY_AFTER_S,
+    body: (_, reason) => ({ detail: "another dataset check is running; one runs at a time", reason }),
+  },
   gpu_probe_failed: { status: 503, body: (r, reason) => ({ detail: r.refusal.detail, reason }) },
   state_unwritable: {
     status: 503,

@@ -1,5 +1,6 @@
 import { isActive } from "../job.ts";
 import type { ResumeFrom } from "../recipe/command.ts";
+import { saveEvery } from "../recipe/samples.ts";
 import { baseModelChange, baseModelPrint } from "../request/base-model.ts";
 import type { CheckedTrain } from "../request/check.ts";
 import { isStrictlyInside, realOrNull } from "../request/contained-path.ts";
@@ -58,7 +59,7 @@ export function createResumeChecks(store: JobStore, stateDir: string) {
     if (job.pruned_at !== null) return refuse("its job directory (with its dataset copy) was pruned by retention");
     if (job.resume_state === null || job.resume_step === null) {
       const { tier } = job.request;
-      const every = TIERS[tier].checkpointEvery;
+      const every = saveEvery(TIERS[tier], (job.request.samples ?? 0) > 0);
       const why = `it saved no state before it ended (a ${tier} run saves one every ${every} steps)`;
       return refuse(job.resume_gone ?? why);
     }

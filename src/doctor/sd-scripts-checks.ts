@@ -98,7 +98,7 @@ export function launchCases(config: Config, dir: string): Case[] {
 }
 
 // Without the venv's Python there is nothing to ask: the accelerate line FAILs already, with what to do.
-const notChecked = (python: string) =>
+export const notChecked = (python: string) =>
   `not checked: there is no ${python} beside trainer.accelerate (the accelerate line says what to do)`;
 
 /** sd-scripts' own parser and dataset schema, in the venv's Python, on every launch the worker would make. */

@@ -1,6 +1,7 @@
 import type { Config } from "../config/schema.ts";
 import { warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
 import { checkPackages, checkSdScriptsArgv } from "./sd-scripts-checks.ts";
+import { checkLikeness } from "./likeness-check.ts";
 import { checkTrainerTmpdir } from "./tmpdir-check.ts";
 import { checkTokenizers } from "./tokenizer-checks.ts";
 import { checkAccelerate, checkSdScripts, checkTrainerPython, STAGES } from "./trainer-checks.ts";
@@ -8,7 +9,7 @@ import { checkAccelerate, checkSdScripts, checkTrainerPython, STAGES } from "./t
 /** What doctor asks of the trainer, chosen once from trainer.mode, as it asks the configured backend for its own. */
 export interface TrainerDoctor {
   /** The trainer's environment: accelerate, its Python's torch, CUDA and bitsandbytes, sd-scripts, its parser, the
-   * packages against the lock. */
+   * packages against the lock, the face scorer. */
   environment(deps: DoctorDeps): Promise<DoctorCheck[]>;
   tokenizers(deps: DoctorDeps): Promise<DoctorCheck>;
   /** The trainer's TMPDIR link, and the sockets its data loader binds under it. */
@@ -33,6 +34,7 @@ const REAL: TrainerDoctor = {
       checkSdScripts(config, account, runAs),
       checkSdScriptsArgv(deps),
       checkPackages(deps),
+      checkLikeness(deps),
     ]);
     return checks.flat();
   },
@@ -42,9 +44,9 @@ const REAL: TrainerDoctor = {
   anyAccount: false,
 };
 
-// The same lines, each saying why the simulator needs none of it.
+// The same lines, each saying why the simulator needs none of it; but the face scorer scores simulated previews too.
 const SIMULATED: TrainerDoctor = {
-  environment: async () => ENVIRONMENT.map((name) => warned(name, SIMULATE_SKIP)),
+  environment: async (deps) => [...ENVIRONMENT.map((name) => warned(name, SIMULATE_SKIP)), await checkLikeness(deps)],
   tokenizers: async () => warned("tokenizers", SIMULATE_SKIP),
   tmpdir: (deps) => checkTrainerTmpdir(deps, { sockets: false }),
   relax: (check, why) => check.status !== "FAIL"

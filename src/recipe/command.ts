@@ -6,7 +6,7 @@ import type { CheckedTrain } from "../request/check.ts";
 import { TIERS } from "../tiers.ts";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
 import { datasetToml } from "./dataset-toml.ts";
-import { SAMPLE_SAMPLER, sampleEvery, samplePrompts } from "./samples.ts";
+import { SAMPLE_SAMPLER, saveEvery, sampleEvery, samplePrompts } from "./samples.ts";
 import { JOB_MARKER_ENV } from "../os/proc.ts";
 import { tokenizerDir } from "../tokenizers/layout.ts";
 import type { Trainer } from "../trainer/trainer.ts";
@@ -141,7 +141,7 @@ function scriptFlags(train: CheckedTrain, paths: JobDir, config: Config, window:
     "--persistent_data_loader_workers",
     "--console_log_simple",
     flag(["caption_extension", CAPTION_EXTENSION]),
-    ...checkpointFlags(tier.checkpointEvery),
+    ...checkpointFlags(saveEvery(tier, (request.samples ?? 0) > 0)),
     ...sampleFlags(request.samples ?? 0, tier.maxTrainSteps, paths.samplePrompts),
   ];
 }

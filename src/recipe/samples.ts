@@ -1,5 +1,5 @@
 import type { JobRequest } from "../request/schema.ts";
-import { TIERS } from "../tiers.ts";
+import { TIERS, type Tier } from "../tiers.ts";
 
 // Preview images of the subject at a few points of the run: the recipe's fixed templates, filled only with the
 // request's already-validated trigger and class. Each template is drawn twice with the same seed, with the trigger
@@ -66,5 +66,18 @@ export function samplePrompts(request: JobRequest): object[] {
 export function sampleEvery(maxTrainSteps: number): number {
   let every = Math.ceil(maxTrainSteps / PREVIEW_POINTS);
   while (maxTrainSteps % every !== 0) every += 1;
+  return every;
+}
+
+/**
+ * Every how many steps a run saves its state and intermediate LoRA: the tier's cadence, or for a run with previews
+ * the largest divisor of the preview cadence within it, so a LoRA is saved at each preview point and the one the
+ * likeness report names best can be kept (fast: 25 steps in place of 40).
+ */
+export function saveEvery(tier: Pick<Tier, "maxTrainSteps" | "checkpointEvery">, previews: boolean): number {
+  if (!previews) return tier.checkpointEvery;
+  const points = sampleEvery(tier.maxTrainSteps);
+  let every = Math.min(tier.checkpointEvery, points);
+  while (points % every !== 0) every -= 1;
   return every;
 }

@@ -50,6 +50,7 @@ export const DETAIL_TYPES = [
   // The device.
   "unknown_device",
   "tier_device_mismatch",
+  "dataset_other_person",
 ] as const;
 
 export type DetailType = (typeof DETAIL_TYPES)[number];

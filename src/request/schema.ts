@@ -224,8 +224,13 @@ export const TrainRequest = z.strictObject({
   tier: z.enum(TIER_NAMES),
   device_index: z.int("must be an integer").min(0).max(63),
   seed: z.int("must be an integer").min(0).max(2 ** 32 - 1),
-  // The one optional field: absent is 0, so a client that never sends it trains exactly as before.
+  // The optional fields: absent, a client that never sends them trains exactly as before.
   samples: samplesField().optional(),
+  identity_check: z.enum(["warn", "refuse", "off"]).optional().describe(
+    "what the upload check does with a photo of someone else (`dataset.prepared.identity`): `\"warn\"` (absent) " +
+      "notes it `other_person`; `\"refuse\"` answers 422 `dataset_other_person` naming every such file, with " +
+      "nothing made; `\"off\"` scores no face",
+  ),
 });
 
 export type TrainRequest = z.infer<typeof TrainRequest>;

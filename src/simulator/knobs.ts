@@ -7,14 +7,27 @@
 //                                          ignore-sigterm
 //   LORA_WORKER_SIMULATE_REPLAY_LOG        absolute path of a recorded sd-scripts log to replay
 //   LORA_WORKER_SIMULATE_REPLAY_SPEED      how many times faster than the log's own clock, > 0 (default 1)
+//   LORA_WORKER_SIMULATE_PREVIEW_SUBJECT   absolute path of a photo the previews show the subject with
+//   LORA_WORKER_SIMULATE_PREVIEW_OTHER     absolute path of a photo of someone else (unset: no face)
+//   LORA_WORKER_SIMULATE_PREVIEW_LEARNED_AT  the step from which the trigger's previews show the subject (0: never)
+//   LORA_WORKER_SIMULATE_PREVIEW_BLEED_AT  the step from which the class's previews show the subject (0: never)
 import type { Config } from "../config/schema.ts";
 import { type FailurePlan, parseFailurePlan, replayClash } from "../config/simulate-fail.ts";
 import { fail, ok, type Result } from "../result.ts";
+
+/** Photos the previews are drawn from in place of one colour, so that a face scorer sees a person learned. */
+export interface PreviewPhotos {
+  subject: string;
+  other: string | null;
+  learnedAt: number;
+  bleedAt: number;
+}
 
 export interface Knobs {
   secondsPerStep: number;
   failures: FailurePlan;
   replay: { logPath: string; speed: number } | null;
+  previews: PreviewPhotos | null;
 }
 
 type Env = Record<string, string | undefined>;
@@ -23,6 +36,8 @@ const SECONDS_PER_STEP = "LORA_WORKER_SIMULATE_SECONDS_PER_STEP";
 const FAIL = "LORA_WORKER_SIMULATE_FAIL";
 export const REPLAY_LOG = "LORA_WORKER_SIMULATE_REPLAY_LOG";
 const REPLAY_SPEED = "LORA_WORKER_SIMULATE_REPLAY_SPEED";
+const [SUBJECT, OTHER] = ["LORA_WORKER_SIMULATE_PREVIEW_SUBJECT", "LORA_WORKER_SIMULATE_PREVIEW_OTHER"];
+const [LEARNED_AT, BLEED_AT] = ["LORA_WORKER_SIMULATE_PREVIEW_LEARNED_AT", "LORA_WORKER_SIMULATE_PREVIEW_BLEED_AT"];
 
 /** The knobs as the worker hands them to the simulator: its `simulate` keys, in the variables readKnobs reads. */
 export function simulatorEnv(simulate: Config["simulate"]): Record<string, string> {
@@ -32,6 +47,17 @@ export function simulatorEnv(simulate: Config["simulate"]): Record<string, strin
     ...(simulate.replay_log === ""
       ? {}
       : { [REPLAY_LOG]: simulate.replay_log, [REPLAY_SPEED]: String(simulate.replay_speed) }),
+    ...previewEnv(simulate),
+  };
+}
+
+function previewEnv(simulate: Config["simulate"]): Record<string, string> {
+  if (simulate.preview_subject === "") return {};
+  return {
+    [SUBJECT]: simulate.preview_subject,
+    ...(simulate.preview_other === "" ? {} : { [OTHER]: simulate.preview_other }),
+    [LEARNED_AT]: String(simulate.preview_learned_at),
+    [BLEED_AT]: String(simulate.preview_bleed_at),
   };
 }
 
@@ -42,12 +68,31 @@ export function readKnobs(env: Env): Result<Knobs> {
   if (!failures.ok) return fail(`${FAIL}: ${failures.error}`);
   const speed = readNumber(env, REPLAY_SPEED, 1, (value) => value > 0);
   if (speed === null) return invalid(env, REPLAY_SPEED, "must be a positive number");
+  const previews = readPreviews(env);
+  if (!previews.ok) return previews;
+  const knobs = { secondsPerStep, failures: failures.value, replay: null, previews: previews.value };
   const logPath = env[REPLAY_LOG] ?? "";
-  if (logPath === "") return ok({ secondsPerStep, failures: failures.value, replay: null });
+  if (logPath === "") return ok(knobs);
   if (!logPath.startsWith("/")) return invalid(env, REPLAY_LOG, "must be an absolute path");
   const clash = replayClash(failures.value);
   if (clash !== null) return fail(`${FAIL}: ${clash} cannot join ${REPLAY_LOG}, whose log decides how the run ends`);
-  return ok({ secondsPerStep, failures: failures.value, replay: { logPath, speed } });
+  return ok({ ...knobs, replay: { logPath, speed } });
+}
+
+function readPreviews(env: Env): Result<PreviewPhotos | null> {
+  const [subject, other] = [env[SUBJECT] ?? "", env[OTHER] ?? ""];
+  if (subject === "") {
+    const stray = [OTHER, LEARNED_AT, BLEED_AT].find((name) => env[name] !== undefined);
+    return stray === undefined ? ok(null) : fail(`${stray} needs ${SUBJECT}`);
+  }
+  if (!subject.startsWith("/")) return invalid(env, SUBJECT, "must be an absolute path");
+  if (other !== "" && !other.startsWith("/")) return invalid(env, OTHER, "must be an absolute path");
+  const step = (value: number) => Number.isInteger(value) && value >= 0;
+  const learnedAt = readNumber(env, LEARNED_AT, 0, step);
+  if (learnedAt === null) return invalid(env, LEARNED_AT, "must be a step, >= 0");
+  const bleedAt = readNumber(env, BLEED_AT, 0, step);
+  if (bleedAt === null) return invalid(env, BLEED_AT, "must be a step, >= 0");
+  return ok({ subject, other: other === "" ? null : other, learnedAt, bleedAt });
 }
 
 // Null when the value is not a finite number that `accept` allows.
@@ -58,6 +103,6 @@ function readNumber(env: Env, name: string, fallback: number, accept: (value: nu
   return text.trim() !== "" && Number.isFinite(value) && accept(value) ? value : null;
 }
 
-function invalid(env: Env, name: string, rule: string): Result<Knobs> {
+function invalid(env: Env, name: string, rule: string): { ok: false; error: string } {
   return fail(`${name}=${JSON.stringify(env[name])} ${rule}`);
 }

@@ -1,12 +1,13 @@
 // sd-scripts' preview samples (train_util.sample_images_common) as the worker sees them: the line that starts them
 // (the job's sampling phase), per image the settings sd-scripts logs and a tqdm bar of its sample_steps nested under
 // the steps bar, then a PNG in `<output_dir>/sample` named as sd-scripts names it, which supervisor/samples.ts
-// lists. The image is one colour that the seed, the step and the prompt's index choose. Only .json prompt files are
-// read.
+// lists. The image is one colour that the seed, the step and the prompt's index choose, or a photo
+// (preview-photos.ts). Only .json prompt files are read.
 import { mkdir, readFile } from "node:fs/promises";
 import { statOrNull } from "../fs.ts";
 import { solidPng } from "../png.ts";
 import { CUDA_OOM, type Io, PATH_NOT_GIVEN, print, raise, seededRandom, type Trainer } from "./io.ts";
+import { previewPng } from "./preview-photos.ts";
 import { tickThrough } from "./tqdm.ts";
 
 // What one call did: nothing was due, samples were taken, or the run ended with this exit code.
@@ -20,7 +21,8 @@ const DEFAULT_SCALE = 7.5;
 const DEFAULT_SAMPLER = "ddim";
 
 // At training step `step`; each image takes a step's time.
-export async function sampleImages({ io, args, outputDir, knobs }: Trainer, step: number): Promise<SampleOutcome> {
+export async function sampleImages(trainer: Trainer, step: number): Promise<SampleOutcome> {
+  const { io, args, outputDir, knobs } = trainer;
   const every = args.sample_every_n_steps;
   // sd-scripts disables a --sample_every_n_steps of 0 or less (with a warning the simulator leaves out).
   if (every === null || every <= 0 || step % every !== 0) return "none";
@@ -49,7 +51,9 @@ export async function sampleImages({ io, args, outputDir, knobs }: Trainer, step
     const time = new Date(io.wallClock() * 1000).toLocaleString("sv-SE").replace(/\D/g, "");
     const name = `${prefix}${String(step).padStart(6, "0")}_${String(index).padStart(2, "0")}_${time}`;
     const random = seededRandom((seed ?? Math.random() * 2 ** 32) ^ (step << 8) ^ index);
-    const png = solidPng(width, height, [random(), random(), random()].map((channel) => Math.floor(channel * 256)));
+    const colour = () => solidPng(width, height, [random(), random(), random()].map((c) => Math.floor(c * 256)));
+    const png = await previewPng(trainer, String(prompt.prompt ?? ""), step, colour);
+    if (typeof png === "string") return { exitCode: raise(io, png) };
     await Bun.write(`${dir}/${name}${seed === null ? "" : `_${seed}`}.png`, png);
   }
   return "sampled";

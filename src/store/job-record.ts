@@ -1,4 +1,4 @@
-import type { LossPoint, Outcome, ProgressFields, ResumePoint, Sample, StopReason } from "../job.ts";
+import type { Likeness, LossPoint, Outcome, ProgressFields, ResumePoint, Sample, StopReason } from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import type { Job } from "./job-row.ts";
 
@@ -18,6 +18,7 @@ export interface JobRecord {
   /** The predecessor's `state` this run started from is replaced by this run's own newer one. */
   releaseState(state: string, why: string): boolean;
   saveSamples(samples: Sample[]): boolean;
+  saveLikeness(likeness: Likeness): boolean;
   requestStop(reason: StopReason, at: string): boolean;
   requestPause(at: string): boolean;
   /** The job's one final record. */
@@ -42,6 +43,7 @@ interface RecordWrites {
   saveResumePoint(id: string, point: ResumePoint): boolean;
   releaseState(state: string, by: string, why: string): boolean;
   saveSamples(id: string, samples: Sample[]): boolean;
+  saveLikeness(id: string, likeness: Likeness): boolean;
   requestStop(id: string, reason: StopReason, at: string): boolean;
   requestPause(id: string, at: string): boolean;
   finish(id: string, outcome: Outcome, at: string): boolean;
@@ -63,6 +65,7 @@ export function bindRecord(store: RecordWrites, id: string): JobRecord {
     saveResumePoint: (point) => store.saveResumePoint(id, point),
     releaseState: (state, why) => store.releaseState(state, id, why),
     saveSamples: (samples) => store.saveSamples(id, samples),
+    saveLikeness: (likeness) => store.saveLikeness(id, likeness),
     requestStop: (reason, at) => store.requestStop(id, reason, at),
     requestPause: (at) => store.requestPause(id, at),
     finish: (outcome, at) => store.finish(id, outcome, at),

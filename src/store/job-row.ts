@@ -1,5 +1,5 @@
 import {
-  ACTIVE_STATUSES, type Checkpoint, type DatasetReport, type ErrorCode, type JobFilter, type JobStatus,
+  ACTIVE_STATUSES, type Checkpoint, type DatasetReport, type ErrorCode, type JobFilter, type JobStatus, type Likeness,
   type ProgressFields, type Sample, type StopReason,
 } from "../job.ts";
 import type { BaseModelPrint } from "../request/base-model.ts";
@@ -56,6 +56,8 @@ export interface JobRow extends ProgressFields {
   pause_requested_at: string | null;
   /** JSON array of Sample: the preview images of the run (and of the runs it resumed), as found on disk. */
   samples: string | null;
+  /** JSON Likeness: the preview points scored against the dataset's identity, and the verdict at the end. */
+  likeness: string | null;
   /** What the base model was at dispatch (JSON: size, mtime, header digest). */
   base_model_print: string | null;
   /** The run's Slurm batch job, on the Slurm backend. */
@@ -66,6 +68,7 @@ export interface JobRow extends ProgressFields {
 /** A job on record, as every reader outside the store sees it. */
 export type Job = Omit<
   JobRow, "request" | "simulated" | "forced_kill" | "checkpoints" | "samples" | "dataset_report" | "base_model_print"
+  | "likeness"
 > & {
   request: JobRequest;
   simulated: boolean;
@@ -78,6 +81,8 @@ export type Job = Omit<
   dataset_report: DatasetReport | null;
   /** What the base model was at dispatch: a resume refuses a replaced one. */
   base_model_print: BaseModelPrint | null;
+  /** Whether the LoRA shows the person: null for a run whose previews were never looked at. */
+  likeness: Likeness | null;
 };
 
 /** A row decoded; frozen, since readers share what the store caches. */
@@ -91,6 +96,7 @@ export function toJob(row: JobRow): Job {
     samples: row.samples === null ? [] : (JSON.parse(row.samples) as Sample[]),
     dataset_report: row.dataset_report === null ? null : (JSON.parse(row.dataset_report) as DatasetReport),
     base_model_print: row.base_model_print === null ? null : (JSON.parse(row.base_model_print) as BaseModelPrint),
+    likeness: row.likeness === null ? null : (JSON.parse(row.likeness) as Likeness),
   });
 }
 

@@ -1,6 +1,6 @@
 import type { Database, SQLQueryBindings } from "bun:sqlite";
 import type {
-  DatasetReport, LossPoint, Outcome, Phase, ProgressFields, ResumePoint, Sample, StopReason,
+  DatasetReport, Likeness, LossPoint, Outcome, Phase, ProgressFields, ResumePoint, Sample, StopReason,
 } from "../job.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
 import type { BaseModelPrint } from "../request/base-model.ts";
@@ -76,6 +76,7 @@ const SQL = {
       dataset_report=COALESCE(?, dataset_report)
     WHERE id=? AND ${ACTIVE_SQL}`,
   saveSamples: "UPDATE jobs SET samples=? WHERE id=?",
+  saveLikeness: "UPDATE jobs SET likeness=? WHERE id=?",
   requestPause: `UPDATE jobs SET pause_requested_at=COALESCE(pause_requested_at, ?) WHERE id=? AND ${ACTIVE_SQL}`,
   markSpawned: `UPDATE jobs SET pid=?, pid_start_ticks=?, boot_id=?, started_at=?
     WHERE id=? AND status='starting' AND pid IS NULL`,
@@ -127,6 +128,7 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
     ...reads,
     countByStatus: tallies.byStatus,
     countFailuresByCode: tallies.failuresByCode,
+    countVerdicts: tallies.verdicts,
     /** Null while writes succeed; otherwise the first failure since the last write that worked. */
     writeFailure(): WriteFailure | null {
       return failure;
@@ -152,6 +154,11 @@ export function openJobStore(path: string, options: OpenOptions = { integrityChe
         dataset?.files ?? null, dataset?.bytes ?? null, dataset?.sha256 ?? null, reportJson(dataset), id,
       ]),
     saveSamples: (id: string, samples: Sample[]) => update(SQL.saveSamples, [JSON.stringify(samples), id]),
+    saveLikeness(id: string, likeness: Likeness): boolean {
+      const moved = update(SQL.saveLikeness, [JSON.stringify(likeness), id]);
+      if (moved && likeness.verdict !== null) tallies.judged(likeness.verdict);
+      return moved;
+    },
     requestPause: (id: string, now: string) => update(SQL.requestPause, [now, id]),
     // One commit for a whole batch: a backlog of thousands is not thousands of fsyncs. Returns the jobs marked:
     // their directories may go now.

@@ -54,6 +54,7 @@ const ADDED_COLUMNS: Array<[name: string, type: string]> = [
   ["samples", "TEXT"],
   ["slurm_job_id", "TEXT"],
   ["dataset_report", "TEXT"],
+  ["likeness", "TEXT"],
 ];
 
 // Before the schema's indexes, which may name an added column. A new database has no table yet: the schema makes it.

@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS jobs (
   resumed_by TEXT,
   pause_requested_at TEXT,
   samples TEXT,
+  likeness TEXT,
   base_model_print TEXT,
   slurm_job_id TEXT,
   log_path TEXT NOT NULL

@@ -37,7 +37,7 @@ export function runOutput(outputFile: string): RunOutput {
 
 const stepText = (step: number) => String(step).padStart(STEP_DIGITS, "0");
 export const stateDir = (out: RunOutput, step: number) => join(out.dir, `${out.name}-step${stepText(step)}-state`);
-const intermediatePath = (out: RunOutput, step: number) =>
+export const intermediatePath = (out: RunOutput, step: number) =>
   join(out.dir, `${out.name}-step${stepText(step)}.safetensors`);
 
 // Null when the state at `dir` is whole and is the one saved at `step`; otherwise what is missing.
@@ -192,7 +192,8 @@ export async function closingResumePoint(
   if (succeeded) {
     await removeStates(out, null);
     await removeIntermediates(out);
-    const gone = "the states and intermediate LoRAs were removed once the final LoRA was verified";
+    const gone = "the states and intermediate LoRAs (but the preview points' kept ones) were removed once the " +
+      "final LoRA was verified";
     return { step: null, state: null, digest: null, checkpoints: [], gone };
   }
   const usable = totalSteps === null ? null : await newestUsableState(out, totalSteps);

@@ -12,3 +12,4 @@ export { createBackends } from "./backend.ts";
 export { createRetention } from "./retention.ts";
 export { usableState } from "./checkpoints.ts";
 export type { Backend, BackendEnvironment, ShimCommand } from "./placement.ts";
+export type { LikenessScoring } from "./likeness.ts";

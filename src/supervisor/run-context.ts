@@ -9,6 +9,11 @@ import { isStrictlyInside } from "../request/contained-path.ts";
 import type { Backend, PlacementRequest } from "./placement.ts";
 import { recordReport } from "./run-report.ts";
 import { TIERS } from "../tiers.ts";
+import { sampleEvery } from "../recipe/samples.ts";
+import { SAME_PERSON } from "../likeness/points.ts";
+import { likenessPlan, type LikenessPlan, type LikenessScoring } from "./likeness.ts";
+
+const NO_SCORER: LikenessScoring = { embedder: null, threshold: SAME_PERSON };
 
 /** What a run is told: where its files are, its limits, what it inherits and already has, its own record. */
 export interface RunContext {
@@ -45,6 +50,10 @@ export interface RunContext {
   memoryEvents: string | null;
   /** Called after every change a watcher could see: progress, status, the end. */
   changed: () => void;
+  /** How its previews are scored for likeness. */
+  likeness: LikenessPlan;
+  /** The steps its previews are drawn at (none without previews): their LoRAs are kept. */
+  previewSteps: number[];
   /** Whether an event stream follows the job now: its output is then read more often. */
   watched: () => boolean;
 }
@@ -58,6 +67,8 @@ export interface RunDeps {
   log: Logger;
   /** Where the kernel counts OOM kills of the trainer's cgroup (cgroup v2 or v1's memory controller), if anywhere. */
   memoryEvents?: string | null;
+  /** The scorer of the runs' previews; absent: none (`not_scored: scorer_missing`). */
+  likeness?: LikenessScoring;
 }
 
 /** What a run is told, from its record: where its files are, its limits, what it inherits and already has. */
@@ -91,8 +102,18 @@ export function runContext(
     pauseRequested: row.pause_requested_at !== null,
     samples: (request.samples ?? 0) > 0 ? { known: row.samples, sinceMs: Date.parse(row.created_at) } : null,
     memoryEvents: deps.memoryEvents ?? null,
+    likeness: likenessPlan(deps.likeness ?? NO_SCORER, row, dir.dataset),
+    previewSteps: previewSteps(request),
     ...hooks,
   };
+}
+
+// Every multiple of the preview cadence up to the tier's last step (recipe/samples.ts).
+function previewSteps(request: Job["request"]): number[] {
+  if ((request.samples ?? 0) === 0) return [];
+  const { maxTrainSteps } = TIERS[request.tier];
+  const every = sampleEvery(maxTrainSteps);
+  return Array.from({ length: maxTrainSteps / every }, (_, i) => (i + 1) * every);
 }
 
 /** What the run's backend is told: the fields it reads, and a report the run's record takes. */

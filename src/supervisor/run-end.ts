@@ -1,6 +1,7 @@
 import type { Outcome, ResumePoint } from "../job.ts";
 import { verifySafetensors } from "../safetensors/verify.ts";
 import { closingResumePoint } from "./checkpoints.ts";
+import { keepRest, withKept } from "./kept-loras.ts";
 import { tailLines } from "../job-dir/log-tail.ts";
 import type { ExitWatch } from "./exit-watch.ts";
 import { decideOutcome } from "./outcome.ts";
@@ -36,6 +37,7 @@ export async function endRun(run: FollowedRun, ended: ExitWatch): Promise<void> 
   const outcome = decided.status === "succeeded" ? await publish(run, decided) : decided;
   const point = await closeResumePoint(run, outcome.status === "succeeded");
   await recordSamples(run);
+  await run.likeness.end(run.kept);
   await recordEnd(run, outcome, point);
   if ("spawn_error" in ended) removeCopy(run);
   ctx.changed();
@@ -108,7 +110,9 @@ async function publish(run: RunState, decided: Outcome): Promise<Outcome> {
 async function closeResumePoint(run: RunState, succeeded: boolean): Promise<ResumePoint | null> {
   const { ctx } = run;
   try {
-    const point = await closingResumePoint(run.out, ctx.expectedTotal, succeeded, run.checkpoints);
+    run.kept = await keepRest(run.out, ctx.previewSteps, run.kept);
+    const closed = await closingResumePoint(run.out, ctx.expectedTotal, succeeded, run.checkpoints);
+    const point = { ...closed, checkpoints: withKept(closed.checkpoints, run.kept) };
     if (succeeded) await releaseInherited(run, `job ${ctx.id}, which continued from it, succeeded`);
     // A run that ended before its first own state still offers the one it started from.
     if (point.step !== null || run.inherited === null) return point;

@@ -1,7 +1,9 @@
-import type { Checkpoint, Sample, StopReason } from "../job.ts";
+import type { Checkpoint, Likeness, Sample, StopReason } from "../job.ts";
 import { createTracker } from "../progress/tracker.ts";
 import { rm } from "node:fs/promises";
 import { runOutput, type followStates, type RunOutput } from "./checkpoints.ts";
+import { followLikeness } from "./likeness.ts";
+import { isKept } from "./kept-loras.ts";
 import { findSamples } from "./samples.ts";
 import type { followLog } from "./job-log.ts";
 import { readOomKills } from "../os/proc.ts";
@@ -22,10 +24,14 @@ export interface RunState {
   readonly out: RunOutput;
   readonly oomKillsAtStart: number | null;
   checkpoints: Checkpoint[];
+  /** The LoRAs of the preview points, kept past sd-scripts' removal (kept-loras.ts). */
+  kept: Checkpoint[];
   /** A resumed run offers its predecessor's state until it has verified one of its own; then that state goes. */
   inherited: RunContext["inherited"];
   pausing: boolean;
   samples: Sample[];
+  /** Scores each preview point as its samples come onto the record. */
+  readonly likeness: ReturnType<typeof followLikeness>;
   statusRecorded: boolean;
   unrecorded: Unrecorded | null;
   /** The stop under way, if any: the end waits it out. */
@@ -46,22 +52,31 @@ export type FollowedRun = RunState & Followers;
 
 /** A run's state as it starts, from what it is told. */
 export function openRun(ctx: RunContext, placement: Placement): RunState {
+  const guard = createWriteGuard(ctx.log, ctx.id);
+  const saveLikeness = (likeness: Likeness) => {
+    guard("likeness", () => ctx.record.saveLikeness(likeness));
+    ctx.changed();
+  };
+  const known = ctx.record.read()?.likeness ?? null;
+  const state = { out: runOutput(ctx.runFile) };
   return {
     ctx,
     placement,
-    guard: createWriteGuard(ctx.log, ctx.id),
+    guard,
     tracker: createTracker({
       expectedTotal: ctx.expectedTotal,
       resumedAt: ctx.resumedAt,
       nanUpdates: ctx.nanUpdates,
       persistEveryMs: PERSIST_INTERVAL_MS,
     }),
-    out: runOutput(ctx.runFile),
+    out: state.out,
     oomKillsAtStart: readOomKills(ctx.memoryEvents),
     checkpoints: ctx.checkpoints,
+    kept: ctx.checkpoints.filter((c) => isKept(state.out, c)),
     inherited: ctx.inherited,
     pausing: ctx.pauseRequested,
     samples: ctx.samples?.known ?? [],
+    likeness: followLikeness({ plan: ctx.likeness, known, save: saveLikeness, log: ctx.log, jobId: ctx.id }),
     statusRecorded: false,
     unrecorded: null,
     stopping: Promise.resolve(),
@@ -91,12 +106,14 @@ export async function releaseInherited(run: RunState, by: string): Promise<void>
 
 /** The samples the run wrote since the last look, onto the record, at each verified state and at the end.
  * sd-scripts draws a step's previews before it trains on, so every preview drawn before a state is whole when it is
- * verified. An output dir that cannot be listed now leaves the record as it is until the next look. */
-export async function recordSamples(run: RunState): Promise<void> {
+ * verified. An output dir that cannot be listed now leaves the record as it is until the next look. The points up
+ * to `whole` (the verified state's step; at the end, all) are scored. */
+export async function recordSamples(run: RunState, whole = Infinity): Promise<void> {
   const { ctx } = run;
   if (ctx.samples === null) return;
   try {
     const found = await findSamples(run.out, ctx.samples.sinceMs, run.samples);
+    run.likeness.seen(found.filter((s) => s.step <= whole));
     if (found.length === run.samples.length) return;
     run.samples = found;
     run.guard("samples", () => ctx.record.saveSamples(found));

@@ -4,6 +4,7 @@ import { followLog } from "./job-log.ts";
 import { untilDone } from "../os/terminate.ts";
 import { startWatchdog } from "./watchdog.ts";
 import { endRun } from "./run-end.ts";
+import { keepLora, withKept } from "./kept-loras.ts";
 import { openRun, persist, recordSamples, releaseInherited, type FollowedRun, type RunState } from "./run-state.ts";
 import type { PendingStop, Placement, Run } from "./placement.ts";
 import type { RunContext } from "./run-context.ts";
@@ -82,7 +83,10 @@ function takeIn(run: FollowedRun, text: string): void {
     );
   }
   if (update.nanTripped) void stop(run, "nan_loss");
-  if (update.savingState !== null) run.states.announced(update.savingState);
+  if (update.savingState !== null) {
+    run.states.announced(update.savingState);
+    if (ctx.previewSteps.includes(update.savingState)) void keepPoint(run, update.savingState);
+  }
   if (update.persistDue) persist(run);
   if (update.changed || firstWords) ctx.changed();
 }
@@ -92,13 +96,25 @@ function stateSaved(run: FollowedRun, step: number, checkpoint: Checkpoint | nul
   const { ctx } = run;
   const others = stillThere(run.checkpoints).filter((c) => c.step !== step);
   run.checkpoints = checkpoint ? [...others, checkpoint] : others;
-  const point: ResumePoint = { step, state: stateDir(run.out, step), digest, checkpoints: run.checkpoints, gone: null };
+  const checkpoints = withKept(run.checkpoints, run.kept);
+  const point: ResumePoint = { step, state: stateDir(run.out, step), digest, checkpoints, gone: null };
   if (run.guard("resume point", () => ctx.record.saveResumePoint(point))) {
     void releaseInherited(run, `replaced by job ${ctx.id}'s newer state at step ${step}`);
   }
   ctx.log.info("state saved", { job_id: ctx.id, step, pausing: run.pausing });
   if (run.pausing) void stop(run, "pause");
-  void recordSamples(run).finally(ctx.changed);
+  void recordSamples(run, step).finally(ctx.changed);
+}
+
+// A preview point's LoRA, linked before sd-scripts removes it at its next save.
+async function keepPoint(run: RunState, step: number): Promise<void> {
+  try {
+    const kept = await keepLora(run.out, step);
+    if (kept !== null) run.kept = withKept(run.kept, [kept]);
+  } catch (err) {
+    const error = (err as Error).message;
+    run.ctx.log.error("could not keep a preview point's LoRA", { job_id: run.ctx.id, step, error });
+  }
 }
 
 // Why is recorded before the first signal, so the exit reads as that and not as a crash. The reason is kept in

@@ -83,6 +83,11 @@ describe("the dataset the trainer reads is the one a person meant", () => {
       ],
       files_not_listed: 0,
       warnings: [],
+      // A simulated worker without [likeness] python scores no face, and says so.
+      identity: {
+        scored: false, reason: "scorer_missing", photos: { one_face: 0, no_face: 0, several_faces: 0 },
+        spread: null, threshold: 0.6, notes: [],
+      },
     });
     // What the trainer trained on, from the LoRA's own header: the trigger leads a.png's caption now.
     const verdict = await verifySafetensors(final.lora_path);

@@ -8,7 +8,7 @@ import { startWorker } from "../support/worker-process.ts";
 import { untilEnded } from "../support/jobs.ts";
 
 // Issue 19 through the compiled binary and its simulated trainer, which takes sd-scripts' samples as real PNGs.
-// A fast run checkpoints every 40 steps: with samples it draws them at 40, 80, ... 400, at 768 px.
+// A fast run with samples saves every 25 steps (40 without) and draws them at 100, 200, 300 and 400, at 768 px.
 setDefaultTimeout(90_000);
 
 let binary: string;
@@ -139,7 +139,7 @@ describe("preview samples (compiled binary, simulated trainer)", () => {
     await using worker = await startWorker(tree.writeConfig(FAILING_TABLES(0.002, "sample-oom@200")), { command: [binary] });
     const id = (await worker.postTrain(tree.validRequest({ samples: 2 }))).body.worker_job_id;
     const final = await untilEnded(worker, id);
-    expect(final).toMatchObject({ status: "failed", error_code: "cuda_oom", phase: "sampling", resume_step: 160, resumable: true });
+    expect(final).toMatchObject({ status: "failed", error_code: "cuda_oom", phase: "sampling", resume_step: 175, resumable: true });
     expect(final.error).toContain("while taking preview samples");
     expect(final.samples.map((s: any) => s.step)).toEqual([100, 100, 100, 100]);
     // Contrast: the same failure plan without samples never samples, so it never fails there.

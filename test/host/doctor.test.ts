@@ -11,7 +11,7 @@ import { AS_ROOT, STAND_IN } from "../support/install-root.ts";
 import { startWorker } from "../support/worker-process.ts";
 
 const TIMEOUT_MS = 30_000;
-const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "sd-scripts argv", "python packages", "tokenizers", "handoff root", "model root", "base model", "state dir", "trainer tmpdir", "nvidia-smi", "nvidia-uvm", "port", "token file", "read-token file"];
+const CHECKS = ["config", "service account", "accelerate", "torch", "cuda", "bitsandbytes", "sd-scripts", "sd-scripts argv", "python packages", "likeness", "tokenizers", "handoff root", "model root", "base model", "state dir", "trainer tmpdir", "nvidia-smi", "nvidia-uvm", "port", "token file", "read-token file"];
 
 const checkName = (line: string) => /^(?:OK|WARN|FAIL) +([^:]+?)(?: \/\S+)?:/.exec(line)?.[1];
 const failLines = (lines: string[]) => lines.filter((l) => l.startsWith("FAIL"));
@@ -157,7 +157,7 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
     using host = makeDoctorHost();
     const { code, lines } = await host.doctor();
     expect(lines.slice(0, -1).map(checkName)).toEqual(CHECKS);
-    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 19 OK"]);
+    expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 20 OK"]);
     expect(lines).toContain("OK   cuda: torch sees 2 CUDA device(s): 0 NVIDIA GeForce RTX 3090, 1 NVIDIA RTX A6000 (torch built for CUDA 12.4)");
     expect(code).toBe(0);
   }, TIMEOUT_MS);

@@ -11,6 +11,7 @@ import { freePort, makeDeviceNode, treeFingerprint, writeExecutable } from "../s
 import { writeTokenizers } from "../support/tokenizers.ts";
 import { CONFIG_KEYS } from "../../src/config/keys.ts";
 import { ConfigSchema } from "../../src/config/schema.ts";
+import { FACE_PYTHON } from "../support/face-scorer.ts";
 
 // A parsed config's keys as the docs name them: a section's keys as "section.key", a top-level key as it is.
 const flatten = (toml: Record<string, unknown>) =>
@@ -231,7 +232,9 @@ describe.skipIf(!AS_ROOT)("a fresh install's doctor", () => {
       .replace(/^# listen = .*$/m, `listen = "127.0.0.1:${port}"`)
       .replace(/^# accelerate = .*$/m, `accelerate = "${accelerate}"`)
       .replace(/^# sd_scripts_dir = .*$/m, `sd_scripts_dir = "${sdScripts}"`)
-      .replace(/^# base_model = .*$/m, `base_model = "${model}"`));
+      .replace(/^# base_model = .*$/m, `base_model = "${model}"`)
+      // The stand-in venv has no dlib: the face scorer's Python is the tests' venv.
+      .replace(/^# python = .*$/m, `python = "${FACE_PYTHON}"`));
 
     const brought = await runInstall(args, env);
     expect(failures(brought.stdout)).toEqual([]);

@@ -223,7 +223,7 @@ describe("the status page's pause and resume, in headless Chromium", () => {
 
   test("a run that failed drawing its previews offers Resume without previews, which continues it with none", async () => {
     using tree = makeHostTree();
-    // Step 100's previews were drawn and the state of step 160 saved; the GPU runs out of memory drawing step 200's.
+    // Step 100's previews were drawn and the state of step 175 saved; the GPU runs out of memory drawing step 200's.
     await using worker = await startWorker(tree.writeConfig(withFailure("sample-oom@200")));
     const failed = await untilEnded(worker, (await worker.postTrain(tree.validRequest({ samples: 2 }))).body.worker_job_id);
     expect(failed).toMatchObject({ status: "failed", error_code: "cuda_oom", phase: "sampling", resumable: true });

@@ -153,7 +153,8 @@ describe("preview samples on the status page and in the client", () => {
     const url = (i: number) => `${worker.url}${final.samples[i].url}`;
     const names = ["portrait", "portrait/class", "full_body", "full_body/class"];
     const rows = ALL_STEPS.toReversed().map((step, i) => `${i === 0 ? "samples  " : "         "}step ${step}: ${names.map((n, j) => `${n} ${url(4 * i + j)}`).join(", ")}`);
-    expect(status.stdout).toContain(`\n${rows.join("\n")}\nsucceeded after `);
+    // Then the likeness verdict: this worker has no face scorer.
+    expect(status.stdout).toContain(`\n${rows.join("\n")}\nverdict  not_scored: scorer missing\nsucceeded after `);
     expect(status.stdout).toContain(", seed 42, 2 sample prompts with and without the trigger\n");
     expect(JSON.parse(json.stdout)).toEqual(final);
 

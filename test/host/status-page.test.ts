@@ -261,4 +261,27 @@ describe("the status page of the compiled binary, in headless Chromium", () => {
     await saveScreenshot(page, "prepared-dataset");
     expect(page.errors).toEqual([]);
   });
+  test("a samples job's card shows its likeness report beside the previews: here, with no scorer, not scored and why", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.002)), { command: [binary] });
+    await worker.postTrain(tree.validRequest({ samples: 1 }));
+    const page = await openStatusPage(worker);
+    await page.until(`document.getElementById("job-status").textContent === "succeeded"`, "the card to show the job succeeded", 45_000);
+    await page.until(`!document.getElementById("job-likeness").hidden`, "the likeness figure to show", 10_000);
+    const caption = await page.evaluate<string>(text("#likeness-caption"));
+    expect(caption).toContain("verdict: not_scored (scorer missing)");
+    expect(caption).toContain("What to do: the reason says why");
+    expect(await page.evaluate(`document.querySelector("#likeness-chart .threshold") !== null`)).toBe(true);
+    expect(page.errors).toEqual([]);
+  });
+
+  test("contrast: a job without previews draws no likeness figure", async () => {
+    using tree = makeHostTree();
+    await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.002)), { command: [binary] });
+    await worker.postTrain(tree.validRequest());
+    const page = await openStatusPage(worker);
+    await page.until(`document.getElementById("job-status").textContent === "succeeded"`, "the card to show the job succeeded", 45_000);
+    // Its record says no_previews, with no point to draw: the figure stays hidden.
+    expect(await page.evaluate(`document.getElementById("job-likeness").hidden`)).toBe(true);
+  });
 });

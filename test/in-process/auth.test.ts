@@ -108,7 +108,7 @@ describe("bearer auth on the HTTP surface", () => {
 describe("read-only tokens (auth.read_token_file)", () => {
   const READER = "r3ad+Only/t0ken-5a7c9e1b3d2f=";
 
-  test("a read-only token reads every GET and is refused dispatch, pause, resume, cancel and smoke with 403 before the body is read, changing nothing; the full token acts", async () => {
+  test("a read-only token reads every GET and is refused dispatch, pause, resume, cancel, smoke and a dataset check with 403 before the body is read, changing nothing; the full token acts", async () => {
     using tree = makeHostTree();
     const gate = mustGate({ tokenFile: writeTokens(tree.root, [TOKEN_A]), readTokenFile: writeTokens(tree.root, [READER], "read-token") });
     await using a = appBehind(tree, gate);
@@ -126,6 +126,7 @@ describe("read-only tokens (auth.read_token_file)", () => {
     };
     const acts: Array<[string, unknown]> = [
       ["/train", tree.validRequest()], [`/train/${JOB}/pause`, {}], [`/train/${JOB}/resume`, {}], [`/train/${JOB}/cancel`, {}], ["/smoke", {}],
+      ["/dataset/check", tree.validRequest()],
     ];
     for (const [path, sent] of acts) {
       expect({ path, ...(await post(READER, path, sent)) }).toEqual({

@@ -128,7 +128,7 @@ describe("the OpenAPI document and the tools that consume it", () => {
     expect(schemas.Phase).toEqual({ type: "string", enum: Phase.options });
     expect(Phase.options).toContain("sampling");
     expect(schemas.TrainRequest.properties.tier).toEqual({ type: "string", enum: ["fast", "balanced", "quality"] });
-    expect(schemas.Conflict.properties.reason.enum).toEqual(["busy", "output_exists", "output_in_use", "insufficient_vram", "cotenant_active", "insufficient_disk", "not_resumable", "base_model_changed", "smoke_unavailable"]);
+    expect(schemas.Conflict.properties.reason.enum).toEqual(["busy", "output_exists", "output_in_use", "insufficient_vram", "cotenant_active", "insufficient_disk", "not_resumable", "base_model_changed", "smoke_unavailable", "check_busy"]);
     expect(Object.keys(doc.paths["/train/{id}/checkpoints/{step}"].get.responses[200].content)).toEqual(["application/octet-stream"]);
     expect(schemas.Checkpoint.required).toEqual(["step", "sha256", "bytes", "url"]);
     expect(schemas.Unavailable.properties.reason.enum).toEqual(["gpu_probe_failed", "state_unwritable", "slurm_refused"]);
@@ -178,7 +178,7 @@ describe("the OpenAPI document and the tools that consume it", () => {
       ["409", "503"].filter((code) => op.responses[code]?.headers?.["Retry-After"]).map((code) => `${at} ${code}`));
     expect(declared).toEqual([
       "POST /train 409", "POST /train 503", "POST /train/{id}/resume 409", "POST /train/{id}/resume 503",
-      "POST /smoke 409", "POST /smoke 503",
+      "POST /smoke 409", "POST /smoke 503", "POST /dataset/check 409",
     ]);
     const header = doc.paths["/train"].post.responses;
     for (const status of [409, 503] as const) {

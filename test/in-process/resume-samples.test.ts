@@ -11,7 +11,7 @@ const TIMEOUT_MS = 60_000;
 
 function appFor(tree: HostTree) {
   // The GPU runs out of memory drawing the previews of step 200 (a fast run's second point); step 100's were drawn,
-  // and the state of step 160 saved.
+  // and the state of step 175 saved (every 25 steps with previews).
   const a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0, fail: "sample-oom@200" }), SIMULATOR);
   const post = (path: string, body?: string, type = "application/json") =>
     a.json(path, { method: "POST", ...(body === undefined ? {} : { body, headers: { "content-type": type } }) });
@@ -19,7 +19,7 @@ function appFor(tree: HostTree) {
   const failedWhileSampling = async (name: string) => {
     const { body } = await post("/train", JSON.stringify(tree.validRequest({ output_name: name, samples: 2 })));
     const failed = await ended(body.worker_job_id);
-    expect(failed).toMatchObject({ status: "failed", error_code: "cuda_oom", resume_step: 160, resumable: true });
+    expect(failed).toMatchObject({ status: "failed", error_code: "cuda_oom", resume_step: 175, resumable: true });
     return failed.worker_job_id as string;
   };
   const argvOf = async (id: string): Promise<string[]> => (await Bun.file(join(tree.state, "jobs", id, "launch.json")).json()).argv;
@@ -32,14 +32,14 @@ describe("resume with other previews", () => {
     await using a = appFor(tree);
     const failed = await a.failedWhileSampling("without");
     const resumed = await a.post(`/train/${failed}/resume`, JSON.stringify({ samples: 0 }));
-    expect(resumed).toEqual({ status: 200, body: { worker_job_id: expect.any(String), status: "starting", resumed_from: failed, resume_step: 160 } });
+    expect(resumed).toEqual({ status: 200, body: { worker_job_id: expect.any(String), status: "starting", resumed_from: failed, resume_step: 175 } });
     const final = await a.ended(resumed.body.worker_job_id);
     expect(final).toMatchObject({ status: "succeeded", step: 400, request: { samples: 0, output_name: "without" } });
     const [before, after] = [await a.argvOf(failed), await a.argvOf(resumed.body.worker_job_id)];
-    // Only the sampling flags differ (and the resume's own).
-    const sampling = (flag: string) => flag.startsWith("--sample_");
-    expect(before.filter(sampling)).toHaveLength(3);
-    expect(after.filter(sampling)).toEqual([]);
+    // Only the sampling flags differ (and the resume's own), and the save cadence they set (25 steps, 40 without).
+    const sampling = (flag: string) => flag.startsWith("--sample_") || /^--save_(every|last)_n_steps(_state)?=/.test(flag);
+    expect(before.filter(sampling)).toHaveLength(6);
+    expect(after.filter(sampling)).toEqual(["--save_every_n_steps=40", "--save_last_n_steps=39", "--save_last_n_steps_state=39"]);
     const common = (argv: string[]) => argv.filter((f) => !sampling(f) && !f.startsWith("--resume") && f !== "--skip_until_initial_step");
     expect(common(after).map((f) => f.replace(resumed.body.worker_job_id, "<id>"))).toEqual(common(before).map((f) => f.replace(failed, "<id>")));
   }, TIMEOUT_MS);

@@ -10,6 +10,7 @@ import { checkTrainerPython } from "../../src/doctor/trainer-checks.ts";
 import { PYTHON_LOCK } from "../../src/trainer/lock.ts";
 import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
 import { CUDA_REPORT, HEALTHY, TORCH_REPORT, BITSANDBYTES_REPORT, writeFakePython } from "../support/fake-python.ts";
+import { FACE_PYTHON } from "../support/face-scorer.ts";
 import { MAIN } from "../support/host-tree.ts";
 import { writeStandInSdScripts, writeStandInVenv } from "../support/stand-in-sd-scripts.ts";
 
@@ -148,6 +149,8 @@ describe("lora-worker trainer check", () => {
       `model_roots = ${JSON.stringify(env.deps.config.model_roots)}`,
       `[trainer]\nmode = "real"\naccelerate = "${trainer.accelerate}"\nsd_scripts_dir = "${trainer.sd_scripts_dir}"`,
       `[gpu]\nnvidia_smi = "${gpu.nvidia_smi}"`,
+      // The stand-in venv has no dlib: the face scorer's Python is the tests' venv.
+      `[likeness]\npython = "${FACE_PYTHON}"`,
     ].join("\n"));
     writeFakePython(join(env.dir, "venv/bin/python"), { reports: HEALTHY });
     for (const dir of [env.deps.config.handoff_root, ...env.deps.config.model_roots]) mkdirSync(dir, { recursive: true });
@@ -159,14 +162,14 @@ describe("lora-worker trainer check", () => {
     return { code, lines: out.trimEnd().split("\n") };
   }
 
-  test("on a whole environment prints the config line and the trainer's seven checks, all OK, and exits 0", async () => {
+  test("on a whole environment prints the config line and the trainer's eight checks, all OK, and exits 0", async () => {
     using env = makeEnv();
     const { code, lines } = await trainerCheck(env);
     expect(lines.map((l) => l.split(":")[0])).toEqual([
       "OK   config", "OK   accelerate", "OK   torch", "OK   cuda", "OK   bitsandbytes", "OK   sd-scripts",
-      "OK   sd-scripts argv", "OK   python packages", "trainer check",
+      "OK   sd-scripts argv", "OK   python packages", "OK   likeness", "trainer check",
     ]);
-    expect(lines.at(-1)).toBe("trainer check: 0 FAIL, 0 WARN, 8 OK");
+    expect(lines.at(-1)).toBe("trainer check: 0 FAIL, 0 WARN, 9 OK");
     expect(code).toBe(0);
   }, TIMEOUT_MS);
 

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CHECKPOINT_KEYS, writeCheckpoint } from "./checkpoints.ts";
 import { fakeNvidiaSmi } from "./fake-nvidia-smi.ts";
+import { FACE_PYTHON } from "./face-scorer.ts";
 import { writeFakePython } from "./fake-python.ts";
 import { MAIN } from "./host-tree.ts";
 import { STAND_IN } from "./install-root.ts";
@@ -71,6 +72,8 @@ export function makeDoctorHost(): DoctorHost {
         `[smoke]\nbase_model = "${model}"`,
         `[gpu]\nnvidia_smi = "${smi}"`,
         `[auth]\ntoken_file = "${token}"`,
+        // The stand-in venv has no dlib: the face scorer's Python is the tests' venv.
+        `[likeness]\npython = "${FACE_PYTHON}"`,
         extra,
       ].join("\n"));
       return configPath;

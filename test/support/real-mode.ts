@@ -41,7 +41,7 @@ export function realModeConfig(tree: HostTree, accelerate: string, overrides: Co
 }
 
 // Dispatches a request the test expects to be accepted; anything else fails the test with the answer.
-type WorkerOptions = Partial<Pick<WorkerDeps, "memoryEvents" | "gpu" | "bodyDeadlineMs" | "auth">>;
+type WorkerOptions = Partial<Pick<WorkerDeps, "memoryEvents" | "gpu" | "bodyDeadlineMs" | "auth" | "likeness">>;
 
 // A dispatch that was accepted and has left its `preparing` phase: its trainer launched, or the job already ended.
 export async function dispatchOk(

@@ -189,3 +189,33 @@ describe("counts a person reads", () => {
     expect(statusLines(view, "http://w")).toContain("captions trigger added to 1 caption, already in 2, 1 image without one");
   });
 });
+
+describe("lora-worker status's likeness report", () => {
+  const series = (distance: number | null, faces = distance === null ? 0 : 1) => ({ distance, faces, files: [] });
+  const likeness = {
+    threshold: 0.6, verdict: "overfit", reason: null, best_step: 200, best_sha256: "a".repeat(64),
+    best_url: `/train/${JOB_VIEW_EXAMPLE.worker_job_id}/checkpoints/200`,
+    points: [{ step: 200, trigger: series(0.31), class: series(0.82) }, { step: 400, trigger: series(0.28), class: series(0.5, 2) }],
+  };
+
+  test("prints each point's distances against the threshold, the verdict and the best step's LoRA", () => {
+    const lines = statusLines({ ...JOB_VIEW_EXAMPLE, likeness } as unknown as JobView, "http://w");
+    expect(lines.filter((l) => /^(likeness|verdict|best) |^ {9}step/.test(l) && !l.includes("/samples/"))).toEqual([
+      "likeness step 200: trigger 0.31 (1 face), class 0.82 (1 face) (a match is at most 0.6)",
+      "         step 400: trigger 0.28 (1 face), class 0.50 (2 faces) (a match is at most 0.6)",
+      "verdict  overfit: the class-only previews show the person at the end",
+      `best     step 200: http://w${likeness.best_url} (sha256 ${"a".repeat(64)})`,
+    ]);
+  });
+
+  test("a run not scored says why, and one still running has no verdict yet", () => {
+    const none = { ...likeness, points: [], verdict: "not_scored", reason: "no_face_in_previews", best_step: null };
+    expect(statusLines({ ...JOB_VIEW_EXAMPLE, likeness: none } as unknown as JobView, "http://w"))
+      .toContain("verdict  not_scored: no face in previews");
+    // Contrast: a run without previews prints no likeness line at all.
+    const plain = { ...none, reason: "no_previews" };
+    expect(statusLines({ ...JOB_VIEW_EXAMPLE, likeness: plain } as unknown as JobView, "http://w").some((l) => l.startsWith("verdict"))).toBe(false);
+    const running = { ...likeness, verdict: null };
+    expect(statusLines({ ...JOB_VIEW_EXAMPLE, likeness: running } as unknown as JobView, "http://w").some((l) => l.startsWith("verdict"))).toBe(false);
+  });
+});

@@ -44,3 +44,28 @@ describe("the dataset rows of lora-worker status", () => {
     ]);
   });
 });
+
+describe("the faces rows of lora-worker status", () => {
+  const identity = {
+    scored: true, reason: null, photos: { one_face: 4, no_face: 1, several_faces: 1 }, spread: 0.41, threshold: 0.6,
+    notes: [
+      { file: "c.png", note: "no_face" }, { file: "d.png", note: "several_faces", faces: 2 },
+      { file: "e.jpg", note: "other_person", distance: 0.81, threshold: 0.6 },
+    ],
+  };
+
+  test("count the photos by faces, give the spread, and name each noted photo", () => {
+    expect(datasetRows(viewOf({ ...OLDER, identity })).slice(2)).toEqual([
+      ["faces", "4 photos with one face, 1 with none, 1 with several; spread 0.41 (a match is at most 0.6)"],
+      ["", "c.png: no face"], ["", "d.png: 2 faces"], ["", "e.jpg: someone else: 0.81 from the others' face, past 0.6"],
+    ]);
+  });
+
+  test("say why a dataset was not scored; a report without identity prints no faces row (the contrast)", () => {
+    const unscored = { ...identity, scored: false, reason: "too_few_single_faces", spread: null, notes: [] };
+    expect(datasetRows(viewOf({ ...OLDER, identity: unscored })).at(-1)).toEqual([
+      "faces", "not scored: fewer than half the photos show one face (a pet, a product, a style?); 4 photos with one face, 1 with none, 1 with several",
+    ]);
+    expect(datasetRows(viewOf(OLDER)).some(([label]) => label === "faces")).toBe(false);
+  });
+});

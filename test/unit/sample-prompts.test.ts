@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { sampleEvery, samplePrompts } from "../../src/recipe/samples.ts";
+import { sampleEvery, samplePrompts, saveEvery } from "../../src/recipe/samples.ts";
 import { TIERS } from "../../src/tiers.ts";
 
 const REQUEST = {
@@ -33,6 +33,14 @@ describe("the previews a run draws", () => {
     ]);
     // Contrast: the states are saved far more often (fast: every 40 steps, 10 of them).
     expect(TIERS.fast.maxTrainSteps / TIERS.fast.checkpointEvery).toBe(10);
+  });
+
+  test("a run with previews saves at each preview point: the largest divisor of their cadence within the tier's", () => {
+    const cadence = Object.entries(TIERS).map(([name, tier]) => [name, saveEvery(tier, true), saveEvery(tier, false)]);
+    expect(cadence).toEqual([["fast", 25, 40], ["balanced", 125, 150], ["quality", 75, 100], ["smoke", 2, 2]]);
+    for (const tier of Object.values(TIERS)) expect(sampleEvery(tier.maxTrainSteps) % saveEvery(tier, true)).toBe(0);
+    // Contrast: the tier's own cadence misses the fast run's points at 100 and 300.
+    expect(100 % TIERS.fast.checkpointEvery).not.toBe(0);
   });
 
   test("a run whose length four does not divide is previewed at a divisor of it, so its end is drawn", () => {

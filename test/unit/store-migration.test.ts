@@ -10,7 +10,7 @@ import { SCHEMA } from "../../src/store/schema.sql.ts";
 const LATER_COLUMNS = [
   "stop_requested_at", "dataset_files", "dataset_bytes", "dataset_sha256", "pruned_at", "output_file", "resume_step", "resume_state",
   "resume_gone", "checkpoints", "resumed_from", "resumed_from_step", "resumed_by", "pause_requested_at", "samples",
-  "slurm_job_id", "resume_digest", "base_model_print",
+  "slurm_job_id", "resume_digest", "base_model_print", "likeness",
 ];
 
 function firstReleaseSchema(): string {
@@ -43,6 +43,12 @@ describe("the job database across releases", () => {
         now: "2026-11-30T00:00:00Z", totalSteps: 400, dataset: null, phase: "preparing", outputFile: "/out/l.safetensors",
       });
       expect(claim).toEqual({ ok: true, value: undefined });
+      // The likeness column an old record lacks: null for it, written and read back for a new one, and counted.
+      expect(store.get("old")!.likeness).toBeNull();
+      const likeness = { threshold: 0.6, points: [], verdict: "undertrained" as const, reason: null, best_step: null, best_sha256: null };
+      expect(store.saveLikeness("new", likeness)).toBe(true);
+      expect(store.get("new")!.likeness).toEqual(likeness);
+      expect(store.countVerdicts()).toEqual({ undertrained: 1 });
       store.close();
       const db = new Database(path, { readonly: true });
       const indexes = db.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'jobs_%'").all().map((r) => r.name);

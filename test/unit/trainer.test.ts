@@ -36,6 +36,18 @@ describe("the trainer described once from trainer.mode", () => {
     expect(trainer.expectedTotal("fast")).toBeNull();
   });
 
+  test("preview photos reach the simulator as its knobs, and a photo key without the subject's is refused", () => {
+    using tree = makeHostTree();
+    const photos = { preview_subject: "/p/obama.jpg", preview_other: "/p/biden.jpg", preview_learned_at: 200 };
+    const knobs = readKnobs(describeTrainer(configFor(tree, { mode: "simulate" }, photos), SELF).env);
+    expect(knobs.ok && knobs.value.previews).toEqual({ subject: "/p/obama.jpg", other: "/p/biden.jpg", learnedAt: 200, bleedAt: 0 });
+    const none = readKnobs(describeTrainer(configFor(tree, { mode: "simulate" }), SELF).env);
+    expect(none.ok && none.value.previews).toBeNull();
+    const stray = () => configFor(tree, { mode: "simulate" }, { preview_bleed_at: 300 });
+    expect(stray).toThrow("needs preview_subject");
+    expect(() => configFor(tree, { mode: "simulate" }, { preview_subject: "obama.jpg" })).toThrow("must be empty or an absolute path");
+  });
+
   test("contrast: the real trainer is accelerate in sd-scripts' checkout, its environment the recipe's alone", () => {
     using tree = makeHostTree();
     const real = { mode: "real", accelerate: "/opt/venv/bin/accelerate", sd_scripts_dir: tree.root };

@@ -1,5 +1,6 @@
 import { LONGEST_WINDOW, ONE_WINDOW } from "../../job.ts";
 import { counted } from "./counted.ts";
+import { identityRows } from "./identity-rows.ts";
 import type { JobView } from "./worker-client.ts";
 
 type Report = NonNullable<NonNullable<JobView["dataset"]>["prepared"]>;
@@ -32,7 +33,7 @@ export function datasetRows(view: JobView): [string, string][] {
   }
   (report.files ?? []).forEach((note, i) => rows.push([i === 0 ? "files" : "", `${note.file}: ${noteText(note)}`]));
   if (report.files_not_listed) rows.push(["", `and ${report.files_not_listed} more`]);
-  return rows;
+  return [...rows, ...identityRows(report.identity)];
 }
 
 function contextLine(window: NonNullable<Report["token_window"]>): string {

@@ -1,4 +1,5 @@
 import { datasetRows } from "./dataset-rows.ts";
+import { likenessRows } from "./likeness-rows.ts";
 import { EXIT, type ExitCode } from "./exit.ts";
 import { isTerminal, type JobView } from "./worker-client.ts";
 
@@ -98,6 +99,7 @@ export function statusLines(view: JobView, baseUrl: string): string[] {
     ...datasetRows(view),
     ...resumeRows(view, baseUrl),
     ...sampleRows(view, baseUrl),
+    ...likenessRows(view, baseUrl),
   ];
   const hint = resumeHint(view);
   // What to do, as docs/troubleshooting.md says it (its `code` marks dropped), before the resume where that is

