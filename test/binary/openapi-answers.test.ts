@@ -164,6 +164,10 @@ describe("the served OpenAPI document describes every answer the worker gives", 
     // Refusals that reach no job.
     expect(await refusedBodies(api, "/train", {})).toEqual([415, 400, 413, 422]);
     expect(await refusedBodies(api, "/smoke", { device_index: 7 })).toEqual([415, 400, 413, 422]);
+    expect(await refusedBodies(api, "/dataset/check", {})).toEqual([415, 400, 413, 422]);
+    // Four checks sent at once: one prepares, the others find it busy (one at a time), each answer checked.
+    const checks = await Promise.all([1, 2, 3, 4].map(() => api.post("/dataset/check", local.tree.validRequest())));
+    expect(new Set(checks.map((c) => c.status))).toEqual(new Set([200, 409]));
     expect((await api.post("/train", local.tree.validRequest(), { headers: { "idempotency-key": "k".repeat(300) } })).status).toBe(422);
     for (const query of ["status=bogus", "limit=0"]) expect((await api.get(`/train?${query}`)).status).toBe(422);
     for (const [path, item] of Object.entries<any>(doc.paths)) {
@@ -306,7 +310,7 @@ describe("the served OpenAPI document describes every answer the worker gives", 
     using tree = makeHostTree();
     await using a = inProcessApp(tree, simulateModeConfig(tree, { seconds_per_step: 0 }), SIMULATOR, { bodyDeadlineMs: 50 });
     const errors: string[] = [];
-    for (const path of ["/train", `/train/${UNKNOWN_JOB}/resume`, "/smoke"]) {
+    for (const path of ["/train", `/train/${UNKNOWN_JOB}/resume`, "/smoke", "/dataset/check"]) {
       const body = new ReadableStream({ start: (c) => c.enqueue(new TextEncoder().encode("{")) }); // never closes
       const init = { method: "POST", headers: { "content-type": "application/json" }, body, duplex: "half" };
       const res = await a.app.request(path, init as RequestInit);
