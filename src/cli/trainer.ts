@@ -1,5 +1,6 @@
 import { bundle } from "../trainer/bundle.ts";
 import { install } from "../trainer/install.ts";
+import { didYouMean } from "../suggest.ts";
 import { parseArgs, UsageError } from "./args.ts";
 import { trainerCheckCommand } from "./doctor.ts";
 import { printable } from "../printable.ts";
@@ -8,12 +9,14 @@ const EXIT_PROBLEM = 1;
 
 // `lora-worker trainer bundle|install|check`: the trainer's environment made on a machine with PyPI, installed on
 // one without, and checked where the config points.
-export async function trainerCommand(argv: string[]): Promise<number> {
+// `actions`: the words the command table gives its forms, for a mistyped one's guess.
+export async function trainerCommand(argv: string[], actions: readonly string[]): Promise<number> {
   const [action, ...rest] = argv;
   if (action === "check") return trainerCheckCommand(rest);
   if (action === "bundle") return bundleCommand(rest);
   if (action === "install") return installCommand(rest);
-  throw new UsageError("trainer takes `bundle`, `install` or `check`");
+  const got = action === undefined ? "" : `, got ${action}${didYouMean(action, actions)}`;
+  throw new UsageError(`trainer takes \`bundle\`, \`install\` or \`check\`${got}`);
 }
 
 const say = (line: string) => process.stdout.write(`${line}\n`);

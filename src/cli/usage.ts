@@ -1,99 +1,66 @@
-// What `lora-worker COMMAND --help` prints for the commands that run on the host (the client commands print
-// their own, with the address options): the usage line, what it does, how it ends.
+// The words the command table becomes: the overview (`lora-worker --help`), a host command's --help, and the
+// usage line a usage error ends with.
+import { BUILD } from "../version.ts";
+import { COMMANDS, type Command } from "./commands.ts";
 
-const CONFIG = "FILE, else $LORA_WORKER_CONFIG, else /etc/lora-worker/config.toml";
+const WIDTH = 118;
+const SUMMARY_COLUMN = 47;
 
-/** Each host command's help, by the word that names it. */
-export const COMMAND_USAGE: Readonly<Record<string, string>> = {
-  serve: `Usage: lora-worker serve [--config FILE]
-
-Runs the HTTP worker with the config ${CONFIG}: the API on \`listen\`, the trainings it
-starts and follows, retention. SIGTERM or SIGINT stops it; running trainings go on and the next start re-adopts
-them.
-
-Exit codes: 0 stopped, 2 usage error, 73 state dir in use or damaged, 78 invalid configuration.
-`,
-  plan: `Usage: lora-worker plan [--config FILE] REQUEST.json
-
-Checks REQUEST.json (a POST /train body) as the worker would, with the config ${CONFIG}, and
-prints the exact process it would start (argv, environment, working directory, dataset TOML) as JSON; or, refused,
-the answer the worker would give. Spawns nothing, writes nothing.
-
-Exit codes: 0 planned, 1 request refused, 2 usage error, 78 invalid configuration.
-`,
-  doctor: `Usage: lora-worker doctor [--config FILE] [--user NAME] [--group NAME] [--unit FILE] [--dev-dir DIR]
-
-Checks this host as an operator would, one OK/WARN/FAIL line per check with the fix, then a count: the config
-(${CONFIG}), the service account, the trainer's venv, torch, CUDA, bitsandbytes, sd-scripts and its
-parser on every launch the worker would make, the packages against the lock (these as \`trainer check\`), the
-tokenizers, the handoff root, the model roots, the state dir, the trainer's TMPDIR, nvidia-smi, /dev/nvidia-uvm,
-the port and the token file. It checks as --user/--group, else the unit's User=/Group= (--unit, default
-/etc/systemd/system/lora-worker.service), else the user running it; run it as root or as that user. --dev-dir is
-where the NVIDIA device nodes are (default /dev).
-
-Exit codes: 0 no FAIL, 1 a FAIL, 2 usage error.
-`,
-  tokenizers: `Usage: lora-worker tokenizers import [--config FILE] PATH
-       lora-worker tokenizers check [--config FILE]
-
-import copies the two CLIP tokenizers sd-scripts loads offline into trainer.tokenizer_dir, from a Hugging Face
-cache or from folders in --tokenizer_cache_dir's layout at PATH. check says whether trainer.tokenizer_dir holds
-both, usable. The config is ${CONFIG}.
-
-Exit codes: 0 imported or ready, 1 not imported or not usable, 2 usage error, 78 invalid configuration.
-`,
-  trainer: `Usage: lora-worker trainer bundle --sd-scripts DIR --out FILE [--other-sd-scripts] [--python PY]
-                                [--python-version X.Y] [--platform TAG]
-       lora-worker trainer install FILE [--venv DIR] [--python PY]
-       lora-worker trainer check [--config FILE] [--user NAME] [--group NAME] [--unit FILE]
-
-bundle, on a machine that reaches PyPI: one tar archive FILE holding the sd-scripts tree at DIR (it must be
-commit 48d368f, told by its files' content, unless --other-sd-scripts takes another and says so), the worker's
-Python lock, every wheel the lock names for CPython --python-version on --platform (default: those of --python,
-python3), fetched by that Python's pip, and a manifest of all of it. It prints what it holds and its size.
-
-install, offline: a new venv at --venv DIR (default /opt/lora-worker/trainer/<commit>-<bundle digest>) made by
---python (python3) from FILE only (pip --no-index, each wheel's hash checked), with sd-scripts in DIR/sd-scripts.
-It is built under a temporary name and renamed whole; an existing folder is never changed (the same bundle's is
-left as it is, and said so). It prints the trainer.accelerate and trainer.sd_scripts_dir lines for the config.
-
-check: doctor's checks of the trainer environment the config (${CONFIG}) names: accelerate, torch
-and the GPUs nvidia-smi lists, bitsandbytes' AdamW8bit, sd-scripts' own parser and dataset schema on every
-launch the worker would make (every tier, with samples and without, fresh and resumed), the packages against
-the lock. As doctor, as --user/--group, else the unit's account, else the user running it.
-
-Exit codes: 0 bundled, installed or no FAIL; 1 not bundled, not installed or a FAIL; 2 usage error.
-`,
-  config: `Usage: lora-worker config template
-
-Prints every config key, commented out at its default, under its meaning: a new host's config.toml.
-
-Exit codes: 0 printed, 2 usage error.
-`,
-  openapi: `Usage: lora-worker openapi
-
-Prints the OpenAPI 3.1 document this worker serves at GET /openapi.json, as JSON on stdout: no server, no config,
-no token. Generate a client from it in CI: lora-worker openapi > openapi.json.
-
-Exit codes: 0 printed, 2 usage error.
-`,
-  launch: `Usage: lora-worker launch [accelerate launch's options] SCRIPT [SCRIPT's options]
-
-The simulated trainer: what trainer.mode = "simulate" runs in place of \`accelerate launch\`. It takes the argv
-the worker builds and prints sd-scripts' output for it, as the simulate.* keys say. Not for use by hand.
-`,
-  shim: `Usage: lora-worker shim JOB_DIR
-
-Internal: the per-job process the worker starts. It starts the trainer that JOB_DIR/launch.json names, outlives
-restarts of the worker and records how the trainer ended in JOB_DIR/exit.json. Not for use by hand.
-`,
-};
-
-/** A help's usage on one line: `tokenizers import … PATH | tokenizers check …` for a command of two forms. */
-export function usageLine(help: string): string {
-  const lines = help.slice(0, help.indexOf("\n\n")).split("\n");
-  return lines.map((line) => line.replace(/^(Usage:)?\s*lora-worker /, "lora-worker ")).join(" | ");
+/** `lora-worker NAME --help` for a host command: its usage lines, then its own help. */
+export function commandHelp(command: Command): string {
+  const lines = command.usage.map((form, i) => `${i === 0 ? "Usage:" : "      "} ${wrapped(`lora-worker ${form}`, 7)}`);
+  return `${lines.join("\n")}\n\n${command.help ?? ""}`;
 }
+
+/** A command's forms on one line: `lora-worker tokenizers import … PATH | lora-worker tokenizers check …`. */
+export const usageLine = (command: Command): string => command.usage.map((form) => `lora-worker ${form}`).join(" | ");
+
 
 /** Whether a command's words ask for its help. */
 export const asksForHelp = (words: readonly string[]) => words.includes("--help") || words.includes("-h");
+
+// A synopsis longer than the width goes on under its command word, broken before an option.
+function wrapped(synopsis: string, indent: number): string {
+  const continued = " ".repeat(indent + synopsis.indexOf(" ", "lora-worker ".length) + 1);
+  const lines = [""];
+  for (const word of synopsis.split(/ (?=\[)/)) {
+    const line = lines[lines.length - 1]!;
+    if (line !== "" && indent + line.length + word.length + 1 > WIDTH) lines.push(`${continued}${word}`);
+    else lines[lines.length - 1] = line === "" ? word : `${line} ${word}`;
+  }
+  return lines.join("\n");
+}
+
+// Each form a row: its synopsis, then its summary from the summary column (on the next line when it is wider).
+function rows(command: Command): string {
+  return command.usage.map((form, i) => {
+    const synopsis = `  ${wrapped(`lora-worker ${form}`, 2)}`;
+    const [first, ...more] = command.summary[i]!.split("\n");
+    const pad = " ".repeat(SUMMARY_COLUMN);
+    const fits = !synopsis.includes("\n") && synopsis.length < SUMMARY_COLUMN;
+    const lead = fits ? synopsis.padEnd(SUMMARY_COLUMN) : `${synopsis}\n${pad}`;
+    return [`${lead}${first}`, ...more.map((line) => `${pad}${line}`)].join("\n");
+  }).join("\n");
+}
+
+/** `lora-worker --help`: every command of the table, host commands then those that talk to a worker. */
+export function overview(): string {
+  const all = Object.values(COMMANDS);
+  const list = (client: boolean) => all.filter((c) => (c.client === true) === client).map(rows).join("\n");
+  return `lora-worker ${BUILD.version} — SDXL LoRA training (sd-scripts) on demand
+
+Usage:
+${list(false)}
+  lora-worker --version | --help
+
+Each command's options and exit codes: lora-worker COMMAND --help.
+
+Talking to a running worker (--url URL, --token TOKEN or --config FILE):
+${list(true)}
+
+Exit codes: 0 ok, 1 request refused (plan), a FAIL (doctor, trainer check), tokenizers not usable, or nothing
+bundled or installed (trainer), 2 usage error, 73 state dir in use or damaged, 78 invalid configuration.
+Client commands: 0 succeeded or done, 1 job failed, 2 usage error, 3 job cancelled, 4 cannot reach the worker,
+5 the worker refused the request, 6 no such job, 7 job paused.
+`;
+}

@@ -1,25 +1,25 @@
 import { describe, expect, test } from "bun:test";
+import { COMMANDS } from "../../src/cli/commands.ts";
 import { ensureBinary } from "../support/binary.ts";
 import { runCli } from "../support/cli-process.ts";
 
 const binary = ensureBinary();
 
-// Every command the top-level help lists, as an operator types it, with the usage line its help starts with.
-const COMMANDS: Array<[string[], string]> = [
-  [["serve"], "serve"], [["plan"], "plan"], [["doctor"], "doctor"], [["tokenizers"], "tokenizers import"],
-  [["tokenizers", "import"], "tokenizers import"], [["tokenizers", "check"], "tokenizers import"],
-  [["trainer"], "trainer bundle"], [["trainer", "bundle"], "trainer bundle"], [["trainer", "install"], "trainer bundle"],
-  [["trainer", "check"], "trainer bundle"], [["config"], "config template"], [["config", "template"], "config template"],
-  [["openapi"], "openapi"], [["launch"], "launch"],
-  [["shim"], "shim"], [["submit"], "submit"], [["status"], "status"], [["jobs"], "jobs"], [["logs"], "logs"],
-  [["cancel"], "cancel"], [["pause"], "pause"], [["resume"], "resume"], [["gpu"], "gpu"], [["smoke"], "smoke"],
-];
+// Every command of the table, as an operator types it (and each action of one of several forms), with the usage
+// line its help starts with: the table's first form.
+const COMMAND_WORDS: Array<[string[], string]> = Object.entries(COMMANDS).flatMap(([name, command]) => {
+  const actions = command.usage.map((form) => form.split(" ")[1] ?? "").filter((word) => /^[a-z]+$/.test(word));
+  return [[name], ...actions.map((action) => [name, action])].map((words): [string[], string] => [words, command.usage[0]!]);
+});
+const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 describe("each command's --help", () => {
   test("prints that command's own usage on stdout and exits 0, without a config, a worker or a state dir", async () => {
-    const answers = await Promise.all(COMMANDS.map(([words]) => runCli(binary, [...words, "--help"], { LORA_WORKER_CONFIG: "/nonexistent/config.toml" })));
-    const seen = answers.map((a, i) => ({ command: COMMANDS[i]![0].join(" "), exitCode: a.exitCode, stderr: a.stderr, usage: new RegExp(`^Usage: lora-worker ${COMMANDS[i]![1]}[ \n]`).test(a.stdout) }));
-    const want = COMMANDS.map(([words]) => ({ command: words.join(" "), exitCode: 0, stderr: "", usage: true }));
+    expect(COMMAND_WORDS.length).toBe(24);
+    const answers = await Promise.all(COMMAND_WORDS.map(([words]) => runCli(binary, [...words, "--help"], { LORA_WORKER_CONFIG: "/nonexistent/config.toml" })));
+    const firstForm = (usage: string) => new RegExp(`^Usage: lora-worker ${escaped(usage).replace(/ /g, "\\s+")}[ \n]`);
+    const seen = answers.map((a, i) => ({ command: COMMAND_WORDS[i]![0].join(" "), exitCode: a.exitCode, stderr: a.stderr, usage: firstForm(COMMAND_WORDS[i]![1]).test(a.stdout) }));
+    const want = COMMAND_WORDS.map(([words]) => ({ command: words.join(" "), exitCode: 0, stderr: "", usage: true }));
     expect(seen).toEqual(want);
   }, 60_000);
 
@@ -57,6 +57,14 @@ describe("a usage error", () => {
     expect({ exitCode: typo.exitCode, first: typo.stderr.split("\n")[0] }).toEqual({ exitCode: 2, first: "lora-worker status: unknown option --folow (did you mean --follow?)" });
   });
 
+  test("every command word of the table is guessed: trainr, opnapi and trainer instal get theirs (the words the old list lacked)", async () => {
+    const [trainr, opnapi, instal] = await Promise.all([runCli(binary, ["trainr"]), runCli(binary, ["opnapi"]), runCli(binary, ["trainer", "instal"])]);
+    expect(trainr.stderr).toBe("lora-worker: unknown command trainr (did you mean trainer?)\nlora-worker --help lists the commands\n");
+    expect(opnapi.stderr).toStartWith("lora-worker: unknown command opnapi (did you mean openapi?)\n");
+    expect({ exitCode: instal.exitCode, first: instal.stderr.split("\n")[0] })
+      .toEqual({ exitCode: 2, first: "lora-worker trainer: trainer takes `bundle`, `install` or `check`, got instal (did you mean install?)" });
+  });
+
   test("an unknown command is named with the command it most likely meant; contrast: a word like no command gets no guess, and no command at all gets the whole help", async () => {
     const [typo, far, none] = await Promise.all([runCli(binary, ["stauts"]), runCli(binary, ["frobnicate"]), runCli(binary, [])]);
     expect(typo).toEqual({ exitCode: 2, stdout: "", stderr: "lora-worker: unknown command stauts (did you mean status?)\nlora-worker --help lists the commands\n" });
@@ -68,6 +76,13 @@ describe("a usage error", () => {
 });
 
 describe("the helps agree", () => {
+  test("the overview lists each form of every command in the table with the synopsis its own help starts with, --other-sd-scripts included", async () => {
+    const overview = (await runCli(binary, ["--help"])).stdout.replace(/\s+/g, " ");
+    const forms = Object.values(COMMANDS).flatMap((command) => command.usage);
+    expect(forms.filter((form) => !overview.includes(`lora-worker ${form}`))).toEqual([]);
+    expect(overview).toContain("trainer bundle --sd-scripts DIR --out FILE [--other-sd-scripts]");
+  });
+
   test("every command that follows a job to its end lists 7 for a paused one; pause says why its own is 0; the overview's resume takes a paused job", async () => {
     const [submit, resume, logs, status, pause, overview] = await Promise.all(
       [["submit"], ["resume"], ["logs"], ["status"], ["pause"], []].map((words) => runCli(binary, [...words, "--help"])),

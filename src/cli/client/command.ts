@@ -8,9 +8,9 @@ interface CommandContext {
   options: ParsedArgs;
 }
 
-// One client command: its options, its help, and what it does once the worker's address is known.
+// One client command (its usage is the command table's): its options, its help, and what it does once the
+// worker's address is known.
 export interface ClientCommand {
-  usage: string;
   /** What it prints and how it ends, for `--help`. */
   help: string;
   values: readonly string[];

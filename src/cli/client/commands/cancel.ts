@@ -5,7 +5,6 @@ import { resolveJobId } from "../job-id.ts";
 import { EXIT } from "../exit.ts";
 
 export const cancel: ClientCommand = {
-  usage: "cancel ID [--json]",
   help: `Cancels job ID: the worker stops the trainer's whole process group and answers once nothing of it is
 left (up to trainer.cancel_grace_seconds and a SIGKILL). On a job that already ended it changes nothing.
 Prints how the job ended; --json: the final job record.

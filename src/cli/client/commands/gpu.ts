@@ -5,7 +5,6 @@ import type { ClientCommand } from "../command.ts";
 import { EXIT } from "../exit.ts";
 
 export const gpu: ClientCommand = {
-  usage: "gpu [--json]",
   help: `Shows the worker's GPUs as nvidia-smi sees them: one row a device with a VRAM bar, its processes under
 it (a co-tenant such as a TTS server marked [co-tenant], the worker's own trainer [training]), then the
 co-tenants; on a narrow terminal names, bars and columns are shortened or left out to fit. A worker on the Slurm

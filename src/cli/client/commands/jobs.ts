@@ -11,7 +11,6 @@ const DEFAULT_LIMIT = 20;
 const PAGE_MAX = 100; // the worker's bound on one page
 
 export const jobs: ClientCommand = {
-  usage: "jobs [--status STATUS] [--limit N] [--json]",
   help: `Lists recent jobs, newest first, one line each: id, status, steps, loss, tier@device, created, output
 name, error_code. On a narrow terminal the date is shortened and loss, tier@device, the date and the output
 name are left out as needed (a pipe gets every column); a paused job's status reads paused, and one a resume

@@ -11,7 +11,6 @@ import type { LogAnswer, WorkerClient } from "../worker-client.ts";
 const DEFAULT_LINES = 200; // the worker's own default for /log
 
 export const logs: ClientCommand = {
-  usage: "logs ID [-f|--follow] [--lines N]",
   help: `Prints the last N lines of the job's trainer log (default ${DEFAULT_LINES}, at most 5000; a tqdm bar as its
 last redraw). -f follows the log until the job ends: on each event of the job's event stream (and each heartbeat)
 it reads what the log gained since the last read, from the cursor the worker hands out, so each line is printed

@@ -9,7 +9,6 @@ import type { JobView } from "../worker-client.ts";
 const [fast, balanced, quality] = [TIERS.fast, TIERS.balanced, TIERS.quality].map((t) => t.checkpointEvery);
 
 export const pause: ClientCommand = {
-  usage: "pause ID [--json]",
   help: `Pauses job ID: the worker lets the run go on to its next saved state (a fast run saves one every ${fast} steps,
 balanced every ${balanced}, quality every ${quality}), stops it right after, and answers then: this can wait that long.
 The job ends cancelled and paused; lora-worker resume ID continues it from that state as a new job. A run

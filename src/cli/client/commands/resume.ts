@@ -6,7 +6,6 @@ import { resolveJobId } from "../job-id.ts";
 import { EXIT } from "../exit.ts";
 
 export const resume: ClientCommand = {
-  usage: "resume ID [--samples N] [--json] [--follow]",
   help: `Starts a new job that continues job ID, paused, failed or cancelled, from its newest saved state (a job a
 resume already continued is refused, naming the job that did): the same request, dataset copy and output.
 --samples N (0-4) changes only its preview images, e.g. 0 after a failure while sampling. Prints the new job's

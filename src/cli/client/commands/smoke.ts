@@ -14,7 +14,6 @@ import type { JobView, WorkerClient } from "../worker-client.ts";
 const { maxTrainSteps: STEPS, checkpointEvery: FIRST_STATE } = TIERS.smoke;
 
 export const smoke: ClientCommand = {
-  usage: "smoke [--device N]",
   help: `Proves this deployment trains: asks the worker for a smoke run (the fast tier's recipe cut to ${STEPS} steps
 with a state every ${FIRST_STATE}, on a small dataset the worker writes into the handoff root, on smoke.base_model),
 pauses it at its first saved state, resumes it from there, lets it finish, checks the LoRA (sha256, whole, finite

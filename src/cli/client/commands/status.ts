@@ -7,7 +7,6 @@ import { EXIT } from "../exit.ts";
 import { isTerminal } from "../worker-client.ts";
 
 export const status: ClientCommand = {
-  usage: "status [ID] [--json] [--follow]",
   help: `Shows job ID, or without ID the active job (or says that none is active; with --json, prints null):
 one snapshot, as labelled lines (with the URL of each preview sample, which needs the same token) or the
 record with --json. --follow draws an active job live until it ends (plain lines when not a terminal, one

@@ -5,7 +5,6 @@ import type { ClientCommand } from "../command.ts";
 import { EXIT } from "../exit.ts";
 
 export const submit: ClientCommand = {
-  usage: "submit REQUEST.json [--follow] [--json] [--idempotency-key KEY]",
   help: `Sends REQUEST.json to POST /train. Without --follow it prints the job id (with --json, the worker's answer).
 With --follow it then draws the job until it ends: a live progress bar on a terminal, one plain line per
 change otherwise, one JSON job record per line with --json; Ctrl-C stops following, not the job.
