@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import type { Dispatcher } from "../dispatch/dispatch.ts";
 import { readJsonBody } from "./body.ts";
+import { datasetReportView } from "./dataset-view.ts";
 import { refusalError } from "./errors.ts";
 
 interface DatasetRouteDeps {
@@ -15,6 +16,6 @@ export function datasetRoutes({ dispatcher, bodyDeadlineMs }: DatasetRouteDeps) 
     const { value, faults } = await readJsonBody(c.req.raw, bodyDeadlineMs);
     const result = await dispatcher.checkDataset(value, faults);
     if (!result.ok) throw refusalError(result.error);
-    return c.json({ prepared: result.value });
+    return c.json({ prepared: datasetReportView(result.value) });
   });
 }

@@ -5,6 +5,7 @@ import type { Job, JobStore } from "../store/job-store.ts";
 import { sampleOf, samplePrompt, saveEvery } from "../recipe/samples.ts";
 import type { JobRequest } from "../request/schema.ts";
 import { TIERS } from "../tiers.ts";
+import { datasetReportView } from "./dataset-view.ts";
 import { LIKENESS_STEPS, NEXT_STEPS } from "./next-steps.ts";
 
 /** A job on record with its run's live progress over it (null when no run of it is live). */
@@ -97,7 +98,7 @@ export function jobView(recorded: Job, live: LiveProgress | null) {
       : {
         dataset: {
           files: row.dataset_files, bytes: row.dataset_bytes, sha256: row.dataset_sha256,
-          ...(row.dataset_report === null ? {} : { prepared: row.dataset_report }),
+          ...(row.dataset_report === null ? {} : { prepared: datasetReportView(row.dataset_report) }),
         },
       }),
     ...resumeView(row),

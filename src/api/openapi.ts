@@ -26,8 +26,11 @@ const ImageSizeView = z.strictObject({ image: z.string(), width: z.int().min(1),
 const PAST = LONGEST_WINDOW + 1;
 const SmallImageView = ImageSizeView.extend({ scale: z.number().gt(1).describe("how much sd-scripts scales it up") });
 
+// Each note carries its sentence, as a refusal carries its detail: the status page and the CLI show `text`.
+const text = z.string().describe("the note as a sentence, as the status page and `lora-worker status` show it");
+
 const note = <T extends string, S extends z.ZodRawShape>(did: T, shape: S, description: string) =>
-  z.strictObject({ file: z.string(), did: z.literal(did), ...shape }).describe(description);
+  z.strictObject({ file: z.string(), did: z.literal(did), ...shape, text }).describe(description);
 
 /** What preparing did to one file of the job's copy. */
 export const FileNoteView = z.discriminatedUnion("did", [
@@ -49,12 +52,12 @@ export const FileNoteView = z.discriminatedUnion("did", [
 ]);
 
 const IdentityNoteView = z.discriminatedUnion("note", [
-  z.strictObject({ file: z.string(), note: z.literal("no_face") }),
-  z.strictObject({ file: z.string(), note: z.literal("several_faces"), faces: z.int().min(2) }),
+  z.strictObject({ file: z.string(), note: z.literal("no_face"), text }),
+  z.strictObject({ file: z.string(), note: z.literal("several_faces"), faces: z.int().min(2), text }),
   z.strictObject({
-    file: z.string(), note: z.literal("other_person"), distance: z.number(), threshold: z.number(),
+    file: z.string(), note: z.literal("other_person"), distance: z.number(), threshold: z.number(), text,
   }).describe("a photo whose face lies farther than `threshold` from the mean face of the other photos"),
-  z.strictObject({ file: z.string(), note: z.literal("unreadable"), error: z.string() }),
+  z.strictObject({ file: z.string(), note: z.literal("unreadable"), error: z.string(), text }),
 ]);
 
 const DatasetIdentityView = z.strictObject({
@@ -65,6 +68,8 @@ const DatasetIdentityView = z.strictObject({
   spread: z.number().nullable().describe("the mean distance of each one-face photo to the mean face of the others"),
   threshold: z.number().describe("dlib's 0.6: a face at most this far from another is the same person's"),
   notes: z.array(IdentityNoteView),
+  text: z.string().describe("the identity in one line (the photos' faces, and the spread or why not scored), as " +
+    "the status page and `lora-worker status` show it"),
 }).describe("whose faces the photos show (docs/likeness.md); absent with `identity_check: \"off\"`");
 
 /** What the worker did to the job's own copy of the dataset before the trainer read it, and what it found. */

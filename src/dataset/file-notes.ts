@@ -1,4 +1,4 @@
-import { type DatasetReport, FILE_NOTES_LISTED, type FileNote } from "../job.ts";
+import { type DatasetReport, FILE_NOTES_LISTED, type FileNote, LONGEST_WINDOW } from "../job.ts";
 
 // The per-file part of a dataset report: what was done to each file, in file order, the first FILE_NOTES_LISTED
 // listed and the rest counted, so a dataset of thousands of images keeps a record of bounded size.
@@ -25,4 +25,17 @@ export function folderWarnings(target: { folder: string | null; trigger: string;
     `the folder "${target.folder}" names "${named}", the request "${wanted}": the request's trigger and class ` +
       `are trained (the captions are led with "${wanted}, " and images without a caption train on "${wanted}")`,
   ];
+}
+
+/** A file's note as the status page and the CLI show it: the wire carries it as the note's `text`. */
+export function noteSentence(note: FileNote): string {
+  switch (note.did) {
+    case "trigger_added": return `trigger added ("${note.prefix}" in front)`;
+    case "trigger_moved": return `trigger past the context (${LONGEST_WINDOW} tokens): "${note.prefix}" in front`;
+    case "caption_kept": return "caption kept";
+    case "no_caption": return `no caption: trains on "${note.trains_on}"`;
+    case "turned_upright": return `turned upright, re-encoded as PNG: ${note.stored_as}`;
+    case "small": return `small: scaled up ${Math.round(note.scale * 100) / 100}x`;
+    case "duplicate": return `the same bytes as ${note.same_as}`;
+  }
 }

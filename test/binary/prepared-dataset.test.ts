@@ -70,16 +70,16 @@ describe("the dataset the trainer reads is the one a person meant", () => {
       large: [],
       duplicates: [[at("b.png"), at("c.png")]],
       files: [
-        { file: at("a.png"), did: "small", scale: 96 },
-        { file: at("a.txt"), did: "trigger_added", prefix: "ohwx person, " },
-        { file: at("b.png"), did: "small", scale: 96 },
-        { file: at("b.txt"), did: "caption_kept" },
-        { file: at("c.png"), did: "small", scale: 96 },
-        { file: at("c.png"), did: "duplicate", same_as: at("b.png") },
-        { file: at("c.png"), did: "no_caption", trains_on: "ohwx person" },
-        { file: at("d.jpg"), did: "turned_upright", stored_as: at("d.jpg") },
-        { file: at("d.jpg"), did: "small", scale: 160 },
-        { file: at("d.jpg"), did: "no_caption", trains_on: "ohwx person" },
+        { file: at("a.png"), did: "small", scale: 96, text: "small: scaled up 96x" },
+        { file: at("a.txt"), did: "trigger_added", prefix: "ohwx person, ", text: 'trigger added ("ohwx person, " in front)' },
+        { file: at("b.png"), did: "small", scale: 96, text: "small: scaled up 96x" },
+        { file: at("b.txt"), did: "caption_kept", text: "caption kept" },
+        { file: at("c.png"), did: "small", scale: 96, text: "small: scaled up 96x" },
+        { file: at("c.png"), did: "duplicate", same_as: at("b.png"), text: `the same bytes as ${at("b.png")}` },
+        { file: at("c.png"), did: "no_caption", trains_on: "ohwx person", text: 'no caption: trains on "ohwx person"' },
+        { file: at("d.jpg"), did: "turned_upright", stored_as: at("d.jpg"), text: `turned upright, re-encoded as PNG: ${at("d.jpg")}` },
+        { file: at("d.jpg"), did: "small", scale: 160, text: "small: scaled up 160x" },
+        { file: at("d.jpg"), did: "no_caption", trains_on: "ohwx person", text: 'no caption: trains on "ohwx person"' },
       ],
       files_not_listed: 0,
       warnings: [],
@@ -87,6 +87,8 @@ describe("the dataset the trainer reads is the one a person meant", () => {
       identity: {
         scored: false, reason: "scorer_missing", photos: { one_face: 0, no_face: 0, several_faces: 0 },
         spread: null, threshold: 0.6, notes: [],
+        text: "not scored: no face scorer (lora-worker doctor's likeness line says how to add it); 0 photos with one " +
+          "face, 0 with none, 0 with several",
       },
     });
     // What the trainer trained on, from the LoRA's own header: the trigger leads a.png's caption now.

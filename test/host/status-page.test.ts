@@ -235,7 +235,7 @@ describe("the status page of the compiled binary, in headless Chromium", () => {
     expect(page.errors).toEqual([]);
   });
 
-  test("a job's card says what was done to its dataset copy: captions given the trigger, its context, photos turned upright, small and large images, per file", async () => {
+  test("a job's card says what was done to its dataset copy: captions given the trigger, its context, photos turned upright, small and large images, per file, and whose faces they show", async () => {
     using tree = makeHostTree();
     writeFileSync(join(tree.dataset, "img0.txt"), "a man in a blue shirt");
     writeFileSync(join(tree.dataset, "img1.txt"), "ohwx, smiling");
@@ -254,8 +254,11 @@ describe("the status page of the compiled binary, in headless Chromium", () => {
       // At the fast tier's 768: an 8x8 image goes to the 768x768 bucket, the 4x6 photo to 640x896.
       "Small", "4 images scaled up: img0.png (8×8, ×96), img1.png (8×8, ×96), img2.png (8×8, ×96), phone.jpg (4×6, ×160)",
       "Large", "1 image over Pillow's 89,478,485 pixels (it warns): big.png (10000×10000)",
-      "Files", "big.png: no caption: trains on \"ohwx person\"; img0.png: small: scaled up ×96; img0.txt: trigger added " +
-        "(\"ohwx person, \" in front); img1.png: small: scaled up ×96; img1.txt: caption kept; and 5 more",
+      "Files", "big.png: no caption: trains on \"ohwx person\"; img0.png: small: scaled up 96x; img0.txt: trigger added " +
+        "(\"ohwx person, \" in front); img1.png: small: scaled up 96x; img1.txt: caption kept; and 5 more",
+      // The identity's own sentence, as the CLI prints it (no scorer on this host's config).
+      "Faces", "not scored: no face scorer (lora-worker doctor's likeness line says how to add it); 0 photos with " +
+        "one face, 0 with none, 0 with several",
     ]);
     expect(await page.evaluate(OVERFLOWS)).toEqual([]);
     await saveScreenshot(page, "prepared-dataset");

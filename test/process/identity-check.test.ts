@@ -50,7 +50,10 @@ describe("the upload check: whose faces a dataset's photos show", () => {
     const identity = await identityOf(tree);
     expect(identity).toMatchObject({ scored: true, reason: null, photos: { one_face: 5, no_face: 0, several_faces: 0 } });
     expect(identity.notes).toEqual([
-      { file: "e.jpg", note: "other_person", distance: expect.closeTo(0.81, 1), threshold: 0.6 },
+      {
+        file: "e.jpg", note: "other_person", distance: expect.closeTo(0.81, 1), threshold: 0.6,
+        text: expect.stringMatching(/^someone else: 0\.\d+ from the others' face, past 0\.6$/),
+      },
     ]);
   }, TIMEOUT_MS);
 
@@ -71,7 +74,12 @@ describe("the upload check: whose faces a dataset's photos show", () => {
     expect(identity).toEqual({
       scored: false, reason: "too_few_single_faces", photos: { one_face: 1, no_face: 2, several_faces: 1 },
       spread: null, threshold: 0.6,
-      notes: [{ file: "a.png", note: "no_face" }, { file: "b.png", note: "no_face" }, { file: "d.png", note: "several_faces", faces: 2 }],
+      notes: [
+        { file: "a.png", note: "no_face", text: "no face" }, { file: "b.png", note: "no_face", text: "no face" },
+        { file: "d.png", note: "several_faces", faces: 2, text: "2 faces" },
+      ],
+      text: "not scored: fewer than half the photos show one face (a pet, a product, a style?); 1 photo with one face, " +
+        "2 with none, 1 with several",
     });
   }, TIMEOUT_MS);
 
@@ -82,6 +90,8 @@ describe("the upload check: whose faces a dataset's photos show", () => {
     expect(identity).toEqual({
       scored: false, reason: "scorer_missing", photos: { one_face: 0, no_face: 0, several_faces: 0 },
       spread: null, threshold: 0.6, notes: [],
+      text: "not scored: no face scorer (lora-worker doctor's likeness line says how to add it); 0 photos with one " +
+        "face, 0 with none, 0 with several",
     });
   }, TIMEOUT_MS);
 });
@@ -123,7 +133,9 @@ describe("POST /dataset/check", () => {
     expect([busy.status, busy.headers.get("retry-after"), ((await busy.json()) as any).reason]).toEqual([409, "10", "check_busy"]);
     expect(answered.status).toBe(200);
     const { prepared } = (await answered.json()) as any;
-    expect(prepared.identity.notes).toEqual([{ file: "e.jpg", note: "other_person", distance: expect.any(Number), threshold: 0.6 }]);
+    expect(prepared.identity.notes).toEqual([{
+      file: "e.jpg", note: "other_person", distance: expect.any(Number), threshold: 0.6, text: expect.any(String),
+    }]);
     expect((await worker.json("/train")).body).toMatchObject({ jobs: [] });
     expect(readdirSync(join(tree.state, "dataset-checks"))).toEqual([]);
     // The job's own report is the same.

@@ -1,15 +1,21 @@
 import { describe, expect, test } from "bun:test";
+import { datasetReportView } from "../../src/api/dataset-view.ts";
 import { datasetRows } from "../../src/cli/client/dataset-rows.ts";
 import type { JobView } from "../../src/cli/client/worker-client.ts";
+import type { DatasetReport } from "../../src/job.ts";
 
-// What `lora-worker status` prints of a dataset report: today's, and one an older worker recorded.
+// What `lora-worker status` prints of a dataset report as the worker sends it (each note with its sentence): today's,
+// and one an older worker recorded.
 const OLDER = {
   captions: { trigger_added: 1, trigger_present: 0, images_without_caption: 0, cut: [], tokens_counted_by: "clip tokenizer" },
   turned_upright: [],
   small: [{ image: "a.png", width: 8, height: 8 }],
   duplicates: [],
 };
-const viewOf = (prepared: object) => ({ dataset: { files: 2, bytes: 10, sha256: "0".repeat(64), prepared } }) as unknown as JobView;
+const viewOf = (report: object) => {
+  const prepared = datasetReportView(report as DatasetReport);
+  return { dataset: { files: 2, bytes: 10, sha256: "0".repeat(64), prepared } } as unknown as JobView;
+};
 
 describe("the dataset rows of lora-worker status", () => {
   test("name the context and why, the moved triggers, the warnings, each small image's scale and every listed file", () => {

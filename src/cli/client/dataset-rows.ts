@@ -4,7 +4,6 @@ import { identityRows } from "./identity-rows.ts";
 import type { JobView } from "./worker-client.ts";
 
 type Report = NonNullable<NonNullable<JobView["dataset"]>["prepared"]>;
-type Note = NonNullable<Report["files"]>[number];
 
 // What the worker did to the job's dataset copy, and what sd-scripts would have done to it unsaid. An older worker
 // sends no report, or one without the context, the notes and the warnings.
@@ -31,7 +30,7 @@ export function datasetRows(view: JobView): [string, string][] {
   for (const cut of c.cut) {
     rows.push(["cut", `${cut.caption}: ${tokenCount(cut.tokens)}, more than the text encoders read`]);
   }
-  (report.files ?? []).forEach((note, i) => rows.push([i === 0 ? "files" : "", `${note.file}: ${noteText(note)}`]));
+  (report.files ?? []).forEach((note, i) => rows.push([i === 0 ? "files" : "", `${note.file}: ${note.text}`]));
   if (report.files_not_listed) rows.push(["", `and ${report.files_not_listed} more`]);
   return [...rows, ...identityRows(report.identity)];
 }
@@ -42,18 +41,6 @@ function contextLine(window: NonNullable<Report["token_window"]>): string {
   const why = longest === null ? "no captions" : `the longest caption, ${longest.caption}, has ` +
     count(longest.tokens);
   return `${window.tokens} tokens (${flag}): ${why}`;
-}
-
-function noteText(note: Note): string {
-  switch (note.did) {
-    case "trigger_added": return `trigger added ("${note.prefix}" in front)`;
-    case "trigger_moved": return `trigger past the context (${LONGEST_WINDOW} tokens): "${note.prefix}" in front`;
-    case "caption_kept": return "caption kept";
-    case "no_caption": return `no caption: trains on "${note.trains_on}"`;
-    case "turned_upright": return `turned upright, re-encoded as PNG: ${note.stored_as}`;
-    case "small": return `small: scaled up ${round(note.scale)}x`;
-    case "duplicate": return `the same bytes as ${note.same_as}`;
-  }
 }
 
 // Counting stops past the longest context (dataset/clip-tokens.ts): a longer caption is not counted further.
