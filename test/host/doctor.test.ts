@@ -164,7 +164,7 @@ describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
 
   for (const missing of MISSING) {
     test(`without ${missing.what}, a FAIL line names it and the exit code is 1`, async () => {
-      using host = makeDoctorHost();
+      using host = makeDoctorHost({ faceScorer: false });
       using _broken = missing.breakIt(host) ?? undefined;
       const { code, lines } = await host.doctor(missing.args);
       const fail = failLines(lines).find((l) => checkName(l) === missing.check);

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { copyFileSync, existsSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { solidPng } from "../../src/png.ts";
-import { FACE_PYTHON, FACES, groupPhoto } from "../support/face-scorer.ts";
+import { FACE_PYTHON, FACES_480 as FACES, groupPhoto } from "../support/face-scorer.ts";
 import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
 import { untilEnded } from "../support/jobs.ts";
 import { waitFor } from "../support/wait.ts";
@@ -67,7 +67,7 @@ describe("the upload check: whose faces a dataset's photos show", () => {
 
   test("photos with no face are not_scored, and why; a group photo is several_faces", async () => {
     using tree = makeHostTree(0);
-    const group = groupPhoto("obama.jpg", "biden.jpg", join(tree.root, "group.png"));
+    const group = groupPhoto("obama.jpg", "biden.jpg", join(tree.root, "group.png"), FACES);
     dataset(tree, { "a.png": solidPng(64, 64, [10, 120, 200]), "b.png": solidPng(64, 64, [200, 20, 20]), "c.jpg": "obama.jpg" });
     copyFileSync(group, join(tree.dataset, "d.png"));
     const identity = await identityOf(tree);

@@ -34,7 +34,11 @@ export interface DoctorHost extends Disposable {
   doctor(args?: string[]): Promise<{ code: number; lines: string[] }>;
 }
 
-export function makeDoctorHost(): DoctorHost {
+/**
+ * `faceScorer: false` names a [likeness] python that is not there (a WARN, at once) for the tests of other checks:
+ * the real scorer's check loads dlib's models, most of a doctor run's time.
+ */
+export function makeDoctorHost({ faceScorer = true } = {}): DoctorHost {
   const dir = mkdtempSync(join(tmpdir(), "lora-worker-doctor-"));
   chmodSync(dir, 0o755);
   const at = (...parts: string[]) => join(dir, ...parts);
@@ -73,7 +77,7 @@ export function makeDoctorHost(): DoctorHost {
         `[gpu]\nnvidia_smi = "${smi}"`,
         `[auth]\ntoken_file = "${token}"`,
         // The stand-in venv has no dlib: the face scorer's Python is the tests' venv.
-        `[likeness]\npython = "${FACE_PYTHON}"`,
+        `[likeness]\npython = "${faceScorer ? FACE_PYTHON : at("no-face-scorer/python")}"`,
         extra,
       ].join("\n"));
       return configPath;

@@ -7,6 +7,9 @@ import { SAME_PERSON } from "../../src/likeness/points.ts";
 export const FACE_PYTHON = join(import.meta.dir, "../../.venv-likeness/bin/python");
 // Real photos from the face_recognition 1.3.0 sdist's tests/test_images (test/fixtures/faces/SOURCES.md).
 export const FACES = join(import.meta.dir, "../fixtures/faces");
+// The same photos at 480 px on their longer side (SOURCES.md): the face model reads them in a tenth of the time,
+// for the tests that score many (a run's every preview point).
+export const FACES_480 = join(FACES, "480");
 
 /** The product's scorer over the test venv (or `python`), at its default bounds. */
 export function testScorer(python = FACE_PYTHON) {
@@ -24,9 +27,9 @@ a, b = (dlib.load_rgb_image(p) for p in sys.argv[1:3])
 h = min(a.shape[0], b.shape[0])
 dlib.save_image(numpy.ascontiguousarray(numpy.hstack([a[:h], b[:h]])), sys.argv[3])`;
 
-/** A PNG at `out` with the faces of photos `left` and `right` of FACES side by side. */
-export function groupPhoto(left: string, right: string, out: string): string {
-  const made = Bun.spawnSync([FACE_PYTHON, "-c", SIDE_BY_SIDE, join(FACES, left), join(FACES, right), out]);
+/** A PNG at `out` with the faces of photos `left` and `right` of `from` side by side. */
+export function groupPhoto(left: string, right: string, out: string, from = FACES): string {
+  const made = Bun.spawnSync([FACE_PYTHON, "-c", SIDE_BY_SIDE, join(from, left), join(from, right), out]);
   if (made.exitCode !== 0) throw new Error(`could not compose ${out}: ${made.stderr.toString()}`);
   return out;
 }
