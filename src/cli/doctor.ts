@@ -21,7 +21,7 @@ import {
   DEFAULT_UNIT_PATH,
   resolveServiceAccount,
 } from "../doctor/service-account.ts";
-import { trainerDoctor } from "../doctor/trainer-doctor.ts";
+import { type TrainerDoctor, trainerDoctor } from "../doctor/trainer-doctor.ts";
 import { checkBaseModel } from "../doctor/base-model-check.ts";
 import { createBackends } from "../supervisor/index.ts";
 import { shimCommand } from "./executables.ts";
@@ -42,7 +42,7 @@ export function trainerCheckCommand(argv: string[]): Promise<number> {
 async function checkCommand(
   command: string,
   argv: string[],
-  checksOf: (deps: DoctorDeps) => Promise<DoctorCheck[]>,
+  checksOf: (deps: DoctorDeps, trainer: TrainerDoctor) => Promise<DoctorCheck[]>,
 ): Promise<number> {
   const { positional, values } = parseArgs(argv, { values: ["config", "user", "group", "unit", "dev-dir"] });
   if (positional.length > 0) throw new UsageError(`${command} takes no arguments, got ${positional.join(" ")}`);
@@ -56,29 +56,31 @@ async function checkCommand(
   const unitPath = values.unit ?? DEFAULT_UNIT_PATH;
   const names = chooseAccountNames({ user: values.user, group: values.group, unitPath });
   const account = resolveServiceAccount(names.user, names.group, names.source);
-  const deps: DoctorDeps = { config, account, runAs: createRunAs(account), devDir: values["dev-dir"] ?? "/dev" };
-  const checks = [result, ...(await checksOf(deps))];
+  // The one place doctor tells a real trainer from the simulator; every check reads the choice from deps.
+  const trainer = trainerDoctor(config);
+  const devDir = values["dev-dir"] ?? "/dev";
+  const deps: DoctorDeps = { config, trainer, account, runAs: createRunAs(account), devDir };
+  const checks = [result, ...(await checksOf(deps, trainer))];
   for (const check of checks.slice(1)) print(formatCheck(check));
   print(formatSummary(checks, command));
   return hasFailure(checks) ? EXIT_FAIL : 0;
 }
 
 // Every check after the config, in the order an operator would go through the host by hand; they run at once.
-async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
+async function runChecks(deps: DoctorDeps, trainer: TrainerDoctor): Promise<DoctorCheck[]> {
   const { config, account, runAs } = deps;
-  const trainer = trainerDoctor(config);
   const checks = await Promise.all([
-    checkServiceAccount(config, account),
+    checkServiceAccount(deps),
     trainer.environment(deps),
     trainer.tokenizers(deps),
-    checkHandoffRoot(config, account, runAs),
+    checkHandoffRoot(deps),
     ...config.model_roots.map((root) => checkModelRoot(root, account, runAs)),
-    checkBaseModel(config, account, runAs),
+    checkBaseModel(deps),
     checkStateDir(config, account, runAs),
     trainer.tmpdir(deps),
-    createBackends(config, shimCommand(), process.env).chosen.checks(deps.devDir),
+    createBackends(config, shimCommand(), process.env).chosen.checks(deps.devDir, trainer.relax),
     checkPort(config, account),
-    checkTokenFile(config, account, runAs),
+    checkTokenFile(deps),
     checkReadTokenFile(config, account, runAs),
   ]);
   return checks.flat();
@@ -86,6 +88,6 @@ async function runChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
 
 // The environment the config names: accelerate runs, its Python loads torch, CUDA and AdamW8bit, its sd-scripts
 // takes every launch the worker would make, its packages are the lock's.
-function trainerChecks(deps: DoctorDeps): Promise<DoctorCheck[]> {
-  return trainerDoctor(deps.config).environment(deps);
+function trainerChecks(deps: DoctorDeps, trainer: TrainerDoctor): Promise<DoctorCheck[]> {
+  return trainer.environment(deps);
 }

@@ -1,12 +1,10 @@
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
-import type { Config } from "../config/schema.ts";
 import { statOrNull } from "../fs.ts";
 import { checkBaseModelHeader } from "../request/base-model.ts";
 import { resolveInside } from "../request/contained-path.ts";
-import { failed, passed, warned, type DoctorCheck } from "./doctor.ts";
-import { relaxedInSimulate } from "./trainer-doctor.ts";
-import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
+import { failed, passed, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
+import { holdsFor } from "./service-account.ts";
 
 const NAME = "base model";
 // A model root is a folder of checkpoints, perhaps one level of sub-folders; deeper is not looked through.
@@ -19,7 +17,7 @@ const NAMED = 3;
  * base_model_path is (inside a model root, an SDXL checkpoint by its header, readable by the service user), or,
  * unset, whether any model root holds a .safetensors at all.
  */
-export async function checkBaseModel(config: Config, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
+export async function checkBaseModel({ config, account, runAs, trainer }: DoctorDeps): Promise<DoctorCheck> {
   const roots = config.model_roots;
   const copy = `copy the SDXL base checkpoint (sd_xl_base_1.0.safetensors) into ${roots[0]}, ` +
     `readable by ${account.user}`;
@@ -30,7 +28,7 @@ export async function checkBaseModel(config: Config, account: ServiceAccount, ru
     if (found.length === 0) {
       const none = failed(NAME, `no .safetensors in ${roots.join(", ")}: no job has a base model to name`, place);
       const why = "a simulated run loads no weights, though a request must still name an SDXL checkpoint";
-      return relaxedInSimulate(config, none, why);
+      return trainer.relax(none, why);
     }
     const some = found.slice(0, NAMED).join(", ") + (found.length > NAMED ? ` and ${found.length - NAMED} more` : "");
     const unset = `smoke.base_model is unset, so lora-worker smoke is refused (409 smoke_unavailable)`;

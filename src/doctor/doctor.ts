@@ -42,8 +42,21 @@ export function formatSummary(checks: DoctorCheck[], command = "doctor"): string
 
 export const hasFailure = (checks: DoctorCheck[]): boolean => checks.some((c) => c.status === "FAIL");
 
+/** A FAIL that only real training or its deployment would meet: as it is, or for the simulator a WARN that says
+ * why it does not matter to it. */
+export type Relax = (check: DoctorCheck, why: string) => DoctorCheck;
+
+/** What any check may ask of the trainer doctor chose once from trainer.mode (trainer-doctor.ts). */
+export interface TrainerRules {
+  relax: Relax;
+  /** Whether the worker may run as whoever starts it (the simulator's, which no service shares a folder with). */
+  anyAccount: boolean;
+}
+
 export interface DoctorDeps {
   config: Config;
+  /** The trainer's rules, chosen once by the command. */
+  trainer: TrainerRules;
   account: ServiceAccount;
   runAs: RunAs;
   /** Where the NVIDIA device nodes live: /dev on a host, a scratch directory in tests. */

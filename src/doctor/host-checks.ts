@@ -3,8 +3,7 @@ import { parseTokenLines } from "../auth/tokens.ts";
 import { bindFailure, type BindFailure } from "../config/listen.ts";
 import type { Config, Listen } from "../config/schema.ts";
 import { statOrNull } from "../fs.ts";
-import { failed, fromProblems, passed, warned, type DoctorCheck } from "./doctor.ts";
-import { relaxedInSimulate, trainerDoctor } from "./trainer-doctor.ts";
+import { failed, fromProblems, passed, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
 import { holdsFor, type RunAs, type ServiceAccount } from "./service-account.ts";
 
 // SPEC §1: setgid so every file arbo or the worker creates there joins the handoff group; nothing for others.
@@ -13,7 +12,7 @@ const HEALTHZ_TIMEOUT_MS = 2000;
 
 const octal = (mode: number) => (mode & 0o7777).toString(8).padStart(4, "0");
 
-export function checkServiceAccount(config: Config, account: ServiceAccount): DoctorCheck {
+export function checkServiceAccount({ account, trainer }: DoctorDeps): DoctorCheck {
   const name = "service account";
   const ranAs = `uid ${process.geteuid?.()}`;
   const missing = [
@@ -27,7 +26,7 @@ export function checkServiceAccount(config: Config, account: ServiceAccount): Do
   const who = `${account.user} (uid ${account.uid}) with group ${account.group} (gid ${account.gid})`;
   if (account.source.kind === "running") {
     const none = `no unit at ${account.source.unitPath} and no --user`;
-    if (trainerDoctor(config).anyAccount) {
+    if (trainer.anyAccount) {
       const anyone = 'trainer.mode is "simulate": the worker runs as whoever starts it';
       return passed(name, `${who}, the user running doctor: ${none}, and ${anyone}`);
     }
@@ -47,7 +46,7 @@ export function checkServiceAccount(config: Config, account: ServiceAccount): Do
 const namedBy = (account: ServiceAccount) =>
   account.source.kind === "unit" ? ` (named by ${account.source.path})` : "";
 
-export async function checkHandoffRoot(config: Config, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
+export async function checkHandoffRoot({ config, account, runAs, trainer }: DoctorDeps): Promise<DoctorCheck> {
   const name = "handoff root";
   const dir = config.handoff_root;
   const create = `install.sh creates it, or: install -d -m ${octal(HANDOFF_MODE)} -o root -g ${account.group} ${dir}`;
@@ -74,7 +73,7 @@ export async function checkHandoffRoot(config: Config, account: ServiceAccount, 
   const fine = `${dir} is ${octal(st.mode)} group ${account.group}, writable by ${account.user}`;
   const check = fromProblems(name, problems, fixes, fine);
   if (problems.length > sharing) return check;
-  return relaxedInSimulate(config, check, "no arbo shares the directory through the group");
+  return trainer.relax(check, "no arbo shares the directory through the group");
 }
 
 export async function checkModelRoot(root: string, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
@@ -172,7 +171,7 @@ async function workerOnPort(url: string): Promise<WorkerOnPort | null> {
 }
 
 // The API tokens: one per line, readable by the worker, by nobody outside root and the service group.
-export async function checkTokenFile(config: Config, account: ServiceAccount, runAs: RunAs): Promise<DoctorCheck> {
+export async function checkTokenFile({ config, account, runAs, trainer }: DoctorDeps): Promise<DoctorCheck> {
   const name = "token file";
   if (config.auth.mode === "none") {
     const open = 'auth.mode is "none": every client that reaches the port can start, read and cancel jobs';
@@ -187,7 +186,7 @@ export async function checkTokenFile(config: Config, account: ServiceAccount, ru
     const missing = failed(name, `${file} does not exist`, fix);
     if (!config.listen.loopback) return missing;
     const why = `serve runs without a token on the loopback listen ${config.listen.text}, open to every local user`;
-    return relaxedInSimulate(config, missing, why);
+    return trainer.relax(missing, why);
   }
   return judgeTokenFile(name, file, st, account, runAs);
 }

@@ -1,5 +1,5 @@
 import type { Config } from "../config/schema.ts";
-import { warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
+import { warned, type DoctorCheck, type DoctorDeps, type TrainerRules } from "./doctor.ts";
 import { checkPackages, checkSdScriptsArgv } from "./sd-scripts-checks.ts";
 import { checkLikeness } from "./likeness-check.ts";
 import { checkTrainerTmpdir } from "./tmpdir-check.ts";
@@ -7,18 +7,13 @@ import { checkTokenizers } from "./tokenizer-checks.ts";
 import { checkAccelerate, checkSdScripts, checkTrainerPython, STAGES } from "./trainer-checks.ts";
 
 /** What doctor asks of the trainer, chosen once from trainer.mode, as it asks the configured backend for its own. */
-export interface TrainerDoctor {
+export interface TrainerDoctor extends TrainerRules {
   /** The trainer's environment: accelerate, its Python's torch, CUDA and bitsandbytes, sd-scripts, its parser, the
    * packages against the lock, the face scorer. */
   environment(deps: DoctorDeps): Promise<DoctorCheck[]>;
   tokenizers(deps: DoctorDeps): Promise<DoctorCheck>;
   /** The trainer's TMPDIR link, and the sockets its data loader binds under it. */
   tmpdir(deps: DoctorDeps): Promise<DoctorCheck>;
-  /** A FAIL that only real training or its deployment would meet: as it is, or for the simulator a WARN that says
-   * why it does not matter to it. */
-  relax(check: DoctorCheck, why: string): DoctorCheck;
-  /** Whether the worker may run as whoever starts it (the simulator's, which no service shares a folder with). */
-  anyAccount: boolean;
 }
 
 export const SIMULATE_SKIP = 'trainer.mode is "simulate": not checked, no real training runs';
@@ -55,12 +50,7 @@ const SIMULATED: TrainerDoctor = {
   anyAccount: true,
 };
 
-/** The one place doctor tells a real trainer from the simulator. */
+/** The trainer's doctor for trainer.mode: `lora-worker doctor` and `trainer check` choose it once. */
 export function trainerDoctor(config: Config): TrainerDoctor {
   return config.trainer.mode === "simulate" ? SIMULATED : REAL;
-}
-
-/** In simulate mode, a FAIL that only the deployment or real training would meet is a WARN that says why. */
-export function relaxedInSimulate(config: Config, check: DoctorCheck, why: string): DoctorCheck {
-  return trainerDoctor(config).relax(check, why);
 }

@@ -6,7 +6,7 @@ import type { GpuPlacement } from "../recipe/command.ts";
 import type { JobRequest } from "../request/schema.ts";
 import type { Result } from "../result.ts";
 import type { ProcessIdentity } from "../os/proc.ts";
-import type { DoctorCheck } from "../doctor/doctor.ts";
+import type { DoctorCheck, Relax } from "../doctor/doctor.ts";
 import type { JobDir } from "../job-dir/job-dir.ts";
 import type { ExitWatch } from "./exit-watch.ts";
 
@@ -163,7 +163,7 @@ export interface Backend {
    * or why nothing of it is left. */
   recover(found: Found, request: PlacementRequest): Recovery;
   /** What `lora-worker doctor` checks of where this backend runs trainers (`devDir`: where the host's devices are). */
-  checks(devDir: string): Promise<DoctorCheck[]>;
+  checks(devDir: string, relax: Relax): Promise<DoctorCheck[]>;
   /** The cluster's GPUs, node by node, where the backend is a cluster. */
   readonly nodes: (() => Promise<Result<ClusterNode[]>>) | null;
 }

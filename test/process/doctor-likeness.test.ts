@@ -7,6 +7,7 @@ import type { DoctorDeps } from "../../src/doctor/doctor.ts";
 import { checkLikeness } from "../../src/doctor/likeness-check.ts";
 import { createRunAs, resolveServiceAccount } from "../../src/doctor/service-account.ts";
 import { FACE_PYTHON } from "../support/face-scorer.ts";
+import { trainerDoctor } from "../../src/doctor/trainer-doctor.ts";
 
 // doctor's likeness line, as the current user: the real scorer on the binary's known pair of real photos.
 const TIMEOUT_MS = 60_000;
@@ -18,7 +19,7 @@ function depsWith(dir: string, trainer: Record<string, string>, likeness: Record
   });
   const group = Bun.spawnSync(["id", "-gn"]).stdout.toString().trim();
   const account = resolveServiceAccount(userInfo().username, group);
-  return { config, account, runAs: createRunAs(account), devDir: join(dir, "dev") };
+  return { config, trainer: trainerDoctor(config), account, runAs: createRunAs(account), devDir: join(dir, "dev") };
 }
 
 describe("doctor's likeness line", () => {

@@ -10,6 +10,7 @@ import { liveGroupMembers } from "../../src/os/terminate.ts";
 import { TORCH_REPORT, writeFakePython, writeHangingPython } from "../support/fake-python.ts";
 import { writeExecutable } from "../support/scratch-files.ts";
 import { waitFor } from "../support/wait.ts";
+import { trainerDoctor } from "../../src/doctor/trainer-doctor.ts";
 
 // Short enough that a hang costs the suite a second, long enough for a shell script on a busy machine.
 const DEADLINE_MS = 1000;
@@ -35,7 +36,7 @@ function makeVenv(): Venv {
   });
   const group = Bun.spawnSync(["id", "-gn"]).stdout.toString().trim();
   const account = resolveServiceAccount(userInfo().username, group);
-  const deps: DoctorDeps = { config, account, runAs: createRunAs(account), devDir: join(dir, "dev"), pythonDeadlineMs: DEADLINE_MS };
+  const deps: DoctorDeps = { config, trainer: trainerDoctor(config), account, runAs: createRunAs(account), devDir: join(dir, "dev"), pythonDeadlineMs: DEADLINE_MS };
   return { dir, python: join(dir, "venv/bin/python"), deps, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
 }
 

@@ -7,6 +7,7 @@ import type { DoctorDeps } from "../../src/doctor/doctor.ts";
 import { createRunAs, resolveServiceAccount } from "../../src/doctor/service-account.ts";
 import { checkTrainerTmpdir } from "../../src/doctor/tmpdir-check.ts";
 import { writeExecutable } from "../support/scratch-files.ts";
+import { trainerDoctor } from "../../src/doctor/trainer-doctor.ts";
 
 const TIMEOUT_MS = 30_000;
 const PYTHON3 = Bun.which("python3", { PATH: "/usr/local/bin:/usr/bin:/bin" })!;
@@ -31,7 +32,7 @@ function makeVenv(): Venv {
   });
   const group = Bun.spawnSync(["id", "-gn"]).stdout.toString().trim();
   const account = resolveServiceAccount(userInfo().username, group);
-  const deps: DoctorDeps = { config, account, runAs: createRunAs(account), devDir: join(dir, "dev") };
+  const deps: DoctorDeps = { config, trainer: trainerDoctor(config), account, runAs: createRunAs(account), devDir: join(dir, "dev") };
   return { python: join(dir, "venv/bin/python"), state, deps, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
 }
 

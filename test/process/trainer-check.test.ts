@@ -13,6 +13,7 @@ import { CUDA_REPORT, HEALTHY, TORCH_REPORT, BITSANDBYTES_REPORT, writeFakePytho
 import { FACE_PYTHON } from "../support/face-scorer.ts";
 import { MAIN } from "../support/host-tree.ts";
 import { writeStandInSdScripts, writeStandInVenv } from "../support/stand-in-sd-scripts.ts";
+import { trainerDoctor } from "../../src/doctor/trainer-doctor.ts";
 
 const TIMEOUT_MS = 60_000;
 
@@ -39,7 +40,7 @@ function makeEnv(
   });
   const group = Bun.spawnSync(["id", "-gn"]).stdout.toString().trim();
   const account = resolveServiceAccount(userInfo().username, group);
-  const deps: DoctorDeps = { config, account, runAs: createRunAs(account), devDir: join(dir, "dev") };
+  const deps: DoctorDeps = { config, trainer: trainerDoctor(config), account, runAs: createRunAs(account), devDir: join(dir, "dev") };
   return { dir, deps, [Symbol.dispose]: () => rmSync(dir, { recursive: true, force: true }) };
 }
 

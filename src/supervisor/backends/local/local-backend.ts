@@ -27,7 +27,7 @@ export function localBackend(config: Config, shim: ShimCommand): Backend {
       const detail = { shim_pid: ids.shim?.pid ?? null, pid: ids.trainer?.pid ?? null };
       return { placement: adoptedPlacement(request, ids), detail };
     },
-    checks: (devDir) => localChecks(config, devDir),
+    checks: (devDir, relax) => localChecks(config, devDir, relax),
     nodes: null,
   };
 }

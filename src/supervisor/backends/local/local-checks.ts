@@ -1,13 +1,12 @@
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import type { Config } from "../../../config/schema.ts";
-import { type DoctorCheck, failed, passed, warned } from "../../../doctor/doctor.ts";
-import { relaxedInSimulate } from "../../../doctor/trainer-doctor.ts";
+import { type DoctorCheck, failed, passed, type Relax, warned } from "../../../doctor/doctor.ts";
 import { createGpuProbe } from "../../../gpu/probe.ts";
 
 /** What `lora-worker doctor` checks of this host's GPUs: nvidia-smi sees the configured devices, CUDA's node exists. */
-export async function localChecks(config: Config, devDir: string): Promise<DoctorCheck[]> {
-  return [await checkNvidiaSmi(config), checkNvidiaUvm(config, devDir)];
+export async function localChecks(config: Config, devDir: string, relax: Relax): Promise<DoctorCheck[]> {
+  return [await checkNvidiaSmi(config), relax(uvmNode(devDir), "the simulated trainer uses no CUDA")];
 }
 
 async function checkNvidiaSmi(config: Config): Promise<DoctorCheck> {
@@ -37,10 +36,6 @@ async function checkNvidiaSmi(config: Config): Promise<DoctorCheck> {
 }
 
 // With NoNewPrivileges the worker cannot run nvidia-modprobe (setuid) to create the node, so it must exist already.
-function checkNvidiaUvm(config: Config, devDir: string): DoctorCheck {
-  return relaxedInSimulate(config, uvmNode(devDir), "the simulated trainer uses no CUDA");
-}
-
 function uvmNode(devDir: string): DoctorCheck {
   const name = "nvidia-uvm";
   const node = join(devDir, "nvidia-uvm");
