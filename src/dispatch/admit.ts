@@ -27,8 +27,9 @@ export function busyWith(ctx: DispatchContext): string | null {
 }
 
 export function busy(ctx: DispatchContext, activeId: string): Refused {
-  const { maxActive } = ctx.backend;
-  return fail({ kind: "busy", activeId, unsupervised: false, ...(maxActive > 1 ? { limit: maxActive } : {}) });
+  const { maxActive: count, maxActiveKey: key } = ctx.backend;
+  const limit = count > 1 && key !== null ? { limit: { count, key } } : {};
+  return fail({ kind: "busy", activeId, unsupervised: false, ...limit });
 }
 
 export function outputInUse(jobId: string, train: CheckedTrain): Refused {

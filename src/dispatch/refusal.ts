@@ -10,7 +10,7 @@ export type DispatchRefusal =
   | { kind: "refused"; refusal: AdmissionRefusal }
   | { kind: "output_exists"; detail: string }
   | { kind: "output_in_use"; jobId: string; outputName: string }
-  | { kind: "busy"; activeId: string; unsupervised: boolean; limit?: number }
+  | { kind: "busy"; activeId: string; unsupervised: boolean; limit?: { count: number; key: string } }
   | { kind: "state_unwritable"; detail: string }
   | { kind: "insufficient_disk"; shortfall: DiskShortfall }
   | { kind: "not_resumable"; detail: string }
@@ -62,7 +62,7 @@ const busyDetail = ({ activeId, unsupervised, limit }: Of<"busy">) =>
       "(they are being stopped); no training starts until they are gone"
     : limit === undefined
       ? `another training is running (job ${activeId}); one job runs at a time`
-      : `${limit} trainings are active (slurm.max_active_jobs), among them job ${activeId}`;
+      : `${limit.count} trainings are active (${limit.key}), among them job ${activeId}`;
 
 const said = (r: { detail: string }, reason: string) => ({ detail: r.detail, reason });
 const vram = (r: { refusal: VramRefusal }) => ({ ...r.refusal });

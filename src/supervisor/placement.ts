@@ -146,6 +146,8 @@ export interface Backend {
   readonly kind: BackendKind;
   /** How many runs may be active at once. */
   readonly maxActive: number;
+  /** The config key that sets maxActive, for the answer that says every slot is taken; null where it is fixed. */
+  readonly maxActiveKey: string | null;
   /** Whether this host's nvidia-smi judges a run's GPU before it starts (not on Slurm, which places runs itself). */
   readonly gpuAdmission: boolean;
   /** What /healthz says of the backend. */

@@ -44,27 +44,29 @@ export function supervise(ctx: RunContext, placement: Placement, pending: Pendin
   };
 }
 
-// The followers call back into the run they follow; each starts looking only after this returns.
+// The followers call back into the run they follow; each starts looking only after this returns, and what one may
+// ask while it is made (how soon to look) is read from the state.
 function follow(state: RunState): FollowedRun {
   const { ctx } = state;
-  const run = state as FollowedRun;
-  run.states = followStates({
-    out: state.out, log: ctx.log, jobId: ctx.id, totalSteps: ctx.expectedTotal,
-    saved: (step, checkpoint, digest) => stateSaved(run, step, checkpoint, digest),
+  const run: FollowedRun = Object.assign(state, {
+    states: followStates({
+      out: state.out, log: ctx.log, jobId: ctx.id, totalSteps: ctx.expectedTotal,
+      saved: (step, checkpoint, digest) => stateSaved(run, step, checkpoint, digest),
+    }),
+    watchdog: startWatchdog(
+      { stallMs: ctx.stallMs, deadline: ctx.deadline },
+      (reason) => void stop(run, reason),
+      () => state.placement.queued() !== null,
+      () => run.follower.drain(),
+    ),
+    follower: followLog(ctx.jobDir.log, (text) => {
+      try {
+        takeIn(run, text);
+      } catch (err) {
+        ctx.log.error("could not take in trainer output", { job_id: ctx.id, error: (err as Error).message });
+      }
+    }, () => (ctx.watched() || state.pausing ? WATCHED_TICK_MS : UNWATCHED_TICK_MS)),
   });
-  run.watchdog = startWatchdog(
-    { stallMs: ctx.stallMs, deadline: ctx.deadline },
-    (reason) => void stop(run, reason),
-    () => state.placement.queued() !== null,
-    () => run.follower.drain(),
-  );
-  run.follower = followLog(ctx.jobDir.log, (text) => {
-    try {
-      takeIn(run, text);
-    } catch (err) {
-      ctx.log.error("could not take in trainer output", { job_id: ctx.id, error: (err as Error).message });
-    }
-  }, () => (ctx.watched() || run.pausing ? WATCHED_TICK_MS : UNWATCHED_TICK_MS));
   return run;
 }
 

@@ -138,7 +138,7 @@ function prepare(s: Supervision, id: string, work: (signal: AbortSignal) => Prom
     .then(async (ended) => {
       if (ended === null) return;
       const { store, now, log } = s.deps;
-      const record = () => store.finish(id, ended, now().toISOString());
+      const record = () => store.record(id).finish(ended, now().toISOString());
       await writeUntilDone(createWriteGuard(log, id), "end before the launch", record);
     })
     .finally(() => {
@@ -211,7 +211,7 @@ async function cancel(s: Supervision, id: string): Promise<Job | null> {
   if (!store.get(id)) return null;
   const preparing = s.preparations.get(id);
   if (preparing) {
-    store.requestStop(id, "cancel", now().toISOString());
+    store.record(id).requestStop("cancel", now().toISOString());
     preparing.abort.abort(new PreparationCancelled());
   }
   const run = s.runs.get(id) ?? (await launching(s, id));
@@ -226,7 +226,7 @@ async function cancel(s: Supervision, id: string): Promise<Job | null> {
 async function pause(s: Supervision, id: string): Promise<Job | null> {
   const { store, now } = s.deps;
   if (!store.get(id)) return null;
-  if (s.preparations.has(id)) store.requestPause(id, now().toISOString());
+  if (s.preparations.has(id)) store.record(id).requestPause(now().toISOString());
   const run = s.runs.get(id) ?? (await launching(s, id));
   if (run) {
     run.pause();

@@ -15,6 +15,7 @@ export function localBackend(config: Config, shim: ShimCommand): Backend {
   return {
     kind: "local",
     maxActive: 1,
+    maxActiveKey: null,
     gpuAdmission: true,
     facts: { backend: "local" },
     launch: (device) => ({ env: { CUDA_VISIBLE_DEVICES: String(device.index) }, forwardSignals: false }),

@@ -54,6 +54,7 @@ export function slurmBackend(config: Config, shim: ShimCommand, environment: Bac
   return {
     kind: "slurm",
     maxActive: config.slurm.max_active_jobs,
+    maxActiveKey: "slurm.max_active_jobs",
     gpuAdmission: false,
     facts: { backend: "slurm", max_active_jobs: config.slurm.max_active_jobs },
     launch: () => ({ env: {}, inheritEnv: SLURM_GPU_ENV, forwardSignals: true }),
