@@ -3,6 +3,7 @@
 import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { encodePng } from "../../src/png.ts";
+import { KNOWN_PAIR } from "../../src/likeness/known-pair.ts";
 import { writeSmokeDataset } from "../../src/smoke/dataset.ts";
 import { jpegWithOrientation } from "../../test/support/exif.ts";
 
@@ -73,18 +74,18 @@ function configText(f: ConfigFacts, extraTrainer = ""): string {
 }
 
 /**
- * The smoke run's four pictures in a kohya folder, for a request the harness sends (trigger `ohwx`): their captions
+ * The smoke run's four pictures (two test patterns, two photos of a face) in a kohya folder, for a request the harness sends (trigger `ohwx`): their captions
  * say `smoke person, …`, but for the first, rewritten to hold the trigger; and a fifth, a phone photo stored turned
  * (EXIF orientation 6) without a caption. The worker turns it upright and puts the trigger in front of three.
  */
 export async function writeDataset(host: Host, name: string): Promise<string> {
   const dataset = join(host.handoff, name, "dataset");
   const folder = join(dataset, DATASET_FOLDER);
-  writeSmokeDataset(folder);
+  writeSmokeDataset(folder, KNOWN_PAIR);
   writeFileSync(join(folder, "smoke-0.txt"), "ohwx, test pattern 0, gradient, stripes\n");
   // The smoke dataset's one long caption (which makes its runs train on 150 tokens) made short again: this dataset
   // is the short-caption case, trained with no --max_token_length.
-  writeFileSync(join(folder, "smoke-3.txt"), "smoke person, test pattern 3, gradient, stripes\n");
+  writeFileSync(join(folder, "smoke-3.txt"), "smoke person, a photo of a face\n");
   writeFileSync(join(folder, "phone.jpg"), await jpegWithOrientation(turnedPicture(), 6));
   return dataset;
 }

@@ -59,7 +59,7 @@ const cli = (args: string[], log: string) => runLogged([BINARY, ...args], join(l
 // (no GPU here, while the fake nvidia-smi lists two), so it is not required.
 await check("trainer check", async () => {
   const run = await cli(["trainer", "check", "--config", host.config, "--user", "root", "--group", "root"], "trainer-check.log");
-  const wanted = ["accelerate", "torch", "bitsandbytes", "sd-scripts", "sd-scripts argv", "python packages"];
+  const wanted = ["accelerate", "torch", "bitsandbytes", "sd-scripts", "sd-scripts argv", "python packages", "likeness"];
   const lineOf = (name: string) => run.output.split("\n").find((l) => l.slice(5).startsWith(`${name}: `));
   const notOk = wanted.filter((name) => !lineOf(name)?.startsWith("OK"));
   if (notOk.length > 0) throw new CheckFailed(notOk.map((name) => lineOf(name) ?? `(no ${name} line)`).join(" | "));
@@ -96,8 +96,18 @@ await check("smoke", async () => {
   for (const line of run.output.trimEnd().split("\n")) console.log(`       ${line}`);
   if (run.exitCode !== 0) throw new CheckFailed(`lora-worker smoke exited ${run.exitCode}`);
   const ids = [...new Set(run.output.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g) ?? [])];
-  return `every stage passed; ${paceLine(ids.map(jobLog))}; ${await longContext(ids[0] ?? "")}`;
+  return `every stage passed; ${paceLine(ids.map(jobLog))}; ${await longContext(ids[0] ?? "")}; ${noFace(run.output)}`;
 });
+
+// Random weights draw no face: the smoke dataset's two photos of one face give the run an identity, and its
+// previews are not_scored for want of a face, as the record says and smoke's likeness line.
+function noFace(output: string): string {
+  const line = output.split("\n").find((l) => l.startsWith("PASS likeness")) ?? "(no likeness line)";
+  if (!line.includes("not_scored: no face in previews") || !line.includes("2 photos with one face")) {
+    throw new CheckFailed(`smoke's likeness: ${line}`);
+  }
+  return line.replace(/^PASS likeness +\S+ +/, "likeness ");
+}
 
 // The smoke dataset's one caption of about 100 tokens: its first run chose the 150-token context, and sd-scripts
 // trained on it (its own header of the LoRA at the run's first state says so).

@@ -6,6 +6,7 @@ import type { Config, Device } from "../config/schema.ts";
 import { NotAsExpected, pinChain, pinChild, type PinnedDir } from "../pinned-dir.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { type DetailItem, fieldError, type JobRequest, readBody } from "../request/schema.ts";
+import { KNOWN_PAIR } from "../likeness/known-pair.ts";
 import { SMOKE_CLASS, SMOKE_FOLDER, SMOKE_TRIGGER, writeSmokeDataset } from "../smoke/dataset.ts";
 import type { Dispatcher } from "./dispatch.ts";
 import type { DispatchRefusal, DispatchResult } from "./refusal.ts";
@@ -95,7 +96,7 @@ async function writeDataset(smoke: PinnedDir, id: string): Promise<Result<void, 
   try {
     await using run = await pinChild(smoke, id, { mode: SHARED_DIR_MODE, exclusive: true });
     await using dataset = await pinChild(run, "dataset", { mode: SHARED_DIR_MODE, exclusive: true });
-    writeSmokeDataset(dataset.at(""));
+    writeSmokeDataset(dataset.at(""), KNOWN_PAIR);
     return ok(undefined);
   } catch (err) {
     await rm(smoke.at(id), { recursive: true, force: true });

@@ -1,13 +1,12 @@
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { KNOWN_PAIR } from "../likeness/known-pair.ts";
 import { faceDistance, SAME_PERSON } from "../likeness/points.ts";
 import { readScorer, scorerLaunch, scorerPython, type ScoredPhoto } from "../likeness/scorer.ts";
 import { PYTHON_LOCK } from "../trainer/lock.ts";
 import { failed, passed, warned, type DoctorCheck, type DoctorDeps } from "./doctor.ts";
 import { notChecked } from "./sd-scripts-checks.ts";
-import photoA from "./known-pair/obama-a.jpg" with { type: "file" };
-import photoB from "./known-pair/obama-b.jpg" with { type: "file" };
 
 const NAME = "likeness";
 // The scorer's packages as the lock pins them: what a venv without them (fluxgym's) needs.
@@ -34,7 +33,7 @@ export async function checkLikeness(deps: DoctorDeps): Promise<DoctorCheck> {
   try {
     // The service account reads the photos from a folder doctor made.
     chmodSync(dir, 0o755);
-    const photos = await Promise.all([photoA, photoB].map(async (from, i) => {
+    const photos = await Promise.all(KNOWN_PAIR.map(async (from, i) => {
       const to = join(dir, `known-${i}.jpg`);
       writeFileSync(to, await Bun.file(from).bytes(), { mode: 0o644 });
       return to;

@@ -1,4 +1,4 @@
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CAPTION_EXTENSION } from "../request/dataset.ts";
 import { encodePng } from "../png.ts";
@@ -8,7 +8,8 @@ export const SMOKE_FOLDER = ".lora-worker-smoke";
 // A smoke run's subject: the words its captions and its folder name use.
 export const SMOKE_TRIGGER = "smoke";
 export const SMOKE_CLASS = "person";
-const IMAGES = 4;
+// Test patterns, then photos of a face: a smoke run scores its dataset's identity and its previews as a job does.
+const PATTERNS = 2;
 const SIZE = 256;
 // The handoff root is shared with arbo's group: what the worker writes there stays group-writable.
 const DIR_MODE = 0o2770;
@@ -22,18 +23,23 @@ const LONG_DESCRIPTION = "described at length as a person writes a caption for a
   "and a green plant behind, a city street seen through the glass, warm colours, sharp focus, high detail";
 
 /**
- * Writes a few small pictures with captions into `dir`: enough for sd-scripts to build a bucket and train. Each
- * file is created exclusively ("wx"): a name already there, even a link, is an error, never written through.
+ * Writes a few small pictures with captions into `dir`: enough for sd-scripts to build a bucket and train, two of
+ * them the JPEG photos `faces` of one person. Each file is created exclusively ("wx"): a name already there, even a
+ * link, is an error, never written through.
  */
-export function writeSmokeDataset(dir: string): void {
+export function writeSmokeDataset(dir: string, faces: readonly string[]): void {
   mkdirSync(dir, { recursive: true, mode: DIR_MODE });
-  for (let i = 0; i < IMAGES; i++) {
+  const images = PATTERNS + faces.length;
+  for (let i = 0; i < images; i++) {
     const name = `smoke-${i}`;
-    // A different gradient and stripe per image, so the latents differ.
-    const png = encodePng(SIZE, SIZE, (x, y) => [(x + 40 * i) % 256, (y * (i + 1)) % 256, ((x ^ y) >> i) & 255]);
-    writeFileSync(join(dir, `${name}.png`), png, { mode: FILE_MODE, flag: "wx" });
-    const short = `${SMOKE_TRIGGER} ${SMOKE_CLASS}, test pattern ${i}, gradient, stripes`;
-    const caption = i === IMAGES - 1 ? `${short}, ${LONG_DESCRIPTION}` : short;
+    const face = faces[i - PATTERNS];
+    // A different gradient and stripe per pattern, so the latents differ.
+    const png = () => encodePng(SIZE, SIZE, (x, y) => [(x + 40 * i) % 256, (y * (i + 1)) % 256, ((x ^ y) >> i) & 255]);
+    const [file, bytes] = face === undefined ? [`${name}.png`, png()] : [`${name}.jpg`, readFileSync(face)];
+    writeFileSync(join(dir, file), bytes, { mode: FILE_MODE, flag: "wx" });
+    const what = face === undefined ? `test pattern ${i}, gradient, stripes` : "a photo of a face";
+    const short = `${SMOKE_TRIGGER} ${SMOKE_CLASS}, ${what}`;
+    const caption = i === images - 1 ? `${short}, ${LONG_DESCRIPTION}` : short;
     writeFileSync(join(dir, `${name}${CAPTION_EXTENSION}`), `${caption}\n`, { mode: FILE_MODE, flag: "wx" });
   }
 }

@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import { join } from "node:path";
 import { SMOKE_FOLDER } from "../../src/smoke/dataset.ts";
 import { inProcessApp } from "../support/app-harness.ts";
+import { FACE_PYTHON } from "../support/face-scorer.ts";
 import { makeHostTree, MAIN, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
 import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
 import { startWorker } from "../support/worker-process.ts";
@@ -26,9 +27,9 @@ async function smokeCli(url: string, args: string[]) {
 
 // `simulate`: more keys of the [simulate] table. At 0.2 s a step the pause lands on the state at step 2 even on a
 // loaded machine, as it does at any GPU's pace; much faster, the run can be a save or two further on first.
-const smokeConfig = (tree: HostTree, simulate = "", secondsPerStep = 0.2) => {
+const smokeConfig = (tree: HostTree, simulate = "", secondsPerStep = 0.2, more = "") => {
   const tables = SIMULATE_TABLES(secondsPerStep).replace("[simulate]\n", `[simulate]\n${simulate}`);
-  return tree.writeConfig(`${tables}[smoke]\nbase_model = ${JSON.stringify(tree.model)}\n`);
+  return tree.writeConfig(`${tables}[smoke]\nbase_model = ${JSON.stringify(tree.model)}\n${more}`);
 };
 
 describe("lora-worker smoke against a running worker", () => {
@@ -36,16 +37,19 @@ describe("lora-worker smoke against a running worker", () => {
     using tree = makeHostTree();
     // CLIP's own tokenizers, so the worker counts the captions' tokens exactly (without them it bounds them from above).
     writeTokenizers(join(tree.state, "tokenizers"));
-    await using worker = await startWorker(smokeConfig(tree));
+    // The real face scorer: the smoke dataset's two photos of a face give it an identity; the simulator's previews
+    // are one colour, as the real trainer's random weights draw.
+    await using worker = await startWorker(smokeConfig(tree, "", 0.2, `[likeness]\npython = ${JSON.stringify(FACE_PYTHON)}\n`));
     const { exitCode, lines, stderr } = await smokeCli(worker.url, ["--device", "1"]);
     expect(stderr).toBe("");
     expect(lines.map((l) => l.split(/\s+/).slice(0, 2).join(" "))).toEqual([
-      "PASS dispatch", "PASS pause", "PASS resume", "PASS lora", "PASS sample", "PASS clean", "smoke: passed",
+      "PASS dispatch", "PASS pause", "PASS resume", "PASS lora", "PASS sample", "PASS likeness", "PASS clean", "smoke: passed",
     ]);
     expect(lines[0]).toContain("on device 1");
     expect(lines[0]).toContain("SIMULATED trainer");
     expect(lines[1]).toContain("paused at its first saved state, step 2");
     expect(lines[2]).toMatch(/went on from step 2 to 6 and succeeded/);
+    expect(lines[5]).toMatch(/^PASS likeness +\S+ +not_scored: no face in previews \(\d points? scored\); the dataset's faces: 2 photos with one face, 2 with none, 0 with several; spread 0\.\d+ \(a match is at most 0\.6\)$/);
     expect(exitCode).toBe(0);
     expect(smokeFolders(tree)).toEqual([]);
     // Both runs stay in the history as jobs of tier smoke: the first paused and resumed since (paused no longer: its
@@ -69,7 +73,7 @@ describe("lora-worker smoke against a running worker", () => {
     await using worker = await startWorker(smokeConfig(tree, 'fail = "oom@5"\n', 0.2));
     const { exitCode, lines } = await smokeCli(worker.url, ["--device", "0"]);
     expect(lines.map((l) => l.split(/\s+/).slice(0, 2).join(" "))).toEqual([
-      "PASS dispatch", "PASS pause", "FAIL resume", "SKIP lora", "SKIP sample", "PASS clean", "smoke: FAILED",
+      "PASS dispatch", "PASS pause", "FAIL resume", "SKIP lora", "SKIP sample", "SKIP likeness", "PASS clean", "smoke: FAILED",
     ]);
     expect(lines[2]).toContain("failed");
     expect(lines[2]).toContain("cuda_oom");
@@ -96,10 +100,10 @@ describe("lora-worker smoke when arbo lays a link over the smoke folder mid-run"
     symlinkSync(outside, join(tree.handoff, SMOKE_FOLDER));
     const { exitCode, lines } = await cli;
     expect(lines.map((l) => l.split(/\s+/).slice(0, 2).join(" "))).toEqual([
-      "PASS dispatch", "PASS pause", "FAIL resume", "SKIP lora", "SKIP sample", "FAIL clean", "smoke: FAILED",
+      "PASS dispatch", "PASS pause", "FAIL resume", "SKIP lora", "SKIP sample", "SKIP likeness", "FAIL clean", "smoke: FAILED",
     ]);
     expect(lines[2]).toContain("publish_failed");
-    expect(lines[5]).toContain(`${SMOKE_FOLDER} is a symbolic link`);
+    expect(lines[6]).toContain(`${SMOKE_FOLDER} is a symbolic link`);
     expect(exitCode).toBe(1);
     // Contrast: the run's folder, reachable through the link, is still there: nothing was removed through it.
     expect(readdirSync(outside)).toEqual([run]);

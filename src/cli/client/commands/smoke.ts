@@ -5,6 +5,7 @@ import { pinChain } from "../../../pinned-dir.ts";
 import { loraProblem, pngSize } from "../../../smoke/verify.ts";
 import { TIERS } from "../../../tiers.ts";
 import { UsageError } from "../../args.ts";
+import { counted } from "../counted.ts";
 import { followJob } from "../follow.ts";
 import { outcomeLines } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
@@ -17,7 +18,9 @@ export const smoke: ClientCommand = {
   help: `Proves this deployment trains: asks the worker for a smoke run (the fast tier's recipe cut to ${STEPS} steps
 with a state every ${FIRST_STATE}, on a small dataset the worker writes into the handoff root, on smoke.base_model),
 pauses it at its first saved state, resumes it from there, lets it finish, checks the LoRA (sha256, whole, finite
-weights, sd-scripts' metadata) and the preview image, and removes the run's folder. One line per stage.
+weights, sd-scripts' metadata) and the preview image, reads the likeness verdict (its dataset holds two photos of
+a face; a verdict other than learned is information, only a face scorer that failed fails it), and removes the
+run's folder. One line per stage.
 --device N: the device to train on (needed when the worker has more than one). Run it on the worker's host,
 where the LoRA can be read. The jobs stay in the history with tier smoke.
 Exit: 0 when every stage passed; 1 when one failed (its line says why); 5 refused (busy, no smoke.base_model).`,
@@ -125,6 +128,20 @@ function smokeStages(client: WorkerClient, device: number | undefined): Stage[] 
         const size = pngSize(await client.sample(sample.url));
         if (typeof size === "string") throw new StageFailed(`${sample.name} is ${size}`);
         return `${sample.name}: a ${size.width}x${size.height} PNG drawn at step ${sample.step}`;
+      },
+    },
+    {
+      name: "likeness",
+      async run() {
+        const { likeness, dataset, worker_job_id: id } = last!;
+        if (likeness?.verdict == null) throw new StageFailed(`job ${id} has no likeness verdict`);
+        if (likeness.reason === "scorer_failed") {
+          throw new StageFailed("the face scorer failed (the worker's log says why)");
+        }
+        const why = likeness.reason === null ? "" : `: ${likeness.reason.replaceAll("_", " ")}`;
+        const identity = dataset?.prepared?.identity;
+        const faces = identity === undefined ? "" : `; the dataset's faces: ${identity.text}`;
+        return `${likeness.verdict}${why} (${counted(likeness.points.length, "point")} scored)${faces}`;
       },
     },
     {
