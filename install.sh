@@ -4,7 +4,8 @@
 # dir, and the model root when it is missing (empty: the SDXL base checkpoint is the operator's to place there).
 # The trainer's environment and the CLIP tokenizers are the operator's to bring too; doctor names each with the
 # command that brings it. Needs from the host: bash, coreutils, sed, grep, cmp (diffutils) and getent; on a real
-# host also groupadd, useradd, usermod and systemctl. No curl: the health gate speaks HTTP over bash's /dev/tcp.
+# host also groupadd, useradd, usermod and systemctl, with systemd running (where it is not, install.sh stops before
+# it changes anything). No curl: the health gate speaks HTTP over bash's /dev/tcp.
 #
 #   install.sh [--binary PATH]      install or re-install; run as root from the repository (or a release dir)
 #   install.sh --upgrade PATH       scp-and-restart: atomic swap of the binary (the old one kept as .prev),
@@ -327,6 +328,22 @@ health_gate() {
   exit 1
 }
 
+# require_systemd WOULD: the service steps need systemd running as PID 1, so where it is not (a container, a
+# chroot, a box booted without it: systemctl answers "offline") the run stops before changing anything; WOULD
+# says what it would have done. A dry run notes it and goes on listing, since it changes nothing anyway.
+require_systemd() {
+  ((MANAGE_SERVICE)) || return 0
+  local state why
+  state=$("$SYSTEMCTL" is-system-running 2>/dev/null) || true
+  case $state in initializing | starting | running | degraded | maintenance) return 0 ;; esac
+  why="systemd is not running here ($SYSTEMCTL is-system-running answers \"${state:-nothing}\": a container, a chroot or a box booted without it)"
+  if ((DRY_RUN)); then
+    note "$why: a real run stops here and changes nothing; what it would change where systemd runs:"
+    return 0
+  fi
+  die "$why; install.sh needs it to start and health-check $UNIT_NAME, and before that would have $1; nothing changed (run it on a host booted with systemd; --dry-run lists each change)"
+}
+
 run_doctor() {
   local args=(doctor --config "$CONFIG" --user "$SVC_USER" --group "$SVC_GROUP")
   [[ -z $ROOT ]] || args+=(--dev-dir "$ROOT/dev")
@@ -362,6 +379,7 @@ preflight() { # preflight BINARY
 install_host() {
   preflight "$BINARY"
   [[ -f $HERE/lora-worker.service ]] || die "no $HERE/lora-worker.service next to install.sh"
+  require_systemd "laid out the accounts, the binary, the config, the token, the directories and the unit, run doctor and enabled the unit"
   local before unit_changed=0
   RENDER_DIR=$(mktemp -d)
   trap 'rm -rf "$RENDER_DIR"' EXIT
@@ -415,6 +433,7 @@ upgrade() {
     echo "nothing to change: $UPGRADE is already the installed binary"
     return
   fi
+  require_systemd "swapped $BIN for $UPGRADE, keeping the current one as $BIN.prev to roll back to"
   replace_binary "$UPGRADE"
   if ((MANAGE_SERVICE)); then
     change "restart $UNIT_NAME" "$SYSTEMCTL" restart "$UNIT_NAME"

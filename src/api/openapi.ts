@@ -201,6 +201,10 @@ export const JobView = z.strictObject({
   next_step: z
     .strictObject({
       text: z.string().describe("docs/troubleshooting.md's \"what to do\" for the error_code, word for word"),
+      steps: z
+        .array(z.string())
+        .min(1)
+        .describe("the same, a sentence each, in the order to try them (text is them joined by a space)"),
       retry_elsewhere: z
         .boolean()
         .describe("true where sending the request again on another card or a lighter tier is the better first move " +

@@ -56,23 +56,35 @@ describe("the CLI on narrow terminals", () => {
     expect([narrow.exitCode, medium.exitCode, wide.exitCode]).toEqual([0, 0, 0]);
     expect(widest(narrow.lines)).toBeLessThanOrEqual(60);
     expect(widest(medium.lines)).toBeLessThanOrEqual(80);
-    // The output name and the error code stay; the id is shortened to what every command still takes.
+    // The output name and the error code stay; the id is shortened to what every command still takes. The
+    // header loses the same columns as the rows do.
     expect(narrow.lines).toEqual([
+      expect.stringMatching(/^ID +STATUS +STEPS +OUTPUT +ERROR$/),
       expect.stringMatching(new RegExp(`^${succeeded.slice(0, 8)}  succeeded +400/400  a_rather_long_output_name_f\\S*…$`)),
-      expect.stringMatching(new RegExp(`^${failed.slice(0, 8)}  failed +\\d+/400  short  trainer_crashed$`)),
+      expect.stringMatching(new RegExp(`^${failed.slice(0, 8)}  failed +\\d+/400  short +trainer_crashed$`)),
     ]);
     expect(medium.lines).toEqual([
+      expect.stringMatching(/^ID +STATUS +STEPS +OUTPUT +ERROR$/),
       expect.stringMatching(new RegExp(`^${succeeded.slice(0, 8)}  succeeded +400/400  a_rather_long_output_name_for_a_narrow_terminal$`)),
-      expect.stringMatching(new RegExp(`^${failed.slice(0, 8)}  failed +\\d+/400  short  trainer_crashed$`)),
+      expect.stringMatching(new RegExp(`^${failed.slice(0, 8)}  failed +\\d+/400  short +trainer_crashed$`)),
     ]);
     const byShortId = onTerminal(worker, 60, ["status", failed.slice(0, 8)]);
     expect(byShortId.lines[0]).toBe(`job      ${failed}`);
 
-    // The contrast: wide enough, the whole rows, as a pipe gets them.
+    // The contrast: wide enough, the whole rows, as a pipe gets them, under every column's name.
     expect(wide.lines).toEqual([
-      expect.stringMatching(new RegExp(`^${succeeded}  succeeded +400/400  loss \\d\\.\\d{4}  fast@0 +${ISO_DATE.source}  ${LONG_NAME}$`)),
-      expect.stringMatching(new RegExp(`^${failed}  failed +\\d+/400  loss \\S+  fast@0 +${ISO_DATE.source}  short  trainer_crashed$`)),
+      expect.stringMatching(/^ID +STATUS +STEPS +LOSS +TIER@DEVICE +CREATED +OUTPUT +ERROR$/),
+      expect.stringMatching(new RegExp(`^${succeeded}  succeeded +400/400  \\d\\.\\d{4}  fast@0 +${ISO_DATE.source}  ${LONG_NAME}$`)),
+      expect.stringMatching(new RegExp(`^${failed}  failed +\\d+/400  \\S+ +fast@0 +${ISO_DATE.source}  short +trainer_crashed$`)),
     ]);
+    // Each header names the column under it: it starts where the rows' cells start.
+    for (const { lines } of [narrow, medium, wide]) {
+      const [header, , failedRow] = lines as [string, string, string];
+      expect(header.indexOf("OUTPUT")).toBe(failedRow.indexOf("short"));
+      expect(header.indexOf("ERROR")).toBe(failedRow.indexOf("trainer_crashed"));
+      expect(header.indexOf("STEPS") + "STEPS".length).toBe(failedRow.indexOf("/400") + "/400".length);
+    }
+    expect(wide.lines[0]!.indexOf("CREATED")).toBe(wide.lines[2]!.search(ISO_DATE));
     expect(widest(wide.lines)).toBeGreaterThan(100);
   }, 60_000);
 

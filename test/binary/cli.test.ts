@@ -53,7 +53,8 @@ describe("the operator CLI against a worker running simulated jobs", () => {
     expect(status.stdout).toContain(`job      ${id}\nstatus   succeeded, phase done (simulated trainer)\nprogress 400/400 steps`);
     expect(none).toEqual({ exitCode: 0, stdout: "no job is active\n", stderr: "" });
     expect(jobs.exitCode).toBe(0);
-    expect(jobs.stdout).toMatch(new RegExp(`^${id}  succeeded    400/400  loss \\d\\.\\d{4}  fast@0 .* mylora\\n$`));
+    // Into a pipe too, the whole rows under their header, as gpu prints its own; --json has none.
+    expect(jobs.stdout).toMatch(new RegExp(`^ID +STATUS +STEPS +LOSS +TIER@DEVICE +CREATED +OUTPUT\\n${id}  succeeded  400/400  \\d\\.\\d{4}  fast@0 .* mylora\\n$`));
     expect(asJson.stdout.trimEnd().split("\n").map((l) => JSON.parse(l))).toMatchObject([{ worker_job_id: id, status: "succeeded", step: 400 }]);
     expect(noneFailed.stdout).toBe("no failed jobs\n");
     expect(logs.exitCode).toBe(0);

@@ -1,47 +1,10 @@
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
-import { fakeSystemd, type FakeSystemd } from "../support/fake-systemd.ts";
-import { AS_ROOT, brokenBinary, makeScratchRoot, runInstall, sourceBinary, STAND_IN, type ScratchRoot } from "../support/install-root.ts";
-import { freePort, makeDeviceNode } from "../support/scratch-files.ts";
+import { fakeSystemd } from "../support/fake-systemd.ts";
+import { AS_ROOT, brokenBinary, makeScratchRoot, managedRoot, runInstall, sourceBinary } from "../support/install-root.ts";
 
 const TIMEOUT_MS = 90_000;
-
-interface ManagedRoot {
-  scratch: ScratchRoot;
-  systemd: FakeSystemd;
-  bin: string;
-  healthz: string;
-  args: string[];
-}
-
-// A scratch host that passes doctor (simulate mode, fake nvidia-smi, a uvm node) plus a stand-in service manager;
-// `models` false names a model root elsewhere that nobody made (install.sh makes only its default one).
-function managedRoot(scratch: ScratchRoot, systemd: FakeSystemd, models = true): ManagedRoot {
-  const { root, tools } = scratch;
-  const port = freePort();
-  mkdirSync(join(root, "etc/lora-worker"), { recursive: true });
-  const modelRoot = join(root, models ? "worktank/models" : "srv/models");
-  makeDeviceNode(join(root, "dev/nvidia-uvm"));
-  const config = [
-    `listen = "127.0.0.1:${port}"`,
-    `state_dir = "${join(root, "var/lib/lora-worker")}"`,
-    `handoff_root = "${join(root, "worktank/arbo/train")}"`,
-    `model_roots = ["${modelRoot}"]`,
-    `[trainer]\nmode = "simulate"`,
-    `[gpu]\nnvidia_smi = "${fakeNvidiaSmi(tools).path}"`,
-    `[auth]\ntoken_file = "${join(root, "etc/lora-worker/token")}"`,
-  ];
-  writeFileSync(join(root, "etc/lora-worker/config.toml"), `${config.join("\n")}\n`);
-  return {
-    scratch,
-    systemd,
-    bin: join(root, "opt/lora-worker/lora-worker"),
-    healthz: `http://127.0.0.1:${port}/healthz`,
-    args: ["--root", root, "--systemctl", systemd.systemctl, "--journalctl", systemd.journalctl, "--user", STAND_IN.user, "--group", STAND_IN.group],
-  };
-}
 
 async function healthzStatus(url: string): Promise<number> {
   return (await fetch(url)).status;

@@ -68,7 +68,10 @@ describe("lora-worker pause and resume against a worker running simulated jobs",
       expect(status.stdout).toContain(`\nresume   from step 40 (the newest saved state)\nsaved    step 40: ${worker.url}/train/${id}/checkpoints/40\nfailed after `);
       expect(status.stdout).toEndWith(`\nresume with: lora-worker resume ${id}\n`);
       // What to do comes before the resume: out of memory, another card first.
-      expect(status.stdout).toContain(`\nwhat to do: ${NEXT_STEPS.cuda_oom.text.replaceAll("`", "")}\nresume with: `);
+      // Its three steps as the page's numbered list, one a line.
+      const steps = NEXT_STEPS.cuda_oom.steps.map((step, i) => `  ${i + 1}. ${step.replaceAll("`", "")}\n`).join("");
+      expect(NEXT_STEPS.cuda_oom.steps).toHaveLength(3);
+      expect(status.stdout).toContain(`\nwhat to do:\n${steps}resume with: `);
       const pause = await cli(worker, "pause", id);
       expect(pause.exitCode).toBe(1);
       expect(pause.stdout).toMatch(new RegExp(`^job ${id} had already ended, failed after \\d+s: cuda_oom`));
@@ -255,7 +258,9 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-resume")}`, "the failed job with Resume");
     expect(await page.evaluate(`[${shown("job-resume-plain")}, ${shown("job-resumable")}, ${shown("job-retry-elsewhere")}]`)).toEqual([false, true, false]);
     expect(await page.evaluate(`document.getElementById("job-resume").classList.contains("primary")`)).toBe(true);
+    // One step reads as a line, no list.
     expect(await page.evaluate(text("job-next-step"))).toBe(`What to do: ${NEXT_STEPS.trainer_crashed.text.replaceAll("`", "")}`);
+    expect(await page.evaluate(`document.querySelector("#job-next-step ol")`)).toBeNull();
   });
 
   test("a job that ran out of GPU memory says what to do, and offers sending it again on the other card before Resume, which starts it there", async () => {
@@ -268,8 +273,11 @@ describe("the status page's pause and resume, in headless Chromium", () => {
     await page.until(`document.querySelector('#jobs tr[data-id="${id}"]')`, "the failed job in the list");
     await page.evaluate(`document.querySelector('#jobs tr[data-id="${id}"]').click()`);
     await page.until(`${text("job-id")} === ${JSON.stringify(id)} && ${shown("job-retry-elsewhere")}`, "the failed job with Send again");
-    // The doc's words, its code marks shown as code; the other card first and primary, Resume after it and plain.
-    expect(await page.evaluate(text("job-next-step"))).toBe(`What to do: ${NEXT_STEPS.cuda_oom.text.replaceAll("`", "")}`);
+    // The doc's words as a numbered list, a step an item, its code marks shown as code; the other card first and
+    // primary, Resume after it and plain.
+    const items = `[...document.querySelectorAll("#job-next-step ol > li")].map((li) => li.textContent)`;
+    expect(await page.evaluate(items)).toEqual(NEXT_STEPS.cuda_oom.steps.map((step) => step.replaceAll("`", "")));
+    expect(await page.evaluate(`document.querySelector("#job-next-step strong").textContent`)).toBe("What to do: ");
     expect(await page.evaluate(`[...document.querySelectorAll("#job-next-step code")].map((c) => c.textContent)`)).toContain("lora-worker gpu");
     const buttons = `[...document.querySelectorAll(".job-actions button")].filter((b) => !b.hidden).map((b) => [b.textContent, b.classList.contains("primary")])`;
     expect(await page.evaluate(buttons)).toEqual([["Send again on GPU 1", true], ["Resume", false]]);

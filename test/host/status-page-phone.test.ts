@@ -85,7 +85,7 @@ describe("the status page at a phone's width (390 px)", () => {
 
     expect((await worker.json(`/train/${second}/cancel`, { method: "POST" })).body.status).toBe("cancelled");
     const ended = await jobRows(page, `rows[0].status === "cancelled sim"`, "the list to show the job cancelled");
-    expect(ended[0]).toEqual({ output: LONG_NAME, status: "cancelled sim", outcome: expect.stringMatching(/^stopped/) });
+    expect(ended[0]).toEqual({ output: LONG_NAME, status: "cancelled sim", outcome: expect.stringMatching(/^cancelled by its user at step \d+$/) });
     expect(await page.evaluate(OVERFLOWS)).toEqual([]);
 
     expect(await page.evaluate(RENDER_WIDEST)).toEqual([]);

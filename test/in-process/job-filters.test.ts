@@ -76,7 +76,9 @@ describe("the job list filtered by paused and resumable", () => {
         stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH! },
       });
       const [code, out] = await Promise.all([proc.exited, new Response(proc.stdout).text()]);
-      return { code, lines: out.trimEnd().split("\n") };
+      const [header, ...lines] = out.trimEnd().split("\n");
+      expect(header).toMatch(/^ID +STATUS +STEPS +LOSS +TIER@DEVICE +CREATED +OUTPUT( +ERROR)?$/);
+      return { code, lines };
     };
     const resumable = await cli("--status", "resumable");
     expect(resumable.code).toBe(0);

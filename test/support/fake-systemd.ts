@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeExecutable } from "./scratch-files.ts";
 
@@ -9,6 +9,8 @@ export interface FakeSystemd extends Disposable {
   journalctl: string;
   /** Every systemctl call install.sh made, as its argument line. */
   calls(): string[];
+  /** What `systemctl is-system-running` answers from now on: "offline" is a host where systemd does not run. */
+  setSystemState(state: string): void;
   /** The pid the fake started for the unit, when one is running. */
   mainPid(): number | null;
 }
@@ -25,6 +27,7 @@ export function fakeSystemd(root: string, dir: string): FakeSystemd {
     systemctl,
     journalctl,
     calls: () => read("calls").split("\n").filter(Boolean),
+    setSystemState: (systemState) => writeFileSync(join(state, "system-state"), systemState),
     mainPid: () => {
       const pid = Number(read("main.pid").trim());
       return pid > 0 && isRunning(pid) ? pid : null;

@@ -1,8 +1,10 @@
-import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fakeNvidiaSmi } from "./fake-nvidia-smi.ts";
+import type { FakeSystemd } from "./fake-systemd.ts";
 import { MAIN, REPO } from "./host-tree.ts";
-import { writeExecutable } from "./scratch-files.ts";
+import { freePort, makeDeviceNode, writeExecutable } from "./scratch-files.ts";
 
 export const INSTALL_SH = join(REPO, "install.sh");
 export const AS_ROOT = process.geteuid?.() === 0;
@@ -53,4 +55,39 @@ export async function runInstall(args: string[], env: Record<string, string> = {
   const proc = Bun.spawn(["bash", INSTALL_SH, ...args], { stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env } });
   const [code, stdout, stderr] = await Promise.all([proc.exited, new Response(proc.stdout).text(), new Response(proc.stderr).text()]);
   return { code, stdout, stderr };
+}
+
+export interface ManagedRoot {
+  scratch: ScratchRoot;
+  systemd: FakeSystemd;
+  bin: string;
+  healthz: string;
+  args: string[];
+}
+
+// A scratch host that passes doctor (simulate mode, fake nvidia-smi, a uvm node) plus a stand-in service manager;
+// `models` false names a model root elsewhere that nobody made (install.sh makes only its default one).
+export function managedRoot(scratch: ScratchRoot, systemd: FakeSystemd, models = true): ManagedRoot {
+  const { root, tools } = scratch;
+  const port = freePort();
+  mkdirSync(join(root, "etc/lora-worker"), { recursive: true });
+  const modelRoot = join(root, models ? "worktank/models" : "srv/models");
+  makeDeviceNode(join(root, "dev/nvidia-uvm"));
+  const config = [
+    `listen = "127.0.0.1:${port}"`,
+    `state_dir = "${join(root, "var/lib/lora-worker")}"`,
+    `handoff_root = "${join(root, "worktank/arbo/train")}"`,
+    `model_roots = ["${modelRoot}"]`,
+    `[trainer]\nmode = "simulate"`,
+    `[gpu]\nnvidia_smi = "${fakeNvidiaSmi(tools).path}"`,
+    `[auth]\ntoken_file = "${join(root, "etc/lora-worker/token")}"`,
+  ];
+  writeFileSync(join(root, "etc/lora-worker/config.toml"), `${config.join("\n")}\n`);
+  return {
+    scratch,
+    systemd,
+    bin: join(root, "opt/lora-worker/lora-worker"),
+    healthz: `http://127.0.0.1:${port}/healthz`,
+    args: ["--root", root, "--systemctl", systemd.systemctl, "--journalctl", systemd.journalctl, "--user", STAND_IN.user, "--group", STAND_IN.group],
+  };
 }

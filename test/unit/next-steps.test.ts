@@ -45,6 +45,16 @@ describe("the next step of each error_code", () => {
     expect(docSteps(edited).cuda_oom).not.toBe(NEXT_STEPS.cuda_oom.text);
   });
 
+  test("is a sentence a step, the text being the steps joined: the page's list and the CLI's read the record's words", () => {
+    for (const { text, steps } of Object.values(NEXT_STEPS)) {
+      expect(steps.join(" ")).toBe(text);
+      for (const step of steps.slice(0, -1)) expect(step).toEndWith(".");
+    }
+    expect(NEXT_STEPS.cuda_oom.steps).toHaveLength(3);
+    // Contrast: a code whose advice is one sentence has one step.
+    expect(NEXT_STEPS.trainer_crashed.steps).toEqual([NEXT_STEPS.trainer_crashed.text]);
+  });
+
   test("puts a retry on another card or tier first only where a resume on the same card may fail the same way", () => {
     const first = Object.entries(NEXT_STEPS).filter(([, step]) => step.retry_elsewhere).map(([code]) => code);
     expect(first).toEqual(["cuda_oom"]);

@@ -103,8 +103,10 @@ export function statusLines(view: JobView, baseUrl: string): string[] {
   ];
   const hint = resumeHint(view);
   // What to do, as docs/troubleshooting.md says it (its `code` marks dropped), before the resume where that is
-  // the second choice.
-  const next = view.next_step ? [`what to do: ${view.next_step.text.replaceAll("`", "")}`] : [];
+  // the second choice: several steps as the page's numbered list, one on its own line.
+  const todo = (view.next_step?.steps ?? []).map((step) => step.replaceAll("`", ""));
+  const next = todo.length > 1 ? ["what to do:", ...todo.map((step, i) => `  ${i + 1}. ${step}`)]
+    : todo.map((step) => `what to do: ${step}`);
   return [
     ...rows.map(([k, v]) => `${k.padEnd(9)}${v}`), ...outcomeLines(view), ...next, ...(hint === null ? [] : [hint]),
   ];

@@ -1,20 +1,19 @@
-import { loss, meter, shownStatus, steps } from "./format.ts";
-import { SHORT_ID } from "./job-id.ts";
+import { meter } from "./format.ts";
 import { printable } from "../../printable.ts";
-import type { ClusterGpuStatus, GpuDeviceView, GpuProcessView, HostGpuStatus, JobView } from "./worker-client.ts";
+import type { ClusterGpuStatus, GpuDeviceView, GpuProcessView, HostGpuStatus } from "./worker-client.ts";
 
 // Tables fitted to a terminal's width. A layout is one way to show a row, and a table lists them widest
-// first: the first layout in which every row fits is used for all rows, so its cells line up. After the
-// cells a row may have a tail: text cut with "…" to leave room for a suffix; a tail marked `droppable` may go
-// when even its cut form does not fit, else the row does not fit that layout. Into a pipe the width is
-// unbounded and the first layout is always the one used.
+// first: the first layout in which every row fits is used for all rows, each column padded to its widest
+// cell so they line up. After the cells a row may have a tail: text cut with "…" to leave room for a suffix
+// (the suffixes line up too); a tail marked `droppable` may go when even its cut form does not fit, else the
+// row does not fit that layout. Into a pipe the width is unbounded and the first layout is always the one used.
 
-interface RowCells {
+export interface RowCells {
   cells: string[];
   tail?: { text: string; suffix?: string; droppable?: boolean };
 }
 
-type Layout<Row> = (row: Row) => RowCells;
+export type Layout<Row> = (row: Row) => RowCells;
 
 const GAP = "  ";
 const ELLIPSIS = "…";
@@ -24,31 +23,60 @@ const MIN_TAIL = 8;
 // What `text` takes on a terminal, where control characters are shown in caret notation.
 const widthOf = (text: string): number => Bun.stringWidth(printable(text));
 
-function fitTable<Row>(rows: readonly Row[], layouts: readonly Layout<Row>[], columns: number): string[] {
+export function fitTable<Row>(rows: readonly Row[], layouts: readonly Layout<Row>[], columns: number): string[] {
   for (const layout of layouts) {
-    const lines = rows.map((row) => fitRow(layout(row), columns));
+    const table = aligned(rows.map(layout));
+    const lines = table.rows.map((row) => fitRow(row, table, columns));
     if (lines.every((line) => line !== null)) return lines as string[];
   }
-  const narrowest = layouts.at(-1)!;
-  return rows.map((row) => cut(joined(narrowest(row)), columns));
+  const narrowest = aligned(rows.map(layouts.at(-1)!));
+  return narrowest.rows.map((row) => cut(joined(row, narrowest.tailWidth), columns));
 }
 
+interface Aligned {
+  rows: RowCells[];
+  // What a tail followed by a suffix is padded to, and the widest suffix: so that the suffixes line up.
+  tailWidth: number;
+  suffixWidth: number;
+}
+
+// Every cell padded to its column's widest, but a row's last one when nothing follows it (no trailing blanks).
+function aligned(rows: RowCells[]): Aligned {
+  const widths: number[] = [];
+  for (const { cells } of rows) cells.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, widthOf(cell))));
+  const padded = rows.map((row) => ({
+    ...row,
+    cells: row.cells.map((cell, i) => (i < row.cells.length - 1 || row.tail ? padTo(cell, widths[i]!) : cell)),
+  }));
+  const widest = (of: (row: RowCells) => string | undefined) => Math.max(0, ...rows.map((r) => widthOf(of(r) ?? "")));
+  return { rows: padded, tailWidth: widest((r) => r.tail?.text), suffixWidth: widest((r) => r.tail?.suffix) };
+}
+
+const padTo = (text: string, width: number) => text + " ".repeat(Math.max(0, width - widthOf(text)));
+
 // The row whole, else with its tail cut (or dropped, when droppable); null when it does not fit so.
-function fitRow(row: RowCells, columns: number): string | null {
-  const whole = joined(row);
+function fitRow(row: RowCells, table: Aligned, columns: number): string | null {
+  const whole = joined(row, table.tailWidth);
   if (widthOf(whole) <= columns) return whole;
   if (!row.tail) return null;
   const head = row.cells.join(GAP);
   const suffix = row.tail.suffix ? `${GAP}${row.tail.suffix}` : "";
-  const room = columns - widthOf(head) - GAP.length - widthOf(suffix);
-  if (room >= MIN_TAIL) return `${head}${GAP}${cut(row.tail.text, room)}${suffix}`;
+  // Every row with a suffix leaves room for the widest one, so that theirs start in one column.
+  const room = columns - widthOf(head) - GAP.length - (suffix ? GAP.length + table.suffixWidth : 0);
+  if (room >= MIN_TAIL) return `${head}${GAP}${tailText(row.tail, Math.min(room, table.tailWidth))}${suffix}`;
   if (!row.tail.droppable) return null;
   const without = `${head}${suffix}`;
   return widthOf(without) <= columns ? without : null;
 }
 
-function joined(row: RowCells): string {
-  const tail = row.tail ? [row.tail.text, ...(row.tail.suffix ? [row.tail.suffix] : [])] : [];
+// A tail in at most `width` cells: cut to fit, and padded to it when a suffix follows.
+function tailText(tail: NonNullable<RowCells["tail"]>, width: number): string {
+  const text = cut(tail.text, width);
+  return tail.suffix ? padTo(text, width) : text;
+}
+
+function joined(row: RowCells, tailWidth: number): string {
+  const tail = row.tail ? [tailText(row.tail, tailWidth), ...(row.tail.suffix ? [row.tail.suffix] : [])] : [];
   return [...row.cells, ...tail].join(GAP);
 }
 
@@ -78,58 +106,6 @@ function wrapWords(text: string, columns: number, indent = "  "): string[] {
     }
   }
   return [...lines, line].map((l) => cut(l, columns));
-}
-
-// `jobs`: one line a job. Whole (into a pipe, or on a wide terminal): id, status, steps, loss, tier@device,
-// created, output name, error_code. Narrower, in this order: the date loses its year, seconds and zone,
-// then tier@device, loss and the date go, the output name is cut, then the id is shortened to its first
-// SHORT_ID characters (which every command that takes an ID accepts); only then does the name go. Status,
-// steps and the error code stay.
-
-interface JobCells {
-  id: string;
-  status: string;
-  steps: string;
-  loss: string;
-  tier: string;
-  created: string;
-  name: string;
-  error?: string;
-}
-
-function cellsOf(view: JobView): JobCells {
-  const r = view.request;
-  return {
-    id: view.worker_job_id,
-    status: shownStatus(view).padEnd(9),
-    steps: steps(view).padStart(9),
-    loss: `loss ${loss(view)}`,
-    tier: `${String(r.tier)}@${String(r.device_index)}`.padEnd(10),
-    created: view.created_at,
-    name: String(r.output_name),
-    ...(view.error_code ? { error: view.error_code } : {}),
-  };
-}
-
-// "2026-11-30T06:38:12.345Z" as "11-30 06:38".
-const shortDate = (iso: string) => iso.slice(5, 16).replace("T", " ");
-
-const nameTail = (c: JobCells) => ({ text: c.name, suffix: c.error });
-
-const shortId = (c: JobCells) => c.id.slice(0, SHORT_ID);
-
-const LAYOUTS: Layout<JobCells>[] = [
-  (c) => ({ cells: [c.id, c.status, c.steps, c.loss, c.tier, c.created], tail: nameTail(c) }),
-  (c) => ({ cells: [c.id, c.status, c.steps, c.loss, c.tier, shortDate(c.created)], tail: nameTail(c) }),
-  (c) => ({ cells: [c.id, c.status, c.steps, c.loss, shortDate(c.created)], tail: nameTail(c) }),
-  (c) => ({ cells: [c.id, c.status, c.steps, shortDate(c.created)], tail: nameTail(c) }),
-  (c) => ({ cells: [c.id, c.status, c.steps], tail: nameTail(c) }),
-  (c) => ({ cells: [shortId(c), c.status, c.steps], tail: nameTail(c) }),
-  (c) => ({ cells: [shortId(c), c.status, c.steps], tail: { ...nameTail(c), droppable: true } }),
-];
-
-export function jobTable(views: readonly JobView[], columns: number): string[] {
-  return fitTable(views.map(cellsOf), LAYOUTS, columns);
 }
 
 // `gpu`: one row a device with a VRAM bar, its processes under it, then the co-tenants. Whole (into a pipe,

@@ -1,7 +1,7 @@
 import { JobFilter } from "../../../job.ts";
 import { positiveInt, UsageError } from "../../args.ts";
 import { jsonText } from "../format.ts";
-import { jobTable } from "../table.ts";
+import { jobTable } from "../job-table.ts";
 import type { ClientCommand } from "../command.ts";
 import { EXIT } from "../exit.ts";
 import type { JobView } from "../worker-client.ts";
@@ -11,11 +11,12 @@ const DEFAULT_LIMIT = 20;
 const PAGE_MAX = 100; // the worker's bound on one page
 
 export const jobs: ClientCommand = {
-  help: `Lists recent jobs, newest first, one line each: id, status, steps, loss, tier@device, created, output
-name, error_code. On a narrow terminal the date is shortened and loss, tier@device, the date and the output
-name are left out as needed (a pipe gets every column); a paused job's status reads paused, and one a resume
-continued reads resumed. --status keeps one of ${FILTERS.join(", ")} (paused: stopped right after a saved
-state, not resumed yet; resumable: failed or cancelled with a state, not resumed yet);
+  help: `Lists recent jobs, newest first, one line each under a header row: id, status, steps, loss, tier@device,
+created, output name, error_code. On a narrow terminal the date is shortened and loss, tier@device, the date and
+the output name are left out as needed, from the header too (a pipe gets every column, and the header); a paused
+job's status reads paused, and one a resume continued reads resumed. --status keeps one of ${FILTERS.join(", ")}
+(paused: stopped right after a saved state, not resumed yet; resumable: failed or cancelled with a state, not
+resumed yet);
 --limit N (default ${DEFAULT_LIMIT}) pages through the worker's list as needed. --json: one job record per line.
 Exit: 0.`,
   values: ["status", "limit"],
