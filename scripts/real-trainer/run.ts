@@ -96,6 +96,8 @@ await check("smoke", async () => {
   for (const line of run.output.trimEnd().split("\n")) console.log(`       ${line}`);
   if (run.exitCode !== 0) throw new CheckFailed(`lora-worker smoke exited ${run.exitCode}`);
   const ids = [...new Set(run.output.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g) ?? [])];
+  // The resumed run's record: its likeness points, its verdict and its dataset's identity.
+  if (ids[1] !== undefined) recordJob(host, (await worker.json(`/train/${ids[1]}`)).body, recordings, "smoke-resumed");
   return `every stage passed; ${paceLine(ids.map(jobLog))}; ${await longContext(ids[0] ?? "")}; ${noFace(run.output)}`;
 });
 

@@ -36,6 +36,16 @@ describe("the face scorer", () => {
     expect(bad).toEqual({ error: expect.stringContaining("Unknown image file format") });
   }, 60_000);
 
+  test("the previews real sd-scripts drew with random SDXL weights show no face: a real run's likeness is not_scored", async () => {
+    // test/fixtures/real/SOURCES.md: the smoke run's two previews at step 6 (trigger and class prompts), 256 px.
+    const real = ["trigger", "class"].map((p) => join(import.meta.dir, `../fixtures/real/sdscripts-cpu-smoke-preview-${p}-1.png`));
+    const scored = await testScorer().score([...real, face("obama2.jpg")]);
+    if (!scored.ok) throw new Error(scored.error.detail);
+    const faces = scored.value.map((image) => ("faces" in image ? image.faces.length : image.error));
+    // Contrast: a photo in the same call is found.
+    expect(faces).toEqual([0, 0, 1]);
+  }, 60_000);
+
   test("one person's photos lie within dlib's threshold, two people's beyond it (the contrast)", async () => {
     const scored = await testScorer().embedder.embed([face("obama.jpg"), face("obama2.jpg"), face("biden.jpg")]);
     if (!scored.ok) throw new Error(scored.error.detail);
