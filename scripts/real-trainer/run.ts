@@ -13,11 +13,13 @@ import {
 import { CheckFailed, createChecks, mustRun, runLogged, tail } from "./steps.ts";
 import { markedProcessesOf } from "../../src/os/proc.ts";
 import { TIERS } from "../../src/tiers.ts";
+import { saveEvery } from "../../src/recipe/samples.ts";
 import { choosePrecision, cpuBf16, paceLine } from "./cpu.ts";
 
 const REPO = join(import.meta.dir, "../..");
 const BINARY = join(REPO, "dist/lora-worker");
-const FIRST_STATE = TIERS.fast.checkpointEvery;
+// The requests ask for previews: a state at every 25 steps, so that each preview point has its LoRA.
+const FIRST_STATE = saveEvery(TIERS.fast, true);
 // Below what loading SDXL needs (the U-Net alone is 10 GB in fp32): the kernel kills the trainer while it loads.
 const OOM_LIMIT = "6G";
 const POLL_MS = 2000;
