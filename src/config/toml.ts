@@ -1,16 +1,18 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, type Stats } from "node:fs";
 import { statOrNull } from "../fs.ts";
 import { fail, ok, type Result } from "../result.ts";
 
 export type TomlRead = Result<{ found: boolean; table: Record<string, unknown> }>;
 
-// The config file as a table: absent is an empty one where no file was asked for.
+// The config file as a table: absent is an empty one where no file was asked for; anything but a regular file is
+// refused before it is opened (a FIFO would wait for ever, a device would read without end).
 export function readToml(path: string, required: boolean): TomlRead {
   const st = statOrNull(path);
   if (st === null) {
     if (required) return fail(`config file ${path} does not exist`);
     return ok({ found: false, table: {} });
   }
+  if (!st.isFile()) return fail(`config file ${path} is ${kindOf(st)}, not a regular file: name the config file itself`);
   const text = readFileSync(path, "utf8");
   try {
     return ok({ found: true, table: Bun.TOML.parse(text) as Record<string, unknown> });
@@ -19,6 +21,14 @@ export function readToml(path: string, required: boolean): TomlRead {
     const at = tomlErrorAt(text, message);
     return fail(`config file ${path} is not valid TOML: line ${at.line}, column ${at.column}: ${message}`);
   }
+}
+
+function kindOf(st: Stats): string {
+  if (st.isDirectory()) return "a directory";
+  if (st.isFIFO()) return "a named pipe (FIFO)";
+  if (st.isCharacterDevice()) return "a character device";
+  if (st.isBlockDevice()) return "a block device";
+  return st.isSocket() ? "a socket" : "not a file";
 }
 
 const parseMessage = (err: unknown) => (err as Error).message.replace(/^TOML Parse error: /, "");
