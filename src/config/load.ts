@@ -31,11 +31,16 @@ export interface ConfigSource {
   hostPaths?: boolean;
 }
 
+/** The file a source names: --config, else $LORA_WORKER_CONFIG, else the default (which may be absent). */
+export function configFileOf(source: Pick<ConfigSource, "path" | "env">): { file: string; explicit: boolean } {
+  const explicit = source.path ?? source.env[CONFIG_PATH_ENV];
+  return { file: explicit ?? DEFAULT_CONFIG_PATH, explicit: explicit !== undefined };
+}
+
 // Reads the file and the environment, validates once, and names every bad key in one go.
 export async function loadConfig(source: ConfigSource): Promise<ConfigResult> {
-  const explicit = source.path ?? source.env[CONFIG_PATH_ENV];
-  const file = explicit ?? DEFAULT_CONFIG_PATH;
-  const raw = readToml(file, explicit !== undefined);
+  const { file, explicit } = configFileOf(source);
+  const raw = readToml(file, explicit);
   if (!raw.ok) return fail([raw.error]);
   const toml = raw.value.table;
   const env = applyEnv(toml, source.env);
@@ -170,7 +175,8 @@ function directoryError(key: string, path: string): string | null {
   return st.isDirectory() ? null : `${key}: ${path} is not a directory`;
 }
 
-function creatableError(key: string, path: string): string | null {
+/** Why `path` (the value of `key`) cannot be a folder here: there as something else, or neither it nor its parent. */
+export function creatableError(key: string, path: string): string | null {
   const st = statOrNull(path);
   if (st) return st.isDirectory() ? null : `${key}: ${path} is not a directory`;
   return statOrNull(dirname(path))?.isDirectory() ? null : `${key}: neither ${path} nor its parent exists`;

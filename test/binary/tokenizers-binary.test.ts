@@ -52,4 +52,38 @@ describe("the compiled binary's tokenizers", () => {
     expect(await readiness()).toMatchObject({ ready: false, problems: [`${CLIP_L!.folder}/merges.txt does not begin with its #version line, so its first merge is lost`] });
     expect((await tokenizers("check", "--config", real)).code).toBe(1);
   }, 60_000);
+
+  test("on a fresh install, before the trainer's paths exist, check and import run; a broken tokenizer_dir is refused naming it and the fix", async () => {
+    using tree = makeHostTree();
+    const missing = `[trainer]\naccelerate = "${join(tree.root, "venv/bin/accelerate")}"\nsd_scripts_dir = "${join(tree.root, "sd-scripts")}"\n`;
+    const config = tree.writeConfig(missing);
+    const dir = join(tree.state, "tokenizers");
+    const unready = await tokenizers("check", "--config", config);
+    expect(unready.code).toBe(1);
+    expect(unready.stderr).toStartWith(`tokenizers not ready in ${dir}:\n`);
+    const source = writeTokenizers(join(tree.root, "from"));
+    expect(await tokenizers("import", "--config", config, source)).toMatchObject({ code: 0, stderr: "" });
+    expect(await tokenizers("check", "--config", config)).toMatchObject({ code: 0, stdout: expect.stringContaining(`tokenizers ready in ${dir}`) });
+    // Contrast: serve, which needs them, still refuses the same config for its trainer's paths.
+    const served = Bun.spawnSync([binary, "serve", "--config", config], { env: { PATH: process.env.PATH! } });
+    expect(served.exitCode).toBe(78);
+    expect(served.stderr.toString()).toContain(`trainer.accelerate: ${join(tree.root, "venv/bin/accelerate")} does not exist`);
+
+    const template = "`lora-worker config template` gives each key's meaning and default";
+    const relative = tree.writeConfig(`${missing}tokenizer_dir = "tokenizers"\n`);
+    expect(await tokenizers("check", "--config", relative)).toEqual({
+      code: 78, stdout: "",
+      stderr: `tokenizers: the config ${relative} is invalid: trainer.tokenizer_dir: must be an absolute path\n` +
+        `fix: correct trainer.tokenizer_dir in ${relative} (${template})\n`,
+    });
+    const file = join(tree.root, "a-file");
+    writeFileSync(file, "");
+    const notFolder = tree.writeConfig(`${missing}tokenizer_dir = "${file}"\n`);
+    expect(await tokenizers("import", "--config", notFolder, source)).toEqual({
+      code: 78, stdout: "",
+      stderr: `tokenizers: the config ${notFolder} is invalid: trainer.tokenizer_dir: ${file} is not a directory\n` +
+        `fix: set trainer.tokenizer_dir in ${notFolder} to a folder for the tokenizers, or leave it out for ` +
+        "<state_dir>/tokenizers (its parent must exist)\n",
+    });
+  }, 60_000);
 });
