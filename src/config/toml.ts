@@ -12,7 +12,9 @@ export function readToml(path: string, required: boolean): TomlRead {
     if (required) return fail(`config file ${path} does not exist`);
     return ok({ found: false, table: {} });
   }
-  if (!st.isFile()) return fail(`config file ${path} is ${kindOf(st)}, not a regular file: name the config file itself`);
+  if (!st.isFile()) {
+    return fail(`config file ${path} is ${kindOf(st)}, not a regular file: name the config file itself`);
+  }
   const text = readFileSync(path, "utf8");
   try {
     return ok({ found: true, table: Bun.TOML.parse(text) as Record<string, unknown> });
@@ -58,12 +60,17 @@ export function tomlErrorAt(text: string, message: string): { line: number; colu
     else passes = mid;
   }
   const line = text.slice(fails === 1 ? 0 : ends[fails - 2]! + 1, ends[fails - 1]);
+  return { line: fails, column: columnOf(line, message) };
+}
+
+/** The 1-based column on the fault's line where the token the message quotes starts, else its first character. */
+export function columnOf(line: string, message: string): number {
   const quoted = /'([^']+)'|"([^"]+)"/.exec(message);
   const token = quoted?.[1] ?? quoted?.[2];
   const value = line.indexOf("=") + 1;
   const places = token === undefined ? [] : [line.indexOf(token, value), line.indexOf(token)];
   const found = places.find((i) => i >= 0) ?? -1;
-  return { line: fails, column: (found >= 0 ? found : line.search(/\S|$/)) + 1 };
+  return (found >= 0 ? found : line.search(/\S|$/)) + 1;
 }
 
 // Where each line ends (its newline's index, or the text's length for the last).
