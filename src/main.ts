@@ -17,9 +17,10 @@ Usage:
   lora-worker doctor [--config FILE] [--user NAME] [--group NAME] [--unit FILE] [--dev-dir DIR]
                                                check this host as an operator would; one OK/WARN/FAIL line per check
                                                (as --user, else the unit's User=, else the user running it)
+  lora-worker tokenizers write [--config FILE] write the two CLIP tokenizers the trainer loads offline into
+                                               trainer.tokenizer_dir, from what this binary carries (no download)
   lora-worker tokenizers import [--config FILE] PATH
-                                               copy the two CLIP tokenizers the trainer loads offline into
-                                               trainer.tokenizer_dir, from a Hugging Face cache or cache-dir folders
+                                               copy them there from a Hugging Face cache or cache-dir folders
   lora-worker tokenizers check [--config FILE] whether trainer.tokenizer_dir holds both, usable
   lora-worker trainer bundle --sd-scripts DIR --out FILE [--python PY] [--python-version X.Y] [--platform TAG]
                                                on a machine with PyPI: sd-scripts, the Python lock and its wheels

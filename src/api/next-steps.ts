@@ -39,7 +39,8 @@ export const NEXT_STEPS: Record<ErrorCode, NextStep> = {
   },
   tokenizer_missing: {
     retry_elsewhere: false,
-    text: "`lora-worker tokenizers import PATH`, then `lora-worker doctor` (operating: \"Prove a deployment\")",
+    text: "`lora-worker tokenizers write` (or `tokenizers import PATH`), then `lora-worker doctor` " +
+      "(operating: \"Prove a deployment\")",
   },
   stalled: {
     retry_elsewhere: false,

@@ -1,6 +1,7 @@
 import { configFileOf, creatableError, loadConfig } from "../config/load.ts";
 import { fail, ok, type Result } from "../result.ts";
 import { importTokenizers } from "../tokenizers/import.ts";
+import { writeCarriedTokenizers } from "../tokenizers/write.ts";
 import { TOKENIZERS, tokenizerDir, tokenizersProblems } from "../tokenizers/layout.ts";
 import { didYouMean } from "../suggest.ts";
 import { parseArgs, UsageError } from "./args.ts";
@@ -8,23 +9,27 @@ import { EXIT_CONFIG } from "./start.ts";
 import { printable } from "../printable.ts";
 
 const EXIT_PROBLEM = 1;
-const FIX = "lora-worker tokenizers import PATH (a Hugging Face cache, or folders in --tokenizer_cache_dir's layout)";
+const FIX = "lora-worker tokenizers write (from the CLIP merges this program carries), or lora-worker tokenizers " +
+  "import PATH (a Hugging Face cache, or folders in --tokenizer_cache_dir's layout)";
+const ACTIONS = ["write", "import", "check"];
 const TEMPLATE = "`lora-worker config template` gives each key's meaning and default";
 
-// `lora-worker tokenizers import PATH` fills trainer.tokenizer_dir; `tokenizers check` says whether it is ready.
+// `lora-worker tokenizers write` or `import PATH` fills trainer.tokenizer_dir; `tokenizers check` says whether it is
+// ready.
 export async function tokenizersCommand(argv: string[]): Promise<number> {
   const [action, ...rest] = argv;
   const { positional, values } = parseArgs(rest, { values: ["config"] });
   const wanted = action === "import" ? 1 : 0;
-  if ((action !== "import" && action !== "check") || positional.length !== wanted) {
-    const got = action === undefined ? "" : `, got ${argv.join(" ")}${didYouMean(action, ["import", "check"])}`;
-    throw new UsageError(`tokenizers takes \`import PATH\` or \`check\`${got}`);
+  if (action === undefined || !ACTIONS.includes(action) || positional.length !== wanted) {
+    const got = action === undefined ? "" : `, got ${argv.join(" ")}${didYouMean(action, ACTIONS)}`;
+    throw new UsageError(`tokenizers takes \`write\`, \`import PATH\` or \`check\`${got}`);
   }
   const dir = await whereTokenizersGo(values.config);
   if (!dir.ok) {
     process.stderr.write(printable(dir.error));
     return EXIT_CONFIG;
   }
+  if (action === "write") return writeInto(dir.value);
   return action === "import" ? importInto(positional[0]!, dir.value) : check(dir.value);
 }
 
@@ -53,7 +58,8 @@ function refusal(file: string, faults: string[], fix: string): string {
 // Each fault begins with the key or environment variable it is about, where it is about one.
 function keysFix(file: string, faults: string[]): string {
   const named = faults.flatMap((f) => /^([A-Za-z_][\w.[\]]*): /.exec(f)?.[1] ?? []);
-  const where = (name: string) => (name.startsWith("LORA_WORKER_") ? `${name} in the environment` : `${name} in ${file}`);
+  const where = (name: string) =>
+    (name.startsWith("LORA_WORKER_") ? `${name} in the environment` : `${name} in ${file}`);
   if (named.length === 0) return `make ${file} the worker's config, valid TOML (${TEMPLATE})`;
   return `correct ${[...new Set(named)].map(where).join(", ")} (${TEMPLATE})`;
 }
@@ -72,6 +78,23 @@ function importInto(source: string, dir: string): number {
   }
   for (const t of result.value) process.stdout.write(`imported ${t.id}: ${t.from} -> ${t.to}\n`);
   return 0;
+}
+
+function writeInto(dir: string): number {
+  const result = writeCarriedTokenizers(dir);
+  if (!result.ok) {
+    process.stderr.write(printable(listed(`tokenizers: nothing written into ${dir}:`, result.error)));
+    return EXIT_PROBLEM;
+  }
+  for (const { spec, to, did, why } of result.value) {
+    const line = did === "ready"
+      ? `left ${spec.id} as it is: ${to} is ready`
+      : did === "written"
+        ? `wrote ${spec.id}: ${to}`
+        : `replaced ${spec.id}: ${to}, which was not ready (${why.join("; ")})`;
+    process.stdout.write(printable(`${line}\n`));
+  }
+  return check(dir);
 }
 
 function check(dir: string): number {

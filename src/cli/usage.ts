@@ -33,14 +33,19 @@ where the NVIDIA device nodes are (default /dev).
 
 Exit codes: 0 no FAIL, 1 a FAIL, 2 usage error.
 `,
-  tokenizers: `Usage: lora-worker tokenizers import [--config FILE] PATH
+  tokenizers: `Usage: lora-worker tokenizers write [--config FILE]
+       lora-worker tokenizers import [--config FILE] PATH
        lora-worker tokenizers check [--config FILE]
 
-import copies the two CLIP tokenizers sd-scripts loads offline into trainer.tokenizer_dir, from a Hugging Face
-cache or from folders in --tokenizer_cache_dir's layout at PATH. check says whether trainer.tokenizer_dir holds
-both, usable. The config is ${CONFIG}.
+write puts the two CLIP tokenizers sd-scripts loads offline into trainer.tokenizer_dir from what this program
+carries (CLIP's merges, the vocabulary built from them), with no download; a folder already ready is left as it
+is, one that is not is replaced. import copies them from a Hugging Face cache or from folders in
+--tokenizer_cache_dir's layout at PATH. Both check every file first and put both in place or neither. check says
+whether trainer.tokenizer_dir holds both, usable. The config is ${CONFIG}; only trainer.tokenizer_dir
+and state_dir are read from it, so these run before \`trainer install\`.
 
-Exit codes: 0 imported or ready, 1 not imported or not usable, 2 usage error, 78 invalid configuration.
+Exit codes: 0 written, imported or ready, 1 not written, not imported or not usable, 2 usage error, 78 invalid
+configuration.
 `,
   trainer: `Usage: lora-worker trainer bundle --sd-scripts DIR --out FILE [--other-sd-scripts] [--python PY]
                                 [--python-version X.Y] [--platform TAG]

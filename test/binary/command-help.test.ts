@@ -6,8 +6,9 @@ const binary = ensureBinary();
 
 // Every command the top-level help lists, as an operator types it, with the usage line its help starts with.
 const COMMANDS: Array<[string[], string]> = [
-  [["serve"], "serve"], [["plan"], "plan"], [["doctor"], "doctor"], [["tokenizers"], "tokenizers import"],
-  [["tokenizers", "import"], "tokenizers import"], [["tokenizers", "check"], "tokenizers import"],
+  [["serve"], "serve"], [["plan"], "plan"], [["doctor"], "doctor"], [["tokenizers"], "tokenizers write"],
+  [["tokenizers", "write"], "tokenizers write"], [["tokenizers", "import"], "tokenizers write"],
+  [["tokenizers", "check"], "tokenizers write"],
   [["trainer"], "trainer bundle"], [["trainer", "bundle"], "trainer bundle"], [["trainer", "install"], "trainer bundle"],
   [["trainer", "check"], "trainer bundle"], [["config"], "config template"], [["config", "template"], "config template"],
   [["openapi"], "openapi"], [["launch"], "launch"],
@@ -41,8 +42,9 @@ describe("a usage error", () => {
       [["serve", "now"], "serve takes no arguments, got now", "lora-worker serve [--config FILE]"],
       [["plan"], "plan takes exactly one REQUEST.json", "lora-worker plan [--config FILE] REQUEST.json"],
       [["plan", "--confg", "x"], "unknown option --confg (did you mean --config?)", "lora-worker plan [--config FILE] REQUEST.json"],
-      [["tokenizers", "imprt", "x"], "tokenizers takes `import PATH` or `check`, got imprt x (did you mean import?)",
-        "lora-worker tokenizers import [--config FILE] PATH | lora-worker tokenizers check [--config FILE]"],
+      [["tokenizers", "imprt", "x"], "tokenizers takes `write`, `import PATH` or `check`, got imprt x (did you mean import?)",
+        "lora-worker tokenizers write [--config FILE] | lora-worker tokenizers import [--config FILE] PATH | " +
+          "lora-worker tokenizers check [--config FILE]"],
       [["config", "templte"], "config takes `template`, got templte (did you mean template?)", "lora-worker config template"],
     ];
     const answers = await Promise.all(cases.map(([words]) => runCli(binary, words, { LORA_WORKER_CONFIG: "/nonexistent/config.toml" })));
