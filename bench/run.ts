@@ -23,6 +23,7 @@ const SCRIPTS = [
   "hostile-dataset.ts",
   "fault-flood.ts",
   "likeness-point.ts",
+  "config-error-line.ts",
 ];
 
 const load = () => loadavg().map((l) => l.toFixed(2)).join(" ");

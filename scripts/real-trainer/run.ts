@@ -84,7 +84,7 @@ await check("doctor tokenizers", async () => {
   const dir = join(host.state, "tokenizers");
   renameSync(dir, `${dir}.away`);
   const missing = await line().finally(() => renameSync(`${dir}.away`, dir));
-  if (!missing.startsWith("FAIL") || !missing.includes("fix: lora-worker tokenizers import")) {
+  if (!missing.startsWith("FAIL") || !missing.includes("fix: lora-worker tokenizers write")) {
     throw new CheckFailed(`without the tokenizers doctor said: ${missing}`);
   }
   return `${ready} | contrast: ${missing.slice(0, 100)}…`;

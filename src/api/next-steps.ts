@@ -45,7 +45,8 @@ export const NEXT_STEPS: Record<ErrorCode, NextStep> = {
   ),
   tokenizer_missing: next(
     false,
-    "`lora-worker tokenizers import PATH`, then `lora-worker doctor` (operating: \"Prove a deployment\")",
+    "`lora-worker tokenizers write` (or `tokenizers import PATH`), then `lora-worker doctor` " +
+      "(operating: \"Prove a deployment\")",
   ),
   stalled: next(
     false,

@@ -85,17 +85,22 @@ Exit codes: 0 no FAIL, 1 a FAIL, 2 usage error.
     run: async (argv) => (await import("./doctor.ts")).doctorCommand(argv),
   },
   tokenizers: {
-    usage: ["tokenizers import [--config FILE] PATH",
+    usage: ["tokenizers write [--config FILE]", "tokenizers import [--config FILE] PATH",
       "tokenizers check [--config FILE]"],
-    summary: ["copy the two CLIP tokenizers the trainer loads offline into\n" +
-      "trainer.tokenizer_dir, from a Hugging Face cache or cache-dir folders",
+    summary: ["write the two CLIP tokenizers the trainer loads offline into\n" +
+      "trainer.tokenizer_dir, from what this binary carries (no download)",
+      "copy them there from a Hugging Face cache or cache-dir folders",
       "whether trainer.tokenizer_dir holds both, usable"],
     help: `\
-import copies the two CLIP tokenizers sd-scripts loads offline into trainer.tokenizer_dir, from a Hugging Face
-cache or from folders in --tokenizer_cache_dir's layout at PATH. check says whether trainer.tokenizer_dir holds
-both, usable. The config is ${CONFIG}.
+write puts the two CLIP tokenizers sd-scripts loads offline into trainer.tokenizer_dir from what this program
+carries (CLIP's merges, the vocabulary built from them), with no download; a folder already ready is left as it
+is, one that is not is replaced. import copies them from a Hugging Face cache or from folders in
+--tokenizer_cache_dir's layout at PATH. Both check every file first and put both in place or neither. check says
+whether trainer.tokenizer_dir holds both, usable. The config is ${CONFIG}; only trainer.tokenizer_dir
+and state_dir are read from it, so these run before \`trainer install\`.
 
-Exit codes: 0 imported or ready, 1 not imported or not usable, 2 usage error, 78 invalid configuration.
+Exit codes: 0 written, imported or ready, 1 not written, not imported or not usable, 2 usage error, 78 invalid
+configuration.
 `,
     run: async (argv) => (await import("./tokenizers.ts")).tokenizersCommand(argv),
   },

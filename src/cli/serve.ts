@@ -179,7 +179,7 @@ function warnIfNoTokenizers(config: Config, log: Logger): void {
   const dir = tokenizerDir(config);
   const problems = tokenizersProblems(dir);
   if (problems.length === 0) return;
-  const fix = "lora-worker tokenizers import PATH, then lora-worker doctor";
+  const fix = "lora-worker tokenizers write, or tokenizers import PATH, then lora-worker doctor";
   const what = `the CLIP tokenizers are not ready in ${dir}: every real run will fail (tokenizer_missing)`;
   log.warn(what, { problems, fix });
 }

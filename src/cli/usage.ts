@@ -58,8 +58,8 @@ Each command's options and exit codes: lora-worker COMMAND --help.
 Talking to a running worker (--url URL, --token TOKEN or --config FILE):
 ${list(true)}
 
-Exit codes: 0 ok, 1 request refused (plan), a FAIL (doctor, trainer check), tokenizers not usable, or nothing
-bundled or installed (trainer), 2 usage error, 73 state dir in use or damaged, 78 invalid configuration.
+Exit codes: 0 ok, 1 request refused (plan), a FAIL (doctor, trainer check), tokenizers not written or not usable,
+or nothing bundled or installed (trainer), 2 usage error, 73 state dir in use or damaged, 78 invalid configuration.
 Client commands: 0 succeeded or done, 1 job failed, 2 usage error, 3 job cancelled, 4 cannot reach the worker,
 5 the worker refused the request, 6 no such job, 7 job paused.
 `;

@@ -7,6 +7,7 @@ import { fail, ok, type Result } from "../result.ts";
 import { closest, didYouMean } from "../suggest.ts";
 import { CONFIG_KEYS, type ConfigKey, ENV_PREFIX } from "./keys.ts";
 import { ConfigSchema, DEFAULTS, TRAIN_SCRIPT, type Config } from "./schema.ts";
+import { readToml } from "./toml.ts";
 
 export const DEFAULT_CONFIG_PATH = "/etc/lora-worker/config.toml";
 export const CONFIG_PATH_ENV = `${ENV_PREFIX}CONFIG`;
@@ -30,11 +31,16 @@ export interface ConfigSource {
   hostPaths?: boolean;
 }
 
+/** The file a source names: --config, else $LORA_WORKER_CONFIG, else the default (which may be absent). */
+export function configFileOf(source: Pick<ConfigSource, "path" | "env">): { file: string; explicit: boolean } {
+  const explicit = source.path ?? source.env[CONFIG_PATH_ENV];
+  return { file: explicit ?? DEFAULT_CONFIG_PATH, explicit: explicit !== undefined };
+}
+
 // Reads the file and the environment, validates once, and names every bad key in one go.
 export async function loadConfig(source: ConfigSource): Promise<ConfigResult> {
-  const explicit = source.path ?? source.env[CONFIG_PATH_ENV];
-  const file = explicit ?? DEFAULT_CONFIG_PATH;
-  const raw = await readToml(file, explicit !== undefined);
+  const { file, explicit } = configFileOf(source);
+  const raw = readToml(file, explicit);
   if (!raw.ok) return fail([raw.error]);
   const toml = raw.value.table;
   const env = applyEnv(toml, source.env);
@@ -53,47 +59,6 @@ export async function loadConfig(source: ConfigSource): Promise<ConfigResult> {
     defaultsInUse: CONFIG_KEYS.filter((k) => getPath(toml, k.key) === undefined).map((k) => k.key),
     envOverrides: env.applied,
   });
-}
-
-type TomlRead = Result<{ found: boolean; table: Record<string, unknown> }>;
-
-async function readToml(path: string, required: boolean): Promise<TomlRead> {
-  const file = Bun.file(path);
-  if (!(await file.exists())) {
-    if (required) return fail(`config file ${path} does not exist`);
-    return ok({ found: false, table: {} });
-  }
-  const text = await file.text();
-  try {
-    return ok({ found: true, table: Bun.TOML.parse(text) as Record<string, unknown> });
-  } catch (err) {
-    const message = (err as Error).message.replace(/^TOML Parse error: /, "");
-    const at = tomlErrorAt(text, message);
-    const where = at === null ? "" : ` line ${at.line}, column ${at.column}`;
-    return fail(`config file ${path} is not valid TOML:${where}: ${message}`);
-  }
-}
-
-// Bun's TOML parser says what is wrong but not where (its error's line and column are the caller's, in JS). The line
-// is the first whose text up to it fails the same way; the column is where the token the message quotes starts on
-// it (in the value, past a key's `=`, where it is there), else its first character.
-function tomlErrorAt(text: string, message: string): { line: number; column: number } | null {
-  const lines = text.split("\n");
-  for (let n = 1; n <= lines.length; n++) {
-    try {
-      Bun.TOML.parse(lines.slice(0, n).join("\n"));
-    } catch (err) {
-      if ((err as Error).message.replace(/^TOML Parse error: /, "") !== message) continue;
-      const line = lines[n - 1]!;
-      const quoted = /'([^']+)'|"([^"]+)"/.exec(message);
-      const token = quoted?.[1] ?? quoted?.[2];
-      const value = line.indexOf("=") + 1;
-      const places = token === undefined ? [] : [line.indexOf(token, value), line.indexOf(token)];
-      const found = places.find((i) => i >= 0) ?? -1;
-      return { line: n, column: (found >= 0 ? found : line.search(/\S|$/)) + 1 };
-    }
-  }
-  return null;
 }
 
 function applyEnv(target: Record<string, unknown>, env: Record<string, string | undefined>) {
@@ -210,7 +175,8 @@ function directoryError(key: string, path: string): string | null {
   return st.isDirectory() ? null : `${key}: ${path} is not a directory`;
 }
 
-function creatableError(key: string, path: string): string | null {
+/** Why `path` (the value of `key`) cannot be a folder here: there as something else, or neither it nor its parent. */
+export function creatableError(key: string, path: string): string | null {
   const st = statOrNull(path);
   if (st) return st.isDirectory() ? null : `${key}: ${path} is not a directory`;
   return statOrNull(dirname(path))?.isDirectory() ? null : `${key}: neither ${path} nor its parent exists`;

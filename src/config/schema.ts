@@ -115,8 +115,8 @@ export const ConfigSchema = z.strictObject({
       )),
       tokenizer_dir: absolutePath.optional().meta(doc(
         "the CLIP tokenizers, given to sd-scripts as `--tokenizer_cache_dir` (one folder per tokenizer, named by " +
-          "its id with `/` as `_`); `lora-worker tokenizers import PATH` fills it. `/healthz` (`tokenizers`) and " +
-          "the startup log say when they are missing",
+          "its id with `/` as `_`); `lora-worker tokenizers write` (or `import PATH`) fills it. `/healthz` " +
+          "(`tokenizers`) and the startup log say when they are missing",
         { unset: "`<state_dir>/tokenizers`" },
       )),
       cancel_grace_seconds: z.number().positive().max(600).default(10).meta(doc(

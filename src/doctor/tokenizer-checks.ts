@@ -7,8 +7,8 @@ import { parseJson, REPORT_MARK, whyStopped } from "./trainer-checks.ts";
 import { BASE_PATH } from "../recipe/command.ts";
 
 const NAME = "tokenizers";
-const FIX = "lora-worker tokenizers import PATH, from a Hugging Face cache that holds both " +
-  "(docs/operating.md, \"From a bare box to smoke\", step 5)";
+const FIX = "lora-worker tokenizers write (both, from the CLIP merges the binary carries), or tokenizers import PATH " +
+  "from a Hugging Face cache that holds both (docs/operating.md, \"From a bare box to smoke\", step 5)";
 // Importing transformers cold takes seconds; a minute is a hang.
 const LOAD_DEADLINE_MS = 60_000;
 const CONTEXT_IDS = 77;

@@ -56,7 +56,7 @@ export const SIGNATURES: readonly Signature[] = [
     ),
     lead: /TypeError: expected str, bytes or os\.PathLike object, not NoneType|Can't load tokenizer for/,
     what: "the trainer could not load a CLIP tokenizer offline: it is not in trainer.tokenizer_dir " +
-      "(fix: lora-worker tokenizers import PATH, then lora-worker doctor)",
+      "(fix: lora-worker tokenizers write, or tokenizers import PATH, then lora-worker doctor)",
   },
   {
     code: "host_oom_killed",

@@ -45,10 +45,15 @@ interface Reference {
 // Read when a tokenizer differs from its pin, to say where: once.
 let reference: Reference | null = null;
 
+/** The embedded merges.txt as it is: its "#version: 0.2" line, then CLIP's merges, one "a b" a line. */
+export function clipMergesText(): string {
+  return new TextDecoder().decode(Bun.gunzipSync(readFileSync(mergesFile)));
+}
+
 /** CLIP's merges and tokens, from the embedded merges. */
 export function clipReference(): Reference {
   if (reference !== null) return reference;
-  const merges = readMerges(new TextDecoder().decode(Bun.gunzipSync(readFileSync(mergesFile))));
+  const merges = readMerges(clipMergesText());
   const tokens = [
     ...BYTE_SYMBOLS, ...BYTE_SYMBOLS.map((symbol) => `${symbol}</w>`), ...merges.map((merge) => merge.join("")),
     "<|startoftext|>", "<|endoftext|>",

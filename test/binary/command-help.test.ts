@@ -15,7 +15,7 @@ const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 describe("each command's --help", () => {
   test("prints that command's own usage on stdout and exits 0, without a config, a worker or a state dir", async () => {
-    expect(COMMAND_WORDS.length).toBe(24);
+    expect(COMMAND_WORDS.length).toBe(25);
     const answers = await Promise.all(COMMAND_WORDS.map(([words]) => runCli(binary, [...words, "--help"], { LORA_WORKER_CONFIG: "/nonexistent/config.toml" })));
     const firstForm = (usage: string) => new RegExp(`^Usage: lora-worker ${escaped(usage).replace(/ /g, "\\s+")}[ \n]`);
     const seen = answers.map((a, i) => ({ command: COMMAND_WORDS[i]![0].join(" "), exitCode: a.exitCode, stderr: a.stderr, usage: firstForm(COMMAND_WORDS[i]![1]).test(a.stdout) }));
@@ -41,8 +41,9 @@ describe("a usage error", () => {
       [["serve", "now"], "serve takes no arguments, got now", "lora-worker serve [--config FILE]"],
       [["plan"], "plan takes exactly one REQUEST.json", "lora-worker plan [--config FILE] REQUEST.json"],
       [["plan", "--confg", "x"], "unknown option --confg (did you mean --config?)", "lora-worker plan [--config FILE] REQUEST.json"],
-      [["tokenizers", "imprt", "x"], "tokenizers takes `import PATH` or `check`, got imprt x (did you mean import?)",
-        "lora-worker tokenizers import [--config FILE] PATH | lora-worker tokenizers check [--config FILE]"],
+      [["tokenizers", "imprt", "x"], "tokenizers takes `write`, `import PATH` or `check`, got imprt x (did you mean import?)",
+        "lora-worker tokenizers write [--config FILE] | lora-worker tokenizers import [--config FILE] PATH | " +
+          "lora-worker tokenizers check [--config FILE]"],
       [["config", "templte"], "config takes `template`, got templte (did you mean template?)", "lora-worker config template"],
     ];
     const answers = await Promise.all(cases.map(([words]) => runCli(binary, words, { LORA_WORKER_CONFIG: "/nonexistent/config.toml" })));

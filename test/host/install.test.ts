@@ -212,7 +212,7 @@ describe.skipIf(!AS_ROOT)("a fresh install's doctor", () => {
     expect(fresh.stdout).toMatch(/^ {2}WARN sd-scripts argv: not checked: there is no .* beside trainer.accelerate/m);
     const trainerInstall = "fix: lora-worker trainer install FILE (a bundle made by lora-worker trainer bundle on a machine with PyPI), then set trainer.accelerate and trainer.sd_scripts_dir to the two lines it prints";
     for (const line of fails.slice(0, 4)) expect(line).toContain(trainerInstall);
-    expect(fails[4]).toContain("fix: lora-worker tokenizers import PATH");
+    expect(fails[4]).toContain("fix: lora-worker tokenizers write (both, from the CLIP merges the binary carries)");
     const models = join(root, "worktank/models");
     expect(fails[5]).toContain(`no .safetensors in ${models}: no job has a base model to name — fix: copy the SDXL base checkpoint (sd_xl_base_1.0.safetensors) into ${models}, readable by ${STAND_IN.user}`);
     expect(fresh.stdout).toMatch(/^ {2}OK {3}model root /m);

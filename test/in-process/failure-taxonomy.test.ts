@@ -42,7 +42,7 @@ describe("real failure output is classified by its decisive line, which leads th
     const [lead, what] = row.error!.split("\n");
     expect(lead).toBe("TypeError: expected str, bytes or os.PathLike object, not NoneType");
     expect(what).toStartWith("the trainer could not load a CLIP tokenizer offline: it is not in trainer.tokenizer_dir " +
-      "(fix: lora-worker tokenizers import PATH, then lora-worker doctor)");
+      "(fix: lora-worker tokenizers write, or tokenizers import PATH, then lora-worker doctor)");
   });
 
   test("contrast: the same TypeError raised anywhere but in loading a tokenizer is a crash", async () => {

@@ -2,7 +2,8 @@ import { describe, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config/load.ts";
-import { MAIN, makeHostTree } from "../support/host-tree.ts";
+import { bigConfig, lineOf } from "../support/big-config.ts";
+import { MAIN, makeHostTree, simulateConfig } from "../support/host-tree.ts";
 
 // The tree's config with its listen line (port 0) replaced.
 function withListen(path: string, listen: string): string {
@@ -84,6 +85,25 @@ describe("config", () => {
       writeFileSync(path, text);
       expect(await loadConfig({ path, env: {} })).toEqual({ ok: false, error: [`config file ${path} is not valid TOML: ${where}`] });
     }
+  });
+
+  test("a TOML error on the last lines of a 1 MB config names its line, not one inside a string that reads alike", async () => {
+    using tree = makeHostTree();
+    const path = join(tree.root, "big.toml");
+    const head = simulateConfig(tree);
+    const cases: Array<[string, string, string]> = [
+      ['[trainer]\nmode = "simulate"\n[gpu]\nnvidia_smi = = "x"\n# the end\n', 'nvidia_smi = = "x"', "column 14: Expected a value but found '='"],
+      ['[trainer]\nmode = "simulate"\nnote = """\nmode = "real"\n"""\nmode = "real"\n', 'mode = "real"', "column 1: Cannot redefine key 'mode'"],
+    ];
+    for (const [tail, faulty, what] of cases) {
+      const text = bigConfig(head, tail);
+      expect(text.length).toBeGreaterThan(1024 * 1024);
+      writeFileSync(path, text);
+      const error = `config file ${path} is not valid TOML: line ${lineOf(text, faulty)}, ${what}`;
+      expect(await loadConfig({ path, env: {} })).toEqual({ ok: false, error: [error] });
+    }
+    writeFileSync(path, bigConfig(head, '[trainer]\nmode = "simulate"\n'));
+    expect((await loadConfig({ path, env: {} })).ok).toBe(true);
   });
 
   test("slurm.mem takes a Slurm memory size and is handed to sbatch as given; anything else is refused by name", async () => {

@@ -136,7 +136,7 @@ describe("lora-worker tokenizers", () => {
     const before = await cli(["check", "--config", config]);
     expect(before.code).toBe(1);
     expect(before.stderr).toContain(`tokenizers not ready in ${dir}:\n  - ${CLIP_L!.folder} is missing`);
-    expect(before.stderr).toContain("fix: lora-worker tokenizers import PATH");
+    expect(before.stderr).toContain("fix: lora-worker tokenizers write (from the CLIP merges this program carries), or lora-worker tokenizers import PATH");
     const source = writeHubCache(join(tree.root, "hf-home"));
     const imported = await cli(["import", "--config", config, source]);
     expect(imported).toEqual({
@@ -163,10 +163,10 @@ describe("lora-worker tokenizers", () => {
   test("a missing action or path is a usage error (exit 2)", async () => {
     using tree = makeHostTree();
     const config = tree.writeConfig('[trainer]\nmode = "simulate"\n');
-    for (const args of [[], ["import", "--config", config], ["fetch", "--config", config]]) {
+    for (const args of [[], ["import", "--config", config], ["fetch", "--config", config], ["write", "x", "--config", config]]) {
       const result = await cli(args);
       expect(result.code).toBe(2);
-      expect(result.stderr).toStartWith("lora-worker tokenizers: tokenizers takes `import PATH` or `check`");
+      expect(result.stderr).toStartWith("lora-worker tokenizers: tokenizers takes `write`, `import PATH` or `check`");
       expect(result.stderr.split("\n")).toHaveLength(3);
     }
   });
@@ -191,7 +191,7 @@ describe("a real-mode worker's start-up", () => {
     const log = await startUpLog(false);
     expect(log).toContain('"msg":"the CLIP tokenizers are not ready in ');
     expect(log).toContain("every real run will fail (tokenizer_missing)");
-    expect(log).toContain('"fix":"lora-worker tokenizers import PATH, then lora-worker doctor"');
+    expect(log).toContain('"fix":"lora-worker tokenizers write, or tokenizers import PATH, then lora-worker doctor"');
   });
 
   test("contrast: says nothing of them once they are imported", async () => {
