@@ -106,7 +106,7 @@ describe("preview samples on the status page and in the client", () => {
     expect(page.errors).toEqual([]);
   });
 
-  test("at a phone's width the strip fits and fetches a finished run's older rows only as they scroll into view; a sampling phase says so, and a job without samples shows no strip", async () => {
+  test("at a phone's width the strip fits and fetches a finished run's older rows only as they scroll into view; a sampling phase says so, and an ended job without samples says it asked for none", async () => {
     using tree = makeHostTree();
     await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.002)), { command: [binary] });
     const plain = (await worker.postTrain(tree.validRequest())).body.worker_job_id as string;
@@ -135,7 +135,9 @@ describe("preview samples on the status page and in the client", () => {
 
     await page.evaluate(`focus(${JSON.stringify(plain)})`);
     await page.until(`document.getElementById("job-id").textContent === "${plain}"`, "the job without samples");
-    expect(await page.evaluate(`[document.getElementById("job-samples").hidden, document.querySelectorAll("#samples-strip .sample").length]`)).toEqual([true, 0]);
+    // An ended job that asked for none says so under an empty strip.
+    const none = `[document.querySelector("#samples-strip .empty")?.textContent, document.querySelectorAll("#samples-strip .sample").length]`;
+    expect(await page.evaluate(none)).toEqual(["None drawn: the request asked for no previews (samples: 0).", 0]);
     expect(page.errors).toEqual([]);
   });
 
