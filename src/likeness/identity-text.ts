@@ -1,3 +1,4 @@
+import { counted } from "../counted.ts";
 import type { DatasetIdentity, IdentityNote, IdentityUnscored } from "../job.ts";
 
 // The dataset identity as the status page and the CLI show it: the wire carries these as its `text` and each
@@ -8,8 +9,6 @@ const UNSCORED: Record<IdentityUnscored, string> = {
   scorer_missing: "no face scorer (lora-worker doctor's likeness line says how to add it)",
   scorer_failed: "the face scorer failed (the worker's log says why)",
 };
-
-const counted = (n: number, noun: string) => `${n} ${n === 1 ? noun : `${noun}s`}`;
 
 /** The identity in one line: how many photos show one face, none or several, and the spread or why not scored. */
 export function identitySentence(identity: DatasetIdentity): string {

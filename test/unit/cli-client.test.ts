@@ -5,7 +5,7 @@ import { createTerminal, type Terminal } from "../../src/cli/client/terminal.ts"
 import { ClientError } from "../../src/cli/client/exit.ts";
 import { createWorkerClient } from "../../src/cli/client/worker-client.ts";
 import { urlOfListen } from "../support/listen.ts";
-import { counted } from "../../src/cli/client/counted.ts";
+import { counted } from "../../src/counted.ts";
 import { statusLines } from "../../src/cli/client/format.ts";
 import type { JobView } from "../../src/cli/client/worker-client.ts";
 import { JOB_VIEW_EXAMPLE } from "../../src/api/openapi.ts";

@@ -129,7 +129,8 @@ describe("the floors are the ones docs/development.md gives", () => {
 // tiers, the option parser, the token file, tqdm's framing of a log line, text made safe for a terminal, and for
 // the smoke run's local checks its dataset and LoRA checks and the handoff root's walk. Never the worker's insides.
 const CLIENT_MAY_IMPORT = [
-  "api/openapi.ts", "job.ts", "tiers.ts", "fs.ts", "pinned-dir.ts", "printable.ts", "cli/args.ts", "auth/tokens.ts",
+  "api/openapi.ts", "job.ts", "tiers.ts", "fs.ts", "pinned-dir.ts", "printable.ts", "counted.ts", "cli/args.ts",
+  "auth/tokens.ts",
   "progress/", "smoke/",
   // On the worker's own host the client reads the worker's config for its address and token, as serve does.
   "config/load.ts",

@@ -1,5 +1,5 @@
 import { LONGEST_WINDOW, ONE_WINDOW } from "../../job.ts";
-import { counted } from "./counted.ts";
+import { counted } from "../../counted.ts";
 import { identityRows } from "./identity-rows.ts";
 import type { JobView } from "./worker-client.ts";
 

@@ -1,4 +1,4 @@
-import { counted } from "./counted.ts";
+import { counted } from "../../counted.ts";
 import type { JobView } from "./worker-client.ts";
 
 type Likeness = NonNullable<JobView["likeness"]>;

@@ -5,7 +5,7 @@ import { pinChain } from "../../../pinned-dir.ts";
 import { loraProblem, pngSize } from "../../../smoke/verify.ts";
 import { TIERS } from "../../../tiers.ts";
 import { UsageError } from "../../args.ts";
-import { counted } from "../counted.ts";
+import { counted } from "../../../counted.ts";
 import { followJob } from "../follow.ts";
 import { outcomeLines } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
