@@ -102,7 +102,7 @@ and state_dir are read from it, so these run before \`trainer install\`.
 Exit codes: 0 written, imported or ready, 1 not written, not imported or not usable, 2 usage error, 78 invalid
 configuration.
 `,
-    run: async (argv) => (await import("./tokenizers.ts")).tokenizersCommand(argv),
+    run: async (argv) => (await import("./tokenizers.ts")).tokenizersCommand(argv, actionsOf(COMMANDS.tokenizers!)),
   },
   trainer: {
     usage: [

@@ -11,17 +11,17 @@ import { printable } from "../printable.ts";
 const EXIT_PROBLEM = 1;
 const FIX = "lora-worker tokenizers write (from the CLIP merges this program carries), or lora-worker tokenizers " +
   "import PATH (a Hugging Face cache, or folders in --tokenizer_cache_dir's layout)";
-const ACTIONS = ["write", "import", "check"];
 const TEMPLATE = "`lora-worker config template` gives each key's meaning and default";
 
 // `lora-worker tokenizers write` or `import PATH` fills trainer.tokenizer_dir; `tokenizers check` says whether it is
 // ready.
-export async function tokenizersCommand(argv: string[]): Promise<number> {
+// `actions`: the words the command table gives its forms, for a mistyped one's guess.
+export async function tokenizersCommand(argv: string[], actions: readonly string[]): Promise<number> {
   const [action, ...rest] = argv;
   const { positional, values } = parseArgs(rest, { values: ["config"] });
   const wanted = action === "import" ? 1 : 0;
-  if (action === undefined || !ACTIONS.includes(action) || positional.length !== wanted) {
-    const got = action === undefined ? "" : `, got ${argv.join(" ")}${didYouMean(action, ACTIONS)}`;
+  if (action === undefined || !actions.includes(action) || positional.length !== wanted) {
+    const got = action === undefined ? "" : `, got ${argv.join(" ")}${didYouMean(action, actions)}`;
     throw new UsageError(`tokenizers takes \`write\`, \`import PATH\` or \`check\`${got}`);
   }
   const dir = await whereTokenizersGo(values.config);

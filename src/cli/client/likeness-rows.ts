@@ -14,6 +14,11 @@ const MEANS: Record<NonNullable<Likeness["verdict"]>, string> = {
 const distance = (d: number | null, faces: number) =>
   d === null ? "no face" : `${d.toFixed(2)} (${counted(faces, "face")})`;
 
+/** A verdict as the CLI says it: what it means, or why there is none. */
+export function verdictText(verdict: NonNullable<Likeness["verdict"]>, reason: Likeness["reason"]): string {
+  return `${verdict}: ${reason === null ? MEANS[verdict] : reason.replaceAll("_", " ")}`;
+}
+
 // The likeness report: one row per scored point (trigger and class distances against the threshold), then the
 // verdict with the best step and its LoRA. An older worker sends none; a run without previews has nothing to say.
 export function likenessRows(view: JobView, baseUrl: string): [string, string][] {
@@ -25,8 +30,7 @@ export function likenessRows(view: JobView, baseUrl: string): [string, string][]
       `class ${distance(p.class.distance, p.class.faces)} (a match is at most ${report.threshold})`,
   ]);
   if (report.verdict === null) return rows;
-  const why = report.reason === null ? MEANS[report.verdict] : report.reason.replaceAll("_", " ");
-  rows.push(["verdict", `${report.verdict}: ${why}`]);
+  rows.push(["verdict", verdictText(report.verdict, report.reason)]);
   if (report.best_step !== null) {
     const url = report.best_url === null ? "not kept" : `${baseUrl}${report.best_url} (sha256 ${report.best_sha256})`;
     rows.push(["best", `step ${report.best_step}: ${url}`]);

@@ -7,6 +7,7 @@ import { TIERS } from "../../../tiers.ts";
 import { UsageError } from "../../args.ts";
 import { counted } from "../../../counted.ts";
 import { followJob } from "../follow.ts";
+import { verdictText } from "../likeness-rows.ts";
 import { outcomeLines } from "../format.ts";
 import type { ClientCommand } from "../command.ts";
 import { EXIT } from "../exit.ts";
@@ -138,10 +139,11 @@ function smokeStages(client: WorkerClient, device: number | undefined): Stage[] 
         if (likeness.reason === "scorer_failed") {
           throw new StageFailed("the face scorer failed (the worker's log says why)");
         }
-        const why = likeness.reason === null ? "" : `: ${likeness.reason.replaceAll("_", " ")}`;
+
         const identity = dataset?.prepared?.identity;
         const faces = identity === undefined ? "" : `; the dataset's faces: ${identity.text}`;
-        return `${likeness.verdict}${why} (${counted(likeness.points.length, "point")} scored)${faces}`;
+        const scored = counted(likeness.points.length, "point");
+        return `${verdictText(likeness.verdict, likeness.reason)} (${scored} scored)${faces}`;
       },
     },
     {
