@@ -5,13 +5,13 @@
 // Baseline: the same probes to the same worker with no job. Rounds alternate; each side is judged by its best round.
 import { startBenchWorker, bunTrainer, isTerminal } from "./lib/bench-host.ts";
 import { builds, runBench, verdict, type Row } from "./lib/report.ts";
+import { onSchedule } from "./lib/probe.ts";
 import { ms, ratio, summarize } from "./lib/stats.ts";
 
 // Tens of MB/s of tqdm redraws, more than the worker parses on a 2-core host: a backlog grows while it runs.
 const FLOOD_MIB_PER_S = 64;
 const FLOOD_S = 4;
 // The probes start with the flood and go on past the trainer's end, until the job is settled and 1 s more.
-const PROBE_EVERY_MS = 10;
 const AFTER_END_MS = 1000;
 const ROUNDS = 2;
 const TARGET_P99_MS = 100;
@@ -22,24 +22,17 @@ interface Probes {
   settledMs: number;
 }
 
-// One probe every PROBE_EVERY_MS until `done` says stop; each latency from its scheduled moment to its answer,
-// tagged with the phase `phase()` named when it was due.
+// One probe on the schedule until `done` says stop, each latency tagged with the phase `phase()` named when due.
 async function probe(get: () => Promise<Response>, phase: () => "flood" | "end", done: () => boolean) {
   const samples = { flood: [] as number[], end: [] as number[] };
-  const inFlight: Promise<void>[] = [];
-  const start = performance.now();
-  for (let i = 0; !done(); i++) {
-    const due = start + i * PROBE_EVERY_MS;
-    const wait = due - performance.now();
-    if (wait > 0) await Bun.sleep(wait);
+  await onSchedule(done, (due) => {
     const tag = phase();
-    inFlight.push(get().then(async (res) => {
+    return get().then(async (res) => {
       if (res.status !== 200) throw new Error(`/healthz answered ${res.status}`);
       await res.arrayBuffer();
       samples[tag].push(performance.now() - due);
-    }));
-  }
-  await Promise.all(inFlight);
+    });
+  });
   return samples;
 }
 
