@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeDoctorHost, runDoctor, type DoctorHost } from "../support/doctor-host.ts";
+import { SCORER_TEST_MS } from "../support/face-scorer.ts";
 import { BITSANDBYTES_REPORT, CLIP_CAPTION_IDS, CUDA_REPORT, TORCH_REPORT, writeFakePython } from "../support/fake-python.ts";
 import { writeStandInSdScripts } from "../support/stand-in-sd-scripts.ts";
 import { CLIP_MERGES, swappedMerges } from "../support/tokenizers.ts";
@@ -154,17 +155,17 @@ const MISSING: Missing[] = [
 
 describe.skipIf(!AS_ROOT)("lora-worker doctor", () => {
   test("on a host with every prerequisite prints one OK line per check and exits 0", async () => {
-    using host = makeDoctorHost();
+    using host = makeDoctorHost({ faceScorer: true });
     const { code, lines } = await host.doctor();
     expect(lines.slice(0, -1).map(checkName)).toEqual(CHECKS);
     expect(lines.filter((l) => !l.startsWith("OK "))).toEqual(["doctor: 0 FAIL, 0 WARN, 21 OK"]);
     expect(lines).toContain("OK   cuda: torch sees 2 CUDA device(s): 0 NVIDIA GeForce RTX 3090, 1 NVIDIA RTX A6000 (torch built for CUDA 12.4)");
     expect(code).toBe(0);
-  }, TIMEOUT_MS);
+  }, SCORER_TEST_MS);
 
   for (const missing of MISSING) {
     test(`without ${missing.what}, a FAIL line names it and the exit code is 1`, async () => {
-      using host = makeDoctorHost({ faceScorer: false });
+      using host = makeDoctorHost();
       using _broken = missing.breakIt(host) ?? undefined;
       const { code, lines } = await host.doctor(missing.args);
       const fail = failLines(lines).find((l) => checkName(l) === missing.check);

@@ -11,7 +11,7 @@ import { freePort, makeDeviceNode, treeFingerprint, writeExecutable } from "../s
 import { writeTokenizers } from "../support/tokenizers.ts";
 import { CONFIG_KEYS } from "../../src/config/keys.ts";
 import { ConfigSchema } from "../../src/config/schema.ts";
-import { FACE_PYTHON } from "../support/face-scorer.ts";
+import { FACE_PYTHON, SCORER_TEST_MS, SECONDS_PER_IMAGE } from "../support/face-scorer.ts";
 
 // A parsed config's keys as the docs name them: a section's keys as "section.key", a top-level key as it is.
 const flatten = (toml: Record<string, unknown>) =>
@@ -234,12 +234,13 @@ describe.skipIf(!AS_ROOT)("a fresh install's doctor", () => {
       .replace(/^# sd_scripts_dir = .*$/m, `sd_scripts_dir = "${sdScripts}"`)
       .replace(/^# base_model = .*$/m, `base_model = "${model}"`)
       // The stand-in venv has no dlib: the face scorer's Python is the tests' venv.
-      .replace(/^# python = .*$/m, `python = "${FACE_PYTHON}"`));
+      .replace(/^# python = .*$/m, `python = "${FACE_PYTHON}"`)
+      .replace(/^# seconds_per_image = .*$/m, `seconds_per_image = ${SECONDS_PER_IMAGE}`));
 
     const brought = await runInstall(args, env);
     expect(failures(brought.stdout)).toEqual([]);
     expect(brought.stdout).toMatch(/^ {2}OK {3}base model: smoke.base_model \S+ is an SDXL checkpoint readable by /m);
     expect(brought.stdout).toContain(`ok: http://127.0.0.1:${port}/healthz answers`);
     expect(brought.code).toBe(0);
-  }, TIMEOUT_MS);
+  }, SCORER_TEST_MS);
 });

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { copyFileSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { inProcessApp } from "../support/app-harness.ts";
-import { FACES_480 as FACES, realScoring } from "../support/face-scorer.ts";
+import { FACES_480 as FACES, realScoring, SCORER_TEST_MS } from "../support/face-scorer.ts";
 import { makeHostTree, type HostTree } from "../support/host-tree.ts";
 import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
 import { untilEnded } from "../support/jobs.ts";
@@ -10,7 +10,7 @@ import { untilEnded } from "../support/jobs.ts";
 // Simulated fast runs (previews at steps 100, 200, 300 and 400) whose previews are real photos, scored by the real
 // face model against a dataset of three photos of Barack Obama (the face_recognition 1.3.0 sdist's test images, at
 // 480 px).
-const TIMEOUT_MS = 180_000;
+const TIMEOUT_MS = SCORER_TEST_MS;
 const SCORING = realScoring();
 const [SUBJECT, OTHER] = [join(FACES, "obama2.jpg"), join(FACES, "biden.jpg")];
 

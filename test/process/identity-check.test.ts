@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { copyFileSync, existsSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { solidPng } from "../../src/png.ts";
-import { FACE_PYTHON, FACES_480 as FACES, groupPhoto } from "../support/face-scorer.ts";
+import { FACES_480 as FACES, groupPhoto, likenessTable, SCORER_TEST_MS } from "../support/face-scorer.ts";
 import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
 import { untilEnded } from "../support/jobs.ts";
 import { waitFor } from "../support/wait.ts";
@@ -10,7 +10,7 @@ import { startWorker } from "../support/worker-process.ts";
 
 // The upload check (#47 item 2) through a worker process over HTTP, scored by the real face model in the test
 // venv on the face_recognition 1.3.0 sdist's photos of Barack Obama and Joe Biden.
-const TIMEOUT_MS = 120_000;
+const TIMEOUT_MS = SCORER_TEST_MS;
 
 function dataset(tree: HostTree, photos: Record<string, string | Uint8Array>): void {
   for (const name of readdirSync(tree.dataset)) rmSync(join(tree.dataset, name));
@@ -24,7 +24,7 @@ const OBAMA = { "a.jpg": "obama.jpg", "b.jpg": "obama2.jpg", "c.jpg": "obama3.jp
 
 // The identity of the dataset the worker prepared for a job of the tree's request: once prepared, its run is
 // cancelled (the simulator would train for minutes otherwise).
-const SCORER = `[likeness]\npython = ${JSON.stringify(FACE_PYTHON)}\n`;
+const SCORER = likenessTable();
 
 async function identityOf(tree: HostTree, likeness = SCORER) {
   await using worker = await startWorker(tree.writeConfig(SIMULATE_TABLES(0.5) + likeness));

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import { join } from "node:path";
 import { SMOKE_FOLDER } from "../../src/smoke/dataset.ts";
 import { inProcessApp } from "../support/app-harness.ts";
-import { FACE_PYTHON } from "../support/face-scorer.ts";
+import { likenessTable, SCORER_TEST_MS } from "../support/face-scorer.ts";
 import { makeHostTree, MAIN, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
 import { SIMULATOR, simulateModeConfig } from "../support/real-mode.ts";
 import { startWorker } from "../support/worker-process.ts";
@@ -39,7 +39,7 @@ describe("lora-worker smoke against a running worker", () => {
     writeTokenizers(join(tree.state, "tokenizers"));
     // The real face scorer: the smoke dataset's two photos of a face give it an identity; the simulator's previews
     // are one colour, as the real trainer's random weights draw.
-    await using worker = await startWorker(smokeConfig(tree, "", 0.2, `[likeness]\npython = ${JSON.stringify(FACE_PYTHON)}\n`));
+    await using worker = await startWorker(smokeConfig(tree, "", 0.2, likenessTable()));
     const { exitCode, lines, stderr } = await smokeCli(worker.url, ["--device", "1"]);
     expect(stderr).toBe("");
     expect(lines.map((l) => l.split(/\s+/).slice(0, 2).join(" "))).toEqual([
@@ -65,7 +65,7 @@ describe("lora-worker smoke against a running worker", () => {
     expect(first.dataset.prepared.token_window).toMatchObject({ tokens: 150, longest: { caption: "smoke-3.txt" } });
     const launch = JSON.parse(readFileSync(join(tree.state, "jobs", first.worker_job_id, "launch.json"), "utf8"));
     expect(launch.argv).toContain("--max_token_length=150");
-  }, TIMEOUT_MS);
+  }, SCORER_TEST_MS);
 
   test("a smoke run whose training fails says why on the failing stage, exits 1 and still removes its folder", async () => {
     using tree = makeHostTree();

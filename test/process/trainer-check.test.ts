@@ -10,7 +10,7 @@ import { checkTrainerPython } from "../../src/doctor/trainer-checks.ts";
 import { PYTHON_LOCK } from "../../src/trainer/lock.ts";
 import { fakeNvidiaSmi } from "../support/fake-nvidia-smi.ts";
 import { CUDA_REPORT, HEALTHY, TORCH_REPORT, BITSANDBYTES_REPORT, writeFakePython } from "../support/fake-python.ts";
-import { FACE_PYTHON } from "../support/face-scorer.ts";
+import { likenessTable, SCORER_TEST_MS } from "../support/face-scorer.ts";
 import { MAIN } from "../support/host-tree.ts";
 import { writeStandInSdScripts, writeStandInVenv } from "../support/stand-in-sd-scripts.ts";
 import { trainerDoctor } from "../../src/doctor/trainer-doctor.ts";
@@ -151,7 +151,7 @@ describe("lora-worker trainer check", () => {
       `[trainer]\nmode = "real"\naccelerate = "${trainer.accelerate}"\nsd_scripts_dir = "${trainer.sd_scripts_dir}"`,
       `[gpu]\nnvidia_smi = "${gpu.nvidia_smi}"`,
       // The stand-in venv has no dlib: the face scorer's Python is the tests' venv.
-      `[likeness]\npython = "${FACE_PYTHON}"`,
+      likenessTable(),
     ].join("\n"));
     writeFakePython(join(env.dir, "venv/bin/python"), { reports: HEALTHY });
     for (const dir of [env.deps.config.handoff_root, ...env.deps.config.model_roots]) mkdirSync(dir, { recursive: true });
@@ -172,7 +172,7 @@ describe("lora-worker trainer check", () => {
     ]);
     expect(lines.at(-1)).toBe("trainer check: 0 FAIL, 0 WARN, 9 OK");
     expect(code).toBe(0);
-  }, TIMEOUT_MS);
+  }, SCORER_TEST_MS);
 
   test("on one whose sd-scripts lacks a flag, the FAIL line names it and the exit code is 1 (the contrast)", async () => {
     using env = makeEnv({ standIn: { without: "max_token_length" } });
@@ -182,5 +182,5 @@ describe("lora-worker trainer check", () => {
     ]);
     expect(lines.find((l) => l.startsWith("FAIL"))).toContain("its parser has no --max_token_length (fast, balanced, quality, smoke with --max_token_length)");
     expect(code).toBe(1);
-  }, TIMEOUT_MS);
+  }, SCORER_TEST_MS);
 });

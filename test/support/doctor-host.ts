@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CHECKPOINT_KEYS, writeCheckpoint } from "./checkpoints.ts";
 import { fakeNvidiaSmi } from "./fake-nvidia-smi.ts";
-import { FACE_PYTHON } from "./face-scorer.ts";
+import { FACE_PYTHON, likenessTable } from "./face-scorer.ts";
 import { writeFakePython } from "./fake-python.ts";
 import { MAIN } from "./host-tree.ts";
 import { STAND_IN } from "./install-root.ts";
@@ -35,10 +35,11 @@ export interface DoctorHost extends Disposable {
 }
 
 /**
- * `faceScorer: false` names a [likeness] python that is not there (a WARN, at once) for the tests of other checks:
- * the real scorer's check loads dlib's models, most of a doctor run's time.
+ * `faceScorer: true` names the tests' venv as [likeness] python, for the test of a whole host; else a python that is
+ * not there (a WARN, at once), for the tests of other checks: the real scorer's check loads dlib's models, most of a
+ * doctor run's time, and waits at nice 10 for a loaded host's CPU.
  */
-export function makeDoctorHost({ faceScorer = true } = {}): DoctorHost {
+export function makeDoctorHost({ faceScorer = false } = {}): DoctorHost {
   const dir = mkdtempSync(join(tmpdir(), "lora-worker-doctor-"));
   chmodSync(dir, 0o755);
   const at = (...parts: string[]) => join(dir, ...parts);
@@ -77,7 +78,7 @@ export function makeDoctorHost({ faceScorer = true } = {}): DoctorHost {
         `[gpu]\nnvidia_smi = "${smi}"`,
         `[auth]\ntoken_file = "${token}"`,
         // The stand-in venv has no dlib: the face scorer's Python is the tests' venv.
-        `[likeness]\npython = "${faceScorer ? FACE_PYTHON : at("no-face-scorer/python")}"`,
+        likenessTable(faceScorer ? FACE_PYTHON : at("no-face-scorer/python")),
         extra,
       ].join("\n"));
       return configPath;
