@@ -1,4 +1,6 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { ensureBinary } from "../support/binary.ts";
 import { chromiumForTests } from "../support/chromium.ts";
 import { FAILING_TABLES, makeHostTree, type HostTree } from "../support/host-tree.ts";
@@ -6,8 +8,8 @@ import { openStatusPage, saveScreenshot } from "../support/status-page.ts";
 import { waitFor } from "../support/wait.ts";
 import { startWorker, type WorkerProcess } from "../support/worker-process.ts";
 
-// How the page tells of jobs that ended: their previews, how they stopped and what to do. The compiled worker runs
-// simulated jobs; the page runs in a real headless Chromium.
+// How the page tells of jobs that ended: their previews, how they stopped and what to do; and an ended job a user
+// chooses while another runs. The compiled worker runs simulated jobs; the page runs in a real headless Chromium.
 setDefaultTimeout(60_000);
 
 let binary: string;
@@ -79,6 +81,40 @@ describe("the status page on ended jobs", () => {
     // Contrast: a running job's first previews are still to come.
     expect(await previewsOf(running)).toEqual({ hidden: false, text: "None yet: the first are drawn a quarter of the way into the run." });
     expect(page.errors).toEqual([]);
+    await worker.json(`/train/${running}/cancel`, { method: "POST" });
+  });
+});
+
+describe("an ended job the user chose while another runs", () => {
+  test("stays shown when the page's first look ends after the choice (a slow GPU probe); contrast: chosen by none, the page shows the running job", async () => {
+    using tree = makeHostTree();
+    // The worker's nvidia-smi answers the fixture's two cards, after delay-seconds once that file is written; each
+    // /gpu-status asks it anew.
+    const gpus = join(tree.root, "slow-gpus");
+    mkdirSync(gpus);
+    copyFileSync(join(import.meta.dir, "../fixtures/gpu/two-gpus-tts/query-gpu.csv"), join(gpus, "query-gpu.csv"));
+    const config = tree.writeConfig(HANG.replace("[gpu]\n", "[gpu]\ncache_ttl_ms = 0\n"));
+    await using worker = await startWorker(config, { command: [binary], env: { FAKE_NVIDIA_SMI_SCENARIO: gpus } });
+    const ended = await post(worker, tree, { output_name: "ended" });
+    await until(worker, ended, "to reach its hang", (j) => j.step >= 4);
+    await worker.json(`/train/${ended}/cancel`, { method: "POST" });
+    const running = await post(worker, tree, { output_name: "running" });
+    await until(worker, running, "to reach its hang", (j) => j.step >= 4);
+    writeFileSync(join(gpus, "delay-seconds"), "3\n");
+
+    const firstLookDone = "state.lastActiveId !== undefined";
+    const chosen = await openStatusPage(browser, worker);
+    await chosen.until(`${jobRow(ended)} !== null`, "the ended job in the list");
+    // The click lands before the first look has ended (it waits on the GPUs), or this test proves nothing.
+    expect(await chosen.evaluate(`(focus(${JSON.stringify(ended)}), ${firstLookDone})`)).toBe(false);
+    await chosen.until(firstLookDone, "the page's first look, GPUs included");
+    expect(await chosen.evaluate("state.focusId")).toBe(ended);
+    await chosen.until(`state.job?.worker_job_id === ${JSON.stringify(ended)}`, "the chosen job's card");
+
+    const unchosen = await openStatusPage(browser, worker);
+    await unchosen.until(firstLookDone, "the page's first look, GPUs included");
+    expect(await unchosen.evaluate("state.focusId")).toBe(running);
+    expect([...chosen.errors, ...unchosen.errors]).toEqual([]);
     await worker.json(`/train/${running}/cancel`, { method: "POST" });
   });
 });
