@@ -23,6 +23,7 @@ const SCRIPTS = [
   "hostile-dataset.ts",
   "fault-flood.ts",
   "likeness-point.ts",
+  "dataset-check.ts",
   "config-error-line.ts",
 ];
 

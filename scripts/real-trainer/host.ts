@@ -24,8 +24,9 @@ export interface Host {
   config: string;
 }
 
-export function layOutHost(work: string, sdScripts: string, adapter: string, model: string, port: number): Host {
-  const dir = join(work, "host");
+/** The host under `work/name` (replaced), its config naming the trainer, the base model and `port`. */
+export function layOutHost(work: string, sdScripts: string, adapter: string, model: string, port: number, name = "host"): Host {
+  const dir = join(work, name);
   rmSync(dir, { recursive: true, force: true });
   const state = join(dir, "state");
   const handoff = join(dir, "handoff");
