@@ -102,6 +102,8 @@ nvidia_smi = ${JSON.stringify(join(REPO, "scripts/fake-nvidia-smi"))}
 
 [auth]
 token_file = ${JSON.stringify(join(dir, "token"))}
+# Not written: this host's screens have no read-only tokens (and never read those of a worker installed here).
+read_token_file = ${JSON.stringify(join(dir, "read-token"))}
 
 [smoke]
 # What \`lora-worker smoke\` trains on: the placeholder checkpoint, which the simulated trainer never loads.

@@ -249,7 +249,7 @@ describe("lora-worker doctor on the suite's simulate config", () => {
       expect.stringMatching(new RegExp(`^OK   service account: ${RUNNING_USER} \\(uid \\d+\\) .*, the user running doctor: no unit at ${tree.root}/no-such.service and no --user, and trainer.mode is "simulate": the worker runs as whoever starts it$`)),
       expect.stringMatching(/^WARN handoff root: .* setgid bit missing; .*; trainer.mode is "simulate": no arbo shares the directory through the group — fix: chmod 2770 /),
       expect.stringMatching(/^WARN nvidia-uvm: .*\/dev\/nvidia-uvm does not exist .*; trainer.mode is "simulate": the simulated trainer uses no CUDA — fix: /),
-      expect.stringMatching(/^WARN token file: \/etc\/lora-worker\/token does not exist; trainer.mode is "simulate": serve runs without a token on the loopback listen 127.0.0.1:0, open to every local user — fix: /),
+      expect.stringMatching(new RegExp(`^WARN token file: ${tree.root}/no-token does not exist; trainer.mode is "simulate": serve runs without a token on the loopback listen 127.0.0.1:0, open to every local user — fix: `)),
     ]);
     expect(lines.join("\n")).not.toContain("llmuser");
   });

@@ -1,5 +1,5 @@
 import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { setUpAuth, type AuthGate } from "../../src/auth/setup.ts";
 import { ConfigSchema } from "../../src/config/schema.ts";
 import { createGpuProbe } from "../../src/gpu/probe.ts";
@@ -33,8 +33,11 @@ export interface GateOptions {
   log?: Logger;
 }
 
+// Without a read-token file of its own, one beside the token file that is not there: never the host's default.
 export function gateFor(o: GateOptions) {
-  const config = ConfigSchema.parse({ listen: o.listen ?? "127.0.0.1:0", auth: { mode: o.mode ?? "token", token_file: o.tokenFile, metrics_public: o.metricsPublic ?? false, ...(o.readTokenFile === undefined ? {} : { read_token_file: o.readTokenFile }) } });
+  const readTokenFile = o.readTokenFile ?? join(dirname(o.tokenFile), "no-read-token");
+  const auth = { mode: o.mode ?? "token", token_file: o.tokenFile, read_token_file: readTokenFile, metrics_public: o.metricsPublic ?? false };
+  const config = ConfigSchema.parse({ listen: o.listen ?? "127.0.0.1:0", auth });
   return setUpAuth({ config, credentialsDirectory: o.credentialsDirectory, log: o.log ?? silentLogger });
 }
 

@@ -76,7 +76,8 @@ export function makeDoctorHost({ faceScorer = false } = {}): DoctorHost {
         `[trainer]\nmode = "${mode}"\naccelerate = "${accelerate}"\nsd_scripts_dir = "${at("sd-scripts")}"`,
         `[smoke]\nbase_model = "${model}"`,
         `[gpu]\nnvidia_smi = "${smi}"`,
-        `[auth]\ntoken_file = "${token}"`,
+        // Never the host's /etc/lora-worker/read-token: this one is not written.
+        `[auth]\ntoken_file = "${token}"\nread_token_file = "${at("read-token")}"`,
         // The stand-in venv has no dlib: the face scorer's Python is the tests' venv.
         likenessTable(faceScorer ? FACE_PYTHON : at("no-face-scorer/python")),
         extra,

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { unlinkTmp } from "../../src/job-dir/tmp-link.ts";
@@ -61,7 +61,7 @@ export function makeHostTree(images = 3): HostTree {
       ...overrides,
     }),
     writeConfig(extra = "") {
-      writeFileSync(configPath, simulateConfig(tree) + extra);
+      writeFileSync(configPath, withOwnTokenFiles(simulateConfig(tree) + extra, root));
       return configPath;
     },
     [Symbol.dispose]() {
@@ -86,6 +86,36 @@ export function simulateConfig(tree: Pick<HostTree, "handoff" | "models" | "stat
     `model_roots = [${JSON.stringify(tree.models)}]`,
     "",
   ].join("\n");
+}
+
+// The defaults name /etc/lora-worker/token and read-token: on a host with a worker installed, a test's worker would
+// then want that host's token, and its doctor judge that host's files. A tree's config names files of its own (not
+// written: no token, so a loopback worker runs open, as on a bare host) wherever its [auth] names none.
+export function withOwnTokenFiles(toml: string, root: string): string {
+  const own = { token_file: join(root, "no-token"), read_token_file: join(root, "no-read-token") };
+  const header = /^\[auth\][ \t]*$/m.exec(toml);
+  const start = header === null ? toml.length : header.index + header[0].length;
+  const next = toml.slice(start).search(/^\[/m);
+  const table = toml.slice(start, next < 0 ? toml.length : start + next);
+  const missing = Object.entries(own).filter(([key]) => !new RegExp(`^\\s*${key}\\s*=`, "m").test(table));
+  const lines = missing.map(([key, path]) => `\n${key} = ${JSON.stringify(path)}`).join("");
+  if (header === null) return `${toml}${toml === "" || toml.endsWith("\n") ? "" : "\n"}[auth]${lines}\n`;
+  return toml.slice(0, start) + lines + toml.slice(start);
+}
+
+/** Throws where a worker's config would read the host's token files (see withOwnTokenFiles). */
+export function assertOwnTokenFiles(configPath: string): void {
+  let auth: Record<string, unknown> = {};
+  try {
+    auth = (Bun.TOML.parse(readFileSync(configPath, "utf8")) as { auth?: Record<string, unknown> }).auth ?? {};
+  } catch {
+    return; // the worker refuses the file itself
+  }
+  const unnamed = ["token_file", "read_token_file"].filter((key) => auth.mode !== "none" && auth[key] === undefined);
+  if (unnamed.length > 0) {
+    throw new Error(`${configPath} names no auth.${unnamed.join(" or auth.")}: its worker would read the host's ` +
+      "/etc/lora-worker/ (use tree.writeConfig, or withOwnTokenFiles)");
+  }
 }
 
 export const SIMULATE_TABLES = (secondsPerStep: number) =>

@@ -81,6 +81,7 @@ export function managedRoot(scratch: ScratchRoot, systemd: FakeSystemd, models =
     `[trainer]\nmode = "simulate"`,
     `[gpu]\nnvidia_smi = "${fakeNvidiaSmi(tools).path}"`,
     `[auth]\ntoken_file = "${join(root, "etc/lora-worker/token")}"`,
+    `read_token_file = "${join(root, "etc/lora-worker/read-token")}"`,
   ];
   writeFileSync(join(root, "etc/lora-worker/config.toml"), `${config.join("\n")}\n`);
   return {

@@ -1,4 +1,4 @@
-import { MAIN } from "./host-tree.ts";
+import { assertOwnTokenFiles, MAIN } from "./host-tree.ts";
 import { waitFor } from "./wait.ts";
 
 export interface WorkerProcess extends AsyncDisposable {
@@ -12,6 +12,7 @@ export interface WorkerProcess extends AsyncDisposable {
 
 // A real worker process (from source, or the compiled binary) on an ephemeral port.
 export async function startWorker(configPath: string, opts: { command?: string[]; env?: Record<string, string> } = {}): Promise<WorkerProcess> {
+  assertOwnTokenFiles(configPath);
   const command = opts.command ?? [process.execPath, MAIN];
   const proc = Bun.spawn([...command, "serve", "--config", configPath], {
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...opts.env },
