@@ -232,6 +232,7 @@ root_paths() {
     ['# handoff_root = "/worktank/arbo/train"']="handoff_root = \"$HANDOFF\""
     ['# model_roots = ["/worktank/models"]']="model_roots = [\"$MODELS\"]"
     ['# token_file = "/etc/lora-worker/token"']="token_file = \"$TOKEN\""
+    ['# read_token_file = "/etc/lora-worker/read-token"']="read_token_file = \"$ETC/read-token\""
   )
   while IFS= read -r line; do
     if [[ -n $line && -n ${rooted[$line]+set} ]]; then

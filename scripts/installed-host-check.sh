@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Runs test files (default: the unit and in-process folders) as on a host where lora-worker is installed, without
+# Runs the suite (default: all of it, as `bun run test` does; or the bun test arguments given) as on a host where lora-worker is installed, without
 # changing this host: in a private mount namespace, /etc is an overlay holding /etc/lora-worker/ (a config whose
 # trainer paths do not exist, a token file and a read-token file) and an `llmuser` account, and HOME is a folder
 # with a ~/.config/lora-worker that would mislead a test that read it. As root: `bash scripts/installed-host-check.sh
 # [bun test arguments]`. A hermetic suite passes here as it does on a bare host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "$#" -eq 0 ]; then set -- test/unit test/in-process; fi
+if [ "$#" -eq 0 ]; then set -- --parallel=6 --timings=test/timings.json; fi
 scratch=$(mktemp -d /tmp/lora-worker-installed-host-XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/upper/lora-worker" "$scratch/work" "$scratch/home/.config/lora-worker"

@@ -77,14 +77,17 @@ describe("install.sh into a scratch root", () => {
       handoff_root: at("worktank/arbo/train"),
       model_roots: [at("worktank/models")],
       "auth.token_file": at("etc/lora-worker/token"),
+      // Not the host's /etc/lora-worker/read-token: on a host with a worker installed, its doctor judged that one.
+      "auth.read_token_file": at("etc/lora-worker/read-token"),
     };
     expect(flatten(Bun.TOML.parse(written) as Record<string, unknown>)).toEqual(rooted);
     const uncommented = written.replace(/^# (\w+ = (?!\(unset).*)$/gm, "$1");
     const keys = CONFIG_KEYS.filter((k) => k.toml !== null).map((k) => k.key);
     expect(keys).toContain("retention.keep_days");
     expect(Object.keys(flatten(Bun.TOML.parse(uncommented) as Record<string, unknown>)).sort()).toEqual([...keys].sort());
-    const { "auth.token_file": tokenFile, ...topLevel } = rooted;
-    expect(ConfigSchema.parse(Bun.TOML.parse(uncommented))).toEqual(ConfigSchema.parse({ ...topLevel, auth: { token_file: tokenFile } }));
+    const { "auth.token_file": tokenFile, "auth.read_token_file": readTokenFile, ...topLevel } = rooted;
+    expect(ConfigSchema.parse(Bun.TOML.parse(uncommented)))
+      .toEqual(ConfigSchema.parse({ ...topLevel, auth: { token_file: tokenFile, read_token_file: readTokenFile } }));
     for (const key of CONFIG_KEYS) {
       const name = key.key.includes(".") ? key.key.split(".")[1]! : key.key;
       expect(written).toMatch(new RegExp(`^${key.key in rooted ? "" : "# "}${name} = `, "m"));
