@@ -1,13 +1,13 @@
 // Issue 47: a real run's wall time with its previews scored, against the same run without (target: within 2 %).
 // Real sd-scripts on this CPU under the compiled worker, on the environment `bun run real-trainer` built and left in
 // $REAL_TRAINER_DIR (its venv, its SDXL checkpoint of random weights, its CPU adapter): opt-in, minutes a run, so
-// not in `bun run bench`. Each run is the worker's own smoke run (POST /smoke: 6 steps, previews at each point);
-// scored, the face model runs in the venv's Python as the worker runs it (niced, beside the trainer); the baseline
-// names a [likeness] python that is not there, so each point is not_scored at once. Runs alternate
-// baseline-scored-scored-baseline, so that a host growing busier or quieter weighs on both alike.
+// not in `bun run bench`. Each run is the worker's own smoke run (POST /smoke: 6 steps, previews at each point,
+// paused at step 2 and resumed); scored, the face model runs in the venv's Python as the worker runs it (niced,
+// beside the trainer); the baseline names a [likeness] python that is not there, so each point is not_scored at
+// once. Runs alternate baseline-scored-scored-baseline, so that a host growing busier or quieter weighs on both alike.
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { freePort, layOutHost, startWorker } from "../scripts/real-trainer/host.ts";
+import { freePort, layOutHost, startWorker, type Worker } from "../scripts/real-trainer/host.ts";
 import { checkpointPath, installedSdScripts, venvDir } from "../scripts/real-trainer/setup.ts";
 import { mustRun } from "../scripts/real-trainer/steps.ts";
 import { ensureBinary } from "../test/support/binary.ts";
@@ -36,17 +36,27 @@ async function oneRun(kind: Kind, binary: string): Promise<Run> {
   await using worker = await startWorker(binary, host.config, join(host.dir, "worker.log"));
   const posted = await worker.json("/smoke", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
   if (posted.status !== 200) throw new Error(`POST /smoke answered ${posted.status}: ${JSON.stringify(posted.body)}`);
-  const id = posted.body.worker_job_id as string;
+  // POST /smoke pauses its job at the first saved state (step 2), as `lora-worker smoke` drives it; resumed, it
+  // trains to step 6. The run's time is the two jobs' spawn-to-end, without the polls' gap between them.
+  const first = await ended(worker, posted.body.worker_job_id as string);
+  if (!first.paused) throw new Error(`job ${first.worker_job_id} ended ${first.status} where it should pause: ${first.error}`);
+  const resumed = await worker.json(`/train/${first.worker_job_id}/resume`, { method: "POST" });
+  if (resumed.status !== 200) throw new Error(`resume answered ${resumed.status}: ${JSON.stringify(resumed.body)}`);
+  const last = await ended(worker, resumed.body.worker_job_id as string);
+  if (last.status !== "succeeded") throw new Error(`job ${last.worker_job_id} ended ${last.status}: ${last.error}`);
+  const seconds = [first, last].reduce((sum, job) => sum + (Date.parse(job.ended_at) - Date.parse(job.started_at)) / 1000, 0);
+  const { verdict: said, reason, points } = last.likeness;
+  const likeness = `${said}${reason ? `: ${reason}` : ""}, ${points.length} points`;
+  const id = last.worker_job_id as string;
+  console.log(`${kind}: jobs ${first.worker_job_id} and ${id} trained in ${seconds.toFixed(1)} s (spawn to end); likeness ${likeness}`);
+  return { kind, id, seconds, likeness };
+}
+
+// The job's record once it has ended.
+async function ended(worker: Worker, id: string): Promise<any> {
   for (;;) {
     const { body } = await worker.json(`/train/${id}`);
-    if (!["starting", "training"].includes(body.status)) {
-      if (body.status !== "succeeded") throw new Error(`job ${id} ended ${body.status}: ${body.error}`);
-      const seconds = (Date.parse(body.ended_at) - Date.parse(body.started_at)) / 1000;
-      const { verdict: said, reason, points } = body.likeness;
-      const likeness = `${said}${reason ? `: ${reason}` : ""}, ${points.length} points`;
-      console.log(`${kind}: job ${id} succeeded in ${seconds.toFixed(1)} s (spawn to end); likeness ${likeness}`);
-      return { kind, id, seconds, likeness };
-    }
+    if (!["starting", "training"].includes(body.status)) return body;
     await Bun.sleep(POLL_MS);
   }
 }
