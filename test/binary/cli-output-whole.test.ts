@@ -1,5 +1,11 @@
 import { describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { solidPng } from "../../src/png.ts";
 import { ensureBinary } from "../support/binary.ts";
+import { makeHostTree, SIMULATE_TABLES } from "../support/host-tree.ts";
+import { untilEnded } from "../support/jobs.ts";
+import { startWorker } from "../support/worker-process.ts";
 
 const binary = ensureBinary();
 
@@ -28,6 +34,34 @@ describe("every command's output reaches a slow reader whole", () => {
     const script = `process.stdout.write("x".repeat(100_000)); process.exit(0)`;
     expect(throughSlowPipe(`${quoted(process.execPath)} -e ${quoted(script)}`).bytes).toBeLessThan(100_000);
   });
+});
+
+describe("a worker's answers reach a slow reader whole", () => {
+  // The client writes synchronously (terminal.ts writeAll); checked to fail where it queues on process.stdout
+  // and the entry point ends with process.exit.
+  test("logs of a long trainer log and status --json of a large record give all of their bytes", async () => {
+    using tree = makeHostTree(0);
+    // A trainer log of 3,000 lines (the replay prints it at once and ends as a saved run), and 400 photos of
+    // 8 px with long names: the dataset report lists each as small, so the record's JSON passes 64 KiB too.
+    const log = join(tree.root, "long-run.log");
+    const lines = Array.from({ length: 3000 }, (_, i) => `INFO line ${i} of a long trainer log, as a chatty run prints it`);
+    const done = "steps: 100%|██████████| 6/6 [00:01<00:00,  4.00it/s, avr_loss=0.1]";
+    writeFileSync(log, `${lines.join("\n")}\n${done}\nmodel saved.\n`);
+    for (let i = 0; i < 400; i++) {
+      writeFileSync(join(tree.dataset, `photo-${String(i).padStart(4, "0")}-${"a-long-name-".repeat(6)}.png`), solidPng(8, 8, [i % 256, 90, 200]));
+    }
+    const tables = SIMULATE_TABLES(0.01).replace("[gpu]", `replay_log = ${JSON.stringify(log)}\nreplay_speed = 1000\n[gpu]`);
+    await using worker = await startWorker(tree.writeConfig(tables), { command: [binary] });
+    const id = (await worker.postTrain(tree.validRequest())).body.worker_job_id as string;
+    const end = await untilEnded(worker, id);
+    expect({ status: end.status, error: end.error }).toEqual({ status: "succeeded", error: undefined });
+    for (const args of [["logs", id, "--lines", "5000"], ["status", id, "--json"]]) {
+      const command = [binary, ...args, "--url", worker.url];
+      const whole = Bun.spawnSync(command).stdout.length;
+      expect(whole).toBeGreaterThan(65_536);
+      expect(throughSlowPipe(command.map(quoted).join(" "))).toEqual({ bytes: whole, code: 0 });
+    }
+  }, 120_000);
 });
 
 describe("what the user typed is echoed escaped on a terminal", () => {

@@ -87,7 +87,8 @@ export function processTerminal(): Terminal {
 const STDOUT = 1;
 const STDERR = 2;
 
-// Synchronous on purpose: the entry point ends with process.exit, which drops output still queued for a pipe.
+// Synchronous on purpose: the output is whole when the write returns, however slow the pipe, so that nothing
+// that ends the process (process.exit, the entry point's linger deadline) can drop what is still queued.
 // A reader that went away (`lora-worker jobs | head -1`) is not an error.
 function writeAll(fd: number, text: string): void {
   const bytes = Buffer.from(text);
