@@ -5,6 +5,7 @@ import { EXIT_CONFIG } from "../../src/cli/start.ts";
 import { ensureBinary } from "../support/binary.ts";
 import { makeHostTree, SIMULATE_TABLES, type HostTree } from "../support/host-tree.ts";
 import { AS_ROOT, STAND_IN } from "../support/install-root.ts";
+import { processesMentioning } from "../support/leftovers.ts";
 import { startWorker } from "../support/worker-process.ts";
 
 const binary = ensureBinary();
@@ -92,7 +93,12 @@ describe("serve on an address it cannot listen on", () => {
     expect(said.msg).toBe("refusing to start: cannot listen on 127.0.0.1:1");
     expect(said.errors[0]).toStartWith("permission denied: port 1 is below net.ipv4.ip_unprivileged_port_start");
 
-    await using worker = await startWorker(configListening(tree, "127.0.0.1:0"), { command: ["runuser", "-u", STAND_IN.user, "--", binary] });
-    expect((await worker.request("/healthz")).status).toBe(200);
+    {
+      await using worker = await startWorker(configListening(tree, "127.0.0.1:0"), { command: ["runuser", "-u", STAND_IN.user, "--", binary] });
+      expect((await worker.request("/healthz")).status).toBe(200);
+      expect(processesMentioning(tree.configPath)).toHaveLength(2); // runuser and the worker under it
+    }
+    // The worker under runuser ends with its test (it lived on as that user when only runuser was killed).
+    expect(processesMentioning(tree.configPath)).toEqual([]);
   });
 });

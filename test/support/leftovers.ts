@@ -45,7 +45,8 @@ function countJobs(path: string): number {
   }
 }
 
-function processesMentioning(text: string): string[] {
+/** Live processes whose command line holds `text`, as "pid cmdline". */
+export function processesMentioning(text: string): string[] {
   return readdirSync("/proc").filter((d) => /^\d+$/.test(d)).flatMap((pid) => {
     try {
       const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");

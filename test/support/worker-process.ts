@@ -14,10 +14,13 @@ export interface WorkerProcess extends AsyncDisposable {
 export async function startWorker(configPath: string, opts: { command?: string[]; env?: Record<string, string> } = {}): Promise<WorkerProcess> {
   assertOwnTokenFiles(configPath);
   const command = opts.command ?? [process.execPath, MAIN];
+  // A process group of its own, which the end kills whole: a wrapper (`runuser -u USER -- …`) does not pass its
+  // SIGKILL on, and the worker under it lived on after its test (as that user, for as long as the host ran).
   const proc = Bun.spawn([...command, "serve", "--config", configPath], {
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...opts.env },
     stdout: "pipe",
     stderr: "pipe",
+    detached: true,
   });
   let out = "";
   void (async () => {
@@ -43,8 +46,16 @@ export async function startWorker(configPath: string, opts: { command?: string[]
     json,
     postTrain: (body) => json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
     async [Symbol.asyncDispose]() {
-      proc.kill("SIGKILL");
+      killGroup(proc.pid);
       await proc.exited;
     },
   };
+}
+
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err; // the group is gone already
+  }
 }
