@@ -1,8 +1,10 @@
-// The newcomer's end-to-end run: a worker with the simulated trainer on a scratch host,
-// one real POST /train, progress until the end, and the LoRA's sha256 checked on disk.
+// The newcomer's end-to-end run: a worker with the simulated trainer on a scratch host whose photos show one real
+// person, one real POST /train with previews, progress until the end, the LoRA's sha256 checked on disk, and the
+// likeness report the face scorer (scripts/setup.sh's .venv-likeness) made of the previews, drawn as a chart.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { likenessRows } from "../src/cli/client/likeness-rows.ts";
 import { layOutScratchHost } from "./scratch-host.ts";
 
 const REPO = join(import.meta.dir, "..");
@@ -10,7 +12,8 @@ const SECONDS_PER_STEP = 0.02;
 
 const useBinary = process.argv.includes("--binary");
 const root = mkdtempSync(join(tmpdir(), "lora-worker-demo-"));
-const host = layOutScratchHost(root, { listen: "127.0.0.1:0", secondsPerStep: SECONDS_PER_STEP });
+const faces = { python: join(REPO, ".venv-likeness", "bin", "python") };
+const host = layOutScratchHost(root, { listen: "127.0.0.1:0", secondsPerStep: SECONDS_PER_STEP, faces });
 const auth = { authorization: `Bearer ${readFileSync(host.tokenPath, "utf8").trim()}` };
 
 const command = useBinary ? [join(REPO, "dist/lora-worker")] : [process.execPath, join(REPO, "src/main.ts")];
@@ -41,6 +44,7 @@ try {
   const onDisk = new Bun.CryptoHasher("sha256").update(await Bun.file(job.lora_path).arrayBuffer()).digest("hex");
   if (onDisk !== job.lora_sha256) throw new Error(`sha256 mismatch: record ${job.lora_sha256}, disk ${onDisk}`);
   console.log(`OK: ${job.lora_path} (${job.lora_bytes} bytes) matches lora_sha256 ${onDisk}`);
+  console.log(likenessChart(job, url).join("\n"));
 } finally {
   worker.kill("SIGTERM");
   await worker.exited;
@@ -85,6 +89,35 @@ async function follow(jobUrl: string): Promise<any> {
     }
     await Bun.sleep(250);
   }
+}
+
+// Per preview point, the trigger's and the class's distance to the dataset's person as a bar, the threshold
+// marked; then the verdict and the best checkpoint in lora-worker status's words. The status page draws the same.
+function likenessChart(job: any, baseUrl: string): string[] {
+  const report = job.likeness;
+  const identity = job.dataset?.prepared?.identity;
+  const lines = [`\nthe dataset's faces: ${identity?.text ?? "not scored"}`];
+  if (report.points.length === 0) {
+    const fix = report.reason === "scorer_missing" ? " (bash scripts/setup.sh builds .venv-likeness, the face scorer)" : "";
+    return [...lines, `likeness: ${report.verdict}: ${report.reason}${fix}`];
+  }
+  const width = 40;
+  const scale = 1.2; // distances past it are drawn full
+  const mark = Math.round((report.threshold / scale) * width);
+  const drawn = (d: number | null) => {
+    if (d === null) return "no face";
+    const cells = Math.min(width, Math.round((d / scale) * width));
+    return `${Array.from({ length: width }, (_, i) => (i === mark ? "|" : i < cells ? "█" : " ")).join("")} ${d.toFixed(2)}`;
+  };
+  lines.push(`likeness: distance to the dataset's person by step (| marks ${report.threshold}: a match is at most it)`);
+  for (const p of report.points) {
+    lines.push(`  step ${String(p.step).padStart(4)}  trigger ${drawn(p.trigger.distance)}`);
+    lines.push(`             class   ${drawn(p.class.distance)}`);
+  }
+  for (const [label, text] of likenessRows(job, baseUrl).filter(([label]) => label === "verdict" || label === "best")) {
+    lines.push(`  ${label}: ${text}`);
+  }
+  return lines;
 }
 
 function bar(step: number, total: number | null): string {

@@ -2,7 +2,7 @@
 // that `bun run demo` uses too: handoff root, models root with a placeholder SDXL checkpoint (smoke.base_model too),
 // state dir, a kohya dataset of four distinct photos' stand-ins with captions, a token, config.toml and an example
 // request.json.
-import { chmodSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs, UsageError } from "../src/cli/args.ts";
 import { encodePng } from "../src/png.ts";
@@ -27,6 +27,17 @@ const PHOTOS: Array<{ name: string; caption: string; tint: number[] }> = [
   { name: "beach.png", caption: "full-body photo, standing on a beach at sunset", tint: [180, 90, 160] },
 ];
 const PHOTO_PX = 1024; // the largest tier's resolution: no image is small
+// With `faces`: real photos of one person (test/fixtures/faces/SOURCES.md, at 480 px) stand in for the drawn
+// ones, and the simulator's previews show someone else until LEARNED_AT, then that person, so the face scorer
+// sees the run learn (the likeness report: docs/likeness.md).
+const FACES_480 = join(REPO, "test/fixtures/faces/480");
+const FACE_PHOTOS = ["obama.jpg", "obama3.jpg", "obama2.jpg"];
+const LEARNED_AT = 200;
+
+export interface ScratchFaces {
+  /** The face scorer's Python: `[likeness] python`. */
+  python: string;
+}
 
 // A tinted gradient with a light disc (the "face") at a place of its own: distinct bytes, small files.
 function photo(index: number, tint: number[]): Uint8Array {
@@ -50,23 +61,37 @@ export interface ScratchHost {
   request: Record<string, unknown>;
 }
 
-export function layOutScratchHost(dir: string, opts: { listen?: string; secondsPerStep?: number } = {}): ScratchHost {
+export interface ScratchOptions {
+  listen?: string;
+  secondsPerStep?: number;
+  faces?: ScratchFaces;
+}
+
+export function layOutScratchHost(dir: string, opts: ScratchOptions = {}): ScratchHost {
   const at = (...parts: string[]) => join(dir, ...parts);
   const handoff = at("train");
   const dataset = join(handoff, "example", "dataset");
   for (const path of [at("models"), at("state"), join(dataset, "10_ohwx person")]) mkdirSync(path, { recursive: true });
   chmodSync(handoff, 0o2770); // as install.sh makes it: setgid, nothing for others
-  PHOTOS.forEach(({ name, caption, tint }, i) => {
-    writeFileSync(join(dataset, "10_ohwx person", name), photo(i, tint));
-    writeFileSync(join(dataset, "10_ohwx person", name.replace(/\.png$/, ".txt")), `${caption}\n`);
-  });
+  const folder = join(dataset, "10_ohwx person");
+  if (opts.faces === undefined) {
+    PHOTOS.forEach(({ name, caption, tint }, i) => {
+      writeFileSync(join(folder, name), photo(i, tint));
+      writeFileSync(join(folder, name.replace(/\.png$/, ".txt")), `${caption}\n`);
+    });
+  } else {
+    FACE_PHOTOS.forEach((name, i) => {
+      copyFileSync(join(FACES_480, name), join(folder, name));
+      writeFileSync(join(folder, name.replace(/\.jpg$/, ".txt")), `${PHOTOS[i]!.caption}\n`);
+    });
+  }
   writeFileSync(at("models", "sdxl-base.safetensors"), Buffer.concat(sdxlPlaceholder()));
   const tokenPath = at("token");
   const token = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("hex");
   writeFileSync(tokenPath, `${token}\n`, { mode: 0o600 });
   const configPath = at("config.toml");
   const secondsPerStep = opts.secondsPerStep ?? DEFAULT_SECONDS_PER_STEP;
-  writeFileSync(configPath, config(dir, opts.listen ?? DEFAULT_LISTEN, secondsPerStep));
+  writeFileSync(configPath, config(dir, opts.listen ?? DEFAULT_LISTEN, secondsPerStep, opts.faces));
   const request = {
     dataset_dir: dataset,
     base_model_path: at("models", "sdxl-base.safetensors"),
@@ -78,13 +103,15 @@ export function layOutScratchHost(dir: string, opts: { listen?: string; secondsP
     tier: "fast",
     device_index: 0,
     seed: 1234,
+    // Previews at four points, each scored against the dataset's person.
+    ...(opts.faces === undefined ? {} : { samples: 1 }),
   };
   const requestPath = at("request.json");
   writeFileSync(requestPath, `${JSON.stringify(request, null, 2)}\n`);
   return { dir, configPath, requestPath, tokenPath, handoff, request };
 }
 
-function config(dir: string, listen: string, secondsPerStep: number): string {
+function config(dir: string, listen: string, secondsPerStep: number, faces: ScratchFaces | undefined): string {
   return `listen = ${JSON.stringify(listen)}
 state_dir = ${JSON.stringify(join(dir, "state"))}
 handoff_root = ${JSON.stringify(join(dir, "train"))}
@@ -96,7 +123,7 @@ mode = "simulate"
 [simulate]
 # A run takes about total steps × this (fast: 400 steps); the default, 0.5, makes a fast job over 3 minutes.
 seconds_per_step = ${secondsPerStep}
-
+${faces === undefined ? "" : previewsAndScorer(faces)}
 [gpu]
 nvidia_smi = ${JSON.stringify(join(REPO, "scripts/fake-nvidia-smi"))}
 
@@ -108,6 +135,19 @@ read_token_file = ${JSON.stringify(join(dir, "read-token"))}
 [smoke]
 # What \`lora-worker smoke\` trains on: the placeholder checkpoint, which the simulated trainer never loads.
 base_model = ${JSON.stringify(join(dir, "models", "sdxl-base.safetensors"))}
+`;
+}
+
+// The simulator's previews learn the person at LEARNED_AT, and the worker scores them with the face model.
+function previewsAndScorer(faces: ScratchFaces): string {
+  return `preview_subject = ${JSON.stringify(join(FACES_480, "obama2.jpg"))}
+preview_other = ${JSON.stringify(join(FACES_480, "biden.jpg"))}
+preview_learned_at = ${LEARNED_AT}
+
+[likeness]
+python = ${JSON.stringify(faces.python)}
+# The scorer runs at nice 10: on a busy development machine it has the CPU only when other work leaves it.
+seconds_per_image = 60
 `;
 }
 
