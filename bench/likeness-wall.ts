@@ -7,7 +7,7 @@
 // once. Runs alternate baseline-scored-scored-baseline, so that a host growing busier or quieter weighs on both alike.
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { freePort, layOutHost, startWorker, type Worker } from "../scripts/real-trainer/host.ts";
+import { freePort, layOutHost, startWorker, untilEnded } from "../scripts/real-trainer/host.ts";
 import { checkpointPath, installedSdScripts, venvDir } from "../scripts/real-trainer/setup.ts";
 import { mustRun } from "../scripts/real-trainer/steps.ts";
 import { ensureBinary } from "../test/support/binary.ts";
@@ -16,7 +16,6 @@ import { ratio } from "./lib/stats.ts";
 
 const work = process.env.REAL_TRAINER_DIR ?? "/var/tmp/lora-worker-real";
 const adapter = join(venvDir(work), "bin", "cpu-accelerate");
-const POLL_MS = 2000;
 const ORDER = ["baseline", "scored", "scored", "baseline"] as const;
 type Kind = (typeof ORDER)[number];
 
@@ -38,11 +37,11 @@ async function oneRun(kind: Kind, binary: string): Promise<Run> {
   if (posted.status !== 200) throw new Error(`POST /smoke answered ${posted.status}: ${JSON.stringify(posted.body)}`);
   // POST /smoke pauses its job at the first saved state (step 2), as `lora-worker smoke` drives it; resumed, it
   // trains to step 6. The run's time is the two jobs' spawn-to-end, without the polls' gap between them.
-  const first = await ended(worker, posted.body.worker_job_id as string);
+  const first = await untilEnded(worker, posted.body.worker_job_id as string);
   if (!first.paused) throw new Error(`job ${first.worker_job_id} ended ${first.status} where it should pause: ${first.error}`);
   const resumed = await worker.json(`/train/${first.worker_job_id}/resume`, { method: "POST" });
   if (resumed.status !== 200) throw new Error(`resume answered ${resumed.status}: ${JSON.stringify(resumed.body)}`);
-  const last = await ended(worker, resumed.body.worker_job_id as string);
+  const last = await untilEnded(worker, resumed.body.worker_job_id as string);
   if (last.status !== "succeeded") throw new Error(`job ${last.worker_job_id} ended ${last.status}: ${last.error}`);
   const seconds = [first, last].reduce((sum, job) => sum + (Date.parse(job.ended_at) - Date.parse(job.started_at)) / 1000, 0);
   const { verdict: said, reason, points } = last.likeness;
@@ -50,15 +49,6 @@ async function oneRun(kind: Kind, binary: string): Promise<Run> {
   const id = last.worker_job_id as string;
   console.log(`${kind}: jobs ${first.worker_job_id} and ${id} trained in ${seconds.toFixed(1)} s (spawn to end); likeness ${likeness}`);
   return { kind, id, seconds, likeness };
-}
-
-// The job's record once it has ended.
-async function ended(worker: Worker, id: string): Promise<any> {
-  for (;;) {
-    const { body } = await worker.json(`/train/${id}`);
-    if (!["starting", "training"].includes(body.status)) return body;
-    await Bun.sleep(POLL_MS);
-  }
 }
 
 async function measure(): Promise<Row[]> {

@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { likenessRows } from "../src/cli/client/likeness-rows.ts";
+import { FACE_PYTHON } from "../test/support/face-scorer.ts";
 import { layOutScratchHost } from "./scratch-host.ts";
 
 const REPO = join(import.meta.dir, "..");
@@ -12,7 +13,7 @@ const SECONDS_PER_STEP = 0.02;
 
 const useBinary = process.argv.includes("--binary");
 const root = mkdtempSync(join(tmpdir(), "lora-worker-demo-"));
-const faces = { python: join(REPO, ".venv-likeness", "bin", "python") };
+const faces = { python: FACE_PYTHON };
 const host = layOutScratchHost(root, { listen: "127.0.0.1:0", secondsPerStep: SECONDS_PER_STEP, faces });
 const auth = { authorization: `Bearer ${readFileSync(host.tokenPath, "utf8").trim()}` };
 
@@ -98,7 +99,9 @@ function likenessChart(job: any, baseUrl: string): string[] {
   const identity = job.dataset?.prepared?.identity;
   const lines = [`\nthe dataset's faces: ${identity?.text ?? "not scored"}`];
   if (report.points.length === 0) {
-    const fix = report.reason === "scorer_missing" ? " (bash scripts/setup.sh builds .venv-likeness, the face scorer)" : "";
+    const fix = report.reason === "scorer_missing"
+      ? " (bash scripts/setup.sh builds .venv-likeness, the face scorer)"
+      : "";
     return [...lines, `likeness: ${report.verdict}: ${report.reason}${fix}`];
   }
   const width = 40;
@@ -107,7 +110,8 @@ function likenessChart(job: any, baseUrl: string): string[] {
   const drawn = (d: number | null) => {
     if (d === null) return "no face";
     const cells = Math.min(width, Math.round((d / scale) * width));
-    return `${Array.from({ length: width }, (_, i) => (i === mark ? "|" : i < cells ? "█" : " ")).join("")} ${d.toFixed(2)}`;
+    const cell = (i: number) => (i === mark ? "|" : i < cells ? "█" : " ");
+    return `${Array.from({ length: width }, (_, i) => cell(i)).join("")} ${d.toFixed(2)}`;
   };
   lines.push(`likeness: distance to the dataset's person by step (| marks ${report.threshold}: a match is at most it)`);
   for (const p of report.points) {

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs the suite (default: all of it, as `bun run test` does; or the bun test arguments given) as on a host where lora-worker is installed, without
-# changing this host: in a private mount namespace, /etc is an overlay holding /etc/lora-worker/ (a config whose
-# trainer paths do not exist, a token file and a read-token file) and an `llmuser` account, and HOME is a folder
-# with a ~/.config/lora-worker that would mislead a test that read it. As root: `bash scripts/installed-host-check.sh
-# [bun test arguments]`. A hermetic suite passes here as it does on a bare host.
+# Runs the suite (default: `bun run test`; or `bun test` with the arguments given) as on a host where
+# lora-worker is installed, without changing this host: in a private mount namespace, /etc is an overlay holding
+# /etc/lora-worker/ (a config whose trainer paths do not exist, a token file and a read-token file) and an
+# `llmuser` account, and HOME is a folder with a ~/.config/lora-worker that would mislead a test that read it.
+# As root: `bash scripts/installed-host-check.sh [bun test arguments]`. A hermetic suite passes here as it does
+# on a bare host.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "$#" -eq 0 ]; then set -- --parallel=6 --timings=test/timings.json; fi
+if [ "$#" -eq 0 ]; then set -- run test; else set -- test "$@"; fi
 scratch=$(mktemp -d /tmp/lora-worker-installed-host-XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$scratch/upper/lora-worker" "$scratch/work" "$scratch/home/.config/lora-worker"
@@ -30,5 +31,5 @@ exec unshare --mount --propagation private bash -c '
   set -euo pipefail
   mount -t overlay overlay -o "lowerdir=/etc,upperdir=$0/upper,workdir=$0/work" /etc
   test -f /etc/lora-worker/config.toml && getent passwd llmuser >/dev/null
-  HOME="$0/home" bun test "$@"
+  HOME="$0/home" bun "$@"
 ' "$scratch" "$@"

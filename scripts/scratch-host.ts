@@ -7,6 +7,7 @@ import { join, resolve } from "node:path";
 import { parseArgs, UsageError } from "../src/cli/args.ts";
 import { encodePng } from "../src/png.ts";
 import { safetensorsParts } from "../src/safetensors/write.ts";
+import { FACES_480 } from "../test/support/face-scorer.ts";
 
 const REPO = join(import.meta.dir, "..");
 const DEFAULT_LISTEN = "127.0.0.1:8203";
@@ -30,7 +31,6 @@ const PHOTO_PX = 1024; // the largest tier's resolution: no image is small
 // With `faces`: real photos of one person (test/fixtures/faces/SOURCES.md, at 480 px) stand in for the drawn
 // ones, and the simulator's previews show someone else until LEARNED_AT, then that person, so the face scorer
 // sees the run learn (the likeness report: docs/likeness.md).
-const FACES_480 = join(REPO, "test/fixtures/faces/480");
 const FACE_PHOTOS = ["obama.jpg", "obama3.jpg", "obama2.jpg"];
 const LEARNED_AT = 200;
 

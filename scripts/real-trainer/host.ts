@@ -104,6 +104,18 @@ export interface Worker extends AsyncDisposable {
   stop(): Promise<void>;
 }
 
+/** How often a real run's record is read: its steps take seconds on a CPU. */
+export const POLL_MS = 2000;
+
+// A real run's job polled until it has ended (minutes on a CPU): its record then.
+export async function untilEnded(worker: Worker, id: string): Promise<any> {
+  for (;;) {
+    const { body } = await worker.json(`/train/${id}`);
+    if (!["starting", "training"].includes(body.status)) return body;
+    await Bun.sleep(POLL_MS);
+  }
+}
+
 /** The compiled worker serving `config`; in `cgroup` (a v1 memory cgroup directory) when given. */
 export async function startWorker(binary: string, config: string, log: string, cgroup?: string): Promise<Worker> {
   // A log of an earlier run would name an earlier worker's address.

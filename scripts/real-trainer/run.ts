@@ -5,7 +5,7 @@
 import { existsSync, mkdirSync, readFileSync, renameSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { recordJob, recordSmoke } from "./record.ts";
-import { DATASET_FOLDER, freePort, layOutHost, startWorker, writeDataset, type Host, type Worker } from "./host.ts";
+import { DATASET_FOLDER, freePort, layOutHost, POLL_MS, startWorker, untilEnded, writeDataset, type Host, type Worker } from "./host.ts";
 import { verifySafetensors } from "../../src/safetensors/verify.ts";
 import {
   checkpointPath, ensureCheckpoint, ensureVenv, installedSdScripts, placeAdapter, writeTokenizerSource,
@@ -22,7 +22,6 @@ const BINARY = join(REPO, "dist/lora-worker");
 const FIRST_STATE = saveEvery(TIERS.fast, true);
 // Below what loading SDXL needs (the U-Net alone is 10 GB in fp32): the kernel kills the trainer while it loads.
 const OOM_LIMIT = "6G";
-const POLL_MS = 2000;
 
 const sdScripts = process.env.SD_SCRIPTS_DIR ?? "";
 if (!existsSync(join(sdScripts, "sdxl_train_network.py"))) {
@@ -144,19 +143,11 @@ const request = async (name: string, dataset?: string) => ({
   samples: 1,
 });
 
-async function untilEnded(id: string): Promise<any> {
-  for (;;) {
-    const { body } = await worker.json(`/train/${id}`);
-    if (!["starting", "training"].includes(body.status)) return body;
-    await Bun.sleep(POLL_MS);
-  }
-}
-
 // A fast job that is to fail with `code`: its record and log are kept under `name`; `lines` of its error are shown.
 async function failsWith(name: string, code: string, lines: number): Promise<string> {
   const { status, body } = await post("/train", await request(name));
   if (status !== 200) throw new CheckFailed(`POST /train answered ${status}: ${JSON.stringify(body)}`);
-  const ended = await untilEnded(body.worker_job_id);
+  const ended = await untilEnded(worker, body.worker_job_id);
   recordJob(host, ended, recordings, name);
   if (ended.error_code !== code) throw new CheckFailed(`ended ${ended.error_code}: ${ended.error}`);
   return `job ${ended.worker_job_id}: ${ended.error.split("\n").slice(0, lines).join(" / ")}`;

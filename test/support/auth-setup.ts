@@ -36,7 +36,9 @@ export interface GateOptions {
 // Without a read-token file of its own, one beside the token file that is not there: never the host's default.
 export function gateFor(o: GateOptions) {
   const readTokenFile = o.readTokenFile ?? join(dirname(o.tokenFile), "no-read-token");
-  const auth = { mode: o.mode ?? "token", token_file: o.tokenFile, read_token_file: readTokenFile, metrics_public: o.metricsPublic ?? false };
+  const auth = {
+    mode: o.mode ?? "token", token_file: o.tokenFile, read_token_file: readTokenFile, metrics_public: o.metricsPublic ?? false,
+  };
   const config = ConfigSchema.parse({ listen: o.listen ?? "127.0.0.1:0", auth });
   return setUpAuth({ config, credentialsDirectory: o.credentialsDirectory, log: o.log ?? silentLogger });
 }

@@ -1,3 +1,4 @@
+import { signalGroup, waitGroupGone } from "../../src/os/terminate.ts";
 import { assertOwnTokenFiles, MAIN } from "./host-tree.ts";
 import { waitFor } from "./wait.ts";
 
@@ -9,6 +10,9 @@ export interface WorkerProcess extends AsyncDisposable {
   json(path: string, init?: RequestInit): Promise<{ status: number; body: any }>;
   postTrain(body: unknown): Promise<{ status: number; body: any }>;
 }
+
+// A SIGKILL lands when the kernel gets to each process of the group, which can be after the leader's exit.
+const GROUP_GONE_MS = 15_000;
 
 // A real worker process (from source, or the compiled binary) on an ephemeral port.
 export async function startWorker(configPath: string, opts: { command?: string[]; env?: Record<string, string> } = {}): Promise<WorkerProcess> {
@@ -46,16 +50,9 @@ export async function startWorker(configPath: string, opts: { command?: string[]
     json,
     postTrain: (body) => json("/train", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }),
     async [Symbol.asyncDispose]() {
-      killGroup(proc.pid);
+      signalGroup(proc.pid, "SIGKILL");
       await proc.exited;
+      if (!(await waitGroupGone(proc.pid, GROUP_GONE_MS))) throw new Error(`the worker's group ${proc.pid} outlived SIGKILL`);
     },
   };
-}
-
-function killGroup(pid: number): void {
-  try {
-    process.kill(-pid, "SIGKILL");
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err; // the group is gone already
-  }
 }
