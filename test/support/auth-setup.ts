@@ -37,7 +37,10 @@ export interface GateOptions {
 export function gateFor(o: GateOptions) {
   const readTokenFile = o.readTokenFile ?? join(dirname(o.tokenFile), "no-read-token");
   const auth = {
-    mode: o.mode ?? "token", token_file: o.tokenFile, read_token_file: readTokenFile, metrics_public: o.metricsPublic ?? false,
+    mode: o.mode ?? "token",
+    token_file: o.tokenFile,
+    read_token_file: readTokenFile,
+    metrics_public: o.metricsPublic ?? false,
   };
   const config = ConfigSchema.parse({ listen: o.listen ?? "127.0.0.1:0", auth });
   return setUpAuth({ config, credentialsDirectory: o.credentialsDirectory, log: o.log ?? silentLogger });
